@@ -1,0 +1,190 @@
+/* Element access for every dtype: loads widen to tnk_val_t, stores narrow
+ * from it. bf16/fp16 are converted in software (round to nearest even), so
+ * the kernels need no compiler support for half types. */
+#ifndef TNK_DTYPE_H
+#define TNK_DTYPE_H
+
+#include "tnk.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct tnk_val {
+  double re, im;
+  int64_t i;
+  int isint;
+} tnk_val_t;
+
+static inline float tnk_bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static inline uint16_t tnk_f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+static inline float tnk_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
+  if (exp == 0) {
+    if (man == 0) {
+      u = sign;
+    } else { /* subnormal: normalise */
+      int e = -1;
+      do { e++; man <<= 1; } while (!(man & 0x400));
+      u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+    }
+  } else if (exp == 0x1f) {
+    u = sign | 0x7f800000u | (man << 13);
+  } else {
+    u = sign | ((exp + 127 - 15) << 23) | (man << 13);
+  }
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static inline uint16_t tnk_f32_to_f16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+  uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return sign | 0x7e00; /* NaN */
+  if (a >= 0x477ff000u) return sign | 0x7c00; /* rounds to inf */
+  if (a < 0x38800000u) { /* result is subnormal or zero */
+    if (a < 0x33000000u) return sign; /* below half the smallest subnormal */
+    uint32_t man = (a & 0x7fffff) | 0x800000;
+    int shift = 126 - (int)(a >> 23); /* 14..24 */
+    uint32_t q = man >> shift, rem = man & ((1u << shift) - 1),
+             half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1))) q++;
+    return sign | (uint16_t)q;
+  }
+  uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - (112u << 23);
+  return sign | (uint16_t)(r >> 13);
+}
+
+/* float -> int64 without undefined behaviour: NaN and out-of-range values
+ * give INT64_MIN, as x86's cvttsd2si does. */
+static inline int64_t tnk_f2i(double x) {
+  if (!(x > -9223372036854775808.0 && x < 9223372036854775808.0))
+    return INT64_MIN;
+  return (int64_t)x;
+}
+
+#define TNK_LOAD_INT(T)                                      \
+  static inline tnk_val_t tnk_load_##T(const char *p) {     \
+    T v;                                                     \
+    memcpy(&v, p, sizeof v);                                 \
+    return (tnk_val_t){(double)v, 0.0, (int64_t)v, 1};       \
+  }
+typedef uint8_t tnk_u8;
+typedef int8_t tnk_i8;
+typedef int16_t tnk_i16;
+typedef int32_t tnk_i32;
+typedef int64_t tnk_i64;
+TNK_LOAD_INT(tnk_u8)
+TNK_LOAD_INT(tnk_i8)
+TNK_LOAD_INT(tnk_i16)
+TNK_LOAD_INT(tnk_i32)
+TNK_LOAD_INT(tnk_i64)
+
+static inline tnk_val_t tnk_load_bool(const char *p) {
+  return (tnk_val_t){*p ? 1.0 : 0.0, 0.0, *p ? 1 : 0, 1};
+}
+static inline tnk_val_t tnk_load_f16(const char *p) {
+  uint16_t h;
+  memcpy(&h, p, 2);
+  return (tnk_val_t){tnk_f16_to_f32(h), 0.0, 0, 0};
+}
+static inline tnk_val_t tnk_load_bf16(const char *p) {
+  uint16_t h;
+  memcpy(&h, p, 2);
+  return (tnk_val_t){tnk_bf16_to_f32(h), 0.0, 0, 0};
+}
+static inline tnk_val_t tnk_load_f32(const char *p) {
+  float v;
+  memcpy(&v, p, 4);
+  return (tnk_val_t){v, 0.0, 0, 0};
+}
+static inline tnk_val_t tnk_load_f64(const char *p) {
+  double v;
+  memcpy(&v, p, 8);
+  return (tnk_val_t){v, 0.0, 0, 0};
+}
+static inline tnk_val_t tnk_load_c64(const char *p) {
+  float v[2];
+  memcpy(v, p, 8);
+  return (tnk_val_t){v[0], v[1], 0, 0};
+}
+static inline tnk_val_t tnk_load_c128(const char *p) {
+  double v[2];
+  memcpy(v, p, 16);
+  return (tnk_val_t){v[0], v[1], 0, 0};
+}
+
+static inline int64_t tnk_val_int(tnk_val_t v) {
+  return v.isint ? v.i : tnk_f2i(v.re);
+}
+
+#define TNK_STORE_INT(T)                                         \
+  static inline void tnk_store_##T(char *p, tnk_val_t v) {      \
+    T x = (T)(uint64_t)tnk_val_int(v);                           \
+    memcpy(p, &x, sizeof x);                                     \
+  }
+TNK_STORE_INT(tnk_u8)
+TNK_STORE_INT(tnk_i8)
+TNK_STORE_INT(tnk_i16)
+TNK_STORE_INT(tnk_i32)
+TNK_STORE_INT(tnk_i64)
+
+static inline void tnk_store_bool(char *p, tnk_val_t v) {
+  *p = v.isint ? (v.i != 0) : (v.re != 0.0 || v.im != 0.0);
+}
+static inline float tnk_val_f32(tnk_val_t v) {
+  return v.isint ? (float)v.i : (float)v.re;
+}
+static inline double tnk_val_f64(tnk_val_t v) {
+  return v.isint ? (double)v.i : v.re;
+}
+static inline void tnk_store_f16(char *p, tnk_val_t v) {
+  uint16_t h = tnk_f32_to_f16(tnk_val_f32(v));
+  memcpy(p, &h, 2);
+}
+static inline void tnk_store_bf16(char *p, tnk_val_t v) {
+  uint16_t h = tnk_f32_to_bf16(tnk_val_f32(v));
+  memcpy(p, &h, 2);
+}
+static inline void tnk_store_f32(char *p, tnk_val_t v) {
+  float x = tnk_val_f32(v);
+  memcpy(p, &x, 4);
+}
+static inline void tnk_store_f64(char *p, tnk_val_t v) {
+  double x = tnk_val_f64(v);
+  memcpy(p, &x, 8);
+}
+static inline void tnk_store_c64(char *p, tnk_val_t v) {
+  float x[2] = {tnk_val_f32(v), (float)v.im};
+  memcpy(p, x, 8);
+}
+static inline void tnk_store_c128(char *p, tnk_val_t v) {
+  double x[2] = {tnk_val_f64(v), v.im};
+  memcpy(p, x, 16);
+}
+
+/* X-macro over dtypes: (enum, suffix of load/store). */
+#define TNK_FOR_EACH_DTYPE(X)                                           \
+  X(TNK_BOOL, bool) X(TNK_U8, tnk_u8) X(TNK_I8, tnk_i8)                 \
+  X(TNK_I16, tnk_i16) X(TNK_I32, tnk_i32) X(TNK_I64, tnk_i64)           \
+  X(TNK_F16, f16) X(TNK_BF16, bf16) X(TNK_F32, f32) X(TNK_F64, f64)     \
+  X(TNK_C64, c64) X(TNK_C128, c128)
+
+#endif

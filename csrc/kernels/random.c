@@ -1,0 +1,145 @@
+/* Counter-based random numbers: element i of a call draws Philox4x32-10 with
+ * counter (i, offset) and key seed, so results depend only on (seed, offset,
+ * shape), never on the thread count or the memory layout. */
+#include "dtype.h"
+#include "tnk.h"
+
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+
+void tnk_philox(uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+  uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
+  uint32_t k0 = key[0], k1 = key[1];
+  for (int r = 0; r < 10; r++) {
+    uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
+    uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (uint32_t)p1;
+    c3 = (uint32_t)p0;
+    c0 = n0;
+    c2 = n2;
+    k0 += PHILOX_W0;
+    k1 += PHILOX_W1;
+  }
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}
+
+typedef struct rand_ctx {
+  const tnk_random_args_t *a;
+  tnk_shape_t shape;
+  size_t esz, psz;
+} rand_ctx_t;
+
+/* Uniform in [0, 1) with 24 (float) or 53 (double) random bits. */
+static double u01(const uint32_t w[4], int wide) {
+  if (wide)
+    return (double)((((uint64_t)w[0] << 32) | w[1]) >> 11) * 0x1.0p-53;
+  return (double)(w[0] >> 8) * 0x1.0p-24;
+}
+
+static void draw(const tnk_random_args_t *a, int wide, int64_t i,
+                 const char *prob, tnk_val_t *v) {
+  uint32_t ctr[4] = {(uint32_t)i, (uint32_t)((uint64_t)i >> 32),
+                     (uint32_t)a->offset, (uint32_t)(a->offset >> 32)};
+  uint32_t key[2] = {(uint32_t)a->seed, (uint32_t)(a->seed >> 32)};
+  uint32_t w[4];
+  tnk_philox(ctr, key, w);
+  *v = (tnk_val_t){0, 0, 0, 0};
+  switch (a->kind) {
+    case TNK_RAND_UNIFORM:
+      v->re = a->lo + u01(w, wide) * (a->hi - a->lo);
+      break;
+    case TNK_RAND_NORMAL: {
+      /* Box-Muller; u1 in (0, 1] keeps log finite. */
+      double u1 = 1.0 - u01(w, 0), u2 = (double)(w[2] >> 8) * 0x1.0p-24;
+      if (wide) {
+        u1 = 1.0 - u01(w, 1);
+        u2 = (double)((((uint64_t)w[2] << 32) | w[3]) >> 11) * 0x1.0p-53;
+      }
+      v->re = a->lo + a->hi * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+      break;
+    }
+    case TNK_RAND_BERNOULLI: {
+      double p = a->lo;
+      if (prob) {
+        tnk_val_t pv;
+        switch (a->prob.dtype) {
+#define LOAD_CASE(E, N) \
+  case E: pv = tnk_load_##N(prob); break;
+          TNK_FOR_EACH_DTYPE(LOAD_CASE)
+#undef LOAD_CASE
+          default: pv = (tnk_val_t){0, 0, 0, 0};
+        }
+        p = pv.isint ? (double)pv.i : pv.re;
+      }
+      v->i = u01(w, 1) < p;
+      v->re = (double)v->i;
+      v->isint = 1;
+      break;
+    }
+    case TNK_RAND_INT: {
+      uint64_t x = ((uint64_t)w[0] << 32) | w[1];
+      v->i = a->ilo + (int64_t)(a->irange ? x % a->irange : x);
+      v->re = (double)v->i;
+      v->isint = 1;
+      break;
+    }
+  }
+}
+
+static void rand_range(void *p, int64_t begin, int64_t end) {
+  const rand_ctx_t *c = p;
+  const tnk_random_args_t *a = c->a;
+  const tnk_shape_t *sh = &c->shape;
+  int wide = a->dst.dtype == TNK_F64;
+  for (int64_t i = begin; i < end; i++) {
+    int64_t rem = i, off = 0, poff = 0;
+    for (int d = sh->ndim - 1; d >= 0; d--) {
+      int64_t idx = rem % sh->sizes[d];
+      rem /= sh->sizes[d];
+      off += idx * a->dst.strides[d];
+      poff += idx * a->prob.strides[d];
+    }
+    const char *prob =
+        a->has_prob ? (const char *)a->prob.data + poff * (int64_t)c->psz : 0;
+    tnk_val_t v;
+    draw(a, wide, i, prob, &v);
+    char *dst = (char *)a->dst.data + off * (int64_t)c->esz;
+    switch (a->dst.dtype) {
+#define STORE_CASE(E, N) \
+  case E: tnk_store_##N(dst, v); break;
+      TNK_FOR_EACH_DTYPE(STORE_CASE)
+#undef STORE_CASE
+      default: break;
+    }
+    /* Rounding to a narrow float may reach the open upper bound. */
+    if (a->kind == TNK_RAND_UNIFORM &&
+        (a->dst.dtype == TNK_BF16 || a->dst.dtype == TNK_F16 ||
+         a->dst.dtype == TNK_F32)) {
+      tnk_val_t back = a->dst.dtype == TNK_BF16 ? tnk_load_bf16(dst)
+                       : a->dst.dtype == TNK_F16 ? tnk_load_f16(dst)
+                                                 : tnk_load_f32(dst);
+      if (back.re >= a->hi && a->hi > a->lo) {
+        v.re = a->lo;
+        switch (a->dst.dtype) {
+          case TNK_BF16: tnk_store_bf16(dst, v); break;
+          case TNK_F16: tnk_store_f16(dst, v); break;
+          default: tnk_store_f32(dst, v); break;
+        }
+      }
+    }
+  }
+}
+
+void tnk_random(const tnk_random_args_t *a) {
+  rand_ctx_t c = {.a = a, .shape = a->shape};
+  if (tnk_numel(&c.shape) == 0) return;
+  c.esz = tnk_dtype_size(a->dst.dtype);
+  c.psz = a->has_prob ? tnk_dtype_size(a->prob.dtype) : 0;
+  tnk_parallel_for(tnk_numel(&c.shape), 4096, rand_range, &c);
+}

@@ -1,0 +1,115 @@
+/* TorchNeuron kernel library (tnk): the math the software NeuronCore runs.
+ * C11, no torch headers. Kernels take plain descriptors (pointers, sizes,
+ * strides in elements, dtype) and are pure functions of them: they are safe
+ * to call from any thread and own no memory. Parallelism goes through the
+ * range function installed with tnk_set_parallel (serial by default). */
+#ifndef TNK_H
+#define TNK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tnk_dtype {
+  TNK_BOOL = 0,
+  TNK_U8,
+  TNK_I8,
+  TNK_I16,
+  TNK_I32,
+  TNK_I64,
+  TNK_F16,
+  TNK_BF16,
+  TNK_F32,
+  TNK_F64,
+  TNK_C64,
+  TNK_C128,
+  TNK_DTYPE_COUNT
+} tnk_dtype_t;
+
+#define TNK_MAX_DIMS 12
+
+size_t tnk_dtype_size(tnk_dtype_t dt);
+const char *tnk_dtype_name(tnk_dtype_t dt);
+
+typedef void (*tnk_range_fn)(void *ctx, int64_t begin, int64_t end);
+typedef void (*tnk_parallel_fn)(int64_t n, int64_t grain, tnk_range_fn fn,
+                                void *ctx);
+/* Installs the thread pool used by every kernel. Call once at start-up. */
+void tnk_set_parallel(tnk_parallel_fn fn);
+void tnk_parallel_for(int64_t n, int64_t grain, tnk_range_fn fn, void *ctx);
+
+/* A strided view: element (i0..in) lives at data + sum(ik * strides[k]) *
+ * element size. Strides may be 0 (broadcast) or negative. */
+typedef struct tnk_view {
+  void *data;
+  int32_t dtype;
+  int32_t pad_;
+  int64_t strides[TNK_MAX_DIMS];
+} tnk_view_t;
+
+/* Shape shared by the views of one operation. */
+typedef struct tnk_shape {
+  int32_t ndim;
+  int32_t pad_;
+  int64_t sizes[TNK_MAX_DIMS];
+} tnk_shape_t;
+
+/* Merges adjacent dimensions that are contiguous in every view, drops size-1
+ * dimensions. Keeps numel; returns the new ndim. */
+int tnk_coalesce(tnk_shape_t *shape, tnk_view_t *views, int nviews);
+int64_t tnk_numel(const tnk_shape_t *shape);
+
+/* ---- copy / cast / fill ------------------------------------------------ */
+
+/* dst[i] = (dst dtype) src[i] for every index of shape. Views must not
+ * partially overlap. */
+typedef struct tnk_copy_args {
+  tnk_shape_t shape;
+  tnk_view_t dst, src;
+} tnk_copy_args_t;
+void tnk_copy(const tnk_copy_args_t *a);
+
+/* A scalar in the widest form of each kind; the kernel converts once. */
+typedef struct tnk_scalar {
+  double f, fi; /* real and imaginary part */
+  int64_t i;
+  int32_t is_integral, is_bool;
+} tnk_scalar_t;
+
+typedef struct tnk_fill_args {
+  tnk_shape_t shape;
+  tnk_view_t dst;
+  tnk_scalar_t value;
+} tnk_fill_args_t;
+void tnk_fill(const tnk_fill_args_t *a);
+
+/* ---- random (Philox4x32-10, counter = (element index, offset)) --------- */
+
+typedef enum tnk_rand_kind {
+  TNK_RAND_UNIFORM = 0, /* a in [lo, hi) */
+  TNK_RAND_NORMAL,      /* mean a.lo, std a.hi */
+  TNK_RAND_BERNOULLI,   /* p = a.lo, or per element from prob view */
+  TNK_RAND_INT,         /* integer in [ilo, ilo + irange) */
+} tnk_rand_kind_t;
+
+typedef struct tnk_random_args {
+  tnk_shape_t shape;
+  tnk_view_t dst;
+  tnk_view_t prob; /* TNK_RAND_BERNOULLI with has_prob: same shape as dst */
+  int32_t kind, has_prob;
+  uint64_t seed, offset;
+  double lo, hi;
+  int64_t ilo;
+  uint64_t irange;
+} tnk_random_args_t;
+void tnk_random(const tnk_random_args_t *a);
+/* One Philox4x32-10 block; exposed for tests. */
+void tnk_philox(uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,272 @@
+/* Device model and runtime initialisation.
+ *
+ * A device is a logical NeuronCore. The instance is modelled from the
+ * environment:
+ *   TORCH_NEURONX_INSTANCE   trn2 (default) or trn3
+ *   TORCH_NEURONX_NUM_CHIPS  chips in the instance (default 1)
+ *   NEURON_LOGICAL_NC_CONFIG physical cores per logical core (default 2)
+ *   NEURON_RT_VISIBLE_CORES  e.g. "0-3" or "1,3": logical cores to expose
+ *   NEURON_RT_NUM_CORES      expose the first N logical cores
+ *   TORCH_NEURONX_DEVICE_MEMORY  per-core HBM capacity override ("512M")
+ *   NEURON_LAUNCH_BLOCKING   1: every launch waits for its task */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "internal.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+tnrt_runtime_t g_rt;
+
+static pthread_once_t g_init_once = PTHREAD_ONCE_INIT;
+static tnrt_status_t g_init_status = TNRT_ERR_INTERNAL;
+static char g_init_error[256];
+static atomic_int g_initialized;
+static atomic_int g_bad_fork;
+
+static _Thread_local char t_error[512];
+
+const char *tnrt_status_to_string(tnrt_status_t s) {
+  switch (s) {
+    case TNRT_OK: return "success";
+    case TNRT_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case TNRT_ERR_INVALID_DEVICE: return "invalid device";
+    case TNRT_ERR_OUT_OF_MEMORY: return "out of memory";
+    case TNRT_ERR_FORKED: return "used in forked child";
+    case TNRT_ERR_CONFIG: return "bad configuration";
+    case TNRT_ERR_NOT_READY: return "not ready";
+    case TNRT_ERR_INTERNAL: return "internal error";
+  }
+  return "unknown status";
+}
+
+const char *tnrt_last_error(void) { return t_error; }
+
+tnrt_status_t tnrt_set_error(tnrt_status_t status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(t_error, sizeof t_error, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+typedef struct instance_model {
+  const char *name, *core_name;
+  uint32_t generation, physical_cores_per_chip;
+  uint64_t hbm_bytes_per_chip;
+  double hbm_gbs_per_chip, bf16_tflops_per_chip;
+} instance_model_t;
+
+static const instance_model_t k_models[] = {
+    {"trn2", "NeuronCore-v3", 2, 8, 96ull << 30, 2900.0, 667.0},
+    {"trn3", "NeuronCore-v4", 3, 8, 144ull << 30, 4900.0, 671.0},
+};
+
+static int env_int(const char *name, int dflt, int *out) {
+  const char *v = getenv(name);
+  if (!v || !*v) { *out = dflt; return 0; }
+  char *end;
+  long x = strtol(v, &end, 10);
+  if (*end || x < 0 || x > 1 << 20) return -1;
+  *out = (int)x;
+  return 0;
+}
+
+/* "512M", "2G", "1048576" -> bytes; 0 on error. */
+static uint64_t parse_bytes(const char *v) {
+  char *end;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (end == v) return 0;
+  switch (toupper((unsigned char)*end)) {
+    case 0: return x;
+    case 'K': x <<= 10; break;
+    case 'M': x <<= 20; break;
+    case 'G': x <<= 30; break;
+    default: return 0;
+  }
+  end++;
+  if (*end == 'i' || *end == 'I') end++;
+  if (*end == 'B' || *end == 'b') end++;
+  return *end ? 0 : x;
+}
+
+/* Parses "0-3,5" into a list of core ids; returns count or -1. */
+static int parse_core_list(const char *v, int max_core, int *ids, int cap) {
+  int n = 0;
+  const char *p = v;
+  while (*p) {
+    char *end;
+    long a = strtol(p, &end, 10), b;
+    if (end == p) return -1;
+    p = end;
+    if (*p == '-') {
+      p++;
+      b = strtol(p, &end, 10);
+      if (end == p) return -1;
+      p = end;
+    } else {
+      b = a;
+    }
+    if (a < 0 || b < a || b >= max_core) return -1;
+    for (long c = a; c <= b; c++) {
+      if (n >= cap) return -1;
+      for (int i = 0; i < n; i++)
+        if (ids[i] == c) return -1;
+      ids[n++] = (int)c;
+    }
+    while (*p == ' ') p++;
+    if (*p == ',') p++;
+    else if (*p) return -1;
+  }
+  return n;
+}
+
+tnrt_status_t tnrt_configure_devices(tnrt_runtime_t *rt) {
+  const char *inst = getenv("TORCH_NEURONX_INSTANCE");
+  const instance_model_t *m = &k_models[0];
+  if (inst && *inst) {
+    m = NULL;
+    for (size_t i = 0; i < sizeof k_models / sizeof *k_models; i++)
+      if (!strcmp(inst, k_models[i].name)) m = &k_models[i];
+    if (!m)
+      return tnrt_set_error(TNRT_ERR_CONFIG,
+                            "TORCH_NEURONX_INSTANCE=%s is not a known instance "
+                            "model; use trn2 or trn3", inst);
+  }
+  int chips, lnc, num_cores;
+  if (env_int("TORCH_NEURONX_NUM_CHIPS", 1, &chips) || chips < 1 || chips > 16)
+    return tnrt_set_error(TNRT_ERR_CONFIG,
+                          "TORCH_NEURONX_NUM_CHIPS must be an integer in 1..16");
+  if (env_int("NEURON_LOGICAL_NC_CONFIG", 2, &lnc) || (lnc != 1 && lnc != 2))
+    return tnrt_set_error(TNRT_ERR_CONFIG,
+                          "NEURON_LOGICAL_NC_CONFIG must be 1 or 2");
+  int per_chip = (int)m->physical_cores_per_chip / lnc;
+  int total = per_chip * chips;
+
+  int ids[TNRT_MAX_DEVICES];
+  int n = total;
+  for (int i = 0; i < total; i++) ids[i] = i;
+  const char *vis = getenv("NEURON_RT_VISIBLE_CORES");
+  if (vis && *vis) {
+    n = parse_core_list(vis, total, ids, TNRT_MAX_DEVICES);
+    if (n < 0)
+      return tnrt_set_error(TNRT_ERR_CONFIG,
+                            "NEURON_RT_VISIBLE_CORES=%s is not a list of "
+                            "distinct logical cores in 0..%d (e.g. \"0-3\" or "
+                            "\"1,2\")", vis, total - 1);
+  }
+  if (env_int("NEURON_RT_NUM_CORES", n, &num_cores) || num_cores > n)
+    return tnrt_set_error(TNRT_ERR_CONFIG,
+                          "NEURON_RT_NUM_CORES must be an integer in 0..%d", n);
+  n = num_cores;
+
+  uint64_t cap = m->hbm_bytes_per_chip / (uint64_t)per_chip;
+  const char *mem = getenv("TORCH_NEURONX_DEVICE_MEMORY");
+  if (mem && *mem) {
+    cap = parse_bytes(mem);
+    if (!cap)
+      return tnrt_set_error(TNRT_ERR_CONFIG,
+                            "TORCH_NEURONX_DEVICE_MEMORY=%s is not a size like "
+                            "\"512M\" or \"8G\"", mem);
+  }
+
+  rt->device_count = n;
+  for (int d = 0; d < n; d++) {
+    tnrt_device_props_t *p = &rt->props[d];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s %s (software)", m->name,
+             m->core_name);
+    snprintf(p->instance_model, sizeof p->instance_model, "%s", m->name);
+    p->total_memory = cap;
+    p->generation = m->generation;
+    p->physical_cores = (uint32_t)lnc;
+    p->logical_cores_per_chip = (uint32_t)per_chip;
+    p->global_core_id = (uint32_t)ids[d];
+    p->chip = (uint32_t)(ids[d] / per_chip);
+    p->hbm_bandwidth_gbs = m->hbm_gbs_per_chip / per_chip;
+    p->bf16_tflops = m->bf16_tflops_per_chip / per_chip;
+    rt->capacity[d] = cap;
+  }
+  const char *lb = getenv("NEURON_LAUNCH_BLOCKING");
+  rt->launch_blocking = lb && *lb && strcmp(lb, "0") != 0;
+  return TNRT_OK;
+}
+
+static void on_fork_child(void) {
+  if (atomic_load(&g_initialized)) atomic_store(&g_bad_fork, 1);
+}
+
+static void do_init(void) {
+  tnrt_runtime_t *rt = &g_rt;
+  rt->hal = tnrt_hal_host();
+  tnrt_status_t st = tnrt_configure_devices(rt);
+  if (st != TNRT_OK) {
+    snprintf(g_init_error, sizeof g_init_error, "%s", tnrt_last_error());
+    rt->device_count = 0;
+    g_init_status = st;
+    return;
+  }
+  int n = rt->device_count;
+  rt->streams = calloc((size_t)(n ? n : 1) * TNRT_STREAMS_PER_DEVICE,
+                       sizeof(tnrt_stream_t));
+  if (!rt->streams) {
+    snprintf(g_init_error, sizeof g_init_error, "out of host memory");
+    g_init_status = TNRT_ERR_OUT_OF_MEMORY;
+    rt->device_count = 0;
+    return;
+  }
+  for (int d = 0; d < n; d++)
+    for (int i = 0; i < TNRT_STREAMS_PER_DEVICE; i++) {
+      tnrt_stream_t *s = &rt->streams[d * TNRT_STREAMS_PER_DEVICE + i];
+      s->device = d;
+      s->index = i;
+      s->once = (pthread_once_t)PTHREAD_ONCE_INIT;
+    }
+  tnrt_allocator_init(n);
+  pthread_atfork(NULL, NULL, on_fork_child);
+  g_init_status = TNRT_OK;
+  atomic_store(&g_initialized, 1);
+}
+
+tnrt_status_t tnrt_init(void) {
+  if (atomic_load(&g_bad_fork))
+    return tnrt_set_error(TNRT_ERR_FORKED,
+                          "the neuron runtime cannot be re-initialised in a "
+                          "forked subprocess");
+  pthread_once(&g_init_once, do_init);
+  if (g_init_status != TNRT_OK)
+    return tnrt_set_error(g_init_status, "%s", g_init_error);
+  return TNRT_OK;
+}
+
+int tnrt_is_initialized(void) { return atomic_load(&g_initialized); }
+int tnrt_in_bad_fork(void) { return atomic_load(&g_bad_fork); }
+
+int tnrt_device_count(void) {
+  if (atomic_load(&g_bad_fork)) return g_rt.device_count;
+  if (tnrt_init() != TNRT_OK) return 0;
+  return g_rt.device_count;
+}
+
+tnrt_status_t tnrt_check_device(int device) {
+  tnrt_status_t st = tnrt_init();
+  if (st != TNRT_OK) return st;
+  if (device < 0 || device >= g_rt.device_count)
+    return tnrt_set_error(TNRT_ERR_INVALID_DEVICE,
+                          "device index %d is out of range: %d neuron "
+                          "device(s) are visible", device, g_rt.device_count);
+  return TNRT_OK;
+}
+
+tnrt_status_t tnrt_device_properties(int device, tnrt_device_props_t *out) {
+  tnrt_status_t st = tnrt_check_device(device);
+  if (st != TNRT_OK) return st;
+  *out = g_rt.props[device];
+  return TNRT_OK;
+}
+
+int tnrt_launch_blocking(void) { return g_rt.launch_blocking; }

@@ -1,0 +1,205 @@
+/* The host HAL: device memory is anonymous host memory and each queue is a
+ * worker thread draining a fixed ring of task slots. This is the software
+ * NeuronCore; everything above it is device-agnostic. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#define RING_SLOTS 1024u
+/* How long an idle worker or a waiting host thread spins before sleeping.
+ * Spinning keeps small-op latency near a function call; sleeping keeps idle
+ * streams free. */
+#define SPIN_NS 50000
+
+typedef struct task_slot {
+  tnrt_task_fn fn;
+  const char *name;
+  uint64_t seq;
+  uint64_t size;
+  _Alignas(16) unsigned char args[TNRT_TASK_ARGS_MAX];
+} task_slot_t;
+
+struct tnrt_hal_queue {
+  int device, index;
+  pthread_mutex_t mu;
+  pthread_cond_t not_empty, not_full, done;
+  task_slot_t *ring;
+  uint64_t head;             /* next slot to run; guarded by mu */
+  _Atomic uint64_t tail;     /* tasks submitted */
+  _Atomic uint64_t completed;
+  int worker_sleeping, full_waiters, done_waiters; /* guarded by mu */
+  pthread_t thread;
+};
+
+int64_t tnrt_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+static void *queue_worker(void *arg) {
+  tnrt_hal_queue_t *q = arg;
+  for (;;) {
+    int64_t spin_until = tnrt_now_ns() + SPIN_NS;
+    while (atomic_load_explicit(&q->tail, memory_order_acquire) == q->head &&
+           tnrt_now_ns() < spin_until)
+      cpu_relax();
+    pthread_mutex_lock(&q->mu);
+    while (atomic_load(&q->tail) == q->head) {
+      q->worker_sleeping = 1;
+      pthread_cond_wait(&q->not_empty, &q->mu);
+      q->worker_sleeping = 0;
+    }
+    task_slot_t *slot = &q->ring[q->head % RING_SLOTS];
+    pthread_mutex_unlock(&q->mu);
+
+    /* The slot stays owned by the worker until head moves past it. */
+    int64_t t0 = atomic_load_explicit(&g_trace_enabled, memory_order_relaxed)
+                     ? tnrt_now_ns() : 0;
+    slot->fn(slot->args);
+    if (t0) {
+      tnrt_trace_record_t rec = {slot->name, q->device, q->index, slot->seq,
+                                 t0, tnrt_now_ns()};
+      tnrt_trace_push(&rec);
+    }
+
+    pthread_mutex_lock(&q->mu);
+    q->head++;
+    atomic_store_explicit(&q->completed, slot->seq, memory_order_release);
+    if (q->full_waiters) pthread_cond_signal(&q->not_full);
+    if (q->done_waiters) pthread_cond_broadcast(&q->done);
+    pthread_mutex_unlock(&q->mu);
+  }
+  return NULL;
+}
+
+static tnrt_status_t host_queue_create(void *ctx, int device, int index,
+                                       tnrt_hal_queue_t **out) {
+  (void)ctx;
+  tnrt_hal_queue_t *q = calloc(1, sizeof(*q));
+  if (!q) return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY, "queue allocation");
+  q->ring = aligned_alloc(64, sizeof(task_slot_t) * RING_SLOTS);
+  if (!q->ring) {
+    free(q);
+    return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY, "queue ring allocation");
+  }
+  q->device = device;
+  q->index = index;
+  pthread_mutex_init(&q->mu, NULL);
+  pthread_cond_init(&q->not_empty, NULL);
+  pthread_cond_init(&q->not_full, NULL);
+  pthread_cond_init(&q->done, NULL);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  int rc = pthread_create(&q->thread, &attr, queue_worker, q);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    free(q->ring);
+    free(q);
+    return tnrt_set_error(TNRT_ERR_INTERNAL, "cannot start stream worker: %s",
+                          strerror(rc));
+  }
+  *out = q; /* lives until process exit, like the stream that owns it */
+  return TNRT_OK;
+}
+
+static tnrt_status_t host_queue_submit(tnrt_hal_queue_t *q, tnrt_task_fn fn,
+                                       const void *args, size_t size,
+                                       const char *name, uint64_t *seq) {
+  if (size > TNRT_TASK_ARGS_MAX)
+    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
+                          "task arguments of %zu bytes exceed %d", size,
+                          TNRT_TASK_ARGS_MAX);
+  pthread_mutex_lock(&q->mu);
+  uint64_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
+  while (tail - q->head >= RING_SLOTS) {
+    q->full_waiters++;
+    pthread_cond_wait(&q->not_full, &q->mu);
+    q->full_waiters--;
+  }
+  task_slot_t *slot = &q->ring[tail % RING_SLOTS];
+  slot->fn = fn;
+  slot->name = name;
+  slot->seq = tail + 1;
+  slot->size = size;
+  if (size) memcpy(slot->args, args, size);
+  atomic_store_explicit(&q->tail, tail + 1, memory_order_release);
+  if (q->worker_sleeping) pthread_cond_signal(&q->not_empty);
+  pthread_mutex_unlock(&q->mu);
+  *seq = tail + 1;
+  return TNRT_OK;
+}
+
+static uint64_t host_queue_completed(tnrt_hal_queue_t *q) {
+  return atomic_load_explicit(&q->completed, memory_order_acquire);
+}
+
+static uint64_t host_queue_submitted(tnrt_hal_queue_t *q) {
+  return atomic_load_explicit(&q->tail, memory_order_acquire);
+}
+
+static void host_queue_wait(tnrt_hal_queue_t *q, uint64_t seq) {
+  if (host_queue_completed(q) >= seq) return;
+  int64_t spin_until = tnrt_now_ns() + SPIN_NS;
+  while (tnrt_now_ns() < spin_until) {
+    if (host_queue_completed(q) >= seq) return;
+    cpu_relax();
+  }
+  pthread_mutex_lock(&q->mu);
+  q->done_waiters++;
+  while (host_queue_completed(q) < seq) pthread_cond_wait(&q->done, &q->mu);
+  q->done_waiters--;
+  pthread_mutex_unlock(&q->mu);
+}
+
+static tnrt_status_t host_mem_alloc(void *ctx, int device, size_t bytes,
+                                    void **out) {
+  (void)ctx;
+  (void)device;
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY,
+                          "host memory backing the device is exhausted (%s)",
+                          strerror(errno));
+  *out = p;
+  return TNRT_OK;
+}
+
+static void host_mem_free(void *ctx, int device, void *ptr, size_t bytes) {
+  (void)ctx;
+  (void)device;
+  munmap(ptr, bytes);
+}
+
+static const tnrt_hal_t k_host_hal = {
+    .api_version = TNRT_HAL_API_VERSION,
+    .name = "host",
+    .context = NULL,
+    .get_properties = NULL,
+    .mem_alloc = host_mem_alloc,
+    .mem_free = host_mem_free,
+    .queue_create = host_queue_create,
+    .queue_submit = host_queue_submit,
+    .queue_completed = host_queue_completed,
+    .queue_submitted = host_queue_submitted,
+    .queue_wait = host_queue_wait,
+    .memcpy_d2h = NULL,
+};
+
+const tnrt_hal_t *tnrt_hal_host(void) { return &k_host_hal; }

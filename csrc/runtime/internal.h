@@ -1,0 +1,47 @@
+/* Runtime-private declarations shared by the runtime's translation units. */
+#ifndef TNRT_INTERNAL_H
+#define TNRT_INTERNAL_H
+
+#include "hal.h"
+#include "tnrt.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define TNRT_MAX_DEVICES 128
+
+struct tnrt_stream {
+  int device, index;
+  pthread_once_t once;
+  tnrt_hal_queue_t *queue; /* created on first use */
+};
+
+/* Global runtime state, written once by tnrt_init under g_init_once. */
+typedef struct tnrt_runtime {
+  const tnrt_hal_t *hal;
+  int device_count;
+  tnrt_device_props_t props[TNRT_MAX_DEVICES];
+  uint64_t capacity[TNRT_MAX_DEVICES];
+  int launch_blocking;
+  tnrt_stream_t *streams; /* device_count * TNRT_STREAMS_PER_DEVICE */
+} tnrt_runtime_t;
+
+extern tnrt_runtime_t g_rt;
+
+/* Sets the thread-local error detail; returns status for tail calls. */
+tnrt_status_t tnrt_set_error(tnrt_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* TNRT_OK when the runtime is usable and device is in range. */
+tnrt_status_t tnrt_check_device(int device);
+tnrt_hal_queue_t *tnrt_stream_queue(tnrt_stream_t *s);
+
+/* Device configuration parsed from the environment (device.c). */
+tnrt_status_t tnrt_configure_devices(tnrt_runtime_t *rt);
+/* Allocator lifecycle (allocator.c). */
+void tnrt_allocator_init(int device_count);
+
+/* Tracing hook called by queue workers (trace.c). */
+extern atomic_int g_trace_enabled;
+void tnrt_trace_push(const tnrt_trace_record_t *rec);
+
+#endif

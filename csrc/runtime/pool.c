@@ -1,0 +1,122 @@
+/* The host thread pool shared by every device's kernels. Sized from the
+ * CPUs this process may run on; TORCH_NEURONX_NUM_THREADS overrides. One job
+ * runs at a time: a caller that finds the pool busy (another stream, or a
+ * nested call) runs its range serially, so the pool can never deadlock. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "internal.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int g_threads = 1;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_work = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t g_idle = PTHREAD_COND_INITIALIZER;
+static atomic_flag g_busy = ATOMIC_FLAG_INIT;
+
+/* The current job; written by the owner of g_busy under g_mu. */
+static struct {
+  uint64_t generation;
+  tnrt_range_fn fn;
+  void *ctx;
+  int64_t n, chunk, chunks;
+  atomic_llong next, remaining;
+  int active; /* workers inside the job, guarded by g_mu */
+} g_job;
+
+static void run_chunks(tnrt_range_fn fn, void *ctx, int64_t n, int64_t chunk,
+                       int64_t chunks) {
+  for (;;) {
+    int64_t c = atomic_fetch_add(&g_job.next, 1);
+    if (c >= chunks) return;
+    int64_t b = c * chunk, e = b + chunk < n ? b + chunk : n;
+    fn(ctx, b, e);
+    atomic_fetch_sub(&g_job.remaining, 1);
+  }
+}
+
+static void *pool_worker(void *arg) {
+  (void)arg;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&g_mu);
+  for (;;) {
+    while (g_job.generation == seen) pthread_cond_wait(&g_work, &g_mu);
+    seen = g_job.generation;
+    tnrt_range_fn fn = g_job.fn;
+    void *ctx = g_job.ctx;
+    int64_t n = g_job.n, chunk = g_job.chunk, chunks = g_job.chunks;
+    g_job.active++;
+    pthread_mutex_unlock(&g_mu);
+    run_chunks(fn, ctx, n, chunk, chunks);
+    pthread_mutex_lock(&g_mu);
+    g_job.active--;
+    pthread_cond_broadcast(&g_idle);
+  }
+  return NULL;
+}
+
+static void pool_init(void) {
+  const char *v = getenv("TORCH_NEURONX_NUM_THREADS");
+  int n = 0;
+  if (v && *v) n = atoi(v);
+  if (n <= 0) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+    if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (n <= 0) n = 1;
+  }
+  if (n > 256) n = 256;
+  int started = 1;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  for (int i = 1; i < n; i++) {
+    pthread_t t;
+    if (pthread_create(&t, &attr, pool_worker, NULL) == 0) started++;
+  }
+  pthread_attr_destroy(&attr);
+  g_threads = started;
+}
+
+int tnrt_num_threads(void) {
+  pthread_once(&g_once, pool_init);
+  return g_threads;
+}
+
+void tnrt_parallel_for(int64_t n, int64_t grain, tnrt_range_fn fn, void *ctx) {
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  int threads = tnrt_num_threads();
+  if (threads == 1 || n <= grain || tnrt_in_bad_fork() ||
+      atomic_flag_test_and_set(&g_busy)) {
+    fn(ctx, 0, n);
+    return;
+  }
+  int64_t chunks = (n + grain - 1) / grain;
+  if (chunks > threads) chunks = threads;
+  int64_t chunk = (n + chunks - 1) / chunks;
+  chunks = (n + chunk - 1) / chunk;
+  pthread_mutex_lock(&g_mu);
+  g_job.fn = fn;
+  g_job.ctx = ctx;
+  g_job.n = n;
+  g_job.chunk = chunk;
+  g_job.chunks = chunks;
+  atomic_store(&g_job.next, 0);
+  atomic_store(&g_job.remaining, chunks);
+  g_job.generation++;
+  pthread_cond_broadcast(&g_work);
+  pthread_mutex_unlock(&g_mu);
+
+  run_chunks(fn, ctx, n, chunk, chunks);
+  while (atomic_load(&g_job.remaining) > 0) sched_yield();
+  /* Workers that joined late must leave before the job can be reused. */
+  pthread_mutex_lock(&g_mu);
+  while (g_job.active) pthread_cond_wait(&g_idle, &g_mu);
+  pthread_mutex_unlock(&g_mu);
+  atomic_flag_clear(&g_busy);
+}

@@ -1,0 +1,194 @@
+/* TorchNeuron runtime (tnrt): devices, device memory, streams, events and the
+ * host thread pool of the software NeuronCore. C11, no torch headers.
+ *
+ * Conventions: functions that can fail return tnrt_status_t and, on failure,
+ * leave a human-readable detail in tnrt_last_error() (thread-local). Unless a
+ * comment says otherwise every function is thread-safe. Handles
+ * (tnrt_stream_t, tnrt_block_t, tnrt_event_t) are opaque. */
+#ifndef TNRT_H
+#define TNRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tnrt_status {
+  TNRT_OK = 0,
+  TNRT_ERR_INVALID_ARGUMENT,
+  TNRT_ERR_INVALID_DEVICE,
+  TNRT_ERR_OUT_OF_MEMORY,
+  TNRT_ERR_FORKED,        /* runtime used in a child forked after init */
+  TNRT_ERR_CONFIG,        /* bad environment configuration */
+  TNRT_ERR_NOT_READY,
+  TNRT_ERR_INTERNAL,
+} tnrt_status_t;
+
+const char *tnrt_status_to_string(tnrt_status_t status);
+/* Detail of the last failure on the calling thread ("" if none). */
+const char *tnrt_last_error(void);
+
+/* ---- initialisation and devices -------------------------------------- */
+
+/* Reads the environment once and creates the logical devices. Idempotent. */
+tnrt_status_t tnrt_init(void);
+int tnrt_is_initialized(void);
+/* 1 when this process is a fork() child of a process that had initialised
+ * the runtime: its worker threads do not exist here. */
+int tnrt_in_bad_fork(void);
+/* Number of visible logical NeuronCores; 0 when init failed. Never fails. */
+int tnrt_device_count(void);
+
+#define TNRT_NAME_MAX 64
+
+typedef struct tnrt_device_props {
+  char name[TNRT_NAME_MAX];        /* e.g. "trn2 NeuronCore-v3 (software)" */
+  char instance_model[16];         /* "trn2" or "trn3" */
+  uint64_t total_memory;           /* HBM bytes owned by this logical core */
+  uint32_t generation;             /* Trainium generation: 2 or 3 */
+  uint32_t physical_cores;         /* physical cores fused into this one (LNC) */
+  uint32_t logical_cores_per_chip;
+  uint32_t chip;                   /* chip this core lives on */
+  uint32_t global_core_id;         /* id before NEURON_RT_VISIBLE_CORES */
+  double hbm_bandwidth_gbs;        /* per logical core, GB/s (modelled) */
+  double bf16_tflops;              /* per logical core, dense (modelled) */
+} tnrt_device_props_t;
+
+tnrt_status_t tnrt_device_properties(int device, tnrt_device_props_t *out);
+
+/* ---- streams ----------------------------------------------------------- */
+
+typedef struct tnrt_stream tnrt_stream_t;
+typedef void (*tnrt_task_fn)(void *args);
+
+/* Streams per device: index 0 is the default stream, 1.. a pool handed out
+ * round-robin by the C++ layer (like CUDA's stream pool). */
+#define TNRT_STREAMS_PER_DEVICE 32
+/* Bytes of arguments a task may carry inline (copied at launch). */
+#define TNRT_TASK_ARGS_MAX 480
+
+/* NULL when device/index is out of range. Streams live until process exit. */
+tnrt_stream_t *tnrt_stream_get(int device, int index);
+int tnrt_stream_device(const tnrt_stream_t *s);
+int tnrt_stream_index(const tnrt_stream_t *s);
+
+/* Enqueue fn(args) on stream s; args (args_size bytes) are copied inline, so
+ * the caller's buffer may be reused at once. No heap allocation. name must be
+ * a string with static lifetime (it labels the task in traces). Blocks only
+ * when the stream's queue is full, or always under NEURON_LAUNCH_BLOCKING=1. */
+tnrt_status_t tnrt_launch(tnrt_stream_t *s, tnrt_task_fn fn, const void *args,
+                          size_t args_size, const char *name);
+/* Waits until every task launched on s so far has run. */
+tnrt_status_t tnrt_stream_synchronize(tnrt_stream_t *s);
+/* 1 when every task launched on s so far has run. */
+int tnrt_stream_query(tnrt_stream_t *s);
+/* Sequence number of the last task launched / completed on s. */
+uint64_t tnrt_stream_submitted(tnrt_stream_t *s);
+uint64_t tnrt_stream_completed(tnrt_stream_t *s);
+tnrt_status_t tnrt_device_synchronize(int device);
+int tnrt_launch_blocking(void);
+
+/* ---- events ------------------------------------------------------------ */
+
+typedef struct tnrt_event tnrt_event_t;
+enum { TNRT_EVENT_DEFAULT = 0, TNRT_EVENT_TIMING = 1 };
+
+/* Caller owns the event; destroy waits for a pending record to finish. */
+tnrt_event_t *tnrt_event_create(int flags);
+void tnrt_event_destroy(tnrt_event_t *e);
+tnrt_status_t tnrt_event_record(tnrt_event_t *e, tnrt_stream_t *s);
+/* Makes future work on s wait for e's last record (no-op if never recorded). */
+tnrt_status_t tnrt_stream_wait_event(tnrt_stream_t *s, tnrt_event_t *e);
+int tnrt_event_query(tnrt_event_t *e);
+tnrt_status_t tnrt_event_synchronize(tnrt_event_t *e);
+/* Milliseconds between two recorded timing events; waits for both. */
+tnrt_status_t tnrt_event_elapsed_ms(tnrt_event_t *start, tnrt_event_t *end,
+                                    double *ms);
+int tnrt_event_device(const tnrt_event_t *e); /* -1 before the first record */
+
+/* ---- device memory (caching allocator) -------------------------------- */
+
+typedef struct tnrt_block tnrt_block_t;
+
+/* Allocate bytes on device, for use on stream s (NULL: default stream).
+ * On success *ptr is 64-byte aligned (NULL for 0 bytes) and *block is the
+ * handle to free it with. On TNRT_ERR_OUT_OF_MEMORY the cache was flushed and
+ * the allocation retried once. */
+tnrt_status_t tnrt_malloc(int device, size_t bytes, tnrt_stream_t *s,
+                          void **ptr, tnrt_block_t **block);
+/* Stream-ordered free: the memory may be reused at once by later work on the
+ * allocation stream, and by others after the streams given to
+ * tnrt_record_stream have passed their current work. NULL is a no-op. */
+void tnrt_free(tnrt_block_t *block);
+tnrt_status_t tnrt_record_stream(tnrt_block_t *block, tnrt_stream_t *s);
+/* Device owning the address, or -1 if it is not device memory. */
+int tnrt_ptr_device(const void *ptr);
+/* Synchronizes the device and returns unused cached segments to the HAL. */
+tnrt_status_t tnrt_empty_cache(int device);
+
+enum { TNRT_POOL_ALL = 0, TNRT_POOL_SMALL = 1, TNRT_POOL_LARGE = 2,
+       TNRT_POOL_COUNT = 3 };
+typedef struct tnrt_stat {
+  int64_t current, peak, allocated, freed;
+} tnrt_stat_t;
+typedef struct tnrt_memory_stats {
+  tnrt_stat_t allocation[TNRT_POOL_COUNT];
+  tnrt_stat_t segment[TNRT_POOL_COUNT];
+  tnrt_stat_t active[TNRT_POOL_COUNT];
+  tnrt_stat_t inactive_split[TNRT_POOL_COUNT];
+  tnrt_stat_t allocated_bytes[TNRT_POOL_COUNT];
+  tnrt_stat_t reserved_bytes[TNRT_POOL_COUNT];
+  tnrt_stat_t active_bytes[TNRT_POOL_COUNT];
+  tnrt_stat_t inactive_split_bytes[TNRT_POOL_COUNT];
+  tnrt_stat_t requested_bytes[TNRT_POOL_COUNT];
+  int64_t num_alloc_retries, num_ooms, num_device_alloc, num_device_free;
+  int64_t max_split_size;
+} tnrt_memory_stats_t;
+
+tnrt_status_t tnrt_memory_stats(int device, tnrt_memory_stats_t *out);
+tnrt_status_t tnrt_reset_peak_stats(int device);
+tnrt_status_t tnrt_reset_accumulated_stats(int device);
+/* free = capacity - reserved, total = capacity (modelled HBM). */
+tnrt_status_t tnrt_mem_get_info(int device, uint64_t *free_bytes,
+                                uint64_t *total_bytes);
+
+/* ---- pinned host memory ------------------------------------------------ */
+
+/* Page-locked (modelled) host memory for asynchronous copies. */
+void *tnrt_host_alloc(size_t bytes);
+/* Deferred until streams recorded with tnrt_host_record_stream pass. */
+void tnrt_host_free(void *ptr);
+int tnrt_host_is_pinned(const void *ptr);
+tnrt_status_t tnrt_host_record_stream(const void *ptr, tnrt_stream_t *s);
+
+/* ---- host thread pool -------------------------------------------------- */
+
+typedef void (*tnrt_range_fn)(void *ctx, int64_t begin, int64_t end);
+/* Runs fn over [0, n) in chunks of at least grain on the shared pool; the
+ * caller takes part. Falls back to running serially when the pool is busy,
+ * so nested or concurrent calls never deadlock. */
+void tnrt_parallel_for(int64_t n, int64_t grain, tnrt_range_fn fn, void *ctx);
+int tnrt_num_threads(void);
+
+/* ---- tracing (profiler) ------------------------------------------------ */
+
+typedef struct tnrt_trace_record {
+  const char *name;
+  int32_t device, stream;
+  uint64_t seq;
+  int64_t start_ns, end_ns; /* CLOCK_MONOTONIC */
+} tnrt_trace_record_t;
+
+/* Starts recording every task's execution interval. */
+void tnrt_trace_start(void);
+/* Stops recording; returns how many records were copied to out (up to max);
+ * the rest are dropped. */
+size_t tnrt_trace_stop(tnrt_trace_record_t *out, size_t max);
+int64_t tnrt_now_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

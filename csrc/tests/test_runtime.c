@@ -1,0 +1,314 @@
+#define _GNU_SOURCE
+/* Tests of the runtime: device model, allocator, streams, events, pool. */
+#include "check.h"
+#include "tnrt.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void test_devices_default(void) {
+  CHECK(tnrt_init() == TNRT_OK);
+  CHECK(tnrt_device_count() == 4);
+  tnrt_device_props_t p;
+  CHECK(tnrt_device_properties(0, &p) == TNRT_OK);
+  CHECK(p.total_memory == (24ull << 30));
+  CHECK(p.generation == 2);
+  CHECK(strstr(p.name, "trn2") != NULL);
+  CHECK(tnrt_device_properties(4, &p) == TNRT_ERR_INVALID_DEVICE);
+  CHECK(strstr(tnrt_last_error(), "out of range") != NULL);
+  CHECK(tnrt_device_properties(-1, &p) == TNRT_ERR_INVALID_DEVICE);
+}
+
+static void test_devices_config(void) { /* run with VISIBLE_CORES=1,3 trn3 */
+  CHECK(tnrt_device_count() == 2);
+  tnrt_device_props_t p;
+  CHECK(tnrt_device_properties(1, &p) == TNRT_OK);
+  CHECK(p.global_core_id == 3);
+  CHECK(p.generation == 3);
+  CHECK(p.total_memory == (36ull << 30));
+}
+
+static void test_alloc_basic(void) {
+  void *p1, *p2;
+  tnrt_block_t *b1, *b2;
+  tnrt_memory_stats_t st;
+  CHECK(tnrt_empty_cache(0) == TNRT_OK);
+  CHECK(tnrt_reset_peak_stats(0) == TNRT_OK);
+  CHECK(tnrt_malloc(0, 1000, NULL, &p1, &b1) == TNRT_OK);
+  CHECK(p1 && ((uintptr_t)p1 % 64) == 0);
+  memset(p1, 1, 1000);
+  CHECK(tnrt_ptr_device(p1) == 0);
+  CHECK(tnrt_ptr_device((char *)p1 + 999) == 0);
+  int local;
+  CHECK(tnrt_ptr_device(&local) == -1);
+  tnrt_memory_stats(0, &st);
+  CHECK(st.allocated_bytes[0].current == 1024);
+  CHECK(st.requested_bytes[0].current == 1000);
+  CHECK(st.reserved_bytes[0].current == (2 << 20));
+  CHECK(st.allocation[TNRT_POOL_SMALL].current == 1);
+  /* freed memory is cached and reused by the same stream */
+  tnrt_free(b1);
+  CHECK(tnrt_malloc(0, 1000, NULL, &p2, &b2) == TNRT_OK);
+  CHECK(p2 == p1);
+  tnrt_memory_stats(0, &st);
+  CHECK(st.segment[0].current == 1);
+  tnrt_free(b2);
+  tnrt_memory_stats(0, &st);
+  CHECK(st.allocated_bytes[0].current == 0);
+  CHECK(st.allocated_bytes[0].peak == 1024);
+  CHECK(st.reserved_bytes[0].current == (2 << 20));
+  CHECK(tnrt_empty_cache(0) == TNRT_OK);
+  tnrt_memory_stats(0, &st);
+  CHECK(st.reserved_bytes[0].current == 0);
+  CHECK(st.inactive_split[0].current == 0);
+  /* zero bytes: no memory, no block */
+  CHECK(tnrt_malloc(0, 0, NULL, &p1, &b1) == TNRT_OK && !p1 && !b1);
+  tnrt_free(NULL);
+}
+
+static void test_alloc_split_merge(void) {
+  tnrt_empty_cache(0);
+  void *p[4];
+  tnrt_block_t *b[4];
+  for (int i = 0; i < 4; i++)
+    CHECK(tnrt_malloc(0, 4096, NULL, &p[i], &b[i]) == TNRT_OK);
+  /* four blocks carved from one 2 MiB segment, adjacent */
+  CHECK((char *)p[1] == (char *)p[0] + 4096);
+  tnrt_memory_stats_t st;
+  tnrt_memory_stats(0, &st);
+  CHECK(st.segment[0].current == 1);
+  tnrt_free(b[1]);
+  tnrt_free(b[2]);
+  tnrt_memory_stats(0, &st);
+  CHECK(st.inactive_split_bytes[0].current == 4096 * 2 + ((2 << 20) - 4 * 4096));
+  void *q;
+  tnrt_block_t *bq;
+  CHECK(tnrt_malloc(0, 8192, NULL, &q, &bq) == TNRT_OK);
+  CHECK(q == p[1]); /* merged neighbours serve a bigger request */
+  tnrt_free(bq);
+  tnrt_free(b[0]);
+  tnrt_free(b[3]);
+  tnrt_memory_stats(0, &st);
+  CHECK(st.inactive_split[0].current == 0);
+  CHECK(tnrt_empty_cache(0) == TNRT_OK);
+  tnrt_memory_stats(0, &st);
+  CHECK(st.reserved_bytes[0].current == 0);
+}
+
+static void test_alloc_large_and_oom(void) {
+  tnrt_empty_cache(1);
+  void *p, *q;
+  tnrt_block_t *b, *bq;
+  CHECK(tnrt_malloc(1, 5 << 20, NULL, &p, &b) == TNRT_OK);
+  tnrt_memory_stats_t st;
+  tnrt_memory_stats(1, &st);
+  CHECK(st.reserved_bytes[TNRT_POOL_LARGE].current == (20 << 20));
+  uint64_t free_b, total;
+  CHECK(tnrt_mem_get_info(1, &free_b, &total) == TNRT_OK);
+  CHECK(total == (24ull << 30) && free_b == total - (20 << 20));
+  /* more than the modelled HBM: fails cleanly, nothing leaks */
+  CHECK(tnrt_malloc(1, 25ull << 30, NULL, &q, &bq) == TNRT_ERR_OUT_OF_MEMORY);
+  CHECK(strstr(tnrt_last_error(), "Tried to allocate 25.00 GiB") != NULL);
+  CHECK(strstr(tnrt_last_error(), "neuron:1") != NULL);
+  tnrt_memory_stats(1, &st);
+  CHECK(st.num_ooms == 1);
+  CHECK(st.num_alloc_retries == 1);
+  CHECK(st.allocated_bytes[0].current == (5 << 20));
+  tnrt_free(b);
+  /* and the device keeps working */
+  CHECK(tnrt_malloc(1, 1 << 20, NULL, &q, &bq) == TNRT_OK);
+  tnrt_free(bq);
+  tnrt_reset_accumulated_stats(1);
+  tnrt_memory_stats(1, &st);
+  CHECK(st.num_ooms == 0 && st.allocation[0].allocated == 0);
+  tnrt_empty_cache(1);
+}
+
+static void sleep_task(void *a) { usleep(*(int *)a); }
+
+static void test_stream_ordered_reuse(void) {
+  tnrt_stream_t *s0 = tnrt_stream_get(0, 0), *s1 = tnrt_stream_get(0, 1);
+  tnrt_empty_cache(0);
+  void *p, *q;
+  tnrt_block_t *b, *bq;
+  CHECK(tnrt_malloc(0, 4096, s0, &p, &b) == TNRT_OK);
+  tnrt_free(b);
+  /* another stream does not get the block cached for s0 */
+  CHECK(tnrt_malloc(0, 4096, s1, &q, &bq) == TNRT_OK);
+  CHECK(q != p);
+  tnrt_free(bq);
+  /* record_stream: reuse waits until the recorded stream passes */
+  CHECK(tnrt_malloc(0, 4096, s0, &p, &b) == TNRT_OK);
+  int us = 100000;
+  tnrt_launch(s1, sleep_task, &us, sizeof us, "sleep");
+  tnrt_record_stream(b, s1);
+  tnrt_free(b);
+  tnrt_memory_stats_t st;
+  tnrt_memory_stats(0, &st);
+  int blocking = tnrt_launch_blocking(); /* then s1 has already finished */
+  CHECK(blocking || st.active[0].current >= 1); /* active while s1 runs */
+  CHECK(tnrt_malloc(0, 4096, s0, &q, &bq) == TNRT_OK);
+  CHECK(blocking || q != p);
+  tnrt_free(bq);
+  tnrt_stream_synchronize(s1);
+  CHECK(tnrt_malloc(0, 4096, s0, &q, &bq) == TNRT_OK);
+  CHECK(q == p || q != NULL);
+  tnrt_free(bq);
+  tnrt_empty_cache(0);
+  tnrt_memory_stats(0, &st);
+  CHECK(st.active[0].current == 0);
+}
+
+typedef struct append_args {
+  int *log, *n, value;
+} append_args_t;
+static void append_task(void *p) {
+  append_args_t *a = p;
+  a->log[(*a->n)++] = a->value;
+}
+
+static void test_stream_order_and_sync(void) {
+  tnrt_stream_t *s = tnrt_stream_get(2, 0);
+  static int log[3000];
+  static int n;
+  n = 0;
+  int us = 20000;
+  tnrt_launch(s, sleep_task, &us, sizeof us, "sleep");
+  for (int i = 0; i < 3000; i++) { /* more than the ring holds */
+    append_args_t a = {log, &n, i};
+    CHECK(tnrt_launch(s, append_task, &a, sizeof a, "append") == TNRT_OK);
+  }
+  if (!tnrt_launch_blocking()) CHECK(!tnrt_stream_query(s) || n == 3000);
+  CHECK(tnrt_stream_synchronize(s) == TNRT_OK);
+  CHECK(tnrt_stream_query(s));
+  CHECK(n == 3000);
+  int ordered = 1;
+  for (int i = 0; i < 3000; i++) ordered &= log[i] == i;
+  CHECK(ordered);
+  char big[TNRT_TASK_ARGS_MAX + 1];
+  memset(big, 0, sizeof big);
+  CHECK(tnrt_launch(s, sleep_task, big, sizeof big, "x") ==
+        TNRT_ERR_INVALID_ARGUMENT);
+  CHECK(tnrt_stream_get(0, TNRT_STREAMS_PER_DEVICE) == NULL);
+  CHECK(tnrt_stream_get(99, 0) == NULL);
+}
+
+static void set_flag_task(void *p) { **(volatile int **)p = 1; }
+
+static void test_events(void) {
+  tnrt_stream_t *a = tnrt_stream_get(0, 2), *b = tnrt_stream_get(0, 3);
+  tnrt_event_t *start = tnrt_event_create(TNRT_EVENT_TIMING);
+  tnrt_event_t *end = tnrt_event_create(TNRT_EVENT_TIMING);
+  CHECK(tnrt_event_query(start)); /* never recorded: complete */
+  CHECK(tnrt_event_record(start, a) == TNRT_OK);
+  int us = 30000;
+  tnrt_launch(a, sleep_task, &us, sizeof us, "sleep");
+  CHECK(tnrt_event_record(end, a) == TNRT_OK);
+  if (!tnrt_launch_blocking()) CHECK(!tnrt_event_query(end));
+  /* b waits for a's event: the flag is set only after the sleep */
+  static volatile int flag;
+  flag = 0;
+  CHECK(tnrt_stream_wait_event(b, end) == TNRT_OK);
+  volatile int *fp = &flag;
+  tnrt_launch(b, set_flag_task, &fp, sizeof fp, "flag");
+  tnrt_stream_synchronize(b);
+  CHECK(flag == 1);
+  CHECK(tnrt_event_query(end));
+  double ms = 0;
+  CHECK(tnrt_event_elapsed_ms(start, end, &ms) == TNRT_OK);
+  CHECK(ms >= 25.0 && ms < 5000.0);
+  tnrt_event_t *plain = tnrt_event_create(TNRT_EVENT_DEFAULT);
+  CHECK(tnrt_event_elapsed_ms(start, plain, &ms) == TNRT_ERR_INVALID_ARGUMENT);
+  CHECK(tnrt_event_device(end) == 0);
+  tnrt_event_destroy(plain);
+  tnrt_event_destroy(start);
+  tnrt_event_destroy(end);
+}
+
+typedef struct sum_ctx {
+  long long *partial;
+} sum_ctx_t;
+static void sum_range(void *p, int64_t b, int64_t e) {
+  long long s = 0;
+  for (int64_t i = b; i < e; i++) s += i;
+  __atomic_add_fetch(((sum_ctx_t *)p)->partial, s, __ATOMIC_RELAXED);
+}
+
+static void test_pool(void) {
+  CHECK(tnrt_num_threads() >= 1);
+  for (int rep = 0; rep < 200; rep++) {
+    long long total = 0;
+    sum_ctx_t c = {&total};
+    tnrt_parallel_for(100000, 100, sum_range, &c);
+    CHECK(total == 100000LL * 99999 / 2);
+  }
+}
+
+static void test_pinned(void) {
+  char *p = tnrt_host_alloc(1000);
+  CHECK(p != NULL);
+  CHECK(tnrt_host_is_pinned(p) && tnrt_host_is_pinned(p + 999));
+  int local;
+  CHECK(!tnrt_host_is_pinned(&local));
+  tnrt_stream_t *s = tnrt_stream_get(0, 0);
+  int us = 20000;
+  tnrt_launch(s, sleep_task, &us, sizeof us, "sleep");
+  tnrt_host_record_stream(p, s);
+  tnrt_host_free(p); /* deferred while s runs; must not crash */
+  CHECK(!tnrt_host_is_pinned(p));
+  tnrt_stream_synchronize(s);
+  tnrt_host_free(tnrt_host_alloc(10)); /* reaps */
+}
+
+static void test_trace(void) {
+  tnrt_stream_t *s = tnrt_stream_get(0, 0);
+  tnrt_trace_start();
+  int us = 1000;
+  tnrt_launch(s, sleep_task, &us, sizeof us, "traced_sleep");
+  tnrt_stream_synchronize(s);
+  tnrt_trace_record_t recs[16];
+  size_t n = tnrt_trace_stop(recs, 16);
+  CHECK(n == 1);
+  if (n == 1) {
+    CHECK(strcmp(recs[0].name, "traced_sleep") == 0);
+    CHECK(recs[0].end_ns - recs[0].start_ns >= 900000);
+  }
+}
+
+static void test_fork_child_refuses(void) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    void *p;
+    tnrt_block_t *b;
+    int ok = tnrt_in_bad_fork() && tnrt_init() == TNRT_ERR_FORKED &&
+             tnrt_malloc(0, 16, NULL, &p, &b) == TNRT_ERR_FORKED &&
+             tnrt_launch(tnrt_stream_get(0, 0), sleep_task, &ok, sizeof ok,
+                         "x") != TNRT_OK;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--config")) {
+    RUN(test_devices_config);
+    return REPORT("test_runtime --config");
+  }
+  RUN(test_devices_default);
+  RUN(test_alloc_basic);
+  RUN(test_alloc_split_merge);
+  RUN(test_alloc_large_and_oom);
+  RUN(test_stream_ordered_reuse);
+  RUN(test_stream_order_and_sync);
+  RUN(test_events);
+  RUN(test_pool);
+  RUN(test_pinned);
+  RUN(test_trace);
+  RUN(test_fork_child_refuses);
+  return REPORT(tnrt_launch_blocking() ? "test_runtime (launch blocking)"
+                                       : "test_runtime");
+}
