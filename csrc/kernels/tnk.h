@@ -34,6 +34,14 @@ typedef enum tnk_dtype {
 size_t tnk_dtype_size(tnk_dtype_t dt);
 const char *tnk_dtype_name(tnk_dtype_t dt);
 
+/* ISA variants. tnk_cpu_features() is a mask of what the CPU has;
+ * tnk_isa() the variant chosen for this process (TORCH_NEURONX_ISA forces
+ * "reference", "avx2" or "avx512" when the CPU has it). */
+enum { TNK_ISA_REFERENCE = 0, TNK_ISA_AVX2 = 1, TNK_ISA_AVX512 = 2 };
+int tnk_cpu_features(void);
+int tnk_isa(void);
+const char *tnk_isa_name(int isa);
+
 typedef void (*tnk_range_fn)(void *ctx, int64_t begin, int64_t end);
 typedef void (*tnk_parallel_fn)(int64_t n, int64_t grain, tnk_range_fn fn,
                                 void *ctx);

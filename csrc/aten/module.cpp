@@ -1,0 +1,91 @@
+// The Python extension torch_neuronx._C: registration at import and the
+// functions torch_neuronx/ builds torch.neuron from.
+#include "neuron.h"
+
+#include <torch/csrc/Generator.h>
+#include <torch/extension.h>
+
+namespace py = pybind11;
+using namespace torch_neuronx;
+
+static py::dict device_properties(int index) {
+  check_device_index(static_cast<c10::DeviceIndex>(index));
+  tnrt_device_props_t p;
+  check(tnrt_device_properties(index, &p), "get_device_properties");
+  py::dict d;
+  d["name"] = std::string(p.name);
+  d["instance_model"] = std::string(p.instance_model);
+  d["total_memory"] = p.total_memory;
+  d["generation"] = p.generation;
+  d["physical_cores"] = p.physical_cores;
+  d["logical_cores_per_chip"] = p.logical_cores_per_chip;
+  d["chip"] = p.chip;
+  d["global_core_id"] = p.global_core_id;
+  d["hbm_bandwidth_gbs"] = p.hbm_bandwidth_gbs;
+  d["bf16_tflops"] = p.bf16_tflops;
+  return d;
+}
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "TorchNeuron native extension";
+  register_runtime();
+
+  m.def("_device_count", [] { return tnrt_device_count(); });
+  m.def("_is_initialized", [] { return bool(tnrt_is_initialized()); });
+  m.def("_in_bad_fork", [] { return bool(tnrt_in_bad_fork()); });
+  m.def("_lazy_init", [] { lazy_init(); });
+  m.def("_init_error", [] {
+    tnrt_status_t st = tnrt_init();
+    return st == TNRT_OK ? std::string() : std::string(tnrt_last_error());
+  });
+  m.def("_current_device", [] { return current_device(); });
+  m.def("_set_device", [](int d) {
+    set_current_device(static_cast<c10::DeviceIndex>(d));
+  });
+  m.def("_get_device_properties", &device_properties);
+  m.def("_synchronize", [](int d) {
+    check_device_index(static_cast<c10::DeviceIndex>(d));
+    py::gil_scoped_release nogil;
+    check(tnrt_device_synchronize(d), "synchronize");
+  });
+  m.def("_current_stream", [](int d) {
+    c10::Stream s = current_stream(static_cast<c10::DeviceIndex>(d));
+    return py::make_tuple(s.id(), s.device_index(),
+                          static_cast<int>(s.device_type()));
+  });
+  m.def("_set_stream", [](int64_t id, int d) {
+    set_current_stream(c10::Stream(c10::Stream::UNSAFE,
+                                   c10::Device(kNeuron, static_cast<c10::DeviceIndex>(d)),
+                                   id));
+  });
+  m.def("_default_generator", [](int d) {
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
+        default_generator(static_cast<c10::DeviceIndex>(d))));
+  });
+  m.def("_fallback_ops", [] { return fallback_ops(); });
+  m.def("_clear_op_tracking", [] { clear_op_tracking(); });
+  m.def("_set_fallback_mode", [](const std::string& s) { set_fallback_mode(s); });
+  m.def("_fallback_mode", [] { return fallback_mode(); });
+  m.def("_trace_start", [] { trace_start(); });
+  m.def("_trace_stop", [] {
+    py::list out;
+    for (const tnrt_trace_record_t& r : trace_stop())
+      out.append(py::make_tuple(std::string(r.name), r.device, r.stream,
+                                r.seq, r.start_ns, r.end_ns));
+    return out;
+  });
+  m.def("_now_ns", [] { return tnrt_now_ns(); });
+  m.def("_num_threads", [] { return tnrt_num_threads(); });
+  m.def("_launch_blocking", [] {
+    lazy_init();
+    return bool(tnrt_launch_blocking());
+  });
+  m.def("_isa", [] { return std::string(tnk_isa_name(tnk_isa())); });
+  m.def("_cpu_features", [] {
+    int f = tnk_cpu_features();
+    py::list out;
+    if (f & TNK_ISA_AVX2) out.append("avx2+fma");
+    if (f & TNK_ISA_AVX512) out.append("avx512");
+    return out;
+  });
+}

@@ -1,0 +1,73 @@
+// Declarations shared by the PyTorch glue translation units. The glue
+// translates between ATen and the C runtime/kernels; it holds no kernel math.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/Stream.h>
+
+extern "C" {
+#include "../kernels/tnk.h"
+#include "../runtime/tnrt.h"
+}
+
+namespace torch_neuronx {
+
+constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
+
+// Initialises the runtime on first use; throws the PyTorch exception that
+// matches a runtime failure (forked child, bad configuration).
+void lazy_init();
+// Raises the PyTorch exception for a failed runtime call.
+[[noreturn]] void throw_status(tnrt_status_t status, const char* what);
+inline void check(tnrt_status_t status, const char* what) {
+  if (status != TNRT_OK) throw_status(status, what);
+}
+// Validates a device index, with the message a user can act on.
+void check_device_index(c10::DeviceIndex index);
+c10::DeviceIndex current_device();
+void set_current_device(c10::DeviceIndex index);
+
+// Streams: c10::Stream ids are runtime stream indices (0 = default).
+c10::Stream current_stream(c10::DeviceIndex device);
+void set_current_stream(const c10::Stream& stream);
+tnrt_stream_t* native_stream(const c10::Stream& stream);
+inline tnrt_stream_t* current_native_stream(c10::DeviceIndex device) {
+  return native_stream(current_stream(device));
+}
+
+c10::DeviceAllocator* device_allocator();
+c10::Allocator* host_allocator();
+// Registers hooks, guard and allocator with PyTorch (called once at import).
+void register_runtime();
+
+// Kernel launch helpers for the op layer.
+tnk_dtype_t to_tnk(c10::ScalarType t, bool* ok);
+// Fills a kernel view from a tensor; false if the dtype or rank is not
+// supported by the kernels.
+bool to_view(const at::Tensor& t, tnk_view_t* view);
+// A CPU tensor aliasing a neuron tensor's memory (device memory is host
+// addressable); the caller synchronises the producing stream first.
+at::Tensor host_alias(const at::Tensor& t);
+void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void* args,
+            size_t size, const char* name);
+
+// The CPU fallback and op tracking.
+void register_fallback_state();
+std::vector<std::pair<std::string, int64_t>> fallback_ops();
+void clear_op_tracking();
+void set_fallback_mode(const std::string& mode);
+std::string fallback_mode();
+
+// The RNG of a device.
+const at::Generator& default_generator(c10::DeviceIndex device);
+at::Generator new_generator(c10::DeviceIndex device);
+// Returns the (seed, offset) pair for one kernel call and advances offset.
+std::pair<uint64_t, uint64_t> philox_next(std::optional<at::Generator> gen,
+                                          c10::DeviceIndex device);
+
+// Profiler: starts/stops collecting device task intervals.
+void trace_start();
+std::vector<tnrt_trace_record_t> trace_stop();
+
+}  // namespace torch_neuronx

@@ -1,0 +1,586 @@
+// Native neuron ops: factories, copies, views, storage ops, fill, scalar
+// reads, cat and the random in-place ops. Each op validates with ATen's own
+// logic, then launches a C kernel on the current stream of its device.
+#include "neuron.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace torch_neuronx {
+
+tnk_dtype_t to_tnk(c10::ScalarType t, bool* ok) {
+  *ok = true;
+  switch (t) {
+    case at::kBool: return TNK_BOOL;
+    case at::kByte: return TNK_U8;
+    case at::kChar: return TNK_I8;
+    case at::kShort: return TNK_I16;
+    case at::kInt: return TNK_I32;
+    case at::kLong: return TNK_I64;
+    case at::kHalf: return TNK_F16;
+    case at::kBFloat16: return TNK_BF16;
+    case at::kFloat: return TNK_F32;
+    case at::kDouble: return TNK_F64;
+    case at::kComplexFloat: return TNK_C64;
+    case at::kComplexDouble: return TNK_C128;
+    default: *ok = false; return TNK_U8;
+  }
+}
+
+bool to_view(const at::Tensor& t, tnk_view_t* v) {
+  bool ok;
+  v->dtype = to_tnk(t.scalar_type(), &ok);
+  if (!ok || t.dim() > TNK_MAX_DIMS) return false;
+  v->data = t.numel() ? t.data_ptr() : nullptr;
+  for (int64_t d = 0; d < t.dim(); d++) v->strides[d] = t.stride(d);
+  return true;
+}
+
+static void set_shape(tnk_shape_t* s, at::IntArrayRef sizes) {
+  s->ndim = static_cast<int32_t>(sizes.size());
+  for (size_t d = 0; d < sizes.size(); d++) s->sizes[d] = sizes[d];
+}
+
+namespace {
+
+void check_dtype_supported(c10::ScalarType t) {
+  TORCH_CHECK_TYPE(!c10::isQIntType(t) && !c10::isBitsType(t) &&
+                       t != at::kComplexHalf,
+                   "neuron does not support tensors of dtype ", t,
+                   ": keep such tensors on the CPU, or convert them to a "
+                   "supported dtype (bool, integers, float16, bfloat16, "
+                   "float32, float64, complex64/128) first");
+}
+
+c10::DeviceIndex device_of(std::optional<c10::Device> device) {
+  if (!device.has_value() || !device->has_index()) return current_device();
+  TORCH_CHECK(device->type() == kNeuron, "expected a neuron device, got ",
+              *device);
+  check_device_index(device->index());
+  return device->index();
+}
+
+at::Tensor empty_memory_format(at::IntArrayRef size,
+                               std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout,
+                               std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> mf) {
+  TORCH_CHECK(!pin_memory.value_or(false),
+              "only dense CPU tensors can be pinned");
+  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
+              "neuron supports only strided tensors, got layout ", *layout);
+  c10::ScalarType st = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  check_dtype_supported(st);
+  c10::DeviceGuard guard(c10::Device(kNeuron, device_of(device)));
+  return at::detail::empty_generic(
+      size, device_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      st, mf);
+}
+
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device,
+                         std::optional<bool> pin_memory) {
+  TORCH_CHECK(!pin_memory.value_or(false),
+              "only dense CPU tensors can be pinned");
+  TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
+              "neuron supports only strided tensors, got layout ", *layout);
+  c10::ScalarType st = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  check_dtype_supported(st);
+  c10::DeviceGuard guard(c10::Device(kNeuron, device_of(device)));
+  return at::detail::empty_strided_generic(
+      size, stride, device_allocator(),
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), st);
+}
+
+// ------------------------------------------------------------------ copies
+
+void copy_task(void* p) { tnk_copy(static_cast<tnk_copy_args_t*>(p)); }
+
+}  // namespace
+
+at::Tensor host_alias(const at::Tensor& t) {
+  if (!t.defined() || !t.is_privateuseone()) return t;
+  c10::Storage keep = t.storage();
+  void* data = t.numel() == 0 ? nullptr
+                              : static_cast<char*>(keep.mutable_data()) +
+                                    t.storage_offset() * t.itemsize();
+  auto out = at::from_blob(
+      data, t.sizes(), t.strides(), [keep](void*) mutable { keep = {}; },
+      t.options().device(at::kCPU));
+  if (t.is_conj()) out._set_conj(true);
+  if (t.is_neg()) out._set_neg(true);
+  return out;
+}
+
+namespace {
+
+bool ranges_overlap(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.numel() || !b.numel()) return false;
+  if (!a.storage().is_alias_of(b.storage())) return false;
+  auto range = [](const at::Tensor& t) {
+    int64_t lo = t.storage_offset(), hi = lo;
+    for (int64_t d = 0; d < t.dim(); d++) {
+      int64_t span = (t.size(d) - 1) * t.stride(d);
+      if (span < 0) lo += span;
+      else hi += span;
+    }
+    return std::make_pair(lo * (int64_t)t.itemsize(),
+                          (hi + 1) * (int64_t)t.itemsize());
+  };
+  auto ra = range(a), rb = range(b);
+  return ra.first < rb.second && rb.first < ra.second;
+}
+
+// Copies through CPU ATen on host aliases: the path for layouts and dtypes
+// the copy kernel does not take (conj/neg views, >12 dims, float8...).
+void copy_on_host(const at::Tensor& src, const at::Tensor& dst) {
+  if (src.is_privateuseone())
+    check(tnrt_stream_synchronize(current_native_stream(src.device().index())),
+          "stream synchronize");
+  if (dst.is_privateuseone())
+    check(tnrt_stream_synchronize(current_native_stream(dst.device().index())),
+          "stream synchronize");
+  at::Tensor d = host_alias(dst);
+  d.copy_(host_alias(src));
+}
+
+tnk_dtype_t raw_dtype(const at::Tensor& t, bool* ok) {
+  tnk_dtype_t dt = to_tnk(t.scalar_type(), ok);
+  if (*ok) return dt;
+  *ok = true;
+  switch (t.itemsize()) {  // same-dtype copies are byte moves
+    case 1: return TNK_U8;
+    case 2: return TNK_I16;
+    case 4: return TNK_I32;
+    case 8: return TNK_I64;
+    default: *ok = false; return TNK_U8;
+  }
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
+                     bool non_blocking) {
+  TORCH_CHECK(self.is_privateuseone() || dst.is_privateuseone());
+  TORCH_CHECK(self.is_privateuseone() || self.is_cpu(),
+              "copy between neuron and ", self.device(), " is not supported");
+  TORCH_CHECK(dst.is_privateuseone() || dst.is_cpu(),
+              "copy between neuron and ", dst.device(), " is not supported");
+  if (dst.numel() == 0) return dst;
+  at::Tensor src = self.sizes() == dst.sizes() ? self : self.expand(dst.sizes());
+  if (src.is_conj() != dst.is_conj() || src.is_neg() != dst.is_neg()) {
+    copy_on_host(src, dst);
+    return dst;
+  }
+  if (dst.is_privateuseone() && src.is_privateuseone() &&
+      ranges_overlap(src, dst)) {
+    if (src.is_same(dst)) return dst;
+    src = src.clone();  // copy through a fresh buffer, in stream order
+  }
+  bool ok_s, ok_d;
+  tnk_copy_args_t a{};
+  a.src.dtype = raw_dtype(src, &ok_s);
+  a.dst.dtype = raw_dtype(dst, &ok_d);
+  bool same = src.scalar_type() == dst.scalar_type();
+  bool cast_ok;
+  to_tnk(src.scalar_type(), &cast_ok);
+  bool kernel_ok = ok_s && ok_d && (same || cast_ok) &&
+                   dst.dim() <= TNK_MAX_DIMS;
+  if (kernel_ok && !same) to_tnk(dst.scalar_type(), &kernel_ok);
+  if (!kernel_ok) {
+    copy_on_host(src, dst);
+    return dst;
+  }
+  set_shape(&a.shape, dst.sizes());
+  a.dst.data = dst.data_ptr();
+  a.src.data = const_cast<void*>(src.const_data_ptr());
+  for (int64_t d = 0; d < dst.dim(); d++) {
+    a.dst.strides[d] = dst.stride(d);
+    a.src.strides[d] = src.stride(d);
+  }
+
+  if (dst.is_privateuseone() && src.is_privateuseone()) {
+    c10::DeviceIndex dd = dst.device().index(), sd = src.device().index();
+    if (dd != sd) {  // order after the source device's current work
+      tnrt_event_t* e = tnrt_event_create(TNRT_EVENT_DEFAULT);
+      check(tnrt_event_record(e, current_native_stream(sd)), "event record");
+      check(tnrt_stream_wait_event(current_native_stream(dd), e), "event wait");
+      tnrt_event_destroy(e);
+      device_allocator()->recordStream(src.storage().data_ptr(),
+                                       current_stream(dd));
+    }
+    launch(dd, copy_task, &a, sizeof a, "aten::copy_");
+    return dst;
+  }
+  const at::Tensor& host = dst.is_privateuseone() ? src : dst;
+  c10::DeviceIndex dev = dst.is_privateuseone() ? dst.device().index()
+                                                : src.device().index();
+  tnrt_stream_t* s = current_native_stream(dev);
+  check(tnrt_launch(s, copy_task, &a, sizeof a,
+                    dst.is_privateuseone() ? "aten::copy_ (H2D)"
+                                           : "aten::copy_ (D2H)"),
+        "neuron copy");
+  const void* hp = host.storage().data();
+  if (non_blocking && hp && tnrt_host_is_pinned(hp)) {
+    // Returns at once, as CUDA does for pinned memory; the pinned buffer
+    // is kept alive until this stream passes the copy.
+    check(tnrt_host_record_stream(hp, s), "record pinned buffer");
+  } else {
+    check(tnrt_stream_synchronize(s), "stream synchronize");
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+// ------------------------------------------------------------------- views
+
+at::Tensor as_strided(const at::Tensor& self, at::IntArrayRef size,
+                      at::IntArrayRef stride,
+                      std::optional<int64_t> storage_offset) {
+  return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
+}
+
+// ------------------------------------------------------------ storage ops
+
+const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
+                          std::optional<c10::MemoryFormat> mf) {
+  for (int64_t s : size)
+    TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s,
+                ": ", size);
+  auto* impl = self.unsafeGetTensorImpl();
+  if (impl->sizes() != size) impl->set_sizes_contiguous(size);
+  if (mf.has_value()) {
+    TORCH_CHECK(*mf != c10::MemoryFormat::Preserve,
+                "Unsupported memory format ", *mf);
+    impl->empty_tensor_restride(*mf);
+  }
+  size_t needed = at::detail::computeStorageNbytes(
+      self.sizes(), self.strides(), self.itemsize(), self.storage_offset());
+  if (needed > self.storage().nbytes())
+    at::detail::getPrivateUse1Hooks().resizePrivateUse1Bytes(self.storage(),
+                                                               needed);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source,
+                        c10::SymInt storage_offset, c10::SymIntArrayRef size,
+                        c10::SymIntArrayRef stride) {
+  int64_t off = storage_offset.expect_int();
+  std::vector<int64_t> isize(C10_AS_INTARRAYREF_SLOW(size).vec());
+  std::vector<int64_t> istride;
+  if (stride.empty()) {  // contiguous
+    istride.resize(isize.size());
+    int64_t acc = 1;
+    for (size_t d = isize.size(); d-- > 0;) {
+      istride[d] = acc;
+      acc *= std::max<int64_t>(isize[d], 1);
+    }
+  } else {
+    istride = C10_AS_INTARRAYREF_SLOW(stride).vec();
+  }
+  at::native::checkSetStorage(self, std::move(source), off,
+                              at::IntArrayRef(isize), at::IntArrayRef(istride));
+  at::native::setStrided(self, at::IntArrayRef(isize), at::IntArrayRef(istride),
+                         off);
+  return self;
+}
+
+at::Tensor& set_storage_whole(at::Tensor& self, c10::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes() / self.itemsize());
+  std::vector<c10::SymInt> size{c10::SymInt(n)}, stride{c10::SymInt(1)};
+  return set_storage(self, std::move(source), 0, size, stride);
+}
+
+at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& src) {
+  if (self.is_same(src)) return self;
+  return set_storage(self, src.storage(), src.sym_storage_offset(),
+                     src.sym_sizes(), src.sym_strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::DeviceGuard guard(self.device());
+  c10::Storage fresh(c10::Storage::use_byte_size_t(), 0, device_allocator(),
+                     true);
+  std::vector<c10::SymInt> size{c10::SymInt(0)}, stride{c10::SymInt(1)};
+  return set_storage(self, fresh, 0, size, stride);
+}
+
+// ------------------------------------------------------- fill and scalars
+
+tnk_scalar_t to_scalar(const c10::Scalar& v) {
+  tnk_scalar_t s{};
+  if (v.isBoolean()) {
+    s.is_bool = 1;
+    s.i = v.toBool();
+  } else if (v.isIntegral(false)) {
+    s.is_integral = 1;
+    s.i = v.toLong();
+    s.f = static_cast<double>(s.i);
+  } else if (v.isComplex()) {
+    auto c = v.toComplexDouble();
+    s.f = c.real();
+    s.fi = c.imag();
+  } else {
+    s.f = v.toDouble();
+  }
+  return s;
+}
+
+void fill_task(void* p) { tnk_fill(static_cast<tnk_fill_args_t*>(p)); }
+
+at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
+  if (self.numel() == 0) return self;
+  tnk_fill_args_t a{};
+  if (!to_view(self, &a.dst)) {  // rare dtypes or ranks: on the host
+    copy_on_host(at::scalar_tensor(value, self.options().device(at::kCPU)), self);
+    return self;
+  }
+  TORCH_CHECK(!self.is_conj() && !self.is_neg(),
+              "fill_ on a conjugate or negative view is not supported; call "
+              "resolve_conj() first");
+  set_shape(&a.shape, self.sizes());
+  a.value = to_scalar(value);
+  launch(self.device().index(), fill_task, &a, sizeof a, "aten::fill_");
+  return self;
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  at::Tensor host = at::empty({}, self.options().device(at::kCPU));
+  copy_from(self.reshape({}), host, false);
+  return at::_local_scalar_dense(host);
+}
+
+at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0,
+              "fill_ only supports 0-dimension value tensor but got tensor "
+              "with ", value.dim(), " dimensions.");
+  return fill_scalar(self, value.item());
+}
+
+at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
+
+// --------------------------------------------------------------------- cat
+
+at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim,
+                    at::Tensor& out) {
+  auto list = tensors.materialize();
+  TORCH_CHECK(!list.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  c10::Device dev = out.device();
+  std::vector<at::Tensor> metas;
+  for (const at::Tensor& t : list) {
+    TORCH_CHECK(t.device() == dev,
+                "Expected all tensors to be on the same device, but found at "
+                "least two devices, ", dev, " and ", t.device(), "!");
+    metas.push_back(at::empty_strided(t.sizes(), t.strides(),
+                                      t.options().device(at::kMeta)));
+  }
+  at::Tensor meta = at::cat(metas, dim);  // ATen's own checks and shape
+  TORCH_CHECK(at::canCast(meta.scalar_type(), out.scalar_type()),
+              "torch.cat(): input types can't be cast to the desired output "
+              "type ", out.scalar_type());
+  at::native::resize_output(out, meta.sizes());
+  if (out.numel() == 0) return out;
+  int64_t d = c10::maybe_wrap_dim(dim, meta.dim());
+  int64_t offset = 0;
+  for (const at::Tensor& t : list) {
+    const at::Tensor& x = t;
+    if (x.dim() == 1 && x.numel() == 0 && meta.dim() != 1) continue;  // legacy
+    int64_t n = x.size(d);
+    if (n) out.narrow(d, offset, n).copy_(x);
+    offset += n;
+  }
+  return out;
+}
+
+at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
+  auto list = tensors.materialize();
+  TORCH_CHECK(!list.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  std::vector<at::Tensor> metas;
+  for (const at::Tensor& t : list)
+    metas.push_back(at::empty_strided(t.sizes(), t.strides(),
+                                      t.options().device(at::kMeta)));
+  at::Tensor meta = at::cat(metas, dim);
+  const at::Tensor& first = list.front();
+  at::Tensor out = at::empty_strided(meta.sizes(), meta.strides(),
+                                     first.options().dtype(meta.scalar_type()));
+  return cat_out(tensors, dim, out);
+}
+
+// ------------------------------------------------------------------ random
+
+void random_task(void* p) { tnk_random(static_cast<tnk_random_args_t*>(p)); }
+
+at::Tensor& launch_random(at::Tensor& self, tnk_random_args_t& a,
+                          std::optional<at::Generator> gen,
+                          const char* name) {
+  if (self.numel() == 0) return self;
+  TORCH_CHECK_TYPE(to_view(self, &a.dst),
+                   name, ": neuron random kernels do not support dtype ",
+                   self.scalar_type());
+  set_shape(&a.shape, self.sizes());
+  auto so = philox_next(gen, self.device().index());
+  a.seed = so.first;
+  a.offset = so.second;
+  launch(self.device().index(), random_task, &a, sizeof a, name);
+  return self;
+}
+
+at::Tensor& uniform_(at::Tensor& self, double from, double to,
+                     std::optional<at::Generator> gen) {
+  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but "
+              "found from=", from, " > to=", to);
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) ||
+                  at::isComplexType(self.scalar_type()),
+              "uniform_ only supports floating-point dtypes, got ",
+              self.scalar_type());
+  tnk_random_args_t a{};
+  a.kind = TNK_RAND_UNIFORM;
+  a.lo = from;
+  a.hi = to;
+  return launch_random(self, a, gen, "aten::uniform_");
+}
+
+at::Tensor& normal_(at::Tensor& self, double mean, double std,
+                    std::optional<at::Generator> gen) {
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
+              "normal_ only supports floating-point dtypes, got ",
+              self.scalar_type());
+  tnk_random_args_t a{};
+  a.kind = TNK_RAND_NORMAL;
+  a.lo = mean;
+  a.hi = std;
+  return launch_random(self, a, gen, "aten::normal_");
+}
+
+at::Tensor& random_range(at::Tensor& self, int64_t from, uint64_t range,
+                         std::optional<at::Generator> gen) {
+  tnk_random_args_t a{};
+  a.kind = TNK_RAND_INT;
+  a.ilo = from;
+  a.irange = range;
+  return launch_random(self, a, gen, "aten::random_");
+}
+
+// Largest value random_() may produce for a dtype: floats stop where
+// consecutive integers are still representable, as on CPU and CUDA.
+uint64_t random_default_range(c10::ScalarType t) {
+  switch (t) {
+    case at::kBool: return 2;
+    case at::kHalf: return (1ull << 11) + 1;
+    case at::kBFloat16: return (1ull << 8) + 1;
+    case at::kFloat: return (1ull << 24) + 1;
+    case at::kDouble: return (1ull << 53) + 1;
+    case at::kByte: return 256;
+    case at::kChar: return 128;
+    case at::kShort: return 1ull << 15;
+    case at::kInt: return 1ull << 31;
+    case at::kLong: return 1ull << 63;
+    default:
+      TORCH_CHECK_TYPE(false, "random_ does not support dtype ", t);
+  }
+}
+
+at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> gen) {
+  return random_range(self, 0, random_default_range(self.scalar_type()), gen);
+}
+
+at::Tensor& random_from(at::Tensor& self, int64_t from,
+                        std::optional<int64_t> to,
+                        std::optional<at::Generator> gen) {
+  uint64_t range;
+  if (to.has_value()) {
+    TORCH_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but "
+                "got from=", from, " >= to=", *to);
+    range = static_cast<uint64_t>(*to) - static_cast<uint64_t>(from);
+  } else {
+    uint64_t top = random_default_range(self.scalar_type());
+    if (at::isFloatingType(self.scalar_type()))
+      range = top - 1 > static_cast<uint64_t>(from)
+                  ? top - 1 - static_cast<uint64_t>(from) + 1 : 1;
+    else
+      range = (self.scalar_type() == at::kLong
+                   ? static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                   : top - 1) - static_cast<uint64_t>(from) + 1;
+  }
+  return random_range(self, from, range, gen);
+}
+
+at::Tensor& random_to(at::Tensor& self, int64_t to,
+                      std::optional<at::Generator> gen) {
+  return random_from(self, 0, to, gen);
+}
+
+at::Tensor& bernoulli_float(at::Tensor& self, double p,
+                            std::optional<at::Generator> gen) {
+  TORCH_CHECK(0 <= p && p <= 1, "bernoulli_ expects p to be in [0, 1], but "
+              "got p=", p);
+  tnk_random_args_t a{};
+  a.kind = TNK_RAND_BERNOULLI;
+  a.lo = p;
+  return launch_random(self, a, gen, "aten::bernoulli_");
+}
+
+at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p_,
+                             std::optional<at::Generator> gen) {
+  at::Tensor p = p_.to(self.device()).expand(self.sizes());
+  tnk_random_args_t a{};
+  a.kind = TNK_RAND_BERNOULLI;
+  a.has_prob = 1;
+  TORCH_CHECK_TYPE(to_view(p, &a.prob),
+                   "bernoulli_: unsupported probability dtype ",
+                   p.scalar_type());
+  return launch_random(self, a, gen, "aten::bernoulli_");
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("as_strided", as_strided);
+  m.impl("view", at::native::view);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("unfold", at::native::unfold);
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
+  m.impl("resize_", resize_);
+  m.impl("set_.source_Storage_storage_offset", set_storage);
+  m.impl("set_.source_Storage", set_storage_whole);
+  m.impl("set_.source_Tensor", set_tensor);
+  m.impl("set_", set_empty);
+  m.impl("fill_.Scalar", fill_scalar);
+  m.impl("fill_.Tensor", fill_tensor);
+  m.impl("zero_", zero_);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("cat", cat);
+  m.impl("cat.out", cat_out);
+  m.impl("uniform_", uniform_);
+  m.impl("normal_", normal_);
+  m.impl("random_", random_);
+  m.impl("random_.from", random_from);
+  m.impl("random_.to", random_to);
+  m.impl("bernoulli_.float", bernoulli_float);
+  m.impl("bernoulli_.Tensor", bernoulli_tensor);
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,34 @@
+"""Builds torch_neuronx._C: the C libraries (csrc/runtime, csrc/kernels) are
+compiled by csrc/Makefile into a static archive, then linked into the thin
+C++ extension (csrc/aten). Build with --no-build-isolation against torch."""
+import os
+import subprocess
+import sysconfig
+from pathlib import Path
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+ROOT = Path(__file__).resolve().parent
+C_BUILD = ROOT / "build" / "c"
+
+
+class BuildWithCLibraries(BuildExtension):
+    def run(self):
+        jobs = str(os.cpu_count() or 1)
+        subprocess.check_call(
+            ["make", "-C", str(ROOT / "csrc"), f"-j{jobs}", f"BUILD={C_BUILD}"]
+        )
+        super().run()
+
+
+ext = CppExtension(
+    name="torch_neuronx._C",
+    sources=sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc" / "aten").glob("*.cpp")),
+    include_dirs=[str(ROOT / "csrc")],
+    extra_objects=[str(C_BUILD / "libtnrt.a")],
+    extra_compile_args={"cxx": ["-O2", "-g0", "-std=c++17", "-Wno-unused-parameter"]},
+    libraries=["m"],
+)
+
+setup(ext_modules=[ext], cmdclass={"build_ext": BuildWithCLibraries})
