@@ -4,7 +4,16 @@ Importing this package (which ``import torch`` does by itself through the
 ``torch.backends`` entry point) registers PyTorch's PrivateUse1 device as
 ``"neuron"`` and installs ``torch.neuron``, a module mirroring ``torch.cuda``.
 """
-import torch
+
+
+def _autoload():
+    """Entry point called by ``import torch``. It must exist before this
+    module imports torch: ``import torch_neuronx`` on its own imports torch,
+    whose autoload then finds this module half-initialised. The work is done
+    by the module body below."""
+
+
+import torch  # noqa: E402
 
 from . import _C  # registers the allocator, guard, hooks, kernels, fallback
 
@@ -25,10 +34,6 @@ def _register():
 
 
 _register()
-
-
-def _autoload():
-    """Entry point called by ``import torch``; the import did the work."""
 
 
 def get_fallback_ops():

@@ -138,29 +138,41 @@ def is_fp16_supported() -> bool:
 # ------------------------------------------------------------ streams/events
 
 
-class Stream(torch.Stream):
-    """A neuron stream: an in-order queue of device work (like cuda.Stream)."""
+# PyTorch's C++ side checks for exactly torch.Stream / torch.Event (e.g.
+# Event.elapsed_time), so these classes construct plain torch.Stream /
+# torch.Event objects on the neuron device; isinstance() still works.
+
+
+class _NeuronStreamMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, torch.Stream) and obj.device.type == "neuron"
+
+
+class Stream(metaclass=_NeuronStreamMeta):
+    """A neuron stream: an in-order queue of device work (like cuda.Stream).
+
+    ``Stream(device=None, priority=0)`` takes a stream from the device's pool;
+    the object is a ``torch.Stream`` (query, synchronize, wait_event,
+    wait_stream, record_event, and ``with stream:``)."""
 
     def __new__(cls, device=None, priority=0, **kwargs):
         if "stream_id" in kwargs:
-            return super().__new__(cls, **kwargs)
-        with globals()["device"](device):
-            return super().__new__(cls, device=torch.device("neuron", current_device()),
-                                   priority=priority)
-
-    def __eq__(self, other):
-        return isinstance(other, torch.Stream) and super().__eq__(other)
-
-    def __hash__(self):
-        return hash((self.stream_id, self.device_index))
+            return torch.Stream(**kwargs)
+        idx = _get_device_index(device)
+        return torch.Stream(device=torch.device("neuron", idx), priority=priority)
 
 
-class Event(torch.Event):
-    """A neuron event (like cuda.Event)."""
+class _NeuronEventMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, torch.Event) and obj.device is not None and obj.device.type == "neuron"
+
+
+class Event(metaclass=_NeuronEventMeta):
+    """A neuron event (like cuda.Event); the object is a ``torch.Event``
+    (record, wait, query, synchronize, elapsed_time)."""
 
     def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
-        return super().__new__(
-            cls,
+        return torch.Event(
             device=torch.device("neuron", current_device()),
             enable_timing=enable_timing,
             blocking=blocking,
@@ -168,17 +180,14 @@ class Event(torch.Event):
         )
 
 
-def current_stream(device: _device_t = None) -> Stream:
+def current_stream(device: _device_t = None) -> torch.Stream:
     sid, idx, dtype = _C._current_stream(_get_device_index(device))
-    return Stream(stream_id=sid, device_index=idx, device_type=dtype)
+    return torch.Stream(stream_id=sid, device_index=idx, device_type=dtype)
 
 
-def default_stream(device: _device_t = None) -> Stream:
-    idx = _get_device_index(device)
-    _C._lazy_init()
-    return Stream(stream_id=0, device_index=idx,
-                  device_type=torch._C._autograd.DeviceType.PrivateUse1.value
-                  if hasattr(torch._C._autograd, "DeviceType") else 13)
+def default_stream(device: _device_t = None) -> torch.Stream:
+    sid, idx, dtype = _C._current_stream(_get_device_index(device))
+    return torch.Stream(stream_id=0, device_index=idx, device_type=dtype)
 
 
 def set_stream(stream: torch.Stream) -> None:

@@ -259,6 +259,12 @@ at::Tensor as_strided(const at::Tensor& self, at::IntArrayRef size,
 
 // ------------------------------------------------------------ storage ops
 
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(stream.device_type() == kNeuron,
+              "record_stream: expected a neuron stream, got ", stream);
+  device_allocator()->recordStream(self.storage().data_ptr(), stream);
+}
+
 const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
                           std::optional<c10::MemoryFormat> mf) {
   for (int64_t s : size)
@@ -564,6 +570,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view_as_real", at::native::view_as_real);
   m.impl("view_as_complex", at::native::view_as_complex);
   m.impl("resize_", resize_);
+  m.impl("record_stream", record_stream);
   m.impl("set_.source_Storage_storage_offset", set_storage);
   m.impl("set_.source_Storage", set_storage_whole);
   m.impl("set_.source_Tensor", set_tensor);
@@ -581,6 +588,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("random_.to", random_to);
   m.impl("bernoulli_.float", bernoulli_float);
   m.impl("bernoulli_.Tensor", bernoulli_tensor);
+}
+
+namespace {
+at::Tensor quantized_unsupported(at::IntArrayRef, std::optional<c10::ScalarType> dtype,
+                                 std::optional<c10::Layout>, std::optional<c10::Device>,
+                                 std::optional<bool>, std::optional<c10::MemoryFormat>) {
+  check_dtype_supported(dtype.value_or(at::kQInt8));
+  TORCH_CHECK_TYPE(false, "neuron does not support quantized tensors");
+}
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
+  m.impl("empty.memory_format", quantized_unsupported);
 }
 
 }  // namespace torch_neuronx

@@ -51,7 +51,8 @@ void check_device_index(c10::DeviceIndex index) {
   lazy_init();
   int n = tnrt_device_count();
   TORCH_CHECK(index >= 0 && index < n,
-              "neuron error: invalid device ordinal: device index ", index,
+              "neuron error: invalid device ordinal: device index ",
+              static_cast<int>(index),
               " is out of range; ", n,
               " neuron device(s) are visible (set NEURON_RT_VISIBLE_CORES to "
               "choose them)");

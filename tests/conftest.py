@@ -1,0 +1,33 @@
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_neuronx  # noqa: F401  (explicit: also works with autoload off)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_python(code: str, env_extra=None, timeout=120):
+    """Runs code in a fresh interpreter (for environment-dependent setup)."""
+    env = dict(os.environ)
+    env.update(env_extra or {})
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout
+    )
+
+
+@pytest.fixture(autouse=True)
+def _reset_device_state():
+    torch.neuron.set_device(0)
+    yield
+    torch.neuron.synchronize(0)
+
+
+def assert_same(neuron_result, cpu_result, **kw):
+    """Compares a neuron result with the CPU oracle (dtype, shape, values)."""
+    assert neuron_result.device.type == "neuron", neuron_result.device
+    assert neuron_result.dtype == cpu_result.dtype
+    torch.testing.assert_close(neuron_result.cpu(), cpu_result, **kw)

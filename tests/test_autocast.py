@@ -1,0 +1,42 @@
+"""torch.autocast("neuron") with PyTorch's standard op lists."""
+import pytest
+import torch
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_lower_precision_ops(dtype):
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    with torch.autocast("neuron", dtype=dtype):
+        assert torch.is_autocast_enabled("neuron")
+        assert torch.get_autocast_dtype("neuron") == dtype
+        out = torch.mm(a.neuron(), b.neuron())
+        lin = torch.nn.functional.linear(a.neuron(), b.neuron())
+    assert out.dtype == dtype and lin.dtype == dtype
+    want = torch.mm(a.to(dtype), b.to(dtype))  # the same casts, on CPU
+    torch.testing.assert_close(out.cpu(), want, rtol=2e-2, atol=2e-2)
+
+
+def test_fp32_and_promote_policies():
+    x = torch.rand(4, 4).neuron().to(torch.bfloat16)
+    with torch.autocast("neuron", dtype=torch.bfloat16):
+        e = torch.exp(x)  # fp32 list
+        ls = torch.log_softmax(x, dim=-1)
+        s = torch.addcmul(torch.ones(4, 4, device="neuron"), x, x)  # promote
+    assert e.dtype == torch.float32 and ls.dtype == torch.float32
+    assert s.dtype == torch.float32
+
+
+def test_autocast_outside_is_off_and_cpu_untouched():
+    a = torch.randn(4, 4)
+    with torch.autocast("neuron", dtype=torch.bfloat16):
+        cpu_out = torch.mm(a, a)  # a CPU op is not autocast by neuron's context
+    assert cpu_out.dtype == torch.float32
+    assert not torch.is_autocast_enabled("neuron")
+
+
+def test_autocast_backward():
+    w = torch.randn(4, 4, device="neuron", requires_grad=True)
+    with torch.autocast("neuron", dtype=torch.bfloat16):
+        y = torch.mm(w, w).sum()
+    y.backward()
+    assert w.grad.dtype == torch.float32 and w.grad.device.type == "neuron"

@@ -1,0 +1,147 @@
+"""Copies in every direction, casts, views, storage ops: against the CPU."""
+import itertools
+import warnings
+
+import pytest
+import torch
+
+from conftest import assert_same
+
+DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+          torch.float16, torch.bfloat16, torch.float32, torch.float64,
+          torch.complex64, torch.complex128]
+
+
+def sample(dtype, shape=(5, 7)):
+    g = torch.Generator().manual_seed(0)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype.is_complex:
+        return torch.randn(shape, dtype=dtype, generator=g) * 10
+    if dtype.is_floating_point:
+        return (torch.randn(shape, generator=g) * 100).to(dtype)
+    info = torch.iinfo(dtype)
+    return torch.randint(max(info.min, -1000), min(info.max, 1000), shape, generator=g, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_roundtrip_h2d_d2h(dtype):
+    t = sample(dtype)
+    n = t.to("neuron")
+    assert n.dtype == dtype
+    assert torch.equal(n.cpu(), t)
+
+
+@pytest.mark.parametrize("src,dst", list(itertools.product(DTYPES, DTYPES)))
+def test_casts_match_cpu(src, dst):
+    t = sample(src)
+    if src.is_floating_point:
+        t = t.clamp(-100, 100)  # float -> int outside the range is undefined in C
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # complex -> real discards the imaginary part
+        want = t.to(dst)
+        got = t.to("neuron").to(dst)
+    assert got.device.type == "neuron" and got.dtype == dst
+    assert torch.equal(got.cpu(), want)
+
+
+def test_strided_and_broadcast_copies():
+    base = torch.arange(60.0).reshape(3, 4, 5)
+    n = base.to("neuron")
+    assert torch.equal(n.transpose(0, 2).contiguous().cpu(), base.transpose(0, 2).contiguous())
+    assert torch.equal(n[:, 1::2, ::3].cpu(), base[:, 1::2, ::3])
+    dst = torch.zeros(3, 4, 5, device="neuron")
+    dst.copy_(torch.arange(5.0))  # broadcast from CPU
+    assert torch.equal(dst.cpu(), torch.arange(5.0).expand(3, 4, 5))
+    dst[1].copy_(n[2])  # device to device into a view
+    ref = torch.zeros(3, 4, 5); ref.copy_(torch.arange(5.0)); ref[1].copy_(base[2])
+    assert torch.equal(dst.cpu(), ref)
+    cpu_out = torch.empty(5, 4, 3)
+    cpu_out.copy_(n.permute(2, 1, 0))  # D2H into a contiguous CPU tensor
+    assert torch.equal(cpu_out, base.permute(2, 1, 0))
+    strided_cpu = torch.empty(10, 6)[:, ::2]
+    strided_cpu.copy_(n.reshape(6, 10).t()[:, :3])  # D2H into a strided CPU view
+    assert torch.equal(strided_cpu, base.reshape(6, 10).t()[:, :3])
+
+
+def test_overlapping_copy_is_correct():
+    t = torch.arange(10.0)
+    n = t.to("neuron")
+    n[1:].copy_(n[:-1])
+    t[1:] = t[:-1].clone()
+    assert torch.equal(n.cpu(), t)
+
+
+def test_cross_device_copy():
+    a = torch.randn(100, device="neuron:0")
+    b = a.to("neuron:1")
+    assert b.device.index == 1 and torch.equal(a.cpu(), b.cpu())
+
+
+def test_views_share_memory():
+    n = torch.zeros(4, 6, device="neuron")
+    v = n.view(24)
+    v[3] = 5.0
+    assert n[0, 3].item() == 5.0
+    t = n.t()
+    assert t.data_ptr() == n.data_ptr() and t.stride() == (1, 6)
+    s = n.as_strided((2, 2), (6, 1), 1)
+    s.fill_(2.0)
+    assert n[0, 1].item() == 2.0 and n[1, 2].item() == 2.0
+    u = n.unfold(1, 2, 2)
+    assert u.shape == (4, 3, 2) and u.data_ptr() == n.data_ptr()
+    c = torch.zeros(3, 2, device="neuron")
+    z = torch.view_as_complex(c)
+    assert z.dtype == torch.complex64 and torch.view_as_real(z).data_ptr() == c.data_ptr()
+    assert n.reshape(2, 12).data_ptr() == n.data_ptr()
+    for part in n.split(2):
+        assert part.untyped_storage().data_ptr() == n.untyped_storage().data_ptr()
+
+
+def test_resize_and_set():
+    n = torch.arange(6.0, device="neuron")
+    n.resize_(2, 3)
+    assert n.shape == (2, 3) and torch.equal(n.cpu(), torch.arange(6.0).reshape(2, 3))
+    n.resize_(4, 4)  # grows the storage, keeps the first elements
+    assert torch.equal(n.flatten()[:6].cpu(), torch.arange(6.0))
+    m = torch.empty(0, device="neuron")
+    m.set_(n.untyped_storage(), 2, (2, 2), (1, 2))
+    assert torch.equal(m.cpu(), n.flatten()[2:].as_strided((2, 2), (1, 2)).cpu())
+    k = torch.empty(0, device="neuron").set_(n)
+    assert k.data_ptr() == n.data_ptr()
+    e = torch.ones(3, device="neuron").set_()
+    assert e.numel() == 0
+
+
+def test_fill_zero_item_clone_contiguous_cat():
+    for dtype in DTYPES:
+        n = torch.empty(3, 4, dtype=dtype, device="neuron")
+        n.fill_(1)
+        assert torch.equal(n.cpu(), torch.ones(3, 4, dtype=dtype))
+        n.zero_()
+        assert torch.equal(n.cpu(), torch.zeros(3, 4, dtype=dtype))
+    x = torch.randn(3, 4)
+    n = x.to("neuron")
+    assert n[1, 2].item() == x[1, 2].item()
+    assert torch.equal(n.t().clone().cpu(), x.t().clone())
+    assert n.t().contiguous().is_contiguous()
+    a, b = torch.randn(2, 3), torch.randn(4, 3).to(torch.float64)
+    assert_same(torch.cat([a.neuron(), b.neuron()]), torch.cat([a, b]))
+    assert_same(torch.cat([a.neuron(), a.neuron()], dim=1), torch.cat([a, a], dim=1))
+    assert_same(torch.stack([a.neuron(), a.neuron()]), torch.stack([a, a]))
+    out = torch.empty(0, device="neuron")
+    torch.cat([a.neuron(), a.neuron()], out=out)
+    assert_same(out, torch.cat([a, a]))
+
+
+def test_zero_size_and_scalars():
+    e = torch.empty(0, 3, device="neuron")
+    assert e.cpu().shape == (0, 3)
+    s = torch.tensor(3.5, device="neuron")
+    assert s.item() == 3.5 and s.dim() == 0
+    assert torch.zeros((), device="neuron").cpu().shape == ()
+
+
+def test_printing():
+    x = torch.arange(4.0, device="neuron")
+    assert "device='neuron:0'" in repr(x)

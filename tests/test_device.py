@@ -1,0 +1,103 @@
+"""Device registration, torch.neuron basics, torch.accelerator, packaging."""
+import torch
+
+from conftest import run_python
+
+
+def test_registered_as_neuron():
+    assert torch._C._get_privateuse1_backend_name() == "neuron"
+    assert torch.neuron.is_available()
+    assert torch.accelerator.current_accelerator() == torch.device("neuron")
+    assert torch.accelerator.is_available()
+
+
+def test_default_model_is_one_trn2_chip():
+    assert torch.neuron.device_count() == 4
+    p = torch.neuron.get_device_properties(0)
+    assert p.total_memory == 24 * 2**30  # 96 GiB of HBM shared by 4 logical cores
+    assert p.generation == 2 and p.instance_model == "trn2"
+    assert "trn2" in torch.neuron.get_device_name(3)
+    assert torch.neuron.get_device_properties(3).global_core_id == 3
+
+
+def test_set_device_and_context():
+    torch.neuron.set_device(1)
+    assert torch.neuron.current_device() == 1
+    assert torch.accelerator.current_device_index() == 1
+    t = torch.empty(2, device="neuron")
+    assert t.device == torch.device("neuron:1")
+    with torch.neuron.device(2):
+        assert torch.neuron.current_device() == 2
+        assert torch.empty(1, device="neuron").device.index == 2
+    assert torch.neuron.current_device() == 1
+    torch.accelerator.set_device_index(3)
+    assert torch.neuron.current_device() == 3
+    with torch.neuron.device_of(torch.empty(1, device="neuron:2")):
+        assert torch.neuron.current_device() == 2
+
+
+def test_generated_methods():
+    t = torch.arange(6.0).reshape(2, 3)
+    n = t.neuron()
+    assert n.is_neuron and not t.is_neuron
+    assert n.device == torch.device("neuron:0")
+    assert torch.equal(n.cpu(), t)
+    m = torch.nn.Linear(3, 2).neuron()
+    assert all(p.is_neuron for p in m.parameters())
+    s = torch.UntypedStorage(8).neuron()
+    assert s.device.type == "neuron" and s.is_neuron
+    assert t.to("neuron:1").device.index == 1
+
+
+def test_visible_cores_and_trn3_model():
+    r = run_python(
+        "import torch; p = torch.neuron.get_device_properties(1);"
+        "print(torch.neuron.device_count(), p.global_core_id, p.generation, p.total_memory >> 30)",
+        {"NEURON_RT_VISIBLE_CORES": "1-2", "TORCH_NEURONX_INSTANCE": "trn3"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["2", "2", "3", "36"]
+    r = run_python("import torch; print(torch.neuron.device_count())", {"NEURON_RT_NUM_CORES": "1"})
+    assert r.stdout.strip() == "1"
+
+
+def test_bad_visible_cores_is_a_clear_error():
+    r = run_python(
+        "import torch\ntry:\n  torch.empty(1, device='neuron')\nexcept RuntimeError as e: print('ERR', e)",
+        {"NEURON_RT_VISIBLE_CORES": "0-9"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert "NEURON_RT_VISIBLE_CORES" in r.stdout and "ERR" in r.stdout
+
+
+def test_autoload_by_import_torch_and_opt_out():
+    r = run_python("import torch; print(torch.neuron.is_available(), torch.ones(1, device='neuron').device)")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "neuron:0"]
+    r = run_python(
+        "import torch, sys; print(hasattr(torch, 'neuron'), 'torch_neuronx' in sys.modules);"
+        "import torch_neuronx; print(torch.neuron.device_count())",
+        {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "False", "4"]
+
+
+def test_distribution_metadata():
+    from importlib.metadata import entry_points, version
+
+    assert version("torch-neuronx")
+    eps = [e for e in entry_points(group="torch.backends") if e.name == "torch_neuronx"]
+    assert eps and eps[0].value == "torch_neuronx:_autoload"
+
+
+def test_amp_and_bf16_queries():
+    assert torch.neuron.is_bf16_supported()
+    assert torch.bfloat16 in torch.neuron.get_amp_supported_dtype()
+    assert torch.amp.is_autocast_available("neuron")
+
+
+def test_info_tool_runs():
+    r = run_python("import runpy; runpy.run_module('torch_neuronx.info', run_name='__main__')")
+    assert r.returncode == 0, r.stderr
+    assert "neuron:0" in r.stdout and "trn2" in r.stdout and "kernel ISA" in r.stdout

@@ -1,0 +1,194 @@
+"""The boxed CPU fallback: correctness on the cases where the stock
+cpu_fallback goes wrong, op tracking, warn-once and error mode."""
+import warnings
+
+import pytest
+import torch
+
+import torch_neuronx
+from conftest import assert_same, run_python
+
+
+@pytest.fixture(autouse=True)
+def _tracking():
+    torch_neuronx.clear_op_tracking()
+    yield
+    torch_neuronx.set_fallback_mode("warn")
+
+
+def test_out_of_place_matches_cpu_and_is_counted():
+    x = torch.randn(4, 5)
+    assert_same(torch.exp(x.neuron()), torch.exp(x))
+    assert_same(x.neuron().sum(dim=1), x.sum(dim=1))
+    ops = torch_neuronx.get_fallback_ops()
+    assert ops.get("aten::exp.out") == 1, ops
+    torch.exp(x.neuron())
+    assert torch_neuronx.get_fallback_ops()["aten::exp.out"] == 2
+    torch_neuronx.clear_op_tracking()
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_inplace_keeps_identity_and_writes_device_memory():
+    x = torch.randn(6)
+    n = x.neuron()
+    ptr = n.data_ptr()
+    r = n.mul_(3).exp_()
+    assert r is n and n.data_ptr() == ptr
+    assert_same(n, x.mul(3).exp())
+    v = n[::2]
+    v.neg_()  # in place through a strided view
+    ref = x.mul(3).exp()
+    ref[::2].neg_()
+    assert_same(n, ref)
+
+
+def test_out_argument_is_resized_and_written_back():
+    x = torch.randn(3, 4)
+    out = torch.empty(0, device="neuron")
+    r = torch.exp(x.neuron(), out=out)
+    assert r is out
+    assert_same(out, torch.exp(x))
+    out2 = torch.empty(3, 4, device="neuron")[:, ::2]  # non-contiguous out
+    torch.abs(x[:, :2].neuron(), out=out2)
+    assert_same(out2, x[:, :2].abs())
+
+
+def test_composite_explicit_ops_are_not_empty():
+    x = torch.tensor([-1.0, float("nan"), 2.0])
+    assert_same(torch.abs(x.neuron()), torch.abs(x), equal_nan=True)
+    assert_same(torch.isnan(x.neuron()), torch.isnan(x))
+    assert_same(x.neuron().sgn(), x.sgn(), equal_nan=True)
+
+
+def test_reverse_scalar_ops_stay_on_neuron():
+    x = torch.tensor([1.0, 2.0, 4.0])
+    n = x.neuron()
+    assert_same(2 // n, 2 // x)
+    assert_same(2 - n, 2 - x)
+    assert_same(2 ** n, 2 ** x)
+    assert_same(1 / n, 1 / x)
+
+
+def test_cpu_scalar_tensors_mix_with_neuron():
+    x = torch.randn(5)
+    assert_same(x.neuron() + torch.tensor(2.5), x + torch.tensor(2.5))
+    assert_same(torch.tensor(2.5) * x.neuron(), torch.tensor(2.5) * x)
+
+
+def test_factories_honour_the_device():
+    assert_same(torch.arange(7, device="neuron"), torch.arange(7))
+    assert_same(torch.linspace(0, 1, 5, device="neuron"), torch.linspace(0, 1, 5))
+    assert_same(torch.eye(3, device="neuron:1"), torch.eye(3))
+    assert torch.eye(3, device="neuron:1").device.index == 1
+    assert_same(torch.full((2, 2), 3.0, device="neuron"), torch.full((2, 2), 3.0))
+
+
+def test_multiple_and_list_returns():
+    x = torch.randn(4, 6)
+    vals, idx = torch.max(x.neuron(), dim=1)
+    rv, ri = torch.max(x, dim=1)
+    assert_same(vals, rv)
+    assert_same(idx, ri)
+    u, c = torch.unique(torch.tensor([3, 1, 3, 2]).neuron(), return_counts=True)
+    assert_same(u, torch.tensor([1, 2, 3]))
+    assert_same(c, torch.tensor([1, 1, 2]))
+    parts = torch.tensor_split(x.neuron(), 3, dim=1)
+    for p, q in zip(parts, torch.tensor_split(x, 3, dim=1)):
+        assert_same(p, q)
+
+
+def test_index_with_cpu_indices():
+    x = torch.randn(5, 3)
+    idx = torch.tensor([4, 0, 2])
+    assert_same(x.neuron()[idx], x[idx])
+    n = x.neuron()
+    n[idx] = 0.0
+    x[idx] = 0.0
+    assert_same(n, x)
+
+
+def test_view_ops_never_fall_back():
+    x = torch.randn(4, 6)
+    n = x.neuron()
+    views = [
+        n.t(), n.transpose(0, 1), n.view(24), n.reshape(2, 12), n[1], n[:, 2:5], n.narrow(1, 1, 3),
+        n.expand(3, 4, 6), n.unsqueeze(0), n.squeeze(), n.diagonal(), n.unfold(1, 2, 2),
+        n.permute(1, 0), n.view(torch.int32), n.flatten(), n.select(1, 2), n.movedim(0, 1),
+        *n.unbind(0), *n.split(2), *n.chunk(3, dim=1), n.as_strided((2, 2), (1, 2)), n.detach(),
+        n.real, n.view_as(torch.empty(24)), n.unflatten(1, (2, 3)),
+    ]
+    for v in views:
+        assert v.untyped_storage().data_ptr() == n.untyped_storage().data_ptr()
+    assert torch_neuronx.get_fallback_ops() == {}
+    c = torch.randn(3, 2).neuron()
+    z = torch.view_as_complex(c)
+    assert torch.view_as_real(z).data_ptr() == c.data_ptr()
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def _view_ops_needing_a_backend_kernel():
+    out = []
+    for name in torch._C._dispatch_get_registrations_for_dispatch_key("CPU"):
+        op, _, overload = name.partition(".")
+        try:
+            schema = torch._C._get_schema(op, overload)
+        except RuntimeError:
+            continue
+        rets = schema.returns
+        if not rets or not any(r.alias_info is not None and not r.alias_info.is_write for r in rets):
+            continue
+        out.append(name)
+    return out
+
+
+# View ops that exist only for layouts neuron does not have (sparse, nested,
+# quantized, mkldnn): they cannot receive a strided neuron tensor.
+_LAYOUT_ONLY = ("sparse", "indices", "values", "crow", "ccol", "col_indices", "row_indices",
+                "nested", "quantize", "mkldnn", "q_per_channel", "_fw_primal")
+
+
+def test_every_strided_view_op_has_a_neuron_kernel():
+    missing = []
+    for name in _view_ops_needing_a_backend_kernel():
+        if any(k in name for k in _LAYOUT_ONLY):
+            continue
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1"):
+            missing.append(name)
+    assert missing == [], missing
+
+
+def test_warns_once_per_op():
+    x = torch.randn(3).neuron()
+    with pytest.warns(UserWarning, match="aten::cos.out.*neuron"):
+        torch.cos(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.cos(x)  # second call: silent
+
+
+def test_error_mode_raises_not_implemented():
+    torch_neuronx.set_fallback_mode("error")
+    with pytest.raises(NotImplementedError, match="aten::sin.out.*TORCH_NEURONX_FALLBACK"):
+        torch.sin(torch.ones(2, device="neuron"))
+    torch_neuronx.set_fallback_mode("warn")
+    with pytest.raises(RuntimeError, match="warn"):
+        torch_neuronx.set_fallback_mode("loud")
+
+
+def test_error_mode_from_environment():
+    r = run_python(
+        "import torch\ntry:\n  torch.sin(torch.ones(2, device='neuron'))\n"
+        "except NotImplementedError as e: print('NIE', 'aten::sin' in str(e))\n"
+        "print((torch.ones(2, device='neuron') * 0).device)  # native ops still fine\n"
+        .replace("* 0", ".clone()"),
+        {"TORCH_NEURONX_FALLBACK": "error"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["NIE", "True", "neuron:0"]
+
+
+def test_fallback_orders_after_pending_stream_work():
+    # the fallback must see what queued native work wrote
+    n = torch.empty(2000, 2000, device="neuron")
+    n.fill_(2.0)
+    assert n.sum().item() == 2.0 * 2000 * 2000

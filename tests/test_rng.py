@@ -1,0 +1,88 @@
+"""On-device RNG: seeding, state, generators, distributions."""
+import pytest
+import torch
+
+
+def test_manual_seed_reproduces():
+    torch.manual_seed(123)
+    a = torch.randn(1000, device="neuron")
+    torch.manual_seed(123)
+    b = torch.randn(1000, device="neuron")
+    assert torch.equal(a.cpu(), b.cpu())
+    c = torch.randn(1000, device="neuron")
+    assert not torch.equal(a.cpu(), c.cpu())
+    assert torch.neuron.initial_seed() == 123
+
+
+def test_rng_state_roundtrip():
+    torch.neuron.manual_seed(5)
+    state = torch.neuron.get_rng_state()
+    assert state.dtype == torch.uint8 and state.device.type == "cpu"
+    a = torch.rand(100, device="neuron")
+    torch.neuron.set_rng_state(state)
+    b = torch.rand(100, device="neuron")
+    assert torch.equal(a.cpu(), b.cpu())
+    states = torch.neuron.get_rng_state_all()
+    assert len(states) == torch.neuron.device_count()
+    torch.neuron.set_rng_state_all(states)
+
+
+def test_per_device_generators_are_independent():
+    torch.neuron.manual_seed_all(9)
+    a0 = torch.randn(10, device="neuron:0")
+    torch.neuron.manual_seed_all(9)
+    torch.randn(50, device="neuron:1")  # advancing device 1 does not move device 0
+    b0 = torch.randn(10, device="neuron:0")
+    assert torch.equal(a0.cpu(), b0.cpu())
+    assert len(torch.neuron.default_generators) == torch.neuron.device_count()
+
+
+def test_explicit_generator():
+    g = torch.Generator(device="neuron")
+    g.manual_seed(42)
+    a = torch.rand(64, device="neuron", generator=g)
+    g.manual_seed(42)
+    b = torch.rand(64, device="neuron", generator=g)
+    assert torch.equal(a.cpu(), b.cpu())
+    assert g.device.type == "neuron"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_distribution_moments(dtype):
+    torch.manual_seed(0)
+    n = 200_000
+    u = torch.empty(n, dtype=dtype, device="neuron").uniform_(-2, 3).cpu().double()
+    assert u.min() >= -2 and u.max() < 3
+    assert abs(u.mean() - 0.5) < 0.03
+    x = torch.empty(n, dtype=dtype, device="neuron").normal_(1.5, 2.0).cpu().double()
+    assert abs(x.mean() - 1.5) < 0.03 and abs(x.std() - 2.0) < 0.03
+    b = torch.empty(n, dtype=dtype, device="neuron").bernoulli_(0.3).cpu().double()
+    assert set(b.unique().tolist()) <= {0.0, 1.0} and abs(b.mean() - 0.3) < 0.01
+
+
+def test_random_integers():
+    torch.manual_seed(1)
+    r = torch.randint(3, 10, (100_000,), device="neuron").cpu()
+    assert r.dtype == torch.int64 and r.min() == 3 and r.max() == 9
+    counts = torch.bincount(r - 3)
+    assert (counts.double() / counts.sum() - 1 / 7).abs().max() < 0.01
+    f = torch.empty(1000, device="neuron").random_(0, 5).cpu()
+    assert set(f.unique().tolist()) == {0.0, 1.0, 2.0, 3.0, 4.0}
+    bits = torch.empty(10000, dtype=torch.bool, device="neuron").random_().cpu()
+    assert 0.4 < bits.float().mean() < 0.6
+
+
+def test_bernoulli_tensor_probabilities_and_dropout_mask():
+    p = torch.tensor([0.0, 1.0] * 500, device="neuron")
+    out = torch.bernoulli(p)
+    assert torch.equal(out.cpu(), p.cpu())
+
+
+def test_invalid_arguments():
+    x = torch.empty(4, device="neuron")
+    with pytest.raises(RuntimeError, match="std >= 0.0"):
+        x.normal_(0, -1)
+    with pytest.raises(RuntimeError, match="from"):
+        x.random_(5, 2)
+    with pytest.raises(RuntimeError):
+        x.uniform_(3, 1)

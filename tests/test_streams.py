@@ -1,0 +1,106 @@
+"""Streams and events with CUDA's semantics."""
+import torch
+
+from conftest import run_python
+
+
+def busy(n=1500):
+    # device work that takes a while (a fallback-free chain of copies)
+    x = torch.empty(n, n, device="neuron")
+    for _ in range(8):
+        x.fill_(1.0)
+    return x
+
+
+def test_streams_pool_and_current():
+    s0 = torch.neuron.current_stream()
+    assert s0 == torch.neuron.default_stream() and s0.stream_id == 0
+    s = torch.neuron.Stream()
+    assert s.stream_id != 0 and s.device == torch.device("neuron:0")
+    assert isinstance(s, torch.neuron.Stream) and isinstance(s, torch.Stream)
+    with torch.neuron.stream(s):
+        assert torch.neuron.current_stream() == s
+        assert torch.accelerator.current_stream() == s
+    assert torch.neuron.current_stream() == s0
+    torch.accelerator.set_stream(s)
+    assert torch.neuron.current_stream() == s
+    torch.neuron.set_stream(s0)
+    s1 = torch.neuron.Stream(device=1)
+    assert s1.device_index == 1
+
+
+def test_ops_are_asynchronous_and_synchronize_waits():
+    x = busy()
+    s = torch.neuron.current_stream()
+    assert not s.query()  # work still queued: the op returned at once
+    torch.neuron.synchronize()
+    assert s.query()
+    assert x[0, 0].item() == 1.0
+
+
+def test_in_order_on_one_stream():
+    x = torch.zeros(1000, device="neuron")
+    for i in range(50):
+        x.fill_(float(i))
+    assert x.cpu().eq(49).all()
+
+
+def test_event_record_query_wait_elapsed():
+    start = torch.neuron.Event(enable_timing=True)
+    end = torch.neuron.Event(enable_timing=True)
+    start.record()
+    busy()
+    end.record()
+    assert not end.query()
+    end.synchronize()
+    assert end.query()
+    assert start.elapsed_time(end) > 0
+    assert isinstance(end, torch.neuron.Event)
+
+
+def test_cross_stream_wait_event_orders_work():
+    s1, s2 = torch.neuron.Stream(), torch.neuron.Stream()
+    with torch.neuron.stream(s1):
+        x = busy()
+        x.fill_(7.0)
+        ev = torch.neuron.Event()
+        ev.record()
+    s2.wait_event(ev)
+    with torch.neuron.stream(s2):
+        y = torch.empty_like(x)
+        y.copy_(x)
+    s2.synchronize()
+    assert y.cpu().eq(7.0).all()
+
+
+def test_wait_stream():
+    s1, s2 = torch.neuron.Stream(), torch.neuron.Stream()
+    with torch.neuron.stream(s1):
+        x = busy()
+        x.fill_(3.0)
+    s2.wait_stream(s1)
+    with torch.neuron.stream(s2):
+        y = x.clone()
+    torch.neuron.synchronize()
+    assert y.cpu().eq(3.0).all()
+
+
+def test_launch_blocking_makes_launches_synchronous():
+    code = """
+import torch
+x = torch.empty(1500, 1500, device='neuron')
+for _ in range(8): x.fill_(1.0)
+print(torch.neuron.current_stream().query(), torch_neuronx._C._launch_blocking())
+""".replace("torch_neuronx", "__import__('torch_neuronx')")
+    r = run_python(code, {"NEURON_LAUNCH_BLOCKING": "1"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "True"]
+
+
+def test_non_blocking_copy_from_pinned():
+    src = torch.randn(256, 256).pin_memory()
+    d = src.to("neuron", non_blocking=True)
+    back = torch.empty(256, 256).pin_memory()
+    back.copy_(d, non_blocking=True)
+    torch.neuron.synchronize()
+    assert torch.equal(back, src)

@@ -1,0 +1,41 @@
+"""``python -m torch_neuronx.info``: devices, properties, memory, build and
+kernel ISA, in the spirit of nvidia-smi / neuron-ls."""
+import os
+import platform
+
+import torch
+
+import torch_neuronx
+from torch_neuronx import _C
+
+
+def _gib(n):
+    return f"{n / 2**30:.2f} GiB"
+
+
+def main():
+    print(f"torch-neuronx {torch_neuronx.__version__} (torch {torch.__version__}, "
+          f"python {platform.python_version()})")
+    print(f"host: {platform.machine()}, {os.cpu_count()} CPUs, "
+          f"features: {', '.join(_C._cpu_features()) or 'baseline'}")
+    print(f"kernel ISA selected: {_C._isa()} (TORCH_NEURONX_ISA overrides)")
+    print(f"host thread pool: {_C._num_threads()} threads; "
+          f"launch blocking: {_C._launch_blocking()}; "
+          f"CPU fallback mode: {torch_neuronx.get_fallback_mode()}")
+    n = torch.neuron.device_count()
+    if n == 0:
+        print(f"no neuron devices: {_C._init_error() or 'none visible'}")
+        return 1
+    print(f"{n} neuron device(s):")
+    print(f"  {'dev':<10}{'name':<34}{'core':>5}{'chip':>5}{'HBM':>12}{'reserved':>12}{'allocated':>12}")
+    for i in range(n):
+        p = torch.neuron.get_device_properties(i)
+        free, total = torch.neuron.mem_get_info(i)
+        print(f"  neuron:{i:<3}{p.name:<34}{p.global_core_id:>5}{p.chip:>5}"
+              f"{_gib(total):>12}{_gib(total - free):>12}"
+              f"{_gib(torch.neuron.memory_allocated(i)):>12}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
