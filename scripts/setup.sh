@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Sets up .venv with torch 2.13.0 (CPU) and builds torch-neuronx into it.
+# Idempotent: safe to rerun; reinstalls only what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+VPY=.venv/bin/python
+
+# torch is pinned: any other request would fetch a multi-GB CUDA build.
+if ! "$VPY" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.13.0")' 2>/dev/null; then
+  "$VPY" -m pip install --quiet --upgrade pip
+  "$VPY" -m pip install --quiet torch==2.13.0
+fi
+"$VPY" -m pip install --quiet -r requirements-dev.txt
+
+# The extension builds against the installed torch (no build isolation).
+MAX_JOBS=${MAX_JOBS:-$(nproc)} "$VPY" -m pip install --quiet --no-build-isolation --no-deps -e .
+"$VPY" -c 'import torch; assert torch.neuron.is_available(); print("torch-neuronx ready:", torch.neuron.device_count(), "neuron devices")'
