@@ -117,6 +117,55 @@ void tnk_random(const tnk_random_args_t *a);
 /* One Philox4x32-10 block; exposed for tests. */
 void tnk_philox(uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
+/* ---- elementwise binary ------------------------------------------------ */
+
+typedef enum tnk_binary_op {
+  TNK_ADD = 0, /* a + alpha * b */
+  TNK_SUB,     /* a - alpha * b */
+  TNK_MUL,
+  TNK_DIV,     /* true division (floating dtypes only) */
+  TNK_MAXIMUM,
+  TNK_MINIMUM,
+  TNK_BINARY_OP_COUNT
+} tnk_binary_op_t;
+
+/* out = op(a, b) elementwise; all three views have dtype `dtype` (the caller
+ * promotes and casts); broadcast inputs have stride 0. Supported dtypes:
+ * u8, i8, i16, i32, i64 (wrapping arithmetic, no TNK_DIV), f16, bf16, f32,
+ * f64; half types compute in fp32 and round once. Returns 0, or -1 for an
+ * unsupported (op, dtype) pair (nothing is written then). */
+typedef struct tnk_binary_args {
+  tnk_shape_t shape;
+  tnk_view_t out, a, b;
+  int32_t op, dtype;
+  double alpha;     /* for floating dtypes */
+  int64_t ialpha;   /* for integer dtypes */
+} tnk_binary_args_t;
+int tnk_binary_supported(int op, int dtype);
+void tnk_binary(const tnk_binary_args_t *args);
+
+/* ---- GEMM ------------------------------------------------------------------ */
+
+/* C[b] = beta * C[b] + alpha * A[b] @ B[b] for b in [0, batch): A is m x k,
+ * B is k x n, C is m x n, each with arbitrary element strides (row, col) and
+ * a batch stride. dtype f32, f64, bf16 or f16 for all three; accumulation is
+ * in fp32 (fp64 for f64). beta == 0 ignores C's old contents (NaN included).
+ * C must not overlap A or B. Returns -1 for an unsupported dtype. */
+typedef struct tnk_gemm_args {
+  int64_t batch, m, n, k;
+  void *c;
+  const void *a, *b;
+  int64_t sa_b, sa_r, sa_c; /* A strides: batch, row, column */
+  int64_t sb_b, sb_r, sb_c;
+  int64_t sc_b, sc_r, sc_c;
+  int32_t dtype, pad_;
+  double alpha, beta;
+} tnk_gemm_args_t;
+int tnk_gemm_supported(int dtype);
+void tnk_gemm(const tnk_gemm_args_t *args);
+/* Same, forcing a given ISA variant (TNK_ISA_*); for tests and benchmarks. */
+void tnk_gemm_isa(const tnk_gemm_args_t *args, int isa);
+
 #ifdef __cplusplus
 }
 #endif

@@ -67,7 +67,7 @@ typedef void (*tnrt_task_fn)(void *args);
  * round-robin by the C++ layer (like CUDA's stream pool). */
 #define TNRT_STREAMS_PER_DEVICE 32
 /* Bytes of arguments a task may carry inline (copied at launch). */
-#define TNRT_TASK_ARGS_MAX 480
+#define TNRT_TASK_ARGS_MAX 992
 
 /* NULL when device/index is out of range. Streams live until process exit. */
 tnrt_stream_t *tnrt_stream_get(int device, int index);

@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void test_philox_known_answers(void) {
   /* Known-answer vectors of Philox4x32-10 (Salmon et al., Random123). */
@@ -199,11 +200,107 @@ static void test_random(void) {
   CHECK(ok);
 }
 
+static void test_binary(void) {
+  /* broadcast add with alpha, fp32 and bf16, and int8 wrap-around */
+  float a[6] = {1, 2, 3, 4, 5, 6}, b[3] = {10, 20, 30}, out[6];
+  tnk_binary_args_t x = {.shape = {2, 0, {2, 3}},
+                         .out = {out, TNK_F32, 0, {3, 1}},
+                         .a = {a, TNK_F32, 0, {3, 1}},
+                         .b = {b, TNK_F32, 0, {0, 1}},
+                         .op = TNK_ADD, .dtype = TNK_F32, .alpha = 0.5};
+  tnk_binary(&x);
+  int ok = 1;
+  for (int i = 0; i < 6; i++) ok &= out[i] == a[i] + 0.5f * b[i % 3];
+  CHECK(ok);
+  x.op = TNK_MAXIMUM;
+  b[1] = NAN;
+  tnk_binary(&x);
+  CHECK(isnan(out[1]) && isnan(out[4]) && out[0] == 10 && out[5] == 30);
+  int8_t i1[2] = {120, -128}, i2[2] = {10, -1}, io[2];
+  tnk_binary_args_t y = {.shape = {1, 0, {2}}, .out = {io, TNK_I8, 0, {1}},
+                         .a = {i1, TNK_I8, 0, {1}}, .b = {i2, TNK_I8, 0, {1}},
+                         .op = TNK_ADD, .dtype = TNK_I8, .ialpha = 1};
+  tnk_binary(&y);
+  CHECK(io[0] == (int8_t)-126 && io[1] == 127);
+  CHECK(!tnk_binary_supported(TNK_DIV, TNK_I32));
+  CHECK(!tnk_binary_supported(TNK_ADD, TNK_BOOL));
+  uint16_t h1 = tnk_f32_to_bf16(1.5f), h2 = tnk_f32_to_bf16(2.25f), ho;
+  tnk_binary_args_t z = {.shape = {0}, .out = {&ho, TNK_BF16, 0, {0}},
+                         .a = {&h1, TNK_BF16, 0, {0}}, .b = {&h2, TNK_BF16, 0, {0}},
+                         .op = TNK_MUL, .dtype = TNK_BF16};
+  tnk_binary(&z);
+  CHECK(tnk_bf16_to_f32(ho) == tnk_bf16_to_f32(tnk_f32_to_bf16(1.5f * 2.25f)));
+}
+
+/* Every GEMM variant the CPU has against the reference, over shapes that
+ * hit the small path, the packed path, edges and transposed operands. */
+static void test_gemm_variants(void) {
+  static const int64_t shapes[][3] = {{1, 1, 1},  {5, 7, 3},    {6, 16, 8},
+                                      {13, 33, 17}, {64, 64, 64}, {100, 70, 300},
+                                      {130, 257, 40}, {1, 300, 260}};
+  int isas[3] = {TNK_ISA_REFERENCE, TNK_ISA_AVX2, TNK_ISA_AVX512};
+  int bad = 0;
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+    int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+    for (int trans = 0; trans < 4; trans++) {
+      float *A = malloc(sizeof(float) * m * k), *B = malloc(sizeof(float) * k * n);
+      float *C0 = malloc(sizeof(float) * m * n), *C1 = malloc(sizeof(float) * m * n);
+      for (int64_t i = 0; i < m * k; i++) A[i] = (float)((i * 7 % 13) - 6) / 7.0f;
+      for (int64_t i = 0; i < k * n; i++) B[i] = (float)((i * 5 % 11) - 5) / 5.0f;
+      tnk_gemm_args_t g = {.batch = 1, .m = m, .n = n, .k = k, .a = A, .b = B,
+                           .dtype = TNK_F32, .alpha = 1.5, .beta = 0.5,
+                           .sc_r = n, .sc_c = 1};
+      /* trans bit 0: A stored column-major; bit 1: B stored column-major */
+      g.sa_r = trans & 1 ? 1 : k; g.sa_c = trans & 1 ? m : 1;
+      g.sb_r = trans & 2 ? 1 : n; g.sb_c = trans & 2 ? k : 1;
+      for (int64_t i = 0; i < m * n; i++) C0[i] = (float)(i % 3);
+      memcpy(C1, C0, sizeof(float) * m * n);
+      g.c = C0;
+      tnk_gemm_isa(&g, TNK_ISA_REFERENCE);
+      for (int v = 1; v < 3; v++) {
+        if (!(tnk_cpu_features() & isas[v])) continue;
+        float *Cv = malloc(sizeof(float) * m * n);
+        memcpy(Cv, C1, sizeof(float) * m * n);
+        g.c = Cv;
+        tnk_gemm_isa(&g, isas[v]);
+        for (int64_t i = 0; i < m * n; i++)
+          if (fabsf(Cv[i] - C0[i]) > 1e-4f * (1.0f + fabsf(C0[i]))) bad++;
+        free(Cv);
+      }
+      /* independent check of one element against a plain sum */
+      double want = 0.5 * (double)((((m - 1) * n + (n - 1)) % 3));
+      double dot = 0;
+      for (int64_t kk = 0; kk < k; kk++)
+        dot += (double)A[(m - 1) * g.sa_r + kk * g.sa_c] * B[kk * g.sb_r + (n - 1) * g.sb_c];
+      want += 1.5 * dot;
+      if (fabs(C0[m * n - 1] - want) > 1e-3 * (1 + fabs(want))) bad++;
+      free(A); free(B); free(C0); free(C1);
+    }
+  }
+  CHECK(bad == 0);
+  /* bf16 inputs accumulate in fp32; beta = 0 ignores NaN in C */
+  uint16_t a2[4], b2[4], c2[4];
+  for (int i = 0; i < 4; i++) {
+    a2[i] = tnk_f32_to_bf16((float)(i + 1));
+    b2[i] = tnk_f32_to_bf16((float)(4 - i));
+    c2[i] = tnk_f32_to_bf16(NAN);
+  }
+  tnk_gemm_args_t h = {.batch = 1, .m = 2, .n = 2, .k = 2, .a = a2, .b = b2, .c = c2,
+                       .sa_r = 2, .sa_c = 1, .sb_r = 2, .sb_c = 1, .sc_r = 2, .sc_c = 1,
+                       .dtype = TNK_BF16, .alpha = 1, .beta = 0};
+  tnk_gemm(&h);
+  /* [[1,2],[3,4]] @ [[4,3],[2,1]] = [[8,5],[20,13]] */
+  CHECK(tnk_bf16_to_f32(c2[0]) == 8 && tnk_bf16_to_f32(c2[1]) == 5 &&
+        tnk_bf16_to_f32(c2[2]) == 20 && tnk_bf16_to_f32(c2[3]) == 13);
+}
+
 int main(void) {
   RUN(test_philox_known_answers);
   RUN(test_half_conversions);
   RUN(test_copy_strided_cast);
   RUN(test_fill);
   RUN(test_random);
+  RUN(test_binary);
+  RUN(test_gemm_variants);
   return REPORT("test_kernels");
 }

@@ -1,0 +1,329 @@
+/* GEMM: C = beta*C + alpha*A@B over a batch, for any strides.
+ *
+ * fp32 runs the BLIS-style five loops around a register-blocked micro-kernel
+ * (AVX2+FMA 6x16, AVX-512 12x32) with A and B packed into cache-sized panels;
+ * small problems with row-contiguous B skip the packing. bf16/fp16 convert to
+ * fp32 panels and accumulate in fp32; fp64 and every ISA-less case run the
+ * portable reference, which is also the oracle the tests compare against. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "gemm_ukernels.h"
+#include "tnk.h"
+
+#define MC 96   /* rows of A per packed block (multiple of 6 and 12) */
+#define KC 256  /* depth per packed block */
+#define NC 2048 /* columns of B per packed panel */
+
+int tnk_gemm_supported(int dtype) {
+  return dtype == TNK_F32 || dtype == TNK_F64 || dtype == TNK_BF16 ||
+         dtype == TNK_F16;
+}
+
+static inline double load_as_double(const char *p, int dtype) {
+  switch (dtype) {
+    case TNK_F32: { float v; memcpy(&v, p, 4); return v; }
+    case TNK_F64: { double v; memcpy(&v, p, 8); return v; }
+    case TNK_BF16: { uint16_t h; memcpy(&h, p, 2); return tnk_bf16_to_f32(h); }
+    default: { uint16_t h; memcpy(&h, p, 2); return tnk_f16_to_f32(h); }
+  }
+}
+
+static inline void store_from_double(char *p, int dtype, double v) {
+  switch (dtype) {
+    case TNK_F32: { float f = (float)v; memcpy(p, &f, 4); break; }
+    case TNK_F64: memcpy(p, &v, 8); break;
+    case TNK_BF16: { uint16_t h = tnk_f32_to_bf16((float)v); memcpy(p, &h, 2); break; }
+    default: { uint16_t h = tnk_f32_to_f16((float)v); memcpy(p, &h, 2); break; }
+  }
+}
+
+/* ---- portable reference --------------------------------------------------- */
+
+typedef struct ref_ctx {
+  const tnk_gemm_args_t *g;
+  int64_t esz;
+} ref_ctx_t;
+
+/* Rows [begin, end) of every batch (rows are flattened batch * m). */
+static void ref_rows(void *p, int64_t begin, int64_t end) {
+  const ref_ctx_t *c = p;
+  const tnk_gemm_args_t *g = c->g;
+  int wide = g->dtype == TNK_F64;
+  double *acc = malloc(sizeof(double) * (size_t)(g->n ? g->n : 1));
+  if (!acc) return; /* cannot happen for sane n; nothing is written */
+  for (int64_t row = begin; row < end; row++) {
+    int64_t bi = row / g->m, i = row % g->m;
+    const char *a = (const char *)g->a + (bi * g->sa_b + i * g->sa_r) * c->esz;
+    const char *b = (const char *)g->b + bi * g->sb_b * c->esz;
+    char *crow = (char *)g->c + (bi * g->sc_b + i * g->sc_r) * c->esz;
+    for (int64_t j = 0; j < g->n; j++) acc[j] = 0.0;
+    for (int64_t k = 0; k < g->k; k++) {
+      double av = load_as_double(a + k * g->sa_c * c->esz, g->dtype);
+      const char *brow = b + k * g->sb_r * c->esz;
+      if (wide) {
+        for (int64_t j = 0; j < g->n; j++)
+          acc[j] += av * load_as_double(brow + j * g->sb_c * c->esz, g->dtype);
+      } else { /* fp32 accumulation, as the optimised kernels do */
+        float af = (float)av;
+        for (int64_t j = 0; j < g->n; j++)
+          acc[j] = (float)acc[j] +
+                   af * (float)load_as_double(brow + j * g->sb_c * c->esz, g->dtype);
+      }
+    }
+    for (int64_t j = 0; j < g->n; j++) {
+      char *cp = crow + j * g->sc_c * c->esz;
+      double v = g->alpha * acc[j];
+      if (g->beta != 0.0) v += g->beta * load_as_double(cp, g->dtype);
+      store_from_double(cp, g->dtype, v);
+    }
+  }
+  free(acc);
+}
+
+static void gemm_reference(const tnk_gemm_args_t *g) {
+  ref_ctx_t c = {g, (int64_t)tnk_dtype_size(g->dtype)};
+  int64_t rows = g->batch * g->m;
+  int64_t work = g->n * (g->k ? g->k : 1);
+  tnk_parallel_for(rows, work >= 65536 ? 1 : 65536 / (work ? work : 1),
+                   ref_rows, &c);
+}
+
+/* ---- packed fp32 path ------------------------------------------------------- */
+
+typedef struct ukernel_desc {
+  int mr, nr;
+  tnk_ukernel_fn fn;
+} ukernel_desc_t;
+
+/* fp32 views of A and B for one batch (converted if the dtype is narrower). */
+typedef struct f32_problem {
+  int64_t m, n, k;
+  const float *a, *b;
+  int64_t sa_r, sa_c, sb_r, sb_c;
+  char *c;
+  int64_t sc_r, sc_c;
+  int dtype;
+  float alpha, beta;
+} f32_problem_t;
+
+/* Writes alpha*acc (+ beta*C, or + C when accumulate) into the mr x nr tile. */
+static void store_tile(const f32_problem_t *p, const float *acc, int nr,
+                       int64_t i0, int64_t j0, int64_t mr_used,
+                       int64_t nr_used, int accumulate) {
+  int64_t esz = (int64_t)tnk_dtype_size(p->dtype);
+  for (int64_t r = 0; r < mr_used; r++) {
+    char *crow = p->c + ((i0 + r) * p->sc_r + j0 * p->sc_c) * esz;
+    const float *ar = acc + r * nr;
+    if (p->dtype == TNK_F32 && p->sc_c == 1) {
+      float *cf = (float *)crow;
+      if (accumulate)
+        for (int64_t j = 0; j < nr_used; j++) cf[j] += p->alpha * ar[j];
+      else if (p->beta == 0.0f)
+        for (int64_t j = 0; j < nr_used; j++) cf[j] = p->alpha * ar[j];
+      else
+        for (int64_t j = 0; j < nr_used; j++)
+          cf[j] = p->alpha * ar[j] + p->beta * cf[j];
+      continue;
+    }
+    for (int64_t j = 0; j < nr_used; j++) {
+      char *cp = crow + j * p->sc_c * esz;
+      float v = p->alpha * ar[j];
+      if (accumulate) v += (float)load_as_double(cp, p->dtype);
+      else if (p->beta != 0.0f) v += p->beta * (float)load_as_double(cp, p->dtype);
+      store_from_double(cp, p->dtype, v);
+    }
+  }
+}
+
+/* B[pc:pc+kc, jc:jc+nc] into panels of nr columns, zero padded. */
+static void pack_b(const f32_problem_t *p, int nr, int64_t pc, int64_t kc,
+                   int64_t jc, int64_t nc, float *dst) {
+  for (int64_t j0 = 0; j0 < nc; j0 += nr) {
+    int64_t w = nc - j0 < nr ? nc - j0 : nr;
+    for (int64_t k = 0; k < kc; k++) {
+      const float *src = p->b + (pc + k) * p->sb_r + (jc + j0) * p->sb_c;
+      float *d = dst + j0 * kc + k * nr;
+      if (p->sb_c == 1) {
+        memcpy(d, src, (size_t)w * sizeof(float));
+      } else {
+        for (int64_t j = 0; j < w; j++) d[j] = src[j * p->sb_c];
+      }
+      for (int64_t j = w; j < nr; j++) d[j] = 0.0f;
+    }
+  }
+}
+
+/* A[ic:ic+mc, pc:pc+kc] into panels of mr rows: [panel][k][mr]. */
+static void pack_a(const f32_problem_t *p, int mr, int64_t ic, int64_t mc,
+                   int64_t pc, int64_t kc, float *dst) {
+  for (int64_t i0 = 0; i0 < mc; i0 += mr) {
+    int64_t h = mc - i0 < mr ? mc - i0 : mr;
+    float *d = dst + i0 * kc;
+    for (int64_t k = 0; k < kc; k++) {
+      const float *src = p->a + (ic + i0) * p->sa_r + (pc + k) * p->sa_c;
+      for (int64_t r = 0; r < h; r++) d[k * mr + r] = src[r * p->sa_r];
+      for (int64_t r = h; r < mr; r++) d[k * mr + r] = 0.0f;
+    }
+  }
+}
+
+typedef struct macro_ctx {
+  const f32_problem_t *p;
+  const ukernel_desc_t *uk;
+  const float *bpack;
+  int64_t pc, kc, jc, nc;
+  int accumulate;
+} macro_ctx_t;
+
+/* One MC block of rows per index: pack A, run the micro-kernels. */
+static void macro_blocks(void *vp, int64_t begin, int64_t end) {
+  const macro_ctx_t *c = vp;
+  const f32_problem_t *p = c->p;
+  int mr = c->uk->mr, nr = c->uk->nr;
+  float *apack = aligned_alloc(64, sizeof(float) * (size_t)(MC * KC + 64));
+  float acc[TNK_UKERNEL_MAX_TILE] __attribute__((aligned(64)));
+  if (!apack) return;
+  for (int64_t blk = begin; blk < end; blk++) {
+    int64_t ic = blk * MC, mc = p->m - ic < MC ? p->m - ic : MC;
+    pack_a(p, mr, ic, mc, c->pc, c->kc, apack);
+    for (int64_t j0 = 0; j0 < c->nc; j0 += nr) {
+      int64_t w = c->nc - j0 < nr ? c->nc - j0 : nr;
+      for (int64_t i0 = 0; i0 < mc; i0 += mr) {
+        int64_t h = mc - i0 < mr ? mc - i0 : mr;
+        c->uk->fn(c->kc, apack + i0 * c->kc, 1, mr, c->bpack + j0 * c->kc, nr,
+                  acc);
+        store_tile(p, acc, nr, ic + i0, c->jc + j0, h, w, c->accumulate);
+      }
+    }
+  }
+  free(apack);
+}
+
+static void gemm_packed(const f32_problem_t *p, const ukernel_desc_t *uk) {
+  float *bpack = aligned_alloc(64, sizeof(float) * (size_t)(KC * (NC + 64)));
+  if (!bpack) return;
+  for (int64_t jc = 0; jc < p->n; jc += NC) {
+    int64_t nc = p->n - jc < NC ? p->n - jc : NC;
+    for (int64_t pc = 0; pc < p->k; pc += KC) {
+      int64_t kc = p->k - pc < KC ? p->k - pc : KC;
+      pack_b(p, uk->nr, pc, kc, jc, nc, bpack);
+      macro_ctx_t c = {p, uk, bpack, pc, kc, jc, nc, pc > 0};
+      tnk_parallel_for((p->m + MC - 1) / MC, 1, macro_blocks, &c);
+    }
+  }
+  free(bpack);
+}
+
+/* Small problems with row-contiguous fp32 B: no packing; the micro-kernel
+ * reads B rows and strided A directly. Column edges go through a padded
+ * copy of the last B columns. */
+static void gemm_small(const f32_problem_t *p, const ukernel_desc_t *uk) {
+  int mr = uk->mr, nr = uk->nr;
+  float acc[TNK_UKERNEL_MAX_TILE] __attribute__((aligned(64)));
+  int64_t nfull = p->n / nr * nr;
+  float *edge = NULL; /* the last, partial block of rows, zero padded */
+  for (int64_t i0 = 0; i0 < p->m; i0 += mr) {
+    int64_t h = p->m - i0 < mr ? p->m - i0 : mr;
+    const float *a = p->a + i0 * p->sa_r;
+    int64_t a_rs = p->sa_r, a_cs = p->sa_c;
+    if (h < mr) {
+      edge = malloc(sizeof(float) * (size_t)(mr * p->k));
+      if (!edge) return;
+      for (int64_t k = 0; k < p->k; k++)
+        for (int64_t r = 0; r < mr; r++)
+          edge[k * mr + r] = r < h ? a[r * p->sa_r + k * p->sa_c] : 0.0f;
+      a = edge;
+      a_rs = 1;
+      a_cs = mr;
+    }
+    for (int64_t j0 = 0; j0 < nfull; j0 += nr) {
+      uk->fn(p->k, a, a_rs, a_cs, p->b + j0, p->sb_r, acc);
+      store_tile(p, acc, nr, i0, j0, h, nr, 0);
+    }
+  }
+  free(edge);
+  if (nfull < p->n) { /* remaining columns: packed path on that slice */
+    f32_problem_t q = *p;
+    q.n = p->n - nfull;
+    q.b = p->b + nfull;
+    q.c = p->c + nfull * p->sc_c * (int64_t)tnk_dtype_size(p->dtype);
+    gemm_packed(&q, uk);
+  }
+}
+
+static int select_ukernel(int isa, ukernel_desc_t *out) {
+#if defined(__x86_64__)
+  if (isa == TNK_ISA_AVX512) {
+    *out = (ukernel_desc_t){12, 32, tnk_ukernel_f32_avx512_12x32};
+    return 1;
+  }
+  if (isa == TNK_ISA_AVX2) {
+    *out = (ukernel_desc_t){6, 16, tnk_ukernel_f32_avx2_6x16};
+    return 1;
+  }
+#endif
+  (void)isa;
+  (void)out;
+  return 0;
+}
+
+/* Converts a strided bf16/fp16 matrix to a dense fp32 one. */
+static float *to_f32(const void *src, int dtype, int64_t rows, int64_t cols,
+                     int64_t sr, int64_t sc) {
+  float *d = malloc(sizeof(float) * (size_t)((rows * cols) > 0 ? rows * cols : 1));
+  if (!d) return NULL;
+  const uint16_t *s = src;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) {
+      uint16_t h = s[r * sr + c * sc];
+      d[r * cols + c] = dtype == TNK_BF16 ? tnk_bf16_to_f32(h) : tnk_f16_to_f32(h);
+    }
+  return d;
+}
+
+void tnk_gemm_isa(const tnk_gemm_args_t *g, int isa) {
+  if (!tnk_gemm_supported(g->dtype) || g->m <= 0 || g->n <= 0 || g->batch <= 0)
+    return;
+  ukernel_desc_t uk;
+  if (g->dtype == TNK_F64 || !select_ukernel(isa, &uk) || g->k == 0) {
+    gemm_reference(g);
+    return;
+  }
+  int64_t esz = (int64_t)tnk_dtype_size(g->dtype);
+  for (int64_t bi = 0; bi < g->batch; bi++) {
+    f32_problem_t p = {
+        .m = g->m, .n = g->n, .k = g->k,
+        .c = (char *)g->c + bi * g->sc_b * esz,
+        .sc_r = g->sc_r, .sc_c = g->sc_c, .dtype = g->dtype,
+        .alpha = (float)g->alpha, .beta = (float)g->beta};
+    float *abuf = NULL, *bbuf = NULL;
+    if (g->dtype == TNK_F32) {
+      p.a = (const float *)g->a + bi * g->sa_b;
+      p.b = (const float *)g->b + bi * g->sb_b;
+      p.sa_r = g->sa_r; p.sa_c = g->sa_c; p.sb_r = g->sb_r; p.sb_c = g->sb_c;
+    } else {
+      abuf = to_f32((const uint16_t *)g->a + bi * g->sa_b, g->dtype, g->m, g->k,
+                    g->sa_r, g->sa_c);
+      bbuf = to_f32((const uint16_t *)g->b + bi * g->sb_b, g->dtype, g->k, g->n,
+                    g->sb_r, g->sb_c);
+      if (!abuf || !bbuf) {
+        free(abuf);
+        free(bbuf);
+        gemm_reference(g); /* no scratch memory: slow but correct */
+        return;
+      }
+      p.a = abuf; p.b = bbuf;
+      p.sa_r = g->k; p.sa_c = 1; p.sb_r = g->n; p.sb_c = 1;
+    }
+    if (p.sb_c == 1 && p.m * p.n * p.k <= 128 * 128 * 128 && p.n >= uk.nr)
+      gemm_small(&p, &uk);
+    else
+      gemm_packed(&p, &uk);
+    free(abuf);
+    free(bbuf);
+  }
+}
+
+void tnk_gemm(const tnk_gemm_args_t *g) { tnk_gemm_isa(g, tnk_isa()); }
