@@ -123,6 +123,8 @@ at::Tensor rebase_view(const at::Tensor& cpu_view, const at::Tensor& base) {
   return base.as_strided(cpu_view.sizes(), cpu_view.strides(), offset);
 }
 
+}  // namespace
+
 void neuron_cpu_fallback(const c10::OperatorHandle& op,
                          torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
@@ -241,8 +243,6 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op,
     }
   }
 }
-
-}  // namespace
 
 std::vector<std::pair<std::string, int64_t>> fallback_ops() {
   std::lock_guard<std::mutex> lock(g_track_mu);

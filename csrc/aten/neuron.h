@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/Stream.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 extern "C" {
 #include "../kernels/tnk.h"
@@ -52,7 +53,10 @@ at::Tensor host_alias(const at::Tensor& t);
 void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void* args,
             size_t size, const char* name);
 
-// The CPU fallback and op tracking.
+// The CPU fallback (boxed; native kernels call it for cases they do not
+// take) and op tracking.
+void neuron_cpu_fallback(const c10::OperatorHandle& op,
+                         std::vector<c10::IValue>* stack);
 void register_fallback_state();
 std::vector<std::pair<std::string, int64_t>> fallback_ops();
 void clear_op_tracking();

@@ -1,0 +1,387 @@
+// Native arithmetic: elementwise binary ops (add, sub, mul, div, maximum,
+// minimum) and matrix products (mm, addmm, bmm). Shapes, type promotion and
+// argument checks follow ATen; the math is the C kernel library's. Cases the
+// kernels do not take (bool/complex dtypes, integer matmul) go to the CPU
+// fallback, counted like any other fallback.
+#include "neuron.h"
+
+#include <ATen/ExpandUtils.h>
+#include <ATen/Operators.h>
+#include <ATen/native/BinaryOps.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include <cstring>
+
+namespace torch_neuronx {
+
+namespace {
+
+// Task arguments: the kernel descriptor plus room for a scalar operand that
+// travels inline (a CPU wrapped number such as the 2 in `x * 2`).
+struct BinaryTask {
+  tnk_binary_args_t args;
+  int32_t scalar_slot;  // -1: none; 1: a; 2: b
+  alignas(16) unsigned char scalar[16];
+};
+
+void binary_task(void* p) {
+  auto* t = static_cast<BinaryTask*>(p);
+  if (t->scalar_slot == 1) t->args.a.data = t->scalar;
+  if (t->scalar_slot == 2) t->args.b.data = t->scalar;
+  tnk_binary(&t->args);
+}
+
+// Strides of t aligned to an output of `ndim` dims, 0 where broadcast.
+void broadcast_strides(const at::Tensor& t, at::IntArrayRef out_sizes,
+                       int64_t* strides) {
+  int64_t nd = out_sizes.size(), td = t.dim();
+  for (int64_t d = 0; d < nd; d++) {
+    int64_t td_i = d - (nd - td);
+    strides[d] = (td_i < 0 || t.size(td_i) == 1) ? 0 : t.stride(td_i);
+  }
+}
+
+bool is_cpu_scalar(const at::Tensor& t) { return t.is_cpu() && t.dim() == 0; }
+
+void check_operand(const at::Tensor& t, c10::Device dev, const char* name) {
+  if (is_cpu_scalar(t)) return;
+  TORCH_CHECK(t.device() == dev,
+              "Expected all tensors to be on the same device, but found at "
+              "least two devices, ", dev, " and ", t.device(),
+              "! (when checking argument for ", name, ")");
+}
+
+// Computes out = op(a, b) into an output of the common dtype. `out` has the
+// broadcast shape already. Returns false if the kernels cannot do it.
+bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
+                   const at::Tensor& b0, tnk_binary_op_t op,
+                   const c10::Scalar& alpha) {
+  c10::ScalarType common = out.scalar_type();
+  bool ok;
+  tnk_dtype_t dt = to_tnk(common, &ok);
+  if (!ok || !tnk_binary_supported(op, dt) || out.dim() > TNK_MAX_DIMS)
+    return false;
+  BinaryTask task{};
+  task.scalar_slot = -1;
+  // Converted operands must outlive the launch: freed earlier, their blocks
+  // could be handed to the other operand's conversion, queued before us.
+  at::Tensor keep[2];
+  auto operand = [&](const at::Tensor& t, tnk_view_t* v, int slot) {
+    v->dtype = dt;
+    if (is_cpu_scalar(t)) {  // read now: host memory, no device work
+      at::Tensor s = t.scalar_type() == common ? t : t.to(common);
+      std::memcpy(task.scalar, s.const_data_ptr(), s.itemsize());
+      task.scalar_slot = slot;
+      for (int d = 0; d < TNK_MAX_DIMS; d++) v->strides[d] = 0;
+      return;
+    }
+    at::Tensor c = t.scalar_type() == common ? t : t.to(common);
+    if (out.numel() && c.numel() && !c.is_same(out) &&
+        c.storage().is_alias_of(out.storage()) &&
+        c.const_data_ptr() != out.const_data_ptr())
+      c = c.clone();  // partial overlap with the output: read a copy
+    v->data = c.numel() ? const_cast<void*>(c.const_data_ptr()) : nullptr;
+    broadcast_strides(c, out.sizes(), v->strides);
+    keep[slot - 1] = c;
+  };
+  // Only one CPU scalar can travel inline; two means both are scalars and
+  // the caller never gets here (the op would not dispatch to neuron).
+  operand(a0, &task.args.a, 1);
+  operand(b0, &task.args.b, 2);
+  task.args.shape.ndim = static_cast<int32_t>(out.dim());
+  for (int64_t d = 0; d < out.dim(); d++) {
+    task.args.shape.sizes[d] = out.size(d);
+    task.args.out.strides[d] = out.stride(d);
+  }
+  task.args.out.data = out.numel() ? out.data_ptr() : nullptr;
+  task.args.out.dtype = dt;
+  task.args.op = op;
+  task.args.dtype = dt;
+  if (c10::isIntegralType(common, true)) task.args.ialpha = alpha.toLong();
+  else task.args.alpha = alpha.toDouble();
+  if (out.numel() == 0) return true;
+  launch(out.device().index(), binary_task, &task, sizeof task, "binary");
+  return true;
+}
+
+c10::ScalarType promoted(const at::Tensor& a, const at::Tensor& b,
+                         tnk_binary_op_t op) {
+  c10::ScalarType t = at::result_type(a, b);
+  if (op == TNK_DIV && c10::isIntegralType(t, true))
+    t = c10::typeMetaToScalarType(c10::get_default_dtype());
+  return t;
+}
+
+c10::Device device_of_pair(const at::Tensor& a, const at::Tensor& b) {
+  return a.is_privateuseone() ? a.device() : b.device();
+}
+
+}  // namespace
+
+// The functional, in-place and out= forms of each binary op.
+#define NEURON_BINARY(NAME, OP, ATEN_FN, ATEN_INPLACE, ATEN_OUT, ALPHA_ARG,        \
+                      ALPHA_PARAM, ALPHA_VALUE)                                    \
+  at::Tensor NAME(const at::Tensor& a, const at::Tensor& b ALPHA_PARAM) {          \
+    c10::Device dev = device_of_pair(a, b);                                        \
+    check_operand(a, dev, #NAME);                                                  \
+    check_operand(b, dev, #NAME);                                                  \
+    c10::ScalarType common = promoted(a, b, OP);                                   \
+    if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, ALPHA_VALUE); \
+    auto shape = at::infer_size_dimvector(a.sizes(), b.sizes());                   \
+    at::Tensor out = at::empty(shape, a.options().device(dev).dtype(common));     \
+    if (launch_binary(out, a, b, OP, ALPHA_VALUE)) return out;                     \
+    return at::native::call_fallback_fn<&neuron_cpu_fallback,                      \
+                                        ATEN_OP(ATEN_FN)>::call(a, b ALPHA_ARG);   \
+  }                                                                                \
+  at::Tensor& NAME##_(at::Tensor& self, const at::Tensor& b ALPHA_PARAM) {         \
+    check_operand(b, self.device(), #NAME "_");                                    \
+    c10::ScalarType common = promoted(self, b, OP);                                \
+    TORCH_CHECK(at::canCast(common, self.scalar_type()), "result type ", common,   \
+                " can't be cast to the desired output type ", self.scalar_type()); \
+    if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, ALPHA_VALUE); \
+    auto shape = at::infer_size_dimvector(self.sizes(), b.sizes());                \
+    TORCH_CHECK(at::IntArrayRef(shape) == self.sizes(), "output with shape ",      \
+                self.sizes(), " doesn't match the broadcast shape ",               \
+                at::IntArrayRef(shape));                                           \
+    if (common == self.scalar_type() && launch_binary(self, self, b, OP, ALPHA_VALUE)) \
+      return self;                                                                 \
+    return at::native::call_fallback_fn<&neuron_cpu_fallback,                      \
+                                        ATEN_OP(ATEN_INPLACE)>::call(self, b ALPHA_ARG); \
+  }                                                                                \
+  at::Tensor& NAME##_out(const at::Tensor& a, const at::Tensor& b ALPHA_PARAM,     \
+                         at::Tensor& out) {                                        \
+    check_operand(a, out.device(), #NAME "_out");                                  \
+    check_operand(b, out.device(), #NAME "_out");                                  \
+    c10::ScalarType common = promoted(a, b, OP);                                   \
+    TORCH_CHECK(at::canCast(common, out.scalar_type()), "result type ", common,    \
+                " can't be cast to the desired output type ", out.scalar_type());  \
+    if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, ALPHA_VALUE); \
+    auto shape = at::infer_size_dimvector(a.sizes(), b.sizes());                   \
+    at::native::resize_output(out, shape);                                         \
+    if (common == out.scalar_type() && launch_binary(out, a, b, OP, ALPHA_VALUE))  \
+      return out;                                                                  \
+    return at::native::call_fallback_fn<&neuron_cpu_fallback,                      \
+                                        ATEN_OP(ATEN_OUT)>::call(a, b ALPHA_ARG, out); \
+  }
+
+#define WITH_ALPHA_PARAM , const c10::Scalar& alpha
+#define WITH_ALPHA_ARG , alpha
+#define NO_ALPHA
+#define ONE c10::Scalar(1)
+
+NEURON_BINARY(add, TNK_ADD, add_Tensor, add__Tensor, add_out, WITH_ALPHA_ARG,
+              WITH_ALPHA_PARAM, alpha)
+NEURON_BINARY(sub, TNK_SUB, sub_Tensor, sub__Tensor, sub_out, WITH_ALPHA_ARG,
+              WITH_ALPHA_PARAM, alpha)
+NEURON_BINARY(mul, TNK_MUL, mul_Tensor, mul__Tensor, mul_out, NO_ALPHA, NO_ALPHA,
+              ONE)
+NEURON_BINARY(div, TNK_DIV, div_Tensor, div__Tensor, div_out, NO_ALPHA, NO_ALPHA,
+              ONE)
+
+// maximum / minimum have no in-place form in ATen.
+at::Tensor maximum(const at::Tensor& a, const at::Tensor& b) {
+  c10::Device dev = device_of_pair(a, b);
+  check_operand(a, dev, "maximum");
+  check_operand(b, dev, "maximum");
+  TORCH_CHECK(!a.is_complex() && !b.is_complex(),
+              "maximum not implemented for complex tensors.");
+  at::Tensor out = at::empty(at::infer_size_dimvector(a.sizes(), b.sizes()),
+                             a.options().device(dev).dtype(at::result_type(a, b)));
+  if (launch_binary(out, a, b, TNK_MAXIMUM, 1)) return out;
+  return at::native::call_fallback_fn<&neuron_cpu_fallback,
+                                      ATEN_OP(maximum)>::call(a, b);
+}
+
+at::Tensor minimum(const at::Tensor& a, const at::Tensor& b) {
+  c10::Device dev = device_of_pair(a, b);
+  check_operand(a, dev, "minimum");
+  check_operand(b, dev, "minimum");
+  TORCH_CHECK(!a.is_complex() && !b.is_complex(),
+              "minimum not implemented for complex tensors.");
+  at::Tensor out = at::empty(at::infer_size_dimvector(a.sizes(), b.sizes()),
+                             a.options().device(dev).dtype(at::result_type(a, b)));
+  if (launch_binary(out, a, b, TNK_MINIMUM, 1)) return out;
+  return at::native::call_fallback_fn<&neuron_cpu_fallback,
+                                      ATEN_OP(minimum)>::call(a, b);
+}
+
+// ------------------------------------------------------------------ GEMM
+
+namespace {
+
+void gemm_task(void* p) { tnk_gemm(static_cast<tnk_gemm_args_t*>(p)); }
+
+bool gemm_dtype_ok(const at::Tensor& t) {
+  bool ok;
+  tnk_dtype_t dt = to_tnk(t.scalar_type(), &ok);
+  return ok && tnk_gemm_supported(dt);
+}
+
+void check_same_device(const at::Tensor& a, const at::Tensor& b, const char* op) {
+  TORCH_CHECK(a.device() == b.device(),
+              "Expected all tensors to be on the same device, but found at "
+              "least two devices, ", a.device(), " and ", b.device(),
+              "! (when checking argument for ", op, ")");
+}
+
+// out[b] = beta * out[b] + alpha * a[b] @ m[b]; 3-D views (batch first).
+void launch_gemm(const at::Tensor& out, const at::Tensor& a,
+                 const at::Tensor& b, double alpha, double beta) {
+  tnk_gemm_args_t g{};
+  g.batch = out.size(0);
+  g.m = out.size(1);
+  g.n = out.size(2);
+  g.k = a.size(2);
+  g.c = out.data_ptr();
+  g.a = a.const_data_ptr();
+  g.b = b.const_data_ptr();
+  g.sa_b = a.stride(0); g.sa_r = a.stride(1); g.sa_c = a.stride(2);
+  g.sb_b = b.stride(0); g.sb_r = b.stride(1); g.sb_c = b.stride(2);
+  g.sc_b = out.stride(0); g.sc_r = out.stride(1); g.sc_c = out.stride(2);
+  bool ok;
+  g.dtype = to_tnk(out.scalar_type(), &ok);
+  g.alpha = alpha;
+  g.beta = beta;
+  if (out.numel() == 0) return;
+  if (g.k == 0 && beta == 0.0) {  // empty sum: zeros, whatever C held
+    out.zero_();
+    return;
+  }
+  launch(out.device().index(), gemm_task, &g, sizeof g, "gemm");
+}
+
+void check_mm(const at::Tensor& a, const at::Tensor& b, const char* op) {
+  TORCH_CHECK(a.dim() == 2, "self must be a matrix");
+  TORCH_CHECK(b.dim() == 2, "mat2 must be a matrix");
+  TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (",
+              a.size(0), "x", a.size(1), " and ", b.size(0), "x", b.size(1), ")");
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(),
+              "expected m1 and m2 to have the same dtype, but got: ",
+              a.scalar_type(), " != ", b.scalar_type());
+  check_same_device(a, b, op);
+}
+
+}  // namespace
+
+at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  check_mm(a, b, "mm");
+  check_same_device(a, out, "mm");
+  TORCH_CHECK(out.scalar_type() == a.scalar_type(), "Expected out tensor to have dtype ",
+              a.scalar_type(), ", but got ", out.scalar_type(), " instead");
+  if (!gemm_dtype_ok(a))
+    return at::native::call_fallback_fn<&neuron_cpu_fallback,
+                                        ATEN_OP(mm_out)>::call(a, b, out);
+  at::native::resize_output(out, {a.size(0), b.size(1)});
+  at::Tensor o = out;
+  if (o.storage().is_alias_of(a.storage()) || o.storage().is_alias_of(b.storage()))
+    o = at::empty_like(out);  // GEMM cannot write over its inputs
+  launch_gemm(o.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), 1.0, 0.0);
+  if (!o.is_same(out)) out.copy_(o);
+  return out;
+}
+
+at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
+  check_mm(a, b, "mm");
+  if (!gemm_dtype_ok(a))
+    return at::native::call_fallback_fn<&neuron_cpu_fallback,
+                                        ATEN_OP(mm)>::call(a, b);
+  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
+  launch_gemm(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), 1.0, 0.0);
+  return out;
+}
+
+at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& a,
+                      const at::Tensor& b, const c10::Scalar& beta,
+                      const c10::Scalar& alpha, at::Tensor& out) {
+  check_mm(a, b, "addmm");
+  check_same_device(self, a, "addmm");
+  TORCH_CHECK(self.scalar_type() == a.scalar_type() &&
+                  out.scalar_type() == a.scalar_type(),
+              "self and mat2 must have the same dtype, but got ",
+              self.scalar_type(), " and ", a.scalar_type());
+  if (!gemm_dtype_ok(a))
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(addmm_out)>::call(
+        self, a, b, beta, alpha, out);
+  std::vector<int64_t> shape{a.size(0), b.size(1)};
+  at::expand_size(self, shape, "addmm");  // checks that self broadcasts
+  double bv = beta.toDouble();
+  bool in_place = out.is_same(self);
+  at::native::resize_output(out, shape);
+  at::Tensor o = out;
+  if (o.storage().is_alias_of(a.storage()) || o.storage().is_alias_of(b.storage()))
+    o = at::empty(shape, out.options());
+  if (bv != 0.0 && !(in_place && o.is_same(out))) o.copy_(self.expand(shape));
+  launch_gemm(o.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), alpha.toDouble(),
+              bv);
+  if (!o.is_same(out)) out.copy_(o);
+  return out;
+}
+
+at::Tensor addmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
+                 const c10::Scalar& beta, const c10::Scalar& alpha) {
+  check_mm(a, b, "addmm");
+  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
+  return addmm_out(self, a, b, beta, alpha, out);
+}
+
+at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
+                   const c10::Scalar& beta, const c10::Scalar& alpha) {
+  TORCH_CHECK(self.dim() == 2 && self.size(0) == a.size(0) && self.size(1) == b.size(1),
+              "addmm_: self must have the shape of the product, got ", self.sizes());
+  return addmm_out(self, a, b, beta, alpha, self);
+}
+
+at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  TORCH_CHECK(a.dim() == 3, "batch1 must be a 3D tensor");
+  TORCH_CHECK(b.dim() == 3, "batch2 must be a 3D tensor");
+  TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1),
+              "Expected size for first two dimensions of batch2 tensor to be: [",
+              a.size(0), ", ", a.size(2), "] but got: [", b.size(0), ", ",
+              b.size(1), "].");
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(),
+              "expected scalar type ", a.scalar_type(), " but found ", b.scalar_type());
+  check_same_device(a, b, "bmm");
+  if (!gemm_dtype_ok(a))
+    return at::native::call_fallback_fn<&neuron_cpu_fallback,
+                                        ATEN_OP(bmm_out)>::call(a, b, out);
+  at::native::resize_output(out, {a.size(0), a.size(1), b.size(2)});
+  at::Tensor o = out;
+  if (o.storage().is_alias_of(a.storage()) || o.storage().is_alias_of(b.storage()))
+    o = at::empty_like(out);
+  launch_gemm(o, a, b, 1.0, 0.0);
+  if (!o.is_same(out)) out.copy_(o);
+  return out;
+}
+
+at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor out = at::empty({0}, a.options());
+  return bmm_out(a, b, out);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("add.Tensor", add);
+  m.impl("add_.Tensor", add_);
+  m.impl("add.out", add_out);
+  m.impl("sub.Tensor", sub);
+  m.impl("sub_.Tensor", sub_);
+  m.impl("sub.out", sub_out);
+  m.impl("mul.Tensor", mul);
+  m.impl("mul_.Tensor", mul_);
+  m.impl("mul.out", mul_out);
+  m.impl("div.Tensor", div);
+  m.impl("div_.Tensor", div_);
+  m.impl("div.out", div_out);
+  m.impl("maximum", maximum);
+  m.impl("minimum", minimum);
+  m.impl("mm", mm);
+  m.impl("mm.out", mm_out);
+  m.impl("addmm", addmm);
+  m.impl("addmm.out", addmm_out);
+  m.impl("addmm_", addmm_);
+  m.impl("bmm", bmm);
+  m.impl("bmm.out", bmm_out);
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,145 @@
+"""Native arithmetic and matrix products against PyTorch CPU: broadcasting,
+type promotion, scalars, in-place/out forms, strides and errors."""
+import itertools
+
+import pytest
+import torch
+
+import torch_neuronx
+from conftest import assert_same
+
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64,
+          torch.int32, torch.int16, torch.int8, torch.uint8]
+OPS = [torch.add, torch.sub, torch.mul, torch.div, torch.maximum, torch.minimum]
+
+
+def rand(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    return torch.randint(1, 50, shape, generator=g, dtype=dtype)
+
+
+def tol(dtype):
+    return {"rtol": 1.6e-2, "atol": 1e-2} if dtype in (torch.bfloat16, torch.float16) else {}
+
+
+@pytest.fixture(autouse=True)
+def _no_fallback():
+    torch_neuronx.clear_op_tracking()
+    yield
+
+
+@pytest.mark.parametrize("op,dtype", list(itertools.product(OPS, DTYPES)))
+def test_binary_matches_cpu(op, dtype):
+    a, b = rand((4, 1, 5), dtype, 1), rand((3, 5), dtype, 2)
+    assert_same(op(a.neuron(), b.neuron()), op(a, b), **tol(dtype))
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_alpha_scalars_and_promotion(dtype):
+    a, b = rand((3, 4), dtype, 1), rand((3, 4), dtype, 2)
+    assert_same(torch.add(a.neuron(), b.neuron(), alpha=3), torch.add(a, b, alpha=3))
+    assert_same(torch.sub(a.neuron(), b.neuron(), alpha=2), torch.sub(a, b, alpha=2))
+    assert_same(a.neuron() * 2, a * 2)
+    assert_same(a.neuron() + 2.5, a + 2.5)  # int + float scalar promotes
+    assert_same(3 - a.neuron(), 3 - a)
+    assert_same(a.neuron() / 4, a / 4)  # true division of integers
+    assert_same(a.neuron() * torch.tensor(1.5), a * torch.tensor(1.5))
+    assert_same(a.neuron().float() + b.neuron().double(), a.float() + b.double())
+    assert_same(a.neuron().half() * b.neuron().bfloat16(), a.half() * b.bfloat16(), rtol=2e-2, atol=2e-2)
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_inplace_out_and_strided():
+    a, b = torch.randn(6, 8), torch.randn(8)
+    n = a.neuron()
+    ptr = n.data_ptr()
+    n.add_(b.neuron(), alpha=0.5).mul_(2).div_(3).sub_(1)
+    assert n.data_ptr() == ptr
+    assert_same(n, ((a + 0.5 * b) * 2 / 3) - 1)
+    out = torch.empty(0, device="neuron")
+    torch.mul(a.neuron().t(), a.neuron().t(), out=out)  # transposed inputs, resized out
+    assert_same(out, a.t() * a.t())
+    v = a.neuron()[:, ::2]
+    v.add_(1)
+    ref = a.clone()
+    ref[:, ::2] += 1
+    assert torch.equal(v.cpu(), ref[:, ::2])
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        torch.ones(3, dtype=torch.int64, device="neuron").add_(torch.ones(3, device="neuron") * 0.5)
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        torch.ones(3, device="neuron").add_(torch.ones(2, 3, device="neuron"))
+    with pytest.raises(RuntimeError, match="alpha"):
+        torch.add(torch.ones(2, dtype=torch.int64, device="neuron"),
+                  torch.ones(2, dtype=torch.int64, device="neuron"), alpha=0.5)
+
+
+def test_overlapping_inplace():
+    t = torch.arange(10.0)
+    n = t.neuron()
+    n[1:].add_(n[:-1])
+    t[1:] += t[:-1].clone()
+    assert_same(n, t)
+
+
+def test_integer_wraparound_and_nan():
+    a = torch.tensor([120, -128], dtype=torch.int8)
+    b = torch.tensor([10, -1], dtype=torch.int8)
+    assert_same(a.neuron() + b.neuron(), a + b)
+    x = torch.tensor([1.0, float("nan"), 3.0])
+    y = torch.tensor([float("nan"), 2.0, 1.0])
+    assert_same(torch.maximum(x.neuron(), y.neuron()), torch.maximum(x, y), equal_nan=True)
+
+
+def test_unsupported_dtypes_fall_back_correctly():
+    a = torch.tensor([True, False, True])
+    assert_same(a.neuron() + a.neuron(), a + a)
+    z = torch.randn(3, dtype=torch.complex64)
+    assert_same(z.neuron() * z.neuron(), z * z)
+    assert "aten::add.Tensor" in torch_neuronx.get_fallback_ops()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (7, 5, 3), (64, 64, 64), (130, 257, 40), (1, 300, 260)])
+def test_mm_matches_cpu(dtype, shape):
+    m, n, k = shape
+    a, b = rand((m, k), torch.float32, 1).to(dtype), rand((k, n), torch.float32, 2).to(dtype)
+    want = (a.double() @ b.double()).to(dtype)
+    t = {"rtol": 2e-2, "atol": 5e-2 * k ** 0.5} if dtype in (torch.bfloat16, torch.float16) else {"rtol": 1e-4, "atol": 1e-4}
+    assert_same(a.neuron() @ b.neuron(), want, **t)
+    assert_same(a.neuron().t().contiguous().t() @ b.neuron().t().contiguous().t(), want, **t)
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_addmm_bmm_linear_matmul():
+    x, w, bias = torch.randn(8, 16), torch.randn(4, 16), torch.randn(4)
+    assert_same(torch.nn.functional.linear(x.neuron(), w.neuron(), bias.neuron()),
+                torch.nn.functional.linear(x, w, bias), rtol=1e-5, atol=1e-5)
+    c = torch.randn(8, 4)
+    assert_same(torch.addmm(c.neuron(), x.neuron(), w.neuron().t(), beta=0.5, alpha=2),
+                torch.addmm(c, x, w.t(), beta=0.5, alpha=2), rtol=1e-5, atol=1e-5)
+    cn = c.neuron()
+    cn.addmm_(x.neuron(), w.neuron().t())
+    assert_same(cn, c.addmm(x, w.t()), rtol=1e-5, atol=1e-5)
+    p, q = torch.randn(3, 5, 6), torch.randn(3, 6, 2)
+    assert_same(torch.bmm(p.neuron(), q.neuron()), torch.bmm(p, q), rtol=1e-5, atol=1e-5)
+    assert_same(p.neuron() @ q.neuron(), p @ q, rtol=1e-5, atol=1e-5)
+    r = torch.randn(2, 3, 5, 6)
+    assert_same(r.neuron() @ q.neuron()[0], r @ q[0], rtol=1e-5, atol=1e-5)
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_mm_edge_cases_and_errors():
+    e = torch.empty(3, 0)
+    assert_same(e.neuron() @ torch.empty(0, 4).neuron(), e @ torch.empty(0, 4))
+    nan_c = torch.full((2, 2), float("nan"))
+    assert_same(torch.addmm(nan_c.neuron(), torch.ones(2, 3).neuron(), torch.ones(3, 2).neuron(), beta=0),
+                torch.addmm(nan_c, torch.ones(2, 3), torch.ones(3, 2), beta=0))
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
+        torch.ones(2, 3, device="neuron") @ torch.ones(4, 5, device="neuron")
+    with pytest.raises(RuntimeError, match="same dtype"):
+        torch.mm(torch.ones(2, 2, device="neuron"), torch.ones(2, 2, device="neuron", dtype=torch.float64))
+    i = torch.randint(0, 5, (3, 3))
+    assert_same(i.neuron() @ i.neuron(), i @ i)  # integer matmul: CPU fallback
