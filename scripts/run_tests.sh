@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 make -C csrc BUILD="$PWD/build/c" test
 make -C csrc BUILD="$PWD/build/c" asan
+make -C csrc BUILD="$PWD/build/c" tsan
 exec .venv/bin/python -m pytest -q tests "$@"

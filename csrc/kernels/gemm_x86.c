@@ -1,52 +1,61 @@
 /* x86 fp32 GEMM micro-kernels, compiled for their ISA with target
- * attributes and only called when tnk_isa() says the CPU has it. */
+ * attributes and only called when tnk_isa() says the CPU has it. The row
+ * loops are spelled out so every accumulator stays in a register. */
 #include "gemm_ukernels.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#define AVX2_DECL(r) __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps();
+#define AVX2_STEP(r)                                       \
+  {                                                        \
+    __m256 av = _mm256_broadcast_ss(ak + (r) * a_rs);      \
+    c##r##0 = _mm256_fmadd_ps(av, b0, c##r##0);            \
+    c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);            \
+  }
+#define AVX2_STORE(r)                                      \
+  _mm256_storeu_ps(acc + (r) * 16, c##r##0);               \
+  _mm256_storeu_ps(acc + (r) * 16 + 8, c##r##1);
+#define ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
 __attribute__((target("avx2,fma")))
 void tnk_ukernel_f32_avx2_6x16(int64_t kc, const float *a, int64_t a_rs,
                                int64_t a_cs, const float *b, int64_t b_rs,
                                float *acc) {
-  __m256 c[6][2];
-  for (int r = 0; r < 6; r++) c[r][0] = c[r][1] = _mm256_setzero_ps();
+  ROWS6(AVX2_DECL)
   for (int64_t k = 0; k < kc; k++) {
     __m256 b0 = _mm256_loadu_ps(b + k * b_rs);
     __m256 b1 = _mm256_loadu_ps(b + k * b_rs + 8);
     const float *ak = a + k * a_cs;
-    for (int r = 0; r < 6; r++) {
-      __m256 av = _mm256_broadcast_ss(ak + r * a_rs);
-      c[r][0] = _mm256_fmadd_ps(av, b0, c[r][0]);
-      c[r][1] = _mm256_fmadd_ps(av, b1, c[r][1]);
-    }
+    ROWS6(AVX2_STEP)
   }
-  for (int r = 0; r < 6; r++) {
-    _mm256_storeu_ps(acc + r * 16, c[r][0]);
-    _mm256_storeu_ps(acc + r * 16 + 8, c[r][1]);
-  }
+  ROWS6(AVX2_STORE)
 }
+
+#define AVX512_DECL(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
+#define AVX512_STEP(r)                                     \
+  {                                                        \
+    __m512 av = _mm512_set1_ps(ak[(r) * a_rs]);            \
+    c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);            \
+    c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);            \
+  }
+#define AVX512_STORE(r)                                    \
+  _mm512_storeu_ps(acc + (r) * 32, c##r##0);               \
+  _mm512_storeu_ps(acc + (r) * 32 + 16, c##r##1);
+#define ROWS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 
 __attribute__((target("avx512f")))
 void tnk_ukernel_f32_avx512_12x32(int64_t kc, const float *a, int64_t a_rs,
                                   int64_t a_cs, const float *b, int64_t b_rs,
                                   float *acc) {
-  __m512 c[12][2];
-  for (int r = 0; r < 12; r++) c[r][0] = c[r][1] = _mm512_setzero_ps();
+  ROWS12(AVX512_DECL)
   for (int64_t k = 0; k < kc; k++) {
     __m512 b0 = _mm512_loadu_ps(b + k * b_rs);
     __m512 b1 = _mm512_loadu_ps(b + k * b_rs + 16);
     const float *ak = a + k * a_cs;
-    for (int r = 0; r < 12; r++) {
-      __m512 av = _mm512_set1_ps(ak[r * a_rs]);
-      c[r][0] = _mm512_fmadd_ps(av, b0, c[r][0]);
-      c[r][1] = _mm512_fmadd_ps(av, b1, c[r][1]);
-    }
+    ROWS12(AVX512_STEP)
   }
-  for (int r = 0; r < 12; r++) {
-    _mm512_storeu_ps(acc + r * 32, c[r][0]);
-    _mm512_storeu_ps(acc + r * 32 + 16, c[r][1]);
-  }
+  ROWS12(AVX512_STORE)
 }
 #else
 void tnk_ukernel_f32_avx2_6x16(int64_t kc, const float *a, int64_t a_rs,

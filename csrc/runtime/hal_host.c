@@ -27,15 +27,22 @@ typedef struct task_slot {
   _Alignas(16) unsigned char args[TNRT_TASK_ARGS_MAX];
 } task_slot_t;
 
+/* Producers (any thread) serialise on submit_mu; the worker never takes it.
+ * Slots move between them through the atomic tail/head counters; mu and the
+ * condition variables are used only to sleep and wake. Every sleeper
+ * announces itself in an atomic flag or count before rechecking its
+ * condition, and every waker updates the condition before reading that
+ * announcement (both seq_cst), so no wake-up is lost. */
 struct tnrt_hal_queue {
   int device, index;
+  pthread_mutex_t submit_mu;
   pthread_mutex_t mu;
   pthread_cond_t not_empty, not_full, done;
   task_slot_t *ring;
-  uint64_t head;             /* next slot to run; guarded by mu */
-  _Atomic uint64_t tail;     /* tasks submitted */
-  _Atomic uint64_t completed;
-  int worker_sleeping, full_waiters, done_waiters; /* guarded by mu */
+  _Atomic uint64_t head;      /* next slot to run */
+  _Atomic uint64_t tail;      /* tasks submitted */
+  _Atomic uint64_t completed; /* sequence number of the last finished task */
+  atomic_int worker_sleeping, full_waiters, done_waiters;
   pthread_t thread;
 };
 
@@ -51,23 +58,34 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+static void wake(tnrt_hal_queue_t *q, pthread_cond_t *cv, int broadcast) {
+  pthread_mutex_lock(&q->mu);
+  if (broadcast) pthread_cond_broadcast(cv);
+  else pthread_cond_signal(cv);
+  pthread_mutex_unlock(&q->mu);
+}
+
 static void *queue_worker(void *arg) {
   tnrt_hal_queue_t *q = arg;
+  uint64_t head = 0;
   for (;;) {
-    int64_t spin_until = tnrt_now_ns() + SPIN_NS;
-    while (atomic_load_explicit(&q->tail, memory_order_acquire) == q->head &&
-           tnrt_now_ns() < spin_until)
-      cpu_relax();
-    pthread_mutex_lock(&q->mu);
-    while (atomic_load(&q->tail) == q->head) {
-      q->worker_sleeping = 1;
-      pthread_cond_wait(&q->not_empty, &q->mu);
-      q->worker_sleeping = 0;
+    if (atomic_load(&q->tail) == head) {
+      int64_t spin_until = tnrt_now_ns() + SPIN_NS;
+      int spins = 0;
+      while (atomic_load(&q->tail) == head) {
+        cpu_relax();
+        if (++spins % 64 == 0 && tnrt_now_ns() > spin_until) break;
+      }
+      if (atomic_load(&q->tail) == head) {
+        pthread_mutex_lock(&q->mu);
+        atomic_store(&q->worker_sleeping, 1);
+        while (atomic_load(&q->tail) == head)
+          pthread_cond_wait(&q->not_empty, &q->mu);
+        atomic_store(&q->worker_sleeping, 0);
+        pthread_mutex_unlock(&q->mu);
+      }
     }
-    task_slot_t *slot = &q->ring[q->head % RING_SLOTS];
-    pthread_mutex_unlock(&q->mu);
-
-    /* The slot stays owned by the worker until head moves past it. */
+    task_slot_t *slot = &q->ring[head % RING_SLOTS];
     int64_t t0 = atomic_load_explicit(&g_trace_enabled, memory_order_relaxed)
                      ? tnrt_now_ns() : 0;
     slot->fn(slot->args);
@@ -76,13 +94,16 @@ static void *queue_worker(void *arg) {
                                  t0, tnrt_now_ns()};
       tnrt_trace_push(&rec);
     }
-
-    pthread_mutex_lock(&q->mu);
-    q->head++;
-    atomic_store_explicit(&q->completed, slot->seq, memory_order_release);
-    if (q->full_waiters) pthread_cond_signal(&q->not_full);
-    if (q->done_waiters) pthread_cond_broadcast(&q->done);
-    pthread_mutex_unlock(&q->mu);
+    uint64_t seq = slot->seq;
+    head++;
+    atomic_store(&q->head, head); /* the slot may now be reused */
+    atomic_store(&q->completed, seq);
+    /* Producers blocked on a full ring are woken once it is half empty, not
+     * per task: a wake-up costs a system call on this thread. */
+    if (atomic_load(&q->full_waiters) &&
+        atomic_load(&q->tail) - head <= RING_SLOTS / 2)
+      wake(q, &q->not_full, 1);
+    if (atomic_load(&q->done_waiters)) wake(q, &q->done, 1);
   }
   return NULL;
 }
@@ -99,6 +120,7 @@ static tnrt_status_t host_queue_create(void *ctx, int device, int index,
   }
   q->device = device;
   q->index = index;
+  pthread_mutex_init(&q->submit_mu, NULL);
   pthread_mutex_init(&q->mu, NULL);
   pthread_cond_init(&q->not_empty, NULL);
   pthread_cond_init(&q->not_full, NULL);
@@ -125,12 +147,15 @@ static tnrt_status_t host_queue_submit(tnrt_hal_queue_t *q, tnrt_task_fn fn,
     return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
                           "task arguments of %zu bytes exceed %d", size,
                           TNRT_TASK_ARGS_MAX);
-  pthread_mutex_lock(&q->mu);
+  pthread_mutex_lock(&q->submit_mu);
   uint64_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
-  while (tail - q->head >= RING_SLOTS) {
-    q->full_waiters++;
-    pthread_cond_wait(&q->not_full, &q->mu);
-    q->full_waiters--;
+  if (tail - atomic_load(&q->head) >= RING_SLOTS) {
+    pthread_mutex_lock(&q->mu);
+    atomic_fetch_add(&q->full_waiters, 1);
+    while (tail - atomic_load(&q->head) > RING_SLOTS / 2)
+      pthread_cond_wait(&q->not_full, &q->mu);
+    atomic_fetch_sub(&q->full_waiters, 1);
+    pthread_mutex_unlock(&q->mu);
   }
   task_slot_t *slot = &q->ring[tail % RING_SLOTS];
   slot->fn = fn;
@@ -138,9 +163,9 @@ static tnrt_status_t host_queue_submit(tnrt_hal_queue_t *q, tnrt_task_fn fn,
   slot->seq = tail + 1;
   slot->size = size;
   if (size) memcpy(slot->args, args, size);
-  atomic_store_explicit(&q->tail, tail + 1, memory_order_release);
-  if (q->worker_sleeping) pthread_cond_signal(&q->not_empty);
-  pthread_mutex_unlock(&q->mu);
+  atomic_store(&q->tail, tail + 1); /* publishes the slot */
+  pthread_mutex_unlock(&q->submit_mu);
+  if (atomic_load(&q->worker_sleeping)) wake(q, &q->not_empty, 0);
   *seq = tail + 1;
   return TNRT_OK;
 }
@@ -156,14 +181,16 @@ static uint64_t host_queue_submitted(tnrt_hal_queue_t *q) {
 static void host_queue_wait(tnrt_hal_queue_t *q, uint64_t seq) {
   if (host_queue_completed(q) >= seq) return;
   int64_t spin_until = tnrt_now_ns() + SPIN_NS;
-  while (tnrt_now_ns() < spin_until) {
-    if (host_queue_completed(q) >= seq) return;
+  int spins = 0;
+  while (host_queue_completed(q) < seq) {
     cpu_relax();
+    if (++spins % 64 == 0 && tnrt_now_ns() > spin_until) break;
   }
+  if (host_queue_completed(q) >= seq) return;
   pthread_mutex_lock(&q->mu);
-  q->done_waiters++;
-  while (host_queue_completed(q) < seq) pthread_cond_wait(&q->done, &q->mu);
-  q->done_waiters--;
+  atomic_fetch_add(&q->done_waiters, 1);
+  while (atomic_load(&q->completed) < seq) pthread_cond_wait(&q->done, &q->mu);
+  atomic_fetch_sub(&q->done_waiters, 1);
   pthread_mutex_unlock(&q->mu);
 }
 
