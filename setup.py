@@ -7,7 +7,11 @@ import sysconfig
 from pathlib import Path
 
 from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+# Importing torch must not load an old (or half-built) torch_neuronx through
+# the torch.backends entry point while we build the new one.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+from torch.utils.cpp_extension import BuildExtension, CppExtension, include_paths
 
 ROOT = Path(__file__).resolve().parent
 C_BUILD = ROOT / "build" / "c"
@@ -25,7 +29,10 @@ class BuildWithCLibraries(BuildExtension):
 ext = CppExtension(
     name="torch_neuronx._C",
     sources=sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc" / "aten").glob("*.cpp")),
-    include_dirs=[str(ROOT / "csrc")],
+    # kineto: the PrivateUse1 activity profiler (csrc/aten/profiler.cpp)
+    include_dirs=[str(ROOT / "csrc")] + [os.path.join(p, "kineto") for p in include_paths()[:1]],
+    # fmt (used inline by kineto headers) is not exported by libtorch
+    define_macros=[("USE_KINETO", None), ("FMT_HEADER_ONLY", None)],
     extra_objects=[str(C_BUILD / "libtnrt.a")],
     extra_compile_args={"cxx": ["-O2", "-g0", "-std=c++17", "-Wno-unused-parameter"]},
     libraries=["m"],

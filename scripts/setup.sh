@@ -18,5 +18,5 @@ fi
 "$VPY" -m pip install --quiet -r requirements-dev.txt
 
 # The extension builds against the installed torch (no build isolation).
-MAX_JOBS=${MAX_JOBS:-$(nproc)} "$VPY" -m pip install --quiet --no-build-isolation --no-deps -e .
+TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=${MAX_JOBS:-$(nproc)} "$VPY" -m pip install --quiet --no-build-isolation --no-deps -e .
 "$VPY" -c 'import torch; assert torch.neuron.is_available(); print("torch-neuronx ready:", torch.neuron.device_count(), "neuron devices")'

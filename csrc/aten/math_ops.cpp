@@ -57,7 +57,7 @@ void check_operand(const at::Tensor& t, c10::Device dev, const char* name) {
 // broadcast shape already. Returns false if the kernels cannot do it.
 bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
                    const at::Tensor& b0, tnk_binary_op_t op,
-                   const c10::Scalar& alpha) {
+                   const c10::Scalar& alpha, const char* name) {
   c10::ScalarType common = out.scalar_type();
   bool ok;
   tnk_dtype_t dt = to_tnk(common, &ok);
@@ -102,7 +102,7 @@ bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
   if (c10::isIntegralType(common, true)) task.args.ialpha = alpha.toLong();
   else task.args.alpha = alpha.toDouble();
   if (out.numel() == 0) return true;
-  launch(out.device().index(), binary_task, &task, sizeof task, "binary");
+  launch(out.device().index(), binary_task, &task, sizeof task, name);
   return true;
 }
 
@@ -131,7 +131,7 @@ c10::Device device_of_pair(const at::Tensor& a, const at::Tensor& b) {
     if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, ALPHA_VALUE); \
     auto shape = at::infer_size_dimvector(a.sizes(), b.sizes());                   \
     at::Tensor out = at::empty(shape, a.options().device(dev).dtype(common));     \
-    if (launch_binary(out, a, b, OP, ALPHA_VALUE)) return out;                     \
+    if (launch_binary(out, a, b, OP, ALPHA_VALUE, "aten::" #NAME)) return out;                     \
     return at::native::call_fallback_fn<&neuron_cpu_fallback,                      \
                                         ATEN_OP(ATEN_FN)>::call(a, b ALPHA_ARG);   \
   }                                                                                \
@@ -145,7 +145,7 @@ c10::Device device_of_pair(const at::Tensor& a, const at::Tensor& b) {
     TORCH_CHECK(at::IntArrayRef(shape) == self.sizes(), "output with shape ",      \
                 self.sizes(), " doesn't match the broadcast shape ",               \
                 at::IntArrayRef(shape));                                           \
-    if (common == self.scalar_type() && launch_binary(self, self, b, OP, ALPHA_VALUE)) \
+    if (common == self.scalar_type() && launch_binary(self, self, b, OP, ALPHA_VALUE, "aten::" #NAME "_")) \
       return self;                                                                 \
     return at::native::call_fallback_fn<&neuron_cpu_fallback,                      \
                                         ATEN_OP(ATEN_INPLACE)>::call(self, b ALPHA_ARG); \
@@ -160,7 +160,7 @@ c10::Device device_of_pair(const at::Tensor& a, const at::Tensor& b) {
     if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, ALPHA_VALUE); \
     auto shape = at::infer_size_dimvector(a.sizes(), b.sizes());                   \
     at::native::resize_output(out, shape);                                         \
-    if (common == out.scalar_type() && launch_binary(out, a, b, OP, ALPHA_VALUE))  \
+    if (common == out.scalar_type() && launch_binary(out, a, b, OP, ALPHA_VALUE, "aten::" #NAME))  \
       return out;                                                                  \
     return at::native::call_fallback_fn<&neuron_cpu_fallback,                      \
                                         ATEN_OP(ATEN_OUT)>::call(a, b ALPHA_ARG, out); \
@@ -189,7 +189,7 @@ at::Tensor maximum(const at::Tensor& a, const at::Tensor& b) {
               "maximum not implemented for complex tensors.");
   at::Tensor out = at::empty(at::infer_size_dimvector(a.sizes(), b.sizes()),
                              a.options().device(dev).dtype(at::result_type(a, b)));
-  if (launch_binary(out, a, b, TNK_MAXIMUM, 1)) return out;
+  if (launch_binary(out, a, b, TNK_MAXIMUM, 1, "aten::maximum")) return out;
   return at::native::call_fallback_fn<&neuron_cpu_fallback,
                                       ATEN_OP(maximum)>::call(a, b);
 }
@@ -202,7 +202,7 @@ at::Tensor minimum(const at::Tensor& a, const at::Tensor& b) {
               "minimum not implemented for complex tensors.");
   at::Tensor out = at::empty(at::infer_size_dimvector(a.sizes(), b.sizes()),
                              a.options().device(dev).dtype(at::result_type(a, b)));
-  if (launch_binary(out, a, b, TNK_MINIMUM, 1)) return out;
+  if (launch_binary(out, a, b, TNK_MINIMUM, 1, "aten::minimum")) return out;
   return at::native::call_fallback_fn<&neuron_cpu_fallback,
                                       ATEN_OP(minimum)>::call(a, b);
 }
@@ -228,7 +228,8 @@ void check_same_device(const at::Tensor& a, const at::Tensor& b, const char* op)
 
 // out[b] = beta * out[b] + alpha * a[b] @ m[b]; 3-D views (batch first).
 void launch_gemm(const at::Tensor& out, const at::Tensor& a,
-                 const at::Tensor& b, double alpha, double beta) {
+                 const at::Tensor& b, double alpha, double beta,
+                 const char* name) {
   tnk_gemm_args_t g{};
   g.batch = out.size(0);
   g.m = out.size(1);
@@ -249,7 +250,7 @@ void launch_gemm(const at::Tensor& out, const at::Tensor& a,
     out.zero_();
     return;
   }
-  launch(out.device().index(), gemm_task, &g, sizeof g, "gemm");
+  launch(out.device().index(), gemm_task, &g, sizeof g, name);
 }
 
 void check_mm(const at::Tensor& a, const at::Tensor& b, const char* op) {
@@ -277,7 +278,7 @@ at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   at::Tensor o = out;
   if (o.storage().is_alias_of(a.storage()) || o.storage().is_alias_of(b.storage()))
     o = at::empty_like(out);  // GEMM cannot write over its inputs
-  launch_gemm(o.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), 1.0, 0.0);
+  launch_gemm(o.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), 1.0, 0.0, "aten::mm");
   if (!o.is_same(out)) out.copy_(o);
   return out;
 }
@@ -288,7 +289,8 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
     return at::native::call_fallback_fn<&neuron_cpu_fallback,
                                         ATEN_OP(mm)>::call(a, b);
   at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
-  launch_gemm(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), 1.0, 0.0);
+  launch_gemm(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), 1.0, 0.0,
+              "aten::mm");
   return out;
 }
 
@@ -314,7 +316,7 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& a,
     o = at::empty(shape, out.options());
   if (bv != 0.0 && !(in_place && o.is_same(out))) o.copy_(self.expand(shape));
   launch_gemm(o.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), alpha.toDouble(),
-              bv);
+              bv, "aten::addmm");
   if (!o.is_same(out)) out.copy_(o);
   return out;
 }
@@ -350,7 +352,7 @@ at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   at::Tensor o = out;
   if (o.storage().is_alias_of(a.storage()) || o.storage().is_alias_of(b.storage()))
     o = at::empty_like(out);
-  launch_gemm(o, a, b, 1.0, 0.0);
+  launch_gemm(o, a, b, 1.0, 0.0, "aten::bmm");
   if (!o.is_same(out)) out.copy_(o);
   return out;
 }
