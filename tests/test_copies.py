@@ -145,3 +145,14 @@ def test_zero_size_and_scalars():
 def test_printing():
     x = torch.arange(4.0, device="neuron")
     assert "device='neuron:0'" in repr(x)
+
+
+def test_non_blocking_from_pageable_memory_is_still_correct():
+    src = torch.randn(300, 300)
+    ref = src.clone()
+    d = src.to("neuron", non_blocking=True)
+    src.zero_()  # pageable: the copy had to finish before returning
+    assert torch.equal(d.cpu(), ref)
+    out = torch.empty(300, 300)
+    out.copy_(d, non_blocking=True)
+    assert torch.equal(out, d.cpu())

@@ -101,3 +101,32 @@ def test_info_tool_runs():
     r = run_python("import runpy; runpy.run_module('torch_neuronx.info', run_name='__main__')")
     assert r.returncode == 0, r.stderr
     assert "neuron:0" in r.stdout and "trn2" in r.stdout and "kernel ISA" in r.stdout
+
+
+def test_thread_pool_size_is_overridable():
+    r = run_python("import torch_neuronx; print(torch_neuronx._C._num_threads())",
+                   {"TORCH_NEURONX_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "1"
+
+
+def test_torch_accelerator_end_to_end():
+    torch.accelerator.set_device_index(1)
+    x = torch.ones(1000, device=torch.accelerator.current_accelerator())
+    assert x.device == torch.device("neuron:1")
+    s = torch.accelerator.current_stream()
+    assert s.device == torch.device("neuron:1")
+    y = x * 2
+    torch.accelerator.synchronize()
+    assert torch.neuron.current_stream(1).query()
+    assert torch.accelerator.memory_allocated(1) == torch.neuron.memory_allocated(1) > 0
+    assert y.sum().item() == 2000
+    torch.accelerator.set_device_index(0)
+
+
+def test_device_from_pointer():
+    x = torch.arange(8.0, device="neuron:2")
+    assert torch._C._get_privateuse1_backend_name() == "neuron"
+    # from_blob on a device pointer resolves the device through the hooks
+    y = torch.utils.dlpack.from_dlpack(torch.utils.dlpack.to_dlpack(x[2:]))
+    assert y.device == torch.device("neuron:2") and y[0].item() == 2.0

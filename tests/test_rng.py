@@ -86,3 +86,12 @@ def test_invalid_arguments():
         x.random_(5, 2)
     with pytest.raises(RuntimeError):
         x.uniform_(3, 1)
+
+
+def test_seed_and_seed_all_are_nondeterministic_and_recorded():
+    torch.neuron.seed()
+    s1 = torch.neuron.initial_seed()
+    torch.neuron.seed_all()
+    s2 = torch.neuron.initial_seed()
+    assert s1 != s2
+    assert torch.neuron.default_generators[1].initial_seed() == s2

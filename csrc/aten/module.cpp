@@ -4,6 +4,7 @@
 
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
+#include <torch/version.h>
 
 namespace py = pybind11;
 using namespace torch_neuronx;
@@ -79,6 +80,16 @@ PYBIND11_MODULE(_C, m) {
   m.def("_launch_blocking", [] {
     lazy_init();
     return bool(tnrt_launch_blocking());
+  });
+  m.def("_build_info", [] {
+    py::dict d;
+    d["compiler"] = std::string(__VERSION__);
+    d["cplusplus"] = static_cast<long>(__cplusplus);
+    d["torch"] = std::string(TORCH_VERSION);
+    d["hal"] = std::string("host");
+    d["task_slot_bytes"] = TNRT_TASK_ARGS_MAX;
+    d["streams_per_device"] = TNRT_STREAMS_PER_DEVICE;
+    return d;
   });
   m.def("_isa", [] { return std::string(tnk_isa_name(tnk_isa())); });
   m.def("_cpu_features", [] {
