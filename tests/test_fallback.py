@@ -192,3 +192,25 @@ def test_fallback_orders_after_pending_stream_work():
     n = torch.empty(2000, 2000, device="neuron")
     n.fill_(2.0)
     assert n.sum().item() == 2.0 * 2000 * 2000
+
+
+def test_convolution_through_overrideable_ops():
+    # ATen sends convolutions of unknown backends to *_overrideable ops,
+    # whose default kernels raise; neuron runs them (for now) on the CPU
+    torch.manual_seed(0)
+    for transposed in (False, True):
+        x = torch.randn(2, 4, 7, 7, requires_grad=True)
+        w = torch.randn(4, 3, 3, 3, requires_grad=True) if transposed else torch.randn(6, 2, 3, 3, requires_grad=True)
+        b = torch.randn(3 if transposed else 6, requires_grad=True)
+        xn, wn, bn = (t.detach().neuron().requires_grad_() for t in (x, w, b))
+        if transposed:
+            f = lambda i, k, c: torch.nn.functional.conv_transpose2d(i, k, c, stride=2, padding=1)  # noqa: E731
+        else:
+            f = lambda i, k, c: torch.nn.functional.conv2d(i, k, c, padding=1, groups=2)  # noqa: E731
+        y, yn = f(x, w, b), f(xn, wn, bn)
+        assert_same(yn, y, rtol=1e-5, atol=1e-5)
+        (y * y).sum().backward()
+        (yn * yn).sum().backward()
+        for t, tn in ((x, xn), (w, wn), (b, bn)):
+            assert_same(tn.grad, t.grad, rtol=1e-4, atol=1e-4)
+    assert "aten::convolution_overrideable" in torch_neuronx.get_fallback_ops()

@@ -125,30 +125,32 @@ at::Tensor rebase_view(const at::Tensor& cpu_view, const at::Tensor& base) {
 
 }  // namespace
 
+void note_fallback(const std::string& name) {
+  std::lock_guard<std::mutex> lock(g_track_mu);
+  g_fallback_counts[name]++;
+  std::string mode = mode_locked();
+  if (mode == "error") {
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        false, "The operator '", name,
+        "' is not currently implemented for the neuron device, and "
+        "TORCH_NEURONX_FALLBACK=error forbids running it on the CPU. Unset "
+        "it (or set TORCH_NEURONX_FALLBACK=warn) to use the CPU fallback.");
+  }
+  if (mode == "warn" && g_warned.insert(name).second) {
+    TORCH_WARN("The operator '", name,
+               "' is not currently supported natively on the neuron "
+               "device; it runs on the CPU, which may be slow. "
+               "torch_neuronx.get_fallback_ops() lists such ops; "
+               "TORCH_NEURONX_FALLBACK=error makes them errors.");
+  }
+}
+
 void neuron_cpu_fallback(const c10::OperatorHandle& op,
                          torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   std::string name = schema.operator_name().name;
   if (!schema.overload_name().empty()) name += "." + schema.overload_name();
-  {
-    std::lock_guard<std::mutex> lock(g_track_mu);
-    g_fallback_counts[name]++;
-    std::string mode = mode_locked();
-    if (mode == "error") {
-      TORCH_CHECK_NOT_IMPLEMENTED(
-          false, "The operator '", name,
-          "' is not currently implemented for the neuron device, and "
-          "TORCH_NEURONX_FALLBACK=error forbids running it on the CPU. Unset "
-          "it (or set TORCH_NEURONX_FALLBACK=warn) to use the CPU fallback.");
-    }
-    if (mode == "warn" && g_warned.insert(name).second) {
-      TORCH_WARN("The operator '", name,
-                 "' is not currently supported natively on the neuron "
-                 "device; it runs on the CPU, which may be slow. "
-                 "torch_neuronx.get_fallback_ops() lists such ops; "
-                 "TORCH_NEURONX_FALLBACK=error makes them errors.");
-    }
-  }
+  note_fallback(name);
 
   const auto& args = schema.arguments();
   const size_t num_args = args.size();
@@ -270,6 +272,62 @@ std::string fallback_mode() {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_cpu_fallback>());
+}
+
+// ------------------------------------------------------------- convolution
+// ATen routes convolutions of backends it does not know to the
+// *_overrideable ops, whose default kernels raise. Until the kernel library
+// has convolutions they run as CPU convolutions on host aliases (counted as
+// fallbacks like any other).
+
+namespace {
+
+at::Tensor sync_alias(const at::Tensor& t) {
+  if (!t.defined() || !t.is_privateuseone()) return t;
+  check(tnrt_stream_synchronize(current_native_stream(t.device().index())),
+        "stream synchronize");
+  return host_alias(t);
+}
+
+at::Tensor conv_overrideable(const at::Tensor& input, const at::Tensor& weight,
+                             const std::optional<at::Tensor>& bias,
+                             at::IntArrayRef stride, at::IntArrayRef padding,
+                             at::IntArrayRef dilation, bool transposed,
+                             at::IntArrayRef output_padding, int64_t groups) {
+  note_fallback("aten::convolution_overrideable");
+  c10::DeviceGuard guard(input.device());
+  std::optional<at::Tensor> b;
+  if (bias.has_value() && bias->defined()) b = sync_alias(*bias);
+  at::Tensor out = at::convolution(sync_alias(input), sync_alias(weight), b, stride,
+                                   padding, dilation, transposed, output_padding,
+                                   groups);
+  return out.to(input.device());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_backward_overrideable(
+    const at::Tensor& grad_output, const at::Tensor& input,
+    const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
+    at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding,
+    int64_t groups, std::array<bool, 3> output_mask) {
+  note_fallback("aten::convolution_backward_overrideable");
+  c10::DeviceGuard guard(input.device());
+  int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
+  std::vector<int64_t> bias_sizes{out_channels};
+  auto r = at::convolution_backward(sync_alias(grad_output), sync_alias(input),
+                                    sync_alias(weight), at::OptionalIntArrayRef(bias_sizes),
+                                    stride, padding, dilation, transposed,
+                                    output_padding, groups, output_mask);
+  auto dev = [&](const at::Tensor& t) {
+    return t.defined() ? t.to(input.device()) : t;
+  };
+  return {dev(std::get<0>(r)), dev(std::get<1>(r)), dev(std::get<2>(r))};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", conv_overrideable);
+  m.impl("convolution_backward_overrideable", conv_backward_overrideable);
 }
 
 // ---------------------------------------------------------------- autocast

@@ -57,7 +57,8 @@ void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void* args,
 // take) and op tracking.
 void neuron_cpu_fallback(const c10::OperatorHandle& op,
                          std::vector<c10::IValue>* stack);
-void register_fallback_state();
+// Counts an op that ran on the CPU, warns once, or raises in error mode.
+void note_fallback(const std::string& name);
 std::vector<std::pair<std::string, int64_t>> fallback_ops();
 void clear_op_tracking();
 void set_fallback_mode(const std::string& mode);
