@@ -130,3 +130,19 @@ def test_device_from_pointer():
     # from_blob on a device pointer resolves the device through the hooks
     y = torch.utils.dlpack.from_dlpack(torch.utils.dlpack.to_dlpack(x[2:]))
     assert y.device == torch.device("neuron:2") and y[0].item() == 2.0
+
+
+def test_module_to_keeps_parameters_and_tied_weights():
+    emb = torch.nn.Embedding(10, 4)
+    head = torch.nn.Linear(4, 10, bias=False)
+    head.weight = emb.weight  # tied, as in GPT-2 style language models
+    model = torch.nn.ModuleList([emb, head])
+    before = emb.weight
+    model.to("neuron")
+    assert head.weight is emb.weight is before  # same Parameter object, moved
+    assert before.device.type == "neuron"
+    model.to("neuron:1")
+    assert head.weight is emb.weight and emb.weight.device.index == 1
+    model.cpu()
+    assert head.weight is emb.weight and emb.weight.device.type == "cpu"
+    assert torch._has_compatible_shallow_copy_type(torch.ones(1), torch.ones(1, device="neuron"))

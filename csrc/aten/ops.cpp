@@ -556,9 +556,26 @@ at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p_,
   return launch_random(self, a, gen, "aten::bernoulli_");
 }
 
+// Module.to() moves parameters with `param.data = moved` (keeping the
+// Parameter objects, hence tied weights such as embeddings shared with an
+// LM head) only if this says the two tensors may share a TensorImpl type.
+// c10's answer lists the dense in-tree backends (CPU, CUDA, ...) but not
+// PrivateUse1, which would silently untie weights on .to("neuron").
+bool has_compatible_shallow_copy_type(const at::Tensor& self,
+                                      const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == at::kStrided && !t.is_quantized() &&
+           !t.is_nested() && (t.is_cpu() || t.is_privateuseone());
+  };
+  if (dense(self) && dense(from)) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(
+      from.key_set());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
   m.impl("_copy_from", copy_from);

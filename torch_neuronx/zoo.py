@@ -1,0 +1,271 @@
+"""The model-zoo sweep: every causal-LM architecture of the installed
+transformers, built from a tiny random config, run on CPU and on neuron with
+the same weights and inputs, and compared.
+
+    python -m torch_neuronx.zoo [--only llama,gpt2] [--out docs/model-coverage]
+
+Per architecture: forward logits and loss; one backward (every parameter
+gradient); greedy generate of 8 tokens with the KV cache; one AdamW step then
+a second forward; and the ops that fell back to the CPU. Results: a markdown
+table and a JSON file. Nothing is downloaded: configs come from the library's
+defaults, shrunk.
+"""
+import argparse
+import copy
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+import warnings
+
+import torch
+
+import torch_neuronx
+
+# Attribute names that size a model, and the tiny values they get. Names
+# absent from a config are skipped.
+_TINY = {
+    # depth
+    "num_hidden_layers": 2, "n_layer": 2, "n_layers": 2, "num_layers": 2, "decoder_layers": 2,
+    "encoder_layers": 2, "num_decoder_layers": 2, "num_encoder_layers": 2,
+    # width
+    "hidden_size": 64, "n_embd": 64, "d_model": 64, "dim": 64, "embed_dim": 64, "n_embed": 64,
+    "intermediate_size": 128, "ffn_dim": 128, "n_inner": 128, "d_ff": 128, "ffn_hidden_size": 128,
+    "decoder_ffn_dim": 128, "encoder_ffn_dim": 128, "inner_hidden_size": 128,
+    "moe_intermediate_size": 32, "shared_expert_intermediate_size": 64, "expert_intermediate_size": 32,
+    # heads
+    "num_attention_heads": 4, "n_head": 4, "n_heads": 4, "num_heads": 4, "decoder_attention_heads": 4,
+    "encoder_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "kv_channels": 16,
+    "attention_head_size": 16, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16,
+    "q_lora_rank": 32, "kv_lora_rank": 16,
+    # experts
+    "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "moe_num_experts": 4,
+    "num_experts_per_tok": 2, "moe_topk": 2, "top_k": 2, "n_shared_experts": 1, "num_shared_experts": 1,
+    "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1,
+    # sequence / vocabulary
+    "max_position_embeddings": 128, "n_positions": 128, "n_ctx": 128, "seq_length": 128,
+    "max_sequence_length": 128, "sliding_window": 64, "vocab_size": 256,
+}
+
+VOCAB = 256
+SEQ = 8
+BATCH = 2
+NEW_TOKENS = 8
+CHECKS = ("forward", "backward", "generate", "optimizer")
+
+
+def _shrink(cfg, depth=0):
+    for name, value in _TINY.items():
+        if hasattr(cfg, name) and isinstance(getattr(cfg, name), int) and not isinstance(
+            getattr(cfg, name), bool
+        ):
+            try:
+                setattr(cfg, name, value)
+            except Exception:  # some configs make derived attributes read-only
+                pass
+    for tok in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
+                "sep_token_id", "cls_token_id", "mask_token_id", "unk_token_id"):
+        v = getattr(cfg, tok, None)
+        if isinstance(v, int) and v >= VOCAB:
+            setattr(cfg, tok, min(v, VOCAB - 1) if tok != "pad_token_id" else 0)
+        if isinstance(v, list):
+            setattr(cfg, tok, [min(x, VOCAB - 1) for x in v])
+    for name in ("layer_types", "layers_block_type", "block_types"):
+        v = getattr(cfg, name, None)
+        if isinstance(v, list) and len(v) > 2:
+            setattr(cfg, name, v[:2])
+    if hasattr(cfg, "use_cache"):
+        cfg.use_cache = True
+    for name in ("attn_implementation", "_attn_implementation"):
+        if hasattr(cfg, name):
+            try:
+                setattr(cfg, name, "eager")
+            except Exception:
+                pass
+    if depth < 2:
+        for sub in ("text_config", "decoder", "language_config", "llm_config"):
+            c = getattr(cfg, sub, None)
+            if c is not None and hasattr(c, "to_dict"):
+                _shrink(c, depth + 1)
+    return cfg
+
+
+def build(model_type):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = _shrink(AutoConfig.for_model(model_type))
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+    model.eval()
+    return model
+
+
+def _max_err(a, b):
+    a, b = a.detach().cpu().double(), b.detach().cpu().double()
+    if a.shape != b.shape:
+        return float("inf")
+    if a.numel() == 0:
+        return 0.0
+    d = (a - b).abs()
+    d[torch.isnan(a) & torch.isnan(b)] = 0
+    return float(d.max())
+
+
+def _close(a, b, rtol=1e-4, atol=1e-4):
+    a, b = a.detach().cpu().double(), b.detach().cpu().double()
+    return a.shape == b.shape and torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def _logits(out):
+    return out.logits if hasattr(out, "logits") else out[0]
+
+
+def run_on(model, device, ids):
+    """Forward, backward, generate, AdamW step, second forward."""
+    model = model.to(device)
+    x = ids.to(device)
+    model.train(False)
+    out = model(input_ids=x, labels=x)
+    loss = out.loss
+    logits = _logits(out)
+    loss.backward()
+    grads = {n: (p.grad.detach().cpu() if p.grad is not None else None)
+             for n, p in model.named_parameters()}
+    with torch.no_grad():
+        gen = model.generate(x, max_new_tokens=NEW_TOKENS, do_sample=False, num_beams=1,
+                             pad_token_id=0, min_new_tokens=NEW_TOKENS)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    with torch.no_grad():
+        logits2 = _logits(model(input_ids=x))
+    return {"loss": loss.detach().cpu(), "logits": logits.detach().cpu(), "grads": grads,
+            "generate": gen.cpu(), "logits2": logits2.detach().cpu()}
+
+
+def check(model_type):
+    """One row of the sweep."""
+    row = {"model_type": model_type, "status": "", "detail": "", "fallbacks": {}, "seconds": 0.0}
+    t0 = time.time()
+    try:
+        base = build(model_type)
+        ids = torch.randint(3, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(1))
+    except Exception as e:  # cannot even be built: not a neuron problem
+        row.update(status="skipped", detail=f"cannot build a tiny config: {_first_line(e)}")
+        return row
+    try:
+        ref = run_on(copy.deepcopy(base), "cpu", ids)
+    except Exception as e:
+        row.update(status="skipped", detail=f"fails on CPU too: {_first_line(e)}")
+        return row
+    torch_neuronx.clear_op_tracking()
+    try:
+        got = run_on(copy.deepcopy(base), "neuron", ids)
+    except Exception as e:
+        row.update(status="error", detail=_first_line(e), fallbacks=torch_neuronx.get_fallback_ops())
+        row["trace"] = traceback.format_exc(limit=-3)
+        return row
+    row["fallbacks"] = torch_neuronx.get_fallback_ops()
+    failures = []
+    if not (_close(got["logits"], ref["logits"]) and _close(got["loss"], ref["loss"])):
+        failures.append(("forward", max(_max_err(got["logits"], ref["logits"]),
+                                        _max_err(got["loss"], ref["loss"]))))
+    worst = 0.0
+    bad_grad = False
+    for name, g in ref["grads"].items():
+        h = got["grads"].get(name)
+        if (g is None) != (h is None):
+            bad_grad, worst = True, float("inf")
+        elif g is not None and not _close(h, g, rtol=1e-3, atol=1e-4):
+            bad_grad, worst = True, max(worst, _max_err(h, g))
+    if bad_grad:
+        failures.append(("backward", worst))
+    if not torch.equal(got["generate"], ref["generate"]):
+        failures.append(("generate", float((got["generate"] != ref["generate"]).sum())))
+    if not _close(got["logits2"], ref["logits2"], rtol=1e-3, atol=1e-3):
+        failures.append(("optimizer", _max_err(got["logits2"], ref["logits2"])))
+    if failures:
+        row.update(status="mismatch",
+                   detail="; ".join(f"{c} (max err {e:.2e})" for c, e in failures))
+    else:
+        row["status"] = "pass"
+    row["seconds"] = round(time.time() - t0, 2)
+    return row
+
+
+def _first_line(e):
+    text = f"{type(e).__name__}: {e}".strip().splitlines()
+    return text[0][:200] if text else type(e).__name__
+
+
+def sweep(model_types, progress=True):
+    rows = []
+    for mt in model_types:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            row = check(mt)
+        rows.append(row)
+        if progress:
+            print(f"{mt:32s} {row['status']:9s} {row['seconds']:6.1f}s  {row['detail'][:90]}",
+                  flush=True)
+    return rows
+
+
+def write(rows, out_prefix):
+    import transformers
+
+    n = len(rows)
+    count = {s: sum(r["status"] == s for r in rows) for s in ("pass", "mismatch", "error", "skipped")}
+    runnable = n - count["skipped"]
+    lines = [
+        "# Causal-LM model coverage on neuron",
+        "",
+        f"Generated by `python -m torch_neuronx.zoo --out {out_prefix}` on {time.strftime('%Y-%m-%d')}: "
+        f"transformers {transformers.__version__}, torch {torch.__version__}, "
+        f"{platform.machine()}. Each architecture in `MODEL_FOR_CAUSAL_LM_MAPPING_NAMES` is built "
+        "from its default config shrunk to 2 layers and width 64, with the same weights and inputs "
+        "on CPU and neuron; checks: forward logits and loss, every parameter gradient, greedy "
+        f"generate of {NEW_TOKENS} tokens with the KV cache, one AdamW step and a second forward.",
+        "",
+        f"**Summary: {count['pass']} / {n} passed** ({count['pass']} / {runnable} of the architectures "
+        f"that run on CPU); {count['mismatch']} mismatch, {count['error']} error, "
+        f"{count['skipped']} skipped (fail on CPU too, or no tiny config).",
+        "",
+        "| architecture | status | detail | CPU-fallback ops (kinds / calls) |",
+        "|---|---|---|---|",
+    ]
+    for r in rows:
+        fb = r["fallbacks"]
+        lines.append(f"| {r['model_type']} | {r['status']} | {r['detail'].replace('|', '/')} | "
+                     f"{len(fb)} / {sum(fb.values())} |")
+    os.makedirs(os.path.dirname(out_prefix) or ".", exist_ok=True)
+    with open(out_prefix + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(out_prefix + ".json", "w") as f:
+        json.dump({"summary": count, "total": n, "rows": rows}, f, indent=1, sort_keys=True)
+    return count
+
+
+def main(argv=None):
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", help="comma-separated model types")
+    p.add_argument("--out", help="write <out>.md and <out>.json")
+    args = p.parse_args(argv)
+    torch_neuronx.set_fallback_mode("silent")
+    types = list(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+    if args.only:
+        wanted = args.only.split(",")
+        types = [t for t in types if t in wanted]
+    rows = sweep(types)
+    if args.out:
+        count = write(rows, args.out)
+        print(f"passed {count['pass']} / {len(rows)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
