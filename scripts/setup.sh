@@ -15,7 +15,7 @@ if ! "$VPY" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "
   "$VPY" -m pip install --quiet --upgrade pip
   "$VPY" -m pip install --quiet torch==2.13.0
 fi
-"$VPY" -m pip install --quiet -r requirements-dev.txt
+"$VPY" -m pip install --quiet -r requirements-dev.txt -r requirements-hf.txt
 
 # The extension builds against the installed torch (no build isolation).
 TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=${MAX_JOBS:-$(nproc)} "$VPY" -m pip install --quiet --no-build-isolation --no-deps -e .

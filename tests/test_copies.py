@@ -156,3 +156,20 @@ def test_non_blocking_from_pageable_memory_is_still_correct():
     out = torch.empty(300, 300)
     out.copy_(d, non_blocking=True)
     assert torch.equal(out, d.cpu())
+
+
+def test_conjugate_and_negative_views_copy_without_recursion():
+    # a crash found by the model sweep (llama4's complex rotary embeddings)
+    z = torch.randn(5, dtype=torch.complex64)
+    n = z.neuron()
+    assert torch.equal(n.conj().cpu(), z.conj())
+    assert torch.equal(n.conj().clone().cpu(), z.conj())
+    c = torch.empty(5, dtype=torch.complex64, device="neuron")
+    c.copy_(n.conj())
+    assert torch.equal(c.cpu(), z.conj())
+    assert torch.equal(torch._neg_view(n).clone().cpu(), -z)
+    w = torch.randn(5, dtype=torch.complex64, requires_grad=True)
+    wn = w.detach().neuron().requires_grad_()
+    (w * w.conj()).real.sum().backward()
+    (wn * wn.conj()).real.sum().backward()
+    assert torch.allclose(wn.grad.cpu(), w.grad)

@@ -92,10 +92,21 @@ def _shrink(cfg, depth=0):
     return cfg
 
 
+MAX_PARAMS = 20_000_000
+
+
 def build(model_type):
     from transformers import AutoConfig, AutoModelForCausalLM
 
     cfg = _shrink(AutoConfig.for_model(model_type))
+    # Size it on the meta device first: a config the shrinker does not know
+    # how to make small must not take the machine's memory down with it.
+    with torch.device("meta"):
+        probe = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+    n = sum(p.numel() for p in probe.parameters())
+    del probe
+    if n > MAX_PARAMS:
+        raise ValueError(f"the shrunk config still has {n / 1e6:.0f}M parameters")
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
     model.eval()

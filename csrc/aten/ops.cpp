@@ -616,6 +616,20 @@ at::Tensor quantized_unsupported(at::IntArrayRef, std::optional<c10::ScalarType>
 }
 }  // namespace
 
+// copy_ lets conjugate/negative views through to the backend, but the
+// _copy_from it calls for an out-of-tree device would hit the math-bit
+// fallbacks, which materialise with clone -> copy_ -> _copy_from again: an
+// endless recursion (llama4's complex rotary embeddings crashed on it).
+// _copy_from handles the bits itself (copy_on_host), so let them through.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
 TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
   m.impl("empty.memory_format", quantized_unsupported);
 }
