@@ -180,31 +180,32 @@ NEURON_BINARY(mul, TNK_MUL, mul_Tensor, mul__Tensor, mul_out, NO_ALPHA, NO_ALPHA
 NEURON_BINARY(div, TNK_DIV, div_Tensor, div__Tensor, div_out, NO_ALPHA, NO_ALPHA,
               ONE)
 
-// maximum / minimum have no in-place form in ATen.
-at::Tensor maximum(const at::Tensor& a, const at::Tensor& b) {
+// maximum / minimum have no in-place form in ATen. Returns an undefined
+// tensor when the kernels cannot take the dtype.
+at::Tensor extremum(const at::Tensor& a, const at::Tensor& b, tnk_binary_op_t op,
+                    const char* name) {
   c10::Device dev = device_of_pair(a, b);
-  check_operand(a, dev, "maximum");
-  check_operand(b, dev, "maximum");
-  TORCH_CHECK(!a.is_complex() && !b.is_complex(),
-              "maximum not implemented for complex tensors.");
+  check_operand(a, dev, name);
+  check_operand(b, dev, name);
+  TORCH_CHECK(!a.is_complex() && !b.is_complex(), name,
+              " not implemented for complex tensors.");
   at::Tensor out = at::empty(at::infer_size_dimvector(a.sizes(), b.sizes()),
                              a.options().device(dev).dtype(at::result_type(a, b)));
-  if (launch_binary(out, a, b, TNK_MAXIMUM, 1, "aten::maximum")) return out;
-  return at::native::call_fallback_fn<&neuron_cpu_fallback,
-                                      ATEN_OP(maximum)>::call(a, b);
+  return launch_binary(out, a, b, op, 1, name) ? out : at::Tensor();
+}
+
+at::Tensor maximum(const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor out = extremum(a, b, TNK_MAXIMUM, "aten::maximum");
+  return out.defined() ? out
+                       : at::native::call_fallback_fn<&neuron_cpu_fallback,
+                                                      ATEN_OP(maximum)>::call(a, b);
 }
 
 at::Tensor minimum(const at::Tensor& a, const at::Tensor& b) {
-  c10::Device dev = device_of_pair(a, b);
-  check_operand(a, dev, "minimum");
-  check_operand(b, dev, "minimum");
-  TORCH_CHECK(!a.is_complex() && !b.is_complex(),
-              "minimum not implemented for complex tensors.");
-  at::Tensor out = at::empty(at::infer_size_dimvector(a.sizes(), b.sizes()),
-                             a.options().device(dev).dtype(at::result_type(a, b)));
-  if (launch_binary(out, a, b, TNK_MINIMUM, 1, "aten::minimum")) return out;
-  return at::native::call_fallback_fn<&neuron_cpu_fallback,
-                                      ATEN_OP(minimum)>::call(a, b);
+  at::Tensor out = extremum(a, b, TNK_MINIMUM, "aten::minimum");
+  return out.defined() ? out
+                       : at::native::call_fallback_fn<&neuron_cpu_fallback,
+                                                      ATEN_OP(minimum)>::call(a, b);
 }
 
 // ------------------------------------------------------------------ GEMM

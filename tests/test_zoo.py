@@ -1,0 +1,46 @@
+"""The model-zoo sweep (python -m torch_neuronx.zoo), whole, inside the test
+command: every causal-LM architecture of the installed transformers that
+runs on CPU at a tiny config must match CPU on neuron, and none may crash."""
+import pytest
+import torch
+
+import torch_neuronx
+
+pytest.importorskip("transformers")  # installed by scripts/setup.sh
+
+from torch_neuronx import zoo  # noqa: E402
+
+# The most-used families (issue 4): each must build, run on CPU and pass.
+MOST_USED = ["llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "gemma",
+             "gemma2", "gemma3_text", "phi", "phi3", "gpt2", "gpt_neox", "falcon", "opt", "bloom",
+             "starcoder2", "olmo", "olmo2", "deepseek_v3", "gpt_oss", "smollm3"]
+
+
+@pytest.fixture(scope="module")
+def rows():
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    torch_neuronx.set_fallback_mode("silent")
+    try:
+        yield {r["model_type"]: r for r in zoo.sweep(list(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES),
+                                                     progress=False)}
+    finally:
+        torch_neuronx.set_fallback_mode("warn")
+        torch.neuron.synchronize()
+
+
+def test_every_architecture_that_runs_on_cpu_matches_on_neuron(rows):
+    bad = {k: f"{r['status']}: {r['detail']}" for k, r in rows.items()
+           if r["status"] in ("error", "mismatch")}
+    assert bad == {}
+
+
+def test_most_used_families_pass(rows):
+    assert {k: rows[k]["status"] for k in MOST_USED} == {k: "pass" for k in MOST_USED}
+
+
+def test_rows_are_complete(rows):
+    for r in rows.values():
+        assert r["status"] in ("pass", "mismatch", "error", "skipped")
+        if r["status"] == "skipped":
+            assert r["detail"]  # a skip always says why
