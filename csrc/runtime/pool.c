@@ -26,6 +26,7 @@ static struct {
   int64_t n, chunk, chunks;
   atomic_llong next, remaining;
   int active; /* workers inside the job, guarded by g_mu */
+  int closed; /* all chunks done: late workers must not join (g_mu) */
 } g_job;
 
 static void run_chunks(tnrt_range_fn fn, void *ctx, int64_t n, int64_t chunk,
@@ -46,6 +47,10 @@ static void *pool_worker(void *arg) {
   for (;;) {
     while (g_job.generation == seen) pthread_cond_wait(&g_work, &g_mu);
     seen = g_job.generation;
+    /* A worker that wakes after its job finished must not join it: the
+     * owner may have returned (ctx is its stack) and the counters may soon
+     * belong to the next job. */
+    if (g_job.closed) continue;
     tnrt_range_fn fn = g_job.fn;
     void *ctx = g_job.ctx;
     int64_t n = g_job.n, chunk = g_job.chunk, chunks = g_job.chunks;
@@ -108,6 +113,7 @@ void tnrt_parallel_for(int64_t n, int64_t grain, tnrt_range_fn fn, void *ctx) {
   g_job.chunks = chunks;
   atomic_store(&g_job.next, 0);
   atomic_store(&g_job.remaining, chunks);
+  g_job.closed = 0;
   g_job.generation++;
   pthread_cond_broadcast(&g_work);
   pthread_mutex_unlock(&g_mu);
@@ -116,6 +122,7 @@ void tnrt_parallel_for(int64_t n, int64_t grain, tnrt_range_fn fn, void *ctx) {
   while (atomic_load(&g_job.remaining) > 0) sched_yield();
   /* Workers that joined late must leave before the job can be reused. */
   pthread_mutex_lock(&g_mu);
+  g_job.closed = 1;
   while (g_job.active) pthread_cond_wait(&g_idle, &g_mu);
   pthread_mutex_unlock(&g_mu);
   atomic_flag_clear(&g_busy);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <pthread.h>
 #include <unistd.h>
 
 static void test_devices_default(void) {
@@ -246,6 +247,29 @@ static void test_pool(void) {
   }
 }
 
+/* Two threads hammer the pool with jobs whose context lives on their stacks:
+ * a worker joining a finished job late would run the next job's chunks with
+ * a dead context (a crash the model sweep found). */
+static void *hammer(void *arg) {
+  int *bad = arg;
+  for (int rep = 0; rep < 3000; rep++) {
+    long long total = 0;
+    sum_ctx_t c = {&total};
+    int64_t n = 64 + rep % 7;
+    tnrt_parallel_for(n, 32, sum_range, &c);
+    if (total != (long long)n * (n - 1) / 2) (*bad)++;
+  }
+  return NULL;
+}
+
+static void test_pool_concurrent_callers(void) {
+  pthread_t t[2];
+  int bad[2] = {0, 0};
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, hammer, &bad[i]);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  CHECK(bad[0] == 0 && bad[1] == 0);
+}
+
 static void test_pinned(void) {
   char *p = tnrt_host_alloc(1000);
   CHECK(p != NULL);
@@ -306,6 +330,7 @@ int main(int argc, char **argv) {
   RUN(test_stream_order_and_sync);
   RUN(test_events);
   RUN(test_pool);
+  RUN(test_pool_concurrent_callers);
   RUN(test_pinned);
   RUN(test_trace);
   RUN(test_fork_child_refuses);
