@@ -363,6 +363,61 @@ at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
   return bmm_out(a, b, out);
 }
 
+// ---------------------------------------------------- activation backward
+// grad_input = f'(saved) * grad_output, with the saved tensor the input or
+// the output as ATen's derivative formulas give it.
+
+namespace {
+at::Tensor& activation_backward_into(at::Tensor& out, const at::Tensor& grad,
+                                     const at::Tensor& saved, tnk_binary_op_t op,
+                                     double alpha, const char* name) {
+  at::native::resize_output(out, at::infer_size_dimvector(grad.sizes(), saved.sizes()));
+  launch_binary(out, grad, saved, op, c10::Scalar(alpha), name);
+  return out;
+}
+
+bool activation_ok(const at::Tensor& grad, const at::Tensor& saved) {
+  bool ok;
+  tnk_dtype_t dt = to_tnk(grad.scalar_type(), &ok);
+  return ok && grad.scalar_type() == saved.scalar_type() &&
+         grad.device() == saved.device() && tnk_binary_supported(TNK_GELU_BWD, dt);
+}
+}  // namespace
+
+#define NEURON_ACT_BWD(NAME, ATEN_FN, ATEN_OUT, OPEXPR, EXTRA_PARAM, EXTRA_ARG, ALPHA) \
+  at::Tensor NAME(const at::Tensor& grad, const at::Tensor& saved EXTRA_PARAM) {      \
+    if (!activation_ok(grad, saved))                                                  \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_FN)>::call( \
+          grad, saved EXTRA_ARG);                                                     \
+    at::Tensor out = at::empty_like(grad);                                            \
+    return activation_backward_into(out, grad, saved, OPEXPR, ALPHA, "aten::" #NAME); \
+  }                                                                                   \
+  at::Tensor& NAME##_out(const at::Tensor& grad, const at::Tensor& saved EXTRA_PARAM, \
+                         at::Tensor& out) {                                           \
+    if (!activation_ok(grad, saved) || out.scalar_type() != grad.scalar_type())       \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_OUT)>::call( \
+          grad, saved EXTRA_ARG, out);                                                \
+    return activation_backward_into(out, grad, saved, OPEXPR, ALPHA, "aten::" #NAME); \
+  }
+
+#define NO_EXTRA
+#define GELU_PARAM , c10::string_view approximate
+#define GELU_ARG , approximate
+#define THRESH_PARAM , const c10::Scalar& threshold
+#define THRESH_ARG , threshold
+
+NEURON_ACT_BWD(gelu_backward, gelu_backward, gelu_backward_grad_input,
+               (approximate == "tanh" ? TNK_GELU_TANH_BWD : TNK_GELU_BWD), GELU_PARAM,
+               GELU_ARG, 0.0)
+NEURON_ACT_BWD(silu_backward, silu_backward, silu_backward_grad_input, TNK_SILU_BWD,
+               NO_EXTRA, NO_EXTRA, 0.0)
+NEURON_ACT_BWD(sigmoid_backward, sigmoid_backward, sigmoid_backward_grad_input,
+               TNK_SIGMOID_BWD, NO_EXTRA, NO_EXTRA, 0.0)
+NEURON_ACT_BWD(tanh_backward, tanh_backward, tanh_backward_grad_input, TNK_TANH_BWD,
+               NO_EXTRA, NO_EXTRA, 0.0)
+NEURON_ACT_BWD(threshold_backward, threshold_backward, threshold_backward_grad_input,
+               TNK_THRESHOLD_BWD, THRESH_PARAM, THRESH_ARG, threshold.toDouble())
+
 // histc of integer tensors: CUDA supports it and model code relies on it
 // (MoE routers count tokens per expert with torch.histc on int ids), while
 // the CPU kernel the fallback would use takes floating types only. Bins are
@@ -379,6 +434,16 @@ at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min,
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("histc", histc);
+  m.impl("gelu_backward", gelu_backward);
+  m.impl("gelu_backward.grad_input", gelu_backward_out);
+  m.impl("silu_backward", silu_backward);
+  m.impl("silu_backward.grad_input", silu_backward_out);
+  m.impl("sigmoid_backward", sigmoid_backward);
+  m.impl("sigmoid_backward.grad_input", sigmoid_backward_out);
+  m.impl("tanh_backward", tanh_backward);
+  m.impl("tanh_backward.grad_input", tanh_backward_out);
+  m.impl("threshold_backward", threshold_backward);
+  m.impl("threshold_backward.grad_input", threshold_backward_out);
   m.impl("add.Tensor", add);
   m.impl("add_.Tensor", add_);
   m.impl("add.out", add_out);

@@ -126,6 +126,14 @@ typedef enum tnk_binary_op {
   TNK_DIV,     /* true division (floating dtypes only) */
   TNK_MAXIMUM,
   TNK_MINIMUM,
+  /* activation backward: a = grad_output, b = the saved tensor;
+   * floating dtypes only */
+  TNK_GELU_BWD,       /* b = input, exact (erf) GELU */
+  TNK_GELU_TANH_BWD,  /* b = input, tanh approximation */
+  TNK_SILU_BWD,       /* b = input */
+  TNK_SIGMOID_BWD,    /* b = output */
+  TNK_TANH_BWD,       /* b = output */
+  TNK_THRESHOLD_BWD,  /* b = input; 0 where b <= alpha (ReLU's backward) */
   TNK_BINARY_OP_COUNT
 } tnk_binary_op_t;
 
@@ -143,6 +151,27 @@ typedef struct tnk_binary_args {
 } tnk_binary_args_t;
 int tnk_binary_supported(int op, int dtype);
 void tnk_binary(const tnk_binary_args_t *args);
+
+/* ---- elementwise unary ------------------------------------------------- */
+
+typedef enum tnk_unary_op {
+  TNK_EXP = 0, TNK_LOG, TNK_LOG1P, TNK_EXPM1, TNK_TANH, TNK_SIGMOID,
+  TNK_GELU, TNK_GELU_TANH, TNK_SILU, TNK_RELU, TNK_RSQRT, TNK_SQRT, TNK_NEG,
+  TNK_ABS, TNK_SIN, TNK_COS, TNK_ERF, TNK_RECIPROCAL,
+  TNK_POW_SCALAR, /* x ** p0 */
+  TNK_UNARY_OP_COUNT
+} tnk_unary_op_t;
+
+/* out = op(in) elementwise, same floating dtype (f16, bf16, f32, f64) for
+ * both; half types compute in fp32 and round once. */
+typedef struct tnk_unary_args {
+  tnk_shape_t shape;
+  tnk_view_t out, in;
+  int32_t op, dtype;
+  double p0;
+} tnk_unary_args_t;
+int tnk_unary_supported(int op, int dtype);
+void tnk_unary(const tnk_unary_args_t *args);
 
 /* ---- GEMM ------------------------------------------------------------------ */
 

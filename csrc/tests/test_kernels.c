@@ -294,6 +294,92 @@ static void test_gemm_variants(void) {
         tnk_bf16_to_f32(c2[2]) == 20 && tnk_bf16_to_f32(c2[3]) == 13);
 }
 
+static void test_unary(void) {
+  /* each op on f32 and bf16 against a double-precision formula */
+  float x[7] = {-3.0f, -1.0f, -0.25f, 0.0f, 0.5f, 1.0f, 2.5f}, out[7];
+  uint16_t xb[7], ob[7];
+  for (int i = 0; i < 7; i++) xb[i] = tnk_f32_to_bf16(x[i]);
+  int bad = 0;
+  for (int op = 0; op < TNK_UNARY_OP_COUNT; op++) {
+    tnk_unary_args_t a = {.shape = {1, 0, {7}}, .out = {out, TNK_F32, 0, {1}},
+                          .in = {x, TNK_F32, 0, {1}}, .op = op, .dtype = TNK_F32, .p0 = 2.0};
+    tnk_unary(&a);
+    tnk_unary_args_t b = a;
+    b.out = (tnk_view_t){ob, TNK_BF16, 0, {1}};
+    b.in = (tnk_view_t){xb, TNK_BF16, 0, {1}};
+    b.dtype = TNK_BF16;
+    tnk_unary(&b);
+    for (int i = 0; i < 7; i++) {
+      double v = x[i], w;
+      switch (op) {
+        case TNK_EXP: w = exp(v); break;
+        case TNK_LOG: w = log(v); break;
+        case TNK_LOG1P: w = log1p(v); break;
+        case TNK_EXPM1: w = expm1(v); break;
+        case TNK_TANH: w = tanh(v); break;
+        case TNK_SIGMOID: w = 1 / (1 + exp(-v)); break;
+        case TNK_GELU: w = 0.5 * v * (1 + erf(v / sqrt(2.0))); break;
+        case TNK_GELU_TANH: w = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); break;
+        case TNK_SILU: w = v / (1 + exp(-v)); break;
+        case TNK_RELU: w = v > 0 ? v : 0; break;
+        case TNK_RSQRT: w = 1 / sqrt(v); break;
+        case TNK_SQRT: w = sqrt(v); break;
+        case TNK_NEG: w = -v; break;
+        case TNK_ABS: w = fabs(v); break;
+        case TNK_SIN: w = sin(v); break;
+        case TNK_COS: w = cos(v); break;
+        case TNK_ERF: w = erf(v); break;
+        case TNK_RECIPROCAL: w = 1 / v; break;
+        default: w = pow(v, 2.0); break;
+      }
+      double got = out[i], gotb = tnk_bf16_to_f32(ob[i]);
+      if (isnan(w)) { bad += !isnan(got) + !isnan(gotb); continue; }
+      if (isinf(w)) { bad += got != (float)w; continue; }
+      if (fabs(got - w) > 1e-5 * (1 + fabs(w))) bad++;
+      if (fabs(gotb - w) > 2e-2 * (1 + fabs(w))) bad++;
+    }
+  }
+  CHECK(bad == 0);
+  CHECK(!tnk_unary_supported(TNK_EXP, TNK_I32));
+}
+
+static void test_activation_backward(void) {
+  /* compare with central differences of the forward kernels */
+  double xs[5] = {-2.0, -0.5, 0.1, 0.7, 1.9}, g = 1.7;
+  int pairs[3][2] = {{TNK_GELU_BWD, TNK_GELU}, {TNK_GELU_TANH_BWD, TNK_GELU_TANH},
+                     {TNK_SILU_BWD, TNK_SILU}};
+  int bad = 0;
+  for (int p = 0; p < 3; p++)
+    for (int i = 0; i < 5; i++) {
+      double x = xs[i], gg = g, out, hp = x + 1e-6, hm = x - 1e-6, fp, fm;
+      tnk_binary_args_t b = {.shape = {0}, .out = {&out, TNK_F64, 0, {0}},
+                             .a = {&gg, TNK_F64, 0, {0}}, .b = {&x, TNK_F64, 0, {0}},
+                             .op = pairs[p][0], .dtype = TNK_F64};
+      tnk_binary(&b);
+      tnk_unary_args_t u = {.shape = {0}, .out = {&fp, TNK_F64, 0, {0}},
+                            .in = {&hp, TNK_F64, 0, {0}}, .op = pairs[p][1], .dtype = TNK_F64};
+      tnk_unary(&u);
+      u.out.data = &fm;
+      u.in.data = &hm;
+      tnk_unary(&u);
+      if (fabs(out - g * (fp - fm) / 2e-6) > 1e-5) bad++;
+    }
+  double y = 0.3, gg = 2.0, out;
+  tnk_binary_args_t s = {.shape = {0}, .out = {&out, TNK_F64, 0, {0}},
+                         .a = {&gg, TNK_F64, 0, {0}}, .b = {&y, TNK_F64, 0, {0}},
+                         .op = TNK_SIGMOID_BWD, .dtype = TNK_F64};
+  tnk_binary(&s);
+  bad += fabs(out - 2.0 * 0.3 * 0.7) > 1e-12;
+  s.op = TNK_TANH_BWD;
+  tnk_binary(&s);
+  bad += fabs(out - 2.0 * (1 - 0.09)) > 1e-12;
+  s.op = TNK_THRESHOLD_BWD;
+  s.alpha = 0.5;
+  tnk_binary(&s);
+  bad += out != 0.0;
+  CHECK(bad == 0);
+}
+
 int main(void) {
   RUN(test_philox_known_answers);
   RUN(test_half_conversions);
@@ -302,5 +388,7 @@ int main(void) {
   RUN(test_random);
   RUN(test_binary);
   RUN(test_gemm_variants);
+  RUN(test_unary);
+  RUN(test_activation_backward);
   return REPORT("test_kernels");
 }
