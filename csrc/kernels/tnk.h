@@ -173,6 +173,61 @@ typedef struct tnk_unary_args {
 int tnk_unary_supported(int op, int dtype);
 void tnk_unary(const tnk_unary_args_t *args);
 
+/* ---- elementwise ternary (optimizer arithmetic) ------------------------- */
+
+typedef enum tnk_ternary_op {
+  TNK_ADDCMUL = 0, /* a + value * b * c */
+  TNK_ADDCDIV,     /* a + value * b / c */
+  TNK_LERP,        /* a + value * (b - a) (c unused) */
+  TNK_TERNARY_OP_COUNT
+} tnk_ternary_op_t;
+
+/* Floating dtypes only, all views of `dtype`, broadcast by stride 0. */
+typedef struct tnk_ternary_args {
+  tnk_shape_t shape;
+  tnk_view_t out, a, b, c;
+  int32_t op, dtype;
+  double value;
+} tnk_ternary_args_t;
+int tnk_ternary_supported(int op, int dtype);
+void tnk_ternary(const tnk_ternary_args_t *args);
+
+/* ---- softmax --------------------------------------------------------------- */
+
+/* Softmax over one dimension of a contiguous-or-strided tensor: rows of
+ * length `len` whose elements are `stride` apart; row r starts at element
+ * offset `row_offset(r)` computed from outer (dims before) and inner (dims
+ * after) sizes: offset = (r / inner) * len * inner + r % inner when the
+ * tensor is contiguous, which is the only layout supported (the caller
+ * passes contiguous tensors). Computes in fp32 (fp64 for f64). */
+typedef struct tnk_softmax_args {
+  void *out;
+  const void *in;         /* forward: input; backward: output of forward */
+  const void *grad;       /* backward only: grad of the output */
+  int64_t outer, len, inner;
+  int32_t dtype, out_dtype; /* out_dtype may be f32 for half inputs */
+  int32_t log, backward;
+} tnk_softmax_args_t;
+int tnk_softmax_supported(int dtype, int out_dtype);
+void tnk_softmax(const tnk_softmax_args_t *args);
+
+/* ---- reductions -------------------------------------------------------------- */
+
+typedef enum tnk_reduce_op { TNK_SUM = 0, TNK_MEAN, TNK_REDUCE_OP_COUNT } tnk_reduce_op_t;
+
+/* out[i] = reduce over the dims with reduced[d] = 1 of in, where out has
+ * the input's shape with reduced dims of size 1 (strides of out for those
+ * dims are ignored). Accumulates in fp32 (fp64 for f64, int64 for integers);
+ * out may have another dtype than in (e.g. sum of bf16 into f32). */
+typedef struct tnk_reduce_args {
+  tnk_shape_t shape; /* input shape */
+  tnk_view_t out, in;
+  uint8_t reduced[TNK_MAX_DIMS];
+  int32_t op;
+} tnk_reduce_args_t;
+int tnk_reduce_supported(int op, int in_dtype, int out_dtype);
+void tnk_reduce(const tnk_reduce_args_t *args);
+
 /* ---- GEMM ------------------------------------------------------------------ */
 
 /* C[b] = beta * C[b] + alpha * A[b] @ B[b] for b in [0, batch): A is m x k,

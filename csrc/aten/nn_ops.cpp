@@ -1,0 +1,345 @@
+// Native optimizer arithmetic (addcmul, addcdiv, lerp), softmax and
+// log-softmax (forward and backward) and sum/mean reductions. Argument
+// checking and output shapes follow ATen; unsupported dtypes or devices go
+// to the CPU fallback.
+#include "neuron.h"
+
+#include <ATen/ExpandUtils.h>
+#include <ATen/Operators.h>
+#include <ATen/WrapDimUtilsMulti.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+namespace torch_neuronx {
+namespace {
+
+#define FALLBACK(OPNAME, ...) \
+  at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(OPNAME)>::call(__VA_ARGS__)
+
+bool floating_dtype(c10::ScalarType t) {
+  return t == at::kFloat || t == at::kDouble || t == at::kBFloat16 || t == at::kHalf;
+}
+
+void fill_strides(const at::Tensor& t, at::IntArrayRef shape, int64_t* strides) {
+  int64_t nd = shape.size(), td = t.dim();
+  for (int64_t d = 0; d < nd; d++) {
+    int64_t i = d - (nd - td);
+    strides[d] = (i < 0 || t.size(i) == 1) ? 0 : t.stride(i);
+  }
+}
+
+// ---------------------------------------------------------------- ternary
+
+void ternary_task(void* p) { tnk_ternary(static_cast<tnk_ternary_args_t*>(p)); }
+
+bool ternary_ok(const at::Tensor& out, std::initializer_list<const at::Tensor*> ins) {
+  if (!floating_dtype(out.scalar_type()) || out.dim() > TNK_MAX_DIMS) return false;
+  for (const at::Tensor* t : ins)
+    if (t->scalar_type() != out.scalar_type() || t->device() != out.device() ||
+        t->dim() > TNK_MAX_DIMS)
+      return false;
+  return true;
+}
+
+void launch_ternary(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                    const at::Tensor& c, tnk_ternary_op_t op, double value,
+                    const char* name) {
+  if (out.numel() == 0) return;
+  at::Tensor keep[3] = {a, b, c};
+  for (auto& t : keep)  // partial overlap with the output: read a copy
+    if (t.defined() && !t.is_same(out) && t.storage().is_alias_of(out.storage()) &&
+        t.const_data_ptr() != out.const_data_ptr())
+      t = t.clone();
+  tnk_ternary_args_t x{};
+  x.shape.ndim = static_cast<int32_t>(out.dim());
+  for (int64_t d = 0; d < out.dim(); d++) x.shape.sizes[d] = out.size(d);
+  bool ok;
+  x.dtype = to_tnk(out.scalar_type(), &ok);
+  x.out = {out.data_ptr(), x.dtype, 0, {}};
+  fill_strides(out, out.sizes(), x.out.strides);
+  tnk_view_t* views[3] = {&x.a, &x.b, &x.c};
+  for (int i = 0; i < 3; i++) {
+    const at::Tensor& t = keep[i].defined() ? keep[i] : keep[1];
+    *views[i] = {const_cast<void*>(t.const_data_ptr()), x.dtype, 0, {}};
+    fill_strides(t, out.sizes(), views[i]->strides);
+  }
+  x.op = op;
+  x.value = value;
+  launch(out.device().index(), ternary_task, &x, sizeof x, name);
+}
+
+}  // namespace
+
+#define NEURON_ADDC(NAME, OP)                                                        \
+  at::Tensor NAME(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, \
+                  const c10::Scalar& value) {                                        \
+    auto shape = at::infer_size_dimvector(                                          \
+        at::infer_size_dimvector(self.sizes(), t1.sizes()), t2.sizes());            \
+    at::Tensor out = at::empty(shape, self.options());                               \
+    if (!ternary_ok(out, {&self, &t1, &t2})) return FALLBACK(NAME, self, t1, t2, value); \
+    launch_ternary(out, self, t1, t2, OP, value.toDouble(), "aten::" #NAME);         \
+    return out;                                                                      \
+  }                                                                                  \
+  at::Tensor& NAME##_(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,  \
+                      const c10::Scalar& value) {                                    \
+    auto shape = at::infer_size_dimvector(                                          \
+        at::infer_size_dimvector(self.sizes(), t1.sizes()), t2.sizes());            \
+    if (at::IntArrayRef(shape) != self.sizes() || !ternary_ok(self, {&t1, &t2}))     \
+      return FALLBACK(NAME##_, self, t1, t2, value);                                 \
+    launch_ternary(self, self, t1, t2, OP, value.toDouble(), "aten::" #NAME "_");    \
+    return self;                                                                     \
+  }                                                                                  \
+  at::Tensor& NAME##_out(const at::Tensor& self, const at::Tensor& t1,               \
+                         const at::Tensor& t2, const c10::Scalar& value,             \
+                         at::Tensor& out) {                                          \
+    if (!ternary_ok(out, {&self, &t1, &t2}))                                         \
+      return FALLBACK(NAME##_out, self, t1, t2, value, out);                         \
+    at::native::resize_output(out, at::infer_size_dimvector(                         \
+        at::infer_size_dimvector(self.sizes(), t1.sizes()), t2.sizes()));            \
+    launch_ternary(out, self, t1, t2, OP, value.toDouble(), "aten::" #NAME);         \
+    return out;                                                                      \
+  }
+
+NEURON_ADDC(addcmul, TNK_ADDCMUL)
+NEURON_ADDC(addcdiv, TNK_ADDCDIV)
+
+at::Tensor lerp(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& w) {
+  at::Tensor out = at::empty(at::infer_size_dimvector(self.sizes(), end.sizes()),
+                             self.options());
+  if (!ternary_ok(out, {&self, &end}) || w.isComplex())
+    return FALLBACK(lerp_Scalar, self, end, w);
+  launch_ternary(out, self, end, at::Tensor(), TNK_LERP, w.toDouble(), "aten::lerp");
+  return out;
+}
+
+at::Tensor& lerp_(at::Tensor& self, const at::Tensor& end, const c10::Scalar& w) {
+  if (at::IntArrayRef(at::infer_size_dimvector(self.sizes(), end.sizes())) != self.sizes() ||
+      !ternary_ok(self, {&end}) || w.isComplex())
+    return FALLBACK(lerp__Scalar, self, end, w);
+  launch_ternary(self, self, end, at::Tensor(), TNK_LERP, w.toDouble(), "aten::lerp_");
+  return self;
+}
+
+at::Tensor& lerp_out(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& w,
+                     at::Tensor& out) {
+  if (!ternary_ok(out, {&self, &end}) || w.isComplex())
+    return FALLBACK(lerp_Scalar_out, self, end, w, out);
+  at::native::resize_output(out, at::infer_size_dimvector(self.sizes(), end.sizes()));
+  launch_ternary(out, self, end, at::Tensor(), TNK_LERP, w.toDouble(), "aten::lerp");
+  return out;
+}
+
+// ---------------------------------------------------------------- softmax
+
+namespace {
+
+void softmax_task(void* p) { tnk_softmax(static_cast<tnk_softmax_args_t*>(p)); }
+
+// out (contiguous, shape of in) = softmax of in along dim. Returns false if
+// the kernels cannot take the dtypes.
+bool launch_softmax(const at::Tensor& out, const at::Tensor& in0, const at::Tensor& grad0,
+                    int64_t dim, bool log, const char* name) {
+  bool ok1, ok2;
+  tnk_dtype_t dt = to_tnk(in0.scalar_type(), &ok1);
+  tnk_dtype_t odt = to_tnk(out.scalar_type(), &ok2);
+  if (!ok1 || !ok2 || !tnk_softmax_supported(dt, odt)) return false;
+  if (grad0.defined() && grad0.scalar_type() != in0.scalar_type()) return false;
+  if (out.numel() == 0) return true;
+  at::Tensor in = in0.contiguous(), grad = grad0.defined() ? grad0.contiguous() : grad0;
+  int64_t d = c10::maybe_wrap_dim(dim, in.dim());
+  tnk_softmax_args_t a{};
+  a.outer = 1;
+  a.inner = 1;
+  for (int64_t i = 0; i < d; i++) a.outer *= in.size(i);
+  a.len = in.dim() ? in.size(d) : 1;
+  for (int64_t i = d + 1; i < in.dim(); i++) a.inner *= in.size(i);
+  a.out = out.data_ptr();
+  a.in = in.const_data_ptr();
+  a.grad = grad.defined() ? grad.const_data_ptr() : nullptr;
+  a.dtype = dt;
+  a.out_dtype = odt;
+  a.log = log;
+  a.backward = grad.defined();
+  launch(out.device().index(), softmax_task, &a, sizeof a, name);
+  return true;
+}
+
+c10::ScalarType softmax_out_dtype(const at::Tensor& self, bool half_to_float) {
+  if (half_to_float) {
+    TORCH_CHECK(self.scalar_type() == at::kHalf || self.scalar_type() == at::kBFloat16,
+                "conversion is supported for Half type only");
+    return at::kFloat;
+  }
+  return self.scalar_type();
+}
+
+}  // namespace
+
+#define NEURON_SOFTMAX(NAME, LOG)                                                   \
+  at::Tensor NAME(const at::Tensor& self, int64_t dim, bool half_to_float) {        \
+    c10::maybe_wrap_dim(dim, self.dim());                                          \
+    at::Tensor out = at::empty(self.sizes(),                                        \
+                               self.options().dtype(softmax_out_dtype(self, half_to_float))); \
+    if (launch_softmax(out, self, at::Tensor(), dim, LOG, "aten::" #NAME)) return out; \
+    return FALLBACK(NAME, self, dim, half_to_float);                               \
+  }                                                                                 \
+  at::Tensor& NAME##_out(const at::Tensor& self, int64_t dim, bool half_to_float,   \
+                         at::Tensor& out) {                                         \
+    c10::maybe_wrap_dim(dim, self.dim());                                          \
+    at::native::resize_output(out, self.sizes());                                  \
+    if (out.is_contiguous() && out.scalar_type() == softmax_out_dtype(self, half_to_float) && \
+        launch_softmax(out, self, at::Tensor(), dim, LOG, "aten::" #NAME))          \
+      return out;                                                                   \
+    return FALLBACK(NAME##_out, self, dim, half_to_float, out);                     \
+  }                                                                                 \
+  at::Tensor NAME##_backward_data(const at::Tensor& grad, const at::Tensor& output, \
+                                  int64_t dim, c10::ScalarType input_dtype) {       \
+    at::Tensor out = at::empty(output.sizes(), output.options().dtype(input_dtype)); \
+    if (grad.sizes() == output.sizes() &&                                           \
+        launch_softmax(out, output, grad, dim, LOG, "aten::" #NAME "_backward_data")) \
+      return out;                                                                   \
+    return FALLBACK(NAME##_backward_data, grad, output, dim, input_dtype);          \
+  }                                                                                 \
+  at::Tensor& NAME##_backward_data_out(const at::Tensor& grad, const at::Tensor& output, \
+                                       int64_t dim, c10::ScalarType input_dtype,    \
+                                       at::Tensor& out) {                           \
+    at::native::resize_output(out, output.sizes());                                \
+    if (grad.sizes() == output.sizes() && out.is_contiguous() &&                    \
+        out.scalar_type() == input_dtype &&                                         \
+        launch_softmax(out, output, grad, dim, LOG, "aten::" #NAME "_backward_data")) \
+      return out;                                                                   \
+    return FALLBACK(NAME##_backward_data_out, grad, output, dim, input_dtype, out); \
+  }
+
+NEURON_SOFTMAX(_softmax, false)
+NEURON_SOFTMAX(_log_softmax, true)
+
+// ------------------------------------------------------------- sum / mean
+
+namespace {
+
+void reduce_task(void* p) { tnk_reduce(static_cast<tnk_reduce_args_t*>(p)); }
+
+// Computes the reduction of self over `dims` into out (already shaped).
+bool launch_reduce(const at::Tensor& out, const at::Tensor& self,
+                   at::OptionalIntArrayRef dims, bool keepdim, tnk_reduce_op_t op,
+                   const char* name) {
+  bool ok1, ok2;
+  tnk_dtype_t idt = to_tnk(self.scalar_type(), &ok1);
+  tnk_dtype_t odt = to_tnk(out.scalar_type(), &ok2);
+  if (!ok1 || !ok2 || !tnk_reduce_supported(op, idt, odt) || self.dim() > TNK_MAX_DIMS)
+    return false;
+  if (out.numel() == 0) return true;
+  auto mask = at::dim_list_to_bitset(dims.value_or(at::IntArrayRef{}), self.dim());
+  bool all = !dims.has_value() || dims->empty();
+  tnk_reduce_args_t a{};
+  a.shape.ndim = static_cast<int32_t>(self.dim());
+  a.in = {const_cast<void*>(self.const_data_ptr()), idt, 0, {}};
+  a.out = {out.data_ptr(), odt, 0, {}};
+  int64_t od = 0;
+  for (int64_t d = 0; d < self.dim(); d++) {
+    a.shape.sizes[d] = self.size(d);
+    a.in.strides[d] = self.stride(d);
+    a.reduced[d] = all || mask[d];
+    if (a.reduced[d]) {
+      if (keepdim) od++;
+    } else {
+      a.out.strides[d] = out.stride(od++);
+    }
+  }
+  a.op = op;
+  launch(out.device().index(), reduce_task, &a, sizeof a, name);
+  return true;
+}
+
+std::vector<int64_t> reduced_shape(const at::Tensor& self, at::OptionalIntArrayRef dims,
+                                   bool keepdim) {
+  auto mask = at::dim_list_to_bitset(dims.value_or(at::IntArrayRef{}), self.dim());
+  bool all = !dims.has_value() || dims->empty();
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < self.dim(); d++) {
+    if (all || mask[d]) {
+      if (keepdim) shape.push_back(1);
+    } else {
+      shape.push_back(self.size(d));
+    }
+  }
+  return shape;
+}
+
+c10::ScalarType sum_dtype(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+  if (dtype.has_value()) return *dtype;
+  return c10::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type();
+}
+
+}  // namespace
+
+at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
+                    std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  c10::ScalarType odt = sum_dtype(self, dtype);
+  if (out.scalar_type() == odt) {
+    at::native::resize_output(out, reduced_shape(self, dims, keepdim));
+    if (launch_reduce(out, self, dims, keepdim, TNK_SUM, "aten::sum")) return out;
+  }
+  return FALLBACK(sum_IntList_out, self, dims, keepdim, dtype, out);
+}
+
+at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
+                   std::optional<c10::ScalarType> dtype) {
+  at::Tensor out = at::empty(reduced_shape(self, dims, keepdim),
+                             self.options().dtype(sum_dtype(self, dtype)));
+  if (launch_reduce(out, self, dims, keepdim, TNK_SUM, "aten::sum")) return out;
+  return FALLBACK(sum_dim_IntList, self, dims, keepdim, dtype);
+}
+
+at::Tensor sum_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+  return sum_dim(self, std::nullopt, false, dtype);
+}
+
+at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
+                     std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  c10::ScalarType odt = dtype.value_or(self.scalar_type());
+  if (out.scalar_type() == odt && floating_dtype(self.scalar_type())) {
+    at::native::resize_output(out, reduced_shape(self, dims, keepdim));
+    if (launch_reduce(out, self, dims, keepdim, TNK_MEAN, "aten::mean")) return out;
+  }
+  return FALLBACK(mean_out, self, dims, keepdim, dtype, out);
+}
+
+at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
+                    std::optional<c10::ScalarType> dtype) {
+  c10::ScalarType odt = dtype.value_or(self.scalar_type());
+  if (floating_dtype(self.scalar_type()) && floating_dtype(odt)) {
+    at::Tensor out = at::empty(reduced_shape(self, dims, keepdim), self.options().dtype(odt));
+    if (launch_reduce(out, self, dims, keepdim, TNK_MEAN, "aten::mean")) return out;
+  }
+  return FALLBACK(mean_dim, self, dims, keepdim, dtype);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("addcmul", addcmul);
+  m.impl("addcmul_", addcmul_);
+  m.impl("addcmul.out", addcmul_out);
+  m.impl("addcdiv", addcdiv);
+  m.impl("addcdiv_", addcdiv_);
+  m.impl("addcdiv.out", addcdiv_out);
+  m.impl("lerp.Scalar", lerp);
+  m.impl("lerp_.Scalar", lerp_);
+  m.impl("lerp.Scalar_out", lerp_out);
+  m.impl("_softmax", _softmax);
+  m.impl("_softmax.out", _softmax_out);
+  m.impl("_log_softmax", _log_softmax);
+  m.impl("_log_softmax.out", _log_softmax_out);
+  m.impl("_softmax_backward_data", _softmax_backward_data);
+  m.impl("_softmax_backward_data.out", _softmax_backward_data_out);
+  m.impl("_log_softmax_backward_data", _log_softmax_backward_data);
+  m.impl("_log_softmax_backward_data.out", _log_softmax_backward_data_out);
+  m.impl("sum.IntList_out", sum_out);
+  m.impl("sum.dim_IntList", sum_dim);
+  m.impl("sum", sum_all);
+  m.impl("mean.out", mean_out);
+  m.impl("mean.dim", mean_dim);
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,108 @@
+/* Sum and mean over any set of dimensions of a strided tensor. Each task
+ * index is one output element; it walks the reduced index space. fp32 and
+ * half inputs accumulate in double and round once, fp64 in double, integers
+ * in int64 (wrapping). */
+#include "dtype.h"
+#include "tnk.h"
+
+static int floating(int dt) {
+  return dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16;
+}
+
+static int integral(int dt) {
+  return dt == TNK_U8 || dt == TNK_I8 || dt == TNK_I16 || dt == TNK_I32 ||
+         dt == TNK_I64 || dt == TNK_BOOL;
+}
+
+int tnk_reduce_supported(int op, int in_dtype, int out_dtype) {
+  if (op == TNK_MEAN) return floating(in_dtype) && floating(out_dtype);
+  if (op != TNK_SUM) return 0;
+  return (floating(in_dtype) && floating(out_dtype)) ||
+         (integral(in_dtype) && out_dtype == TNK_I64);
+}
+
+typedef struct red_ctx {
+  const tnk_reduce_args_t *a;
+  int nk, nr;
+  int64_t ksize[TNK_MAX_DIMS], kin[TNK_MAX_DIMS], kout[TNK_MAX_DIMS];
+  int64_t rsize[TNK_MAX_DIMS], rin[TNK_MAX_DIMS];
+  int64_t rcount;
+  size_t iesz, oesz;
+} red_ctx_t;
+
+static tnk_val_t load_any(const char *p, int dt) {
+  switch (dt) {
+#define L(E, N) case E: return tnk_load_##N(p);
+    TNK_FOR_EACH_DTYPE(L)
+#undef L
+    default: return (tnk_val_t){0, 0, 0, 0};
+  }
+}
+
+static void store_any(char *p, int dt, tnk_val_t v) {
+  switch (dt) {
+#define S(E, N) case E: tnk_store_##N(p, v); break;
+    TNK_FOR_EACH_DTYPE(S)
+#undef S
+    default: break;
+  }
+}
+
+static void red_range(void *p, int64_t begin, int64_t end) {
+  const red_ctx_t *c = p;
+  const tnk_reduce_args_t *a = c->a;
+  int idt = a->in.dtype;
+  int is_int = integral(idt);
+  for (int64_t o = begin; o < end; o++) {
+    int64_t rem = o, in_off = 0, out_off = 0;
+    for (int d = c->nk - 1; d >= 0; d--) {
+      int64_t idx = rem % c->ksize[d];
+      rem /= c->ksize[d];
+      in_off += idx * c->kin[d];
+      out_off += idx * c->kout[d];
+    }
+    double acc = 0;
+    uint64_t iacc = 0;
+    for (int64_t r = 0; r < c->rcount; r++) {
+      int64_t rr = r, off = in_off;
+      for (int d = c->nr - 1; d >= 0; d--) {
+        off += (rr % c->rsize[d]) * c->rin[d];
+        rr /= c->rsize[d];
+      }
+      tnk_val_t v = load_any((const char *)a->in.data + off * (int64_t)c->iesz, idt);
+      if (is_int) iacc += (uint64_t)v.i;
+      else acc += v.re;
+    }
+    tnk_val_t res = {0, 0, 0, 0};
+    if (is_int) {
+      res.i = (int64_t)iacc;
+      res.isint = 1;
+    } else {
+      res.re = a->op == TNK_MEAN ? acc / (double)c->rcount : acc;
+    }
+    store_any((char *)a->out.data + out_off * (int64_t)c->oesz, a->out.dtype, res);
+  }
+}
+
+void tnk_reduce(const tnk_reduce_args_t *a) {
+  if (!tnk_reduce_supported(a->op, a->in.dtype, a->out.dtype)) return;
+  red_ctx_t c = {.a = a, .rcount = 1};
+  int64_t outputs = 1;
+  for (int d = 0; d < a->shape.ndim; d++) {
+    if (a->reduced[d]) {
+      c.rsize[c.nr] = a->shape.sizes[d];
+      c.rin[c.nr++] = a->in.strides[d];
+      c.rcount *= a->shape.sizes[d];
+    } else {
+      c.ksize[c.nk] = a->shape.sizes[d];
+      c.kin[c.nk] = a->in.strides[d];
+      c.kout[c.nk++] = a->out.strides[d];
+      outputs *= a->shape.sizes[d];
+    }
+  }
+  if (outputs == 0) return;
+  c.iesz = tnk_dtype_size(a->in.dtype);
+  c.oesz = tnk_dtype_size(a->out.dtype);
+  int64_t grain = c.rcount >= 4096 ? 1 : 4096 / (c.rcount ? c.rcount : 1);
+  tnk_parallel_for(outputs, grain, red_range, &c);
+}

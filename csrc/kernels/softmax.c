@@ -1,0 +1,80 @@
+/* Softmax and log-softmax, forward and backward, along one dimension of a
+ * contiguous tensor viewed as (outer, len, inner). One row per task index;
+ * fp32 accumulation (fp64 for fp64). */
+#include <math.h>
+
+#include "dtype.h"
+#include "tnk.h"
+
+static int floating(int dt) {
+  return dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16;
+}
+
+int tnk_softmax_supported(int dtype, int out_dtype) {
+  return floating(dtype) && (out_dtype == dtype || out_dtype == TNK_F32);
+}
+
+static inline double ld(const void *base, int dt, int64_t i) {
+  switch (dt) {
+    case TNK_F32: return ((const float *)base)[i];
+    case TNK_F64: return ((const double *)base)[i];
+    case TNK_BF16: return tnk_bf16_to_f32(((const uint16_t *)base)[i]);
+    default: return tnk_f16_to_f32(((const uint16_t *)base)[i]);
+  }
+}
+
+static inline void st(void *base, int dt, int64_t i, double v) {
+  switch (dt) {
+    case TNK_F32: ((float *)base)[i] = (float)v; break;
+    case TNK_F64: ((double *)base)[i] = v; break;
+    case TNK_BF16: ((uint16_t *)base)[i] = tnk_f32_to_bf16((float)v); break;
+    default: ((uint16_t *)base)[i] = tnk_f32_to_f16((float)v); break;
+  }
+}
+
+static void softmax_rows(void *p, int64_t begin, int64_t end) {
+  const tnk_softmax_args_t *a = p;
+  int wide = a->dtype == TNK_F64;
+  for (int64_t r = begin; r < end; r++) {
+    int64_t base = (r / a->inner) * a->len * a->inner + r % a->inner;
+    int64_t s = a->inner;
+    if (!a->backward) {
+      double mx = -INFINITY;
+      for (int64_t k = 0; k < a->len; k++) {
+        double x = ld(a->in, a->dtype, base + k * s);
+        if (x > mx || x != x) mx = x;
+      }
+      double sum = 0;
+      for (int64_t k = 0; k < a->len; k++) {
+        double e = ld(a->in, a->dtype, base + k * s) - mx;
+        sum += wide ? exp(e) : (double)expf((float)e);
+      }
+      double lsum = log(sum);
+      for (int64_t k = 0; k < a->len; k++) {
+        double x = ld(a->in, a->dtype, base + k * s) - mx;
+        double y = a->log ? x - lsum : (wide ? exp(x) : (double)expf((float)x)) / sum;
+        st(a->out, a->out_dtype, base + k * s, y);
+      }
+    } else { /* in = forward output y, grad = dL/dy */
+      double dot = 0;
+      for (int64_t k = 0; k < a->len; k++) {
+        double g = ld(a->grad, a->dtype, base + k * s);
+        dot += a->log ? g : g * ld(a->in, a->dtype, base + k * s);
+      }
+      for (int64_t k = 0; k < a->len; k++) {
+        double g = ld(a->grad, a->dtype, base + k * s);
+        double y = ld(a->in, a->dtype, base + k * s);
+        double v = a->log ? g - exp(y) * dot : y * (g - dot);
+        st(a->out, a->out_dtype, base + k * s, v);
+      }
+    }
+  }
+}
+
+void tnk_softmax(const tnk_softmax_args_t *a) {
+  if (!tnk_softmax_supported(a->dtype, a->out_dtype)) return;
+  int64_t rows = a->outer * a->inner;
+  if (rows == 0 || a->len == 0) return;
+  int64_t grain = a->len >= 4096 ? 1 : 4096 / a->len;
+  tnk_parallel_for(rows, grain, softmax_rows, (void *)a);
+}

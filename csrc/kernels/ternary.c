@@ -1,0 +1,88 @@
+/* Elementwise ternary arithmetic used by optimizers (addcmul, addcdiv,
+ * lerp) on strided, broadcast views of floating dtypes. Generic loops over
+ * a coalesced shape; values go through tnk_val_t (fp32 or fp64 compute). */
+#include "dtype.h"
+#include "tnk.h"
+
+int tnk_ternary_supported(int op, int dtype) {
+  return op >= 0 && op < TNK_TERNARY_OP_COUNT &&
+         (dtype == TNK_F32 || dtype == TNK_F64 || dtype == TNK_BF16 ||
+          dtype == TNK_F16);
+}
+
+static inline double load_f(const char *p, int dt) {
+  switch (dt) {
+    case TNK_F32: { float v; memcpy(&v, p, 4); return v; }
+    case TNK_F64: { double v; memcpy(&v, p, 8); return v; }
+    case TNK_BF16: { uint16_t h; memcpy(&h, p, 2); return tnk_bf16_to_f32(h); }
+    default: { uint16_t h; memcpy(&h, p, 2); return tnk_f16_to_f32(h); }
+  }
+}
+
+static inline void store_f(char *p, int dt, double v) {
+  switch (dt) {
+    case TNK_F32: { float f = (float)v; memcpy(p, &f, 4); break; }
+    case TNK_F64: memcpy(p, &v, 8); break;
+    case TNK_BF16: { uint16_t h = tnk_f32_to_bf16((float)v); memcpy(p, &h, 2); break; }
+    default: { uint16_t h = tnk_f32_to_f16((float)v); memcpy(p, &h, 2); break; }
+  }
+}
+
+typedef struct tern_ctx {
+  tnk_shape_t shape;
+  tnk_view_t v[4];
+  int op, dt;
+  int64_t esz;
+  double value;
+} tern_ctx_t;
+
+/* fp32 inputs compute in fp32, like PyTorch's CPU kernels */
+static inline double apply(int op, int dt, double a, double b, double c,
+                           double value) {
+  if (dt != TNK_F64) {
+    float fa = (float)a, fb = (float)b, fc = (float)c, fv = (float)value;
+    switch (op) {
+      case TNK_ADDCMUL: return fa + fv * fb * fc;
+      case TNK_ADDCDIV: return fa + fv * (fb / fc);
+      default: return fv < 0.5f ? fa + fv * (fb - fa) : fb - (fb - fa) * (1 - fv);
+    }
+  }
+  switch (op) {
+    case TNK_ADDCMUL: return a + value * b * c;
+    case TNK_ADDCDIV: return a + value * (b / c);
+    default: return value < 0.5 ? a + value * (b - a) : b - (b - a) * (1 - value);
+  }
+}
+
+static void tern_range(void *p, int64_t begin, int64_t end) {
+  const tern_ctx_t *c = p;
+  const tnk_shape_t *sh = &c->shape;
+  int nd = sh->ndim;
+  for (int64_t i = begin; i < end; i++) {
+    int64_t rem = i, off[4] = {0, 0, 0, 0};
+    for (int d = nd - 1; d >= 0; d--) {
+      int64_t idx = rem % sh->sizes[d];
+      rem /= sh->sizes[d];
+      for (int v = 0; v < 4; v++) off[v] += idx * c->v[v].strides[d];
+    }
+    double a = load_f((const char *)c->v[1].data + off[1] * c->esz, c->dt);
+    double b = load_f((const char *)c->v[2].data + off[2] * c->esz, c->dt);
+    double cc = c->op == TNK_LERP
+                    ? 0.0
+                    : load_f((const char *)c->v[3].data + off[3] * c->esz, c->dt);
+    store_f((char *)c->v[0].data + off[0] * c->esz, c->dt,
+            apply(c->op, c->dt, a, b, cc, c->value));
+  }
+}
+
+void tnk_ternary(const tnk_ternary_args_t *a) {
+  if (!tnk_ternary_supported(a->op, a->dtype)) return;
+  tern_ctx_t c = {.shape = a->shape, .v = {a->out, a->a, a->b, a->c},
+                  .op = a->op, .dt = a->dtype, .value = a->value};
+  if (a->op == TNK_LERP) c.v[3] = c.v[2]; /* keep coalescing honest */
+  tnk_coalesce(&c.shape, c.v, 4);
+  int64_t n = tnk_numel(&c.shape);
+  if (n == 0) return;
+  c.esz = (int64_t)tnk_dtype_size(a->dtype);
+  tnk_parallel_for(n, 1 << 14, tern_range, &c);
+}
