@@ -1,4 +1,6 @@
 """Native optimizer arithmetic, softmax family and sum/mean against CPU."""
+import copy
+
 import pytest
 import torch
 
@@ -109,3 +111,36 @@ def test_adamw_step_matches_cpu_without_fallbacks_in_the_update():
         oc.step()
         on.step()
     assert_same(pn.detach(), p.detach(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_forward_backward(dtype, affine):
+    x = rand(3, 4, 8, dtype=dtype).requires_grad_()
+    ln = torch.nn.LayerNorm(8, elementwise_affine=affine).to(dtype)
+    if affine:
+        with torch.no_grad():
+            ln.weight.copy_(rand(8, dtype=dtype, seed=5))
+            ln.bias.copy_(rand(8, dtype=dtype, seed=6))
+    lnn = copy.deepcopy(ln).neuron()
+    xn = x.detach().neuron().requires_grad_()
+    g = rand(3, 4, 8, dtype=dtype, seed=7)
+    y, yn = ln(x), lnn(xn)
+    assert_same(yn, y, **tol(dtype))
+    y.backward(g)
+    yn.backward(g.neuron())
+    assert_same(xn.grad, x.grad, **tol(dtype))
+    if affine:
+        assert_same(lnn.weight.grad, ln.weight.grad, **tol(dtype))
+        assert_same(lnn.bias.grad, ln.bias.grad, **tol(dtype))
+    out, mean, rstd = torch.native_layer_norm(xn.detach(), [4, 8], None, None, 1e-5)
+    ro, rm, rr = torch.native_layer_norm(x.detach(), [4, 8], None, None, 1e-5)
+    assert_same(mean, rm, **tol(dtype))
+    assert_same(rstd, rr, **tol(dtype))
+    ops = torch_neuronx.get_fallback_ops()
+    assert not any("norm" in k for k in ops), ops
+
+
+def test_layer_norm_bad_shape():
+    with pytest.raises(RuntimeError, match="normalized_shape"):
+        torch.nn.functional.layer_norm(torch.ones(2, 3, device="neuron"), (4,))

@@ -9,6 +9,7 @@
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/layer_norm.h>
 #include <torch/library.h>
 
 namespace torch_neuronx {
@@ -317,7 +318,103 @@ at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dims, bool k
   return FALLBACK(mean_dim, self, dims, keepdim, dtype);
 }
 
+// ------------------------------------------------------------- layer norm
+
+namespace {
+
+void layer_norm_task(void* p) {
+  tnk_layer_norm(static_cast<tnk_layer_norm_args_t*>(p));
+}
+
+bool same_float(const at::Tensor& ref, const std::optional<at::Tensor>& t) {
+  return !t.has_value() || !t->defined() ||
+         (t->scalar_type() == ref.scalar_type() && t->device() == ref.device());
+}
+
+const void* ptr_or_null(const at::Tensor& t) {
+  return t.defined() ? t.const_data_ptr() : nullptr;
+}
+
+at::Tensor defined_contiguous(const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() ? t->contiguous() : at::Tensor();
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
+    const at::Tensor& input, at::IntArrayRef normalized_shape,
+    const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    double eps) {
+  auto mn = at::native::_check_layer_norm_inputs(input, normalized_shape,
+                                                 weight.value_or(at::Tensor()),
+                                                 bias.value_or(at::Tensor()));
+  if (!floating_dtype(input.scalar_type()) || !same_float(input, weight) ||
+      !same_float(input, bias))
+    return FALLBACK(native_layer_norm, input, normalized_shape, weight, bias, eps);
+  at::Tensor x = input.contiguous(), w = defined_contiguous(weight),
+             b = defined_contiguous(bias);
+  at::Tensor y = at::empty(x.sizes(), x.options());
+  std::vector<int64_t> stat_shape(input.sizes().begin(),
+                                  input.sizes().end() - normalized_shape.size());
+  stat_shape.insert(stat_shape.end(), normalized_shape.size(), 1);
+  at::Tensor mean = at::empty(stat_shape, x.options()), rstd = at::empty(stat_shape, x.options());
+  tnk_layer_norm_args_t a{};
+  a.rows = mn.first;
+  a.n = mn.second;
+  bool ok;
+  a.dtype = to_tnk(x.scalar_type(), &ok);
+  a.eps = eps;
+  a.x = ptr_or_null(x);
+  a.w = ptr_or_null(w);
+  a.b = ptr_or_null(b);
+  a.y = y.numel() ? y.data_ptr() : nullptr;
+  a.mean = mean.numel() ? mean.data_ptr() : nullptr;
+  a.rstd = rstd.numel() ? rstd.data_ptr() : nullptr;
+  if (y.numel()) launch(x.device().index(), layer_norm_task, &a, sizeof a, "aten::native_layer_norm");
+  return {y, mean, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, at::IntArrayRef normalized_shape,
+    const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, std::array<bool, 3> mask) {
+  auto mn = at::native::_check_layer_norm_inputs(input, normalized_shape,
+                                                 weight.value_or(at::Tensor()),
+                                                 bias.value_or(at::Tensor()));
+  if (!floating_dtype(input.scalar_type()) || !same_float(input, weight) ||
+      !same_float(input, bias) || grad_out.scalar_type() != input.scalar_type() ||
+      mean.scalar_type() != input.scalar_type() || rstd.scalar_type() != input.scalar_type())
+    return FALLBACK(native_layer_norm_backward, grad_out, input, normalized_shape, mean,
+                    rstd, weight, bias, mask);
+  at::Tensor x = input.contiguous(), g = grad_out.contiguous(), w = defined_contiguous(weight);
+  at::Tensor mu = mean.contiguous(), rs = rstd.contiguous();
+  at::Tensor gx = mask[0] ? at::empty(x.sizes(), x.options()) : at::Tensor();
+  at::Tensor gw = mask[1] && w.defined() ? at::empty(w.sizes(), w.options()) : at::Tensor();
+  bool has_bias = bias.has_value() && bias->defined();
+  at::Tensor gb = mask[2] && has_bias ? at::empty(bias->sizes(), x.options()) : at::Tensor();
+  tnk_layer_norm_args_t a{};
+  a.rows = mn.first;
+  a.n = mn.second;
+  bool ok;
+  a.dtype = to_tnk(x.scalar_type(), &ok);
+  a.backward = 1;
+  a.x = ptr_or_null(x);
+  a.w = ptr_or_null(w);
+  a.g = ptr_or_null(g);
+  a.mean = mu.numel() ? const_cast<void*>(mu.const_data_ptr()) : nullptr;
+  a.rstd = rs.numel() ? const_cast<void*>(rs.const_data_ptr()) : nullptr;
+  a.gx = gx.defined() && gx.numel() ? gx.data_ptr() : nullptr;
+  a.gw = gw.defined() && gw.numel() ? gw.data_ptr() : nullptr;
+  a.gb = gb.defined() && gb.numel() ? gb.data_ptr() : nullptr;
+  if (a.n > 0 && (a.gx || a.gw || a.gb))
+    launch(x.device().index(), layer_norm_task, &a, sizeof a,
+           "aten::native_layer_norm_backward");
+  return {gx, gw, gb};
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_layer_norm", native_layer_norm);
+  m.impl("native_layer_norm_backward", native_layer_norm_backward);
   m.impl("addcmul", addcmul);
   m.impl("addcmul_", addcmul_);
   m.impl("addcmul.out", addcmul_out);

@@ -211,6 +211,22 @@ typedef struct tnk_softmax_args {
 int tnk_softmax_supported(int dtype, int out_dtype);
 void tnk_softmax(const tnk_softmax_args_t *args);
 
+/* ---- layer norm ------------------------------------------------------------ */
+
+/* Over `rows` contiguous rows of length n, all of one floating dtype:
+ * forward y = (x - mean) * rstd * w + b, saving mean and rstd per row;
+ * backward gx, gw, gb (each NULL when not wanted). w/b may be NULL. */
+typedef struct tnk_layer_norm_args {
+  int64_t rows, n;
+  int32_t dtype, backward;
+  double eps;
+  const void *x, *w, *b, *g; /* g: grad of y (backward) */
+  void *y, *mean, *rstd;     /* forward outputs; mean/rstd inputs backward */
+  void *gx, *gw, *gb;        /* backward outputs */
+} tnk_layer_norm_args_t;
+int tnk_layer_norm_supported(int dtype);
+void tnk_layer_norm(const tnk_layer_norm_args_t *args);
+
 /* ---- reductions -------------------------------------------------------------- */
 
 typedef enum tnk_reduce_op { TNK_SUM = 0, TNK_MEAN, TNK_REDUCE_OP_COUNT } tnk_reduce_op_t;
