@@ -16,12 +16,15 @@
 #define OP_MINIMUM(x, y, al) ((x) != (x) ? (x) : (y) != (y) ? (y) : (x) < (y) ? (x) : (y))
 
 /* activation backward, in the compute type C (float or double) */
+/* in the compute type: float math for fp32 and half types, double for fp64 */
+#define ERF_C(x) (sizeof(x) == sizeof(float) ? erff((float)(x)) : erf((double)(x)))
+#define EXP_C(x) (sizeof(x) == sizeof(float) ? expf((float)(x)) : exp((double)(x)))
 #define OP_GELU_BWD(g, x, al) \
-  ((g) * (0.5 * (1.0 + erf((x) * 0.7071067811865476)) + \
-          (x) * 0.3989422804014327 * exp(-0.5 * (x) * (x))))
+  ((g) * ((ctype_t)0.5 * (1 + ERF_C((x) * (ctype_t)0.7071067811865476)) + \
+          (x) * (ctype_t)0.3989422804014327 * EXP_C((ctype_t)-0.5 * (x) * (x))))
 #define OP_GELU_TANH_BWD(g, x, al) gelu_tanh_bwd((g), (x))
 #define OP_SILU_BWD(g, x, al) \
-  ((g) * (1.0 / (1.0 + exp(-(x)))) * (1.0 + (x) * (1.0 - 1.0 / (1.0 + exp(-(x))))))
+  ((g) * (1 / (1 + EXP_C(-(x)))) * (1 + (x) * (1 - 1 / (1 + EXP_C(-(x))))))
 #define OP_SIGMOID_BWD(g, y, al) ((g) * (1 - (y)) * (y))
 #define OP_TANH_BWD(g, y, al) ((g) * (1 - (y) * (y)))
 #define OP_THRESHOLD_BWD(g, x, al) ((x) <= (al) ? 0 : (g))
@@ -51,6 +54,7 @@ typedef void (*loop_fn)(char *o, const char *a, const char *b, int64_t so,
                    int64_t sa, int64_t sb, int64_t n, double al,             \
                    int64_t ial) {                                            \
     (void)ial;                                                               \
+    typedef C ctype_t __attribute__((unused)); /* compute type, for op macros */ \
     C alpha = (C)al;                                                         \
     (void)alpha;                                                             \
     if (so == sizeof(T) && sa == sizeof(T) && sb == sizeof(T)) {             \

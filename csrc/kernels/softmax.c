@@ -32,8 +32,55 @@ static inline void st(void *base, int dt, int64_t i, double v) {
   }
 }
 
+/* fp32 rows along the last dimension: the common case, without per-element
+ * dtype dispatch. */
+static void softmax_rows_f32(const tnk_softmax_args_t *a, int64_t begin,
+                             int64_t end) {
+  int64_t n = a->len;
+  for (int64_t r = begin; r < end; r++) {
+    float *restrict y = (float *)a->out + r * n;
+    const float *restrict x = (const float *)a->in + r * n;
+    if (!a->backward) {
+      float mx = -INFINITY;
+      int nan = 0;
+      for (int64_t k = 0; k < n; k++) {
+        mx = x[k] > mx ? x[k] : mx;
+        nan |= x[k] != x[k];
+      }
+      if (nan) mx = NAN;
+      float sum = 0;
+      for (int64_t k = 0; k < n; k++) {
+        float e = expf(x[k] - mx);
+        if (!a->log) y[k] = e;
+        sum += e;
+      }
+      if (a->log) {
+        float lsum = logf(sum);
+        for (int64_t k = 0; k < n; k++) y[k] = x[k] - mx - lsum;
+      } else {
+        float inv = 1.0f / sum;
+        for (int64_t k = 0; k < n; k++) y[k] *= inv;
+      }
+    } else {
+      const float *restrict g = (const float *)a->grad + r * n;
+      float dot = 0;
+      if (a->log) {
+        for (int64_t k = 0; k < n; k++) dot += g[k];
+        for (int64_t k = 0; k < n; k++) y[k] = g[k] - expf(x[k]) * dot;
+      } else {
+        for (int64_t k = 0; k < n; k++) dot += g[k] * x[k];
+        for (int64_t k = 0; k < n; k++) y[k] = x[k] * (g[k] - dot);
+      }
+    }
+  }
+}
+
 static void softmax_rows(void *p, int64_t begin, int64_t end) {
   const tnk_softmax_args_t *a = p;
+  if (a->inner == 1 && a->dtype == TNK_F32 && a->out_dtype == TNK_F32) {
+    softmax_rows_f32(a, begin, end);
+    return;
+  }
   int wide = a->dtype == TNK_F64;
   for (int64_t r = begin; r < end; r++) {
     int64_t base = (r / a->inner) * a->len * a->inner + r % a->inner;

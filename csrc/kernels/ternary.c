@@ -75,6 +75,30 @@ static void tern_range(void *p, int64_t begin, int64_t end) {
   }
 }
 
+/* fp32, all views contiguous: the optimizer's case, as plain loops. */
+static void tern_f32_contig(void *p, int64_t begin, int64_t end) {
+  const tern_ctx_t *c = p;
+  float *restrict o = (float *)c->v[0].data;
+  const float *restrict a = c->v[1].data, *restrict b = c->v[2].data,
+                        *restrict cc = c->v[3].data;
+  float v = (float)c->value;
+  switch (c->op) {
+    case TNK_ADDCMUL:
+      for (int64_t i = begin; i < end; i++) o[i] = a[i] + v * b[i] * cc[i];
+      break;
+    case TNK_ADDCDIV:
+      for (int64_t i = begin; i < end; i++) o[i] = a[i] + v * (b[i] / cc[i]);
+      break;
+    default:
+      if (v < 0.5f)
+        for (int64_t i = begin; i < end; i++) o[i] = a[i] + v * (b[i] - a[i]);
+      else
+        for (int64_t i = begin; i < end; i++)
+          o[i] = b[i] - (b[i] - a[i]) * (1 - v);
+      break;
+  }
+}
+
 void tnk_ternary(const tnk_ternary_args_t *a) {
   if (!tnk_ternary_supported(a->op, a->dtype)) return;
   tern_ctx_t c = {.shape = a->shape, .v = {a->out, a->a, a->b, a->c},
@@ -84,5 +108,10 @@ void tnk_ternary(const tnk_ternary_args_t *a) {
   int64_t n = tnk_numel(&c.shape);
   if (n == 0) return;
   c.esz = (int64_t)tnk_dtype_size(a->dtype);
-  tnk_parallel_for(n, 1 << 14, tern_range, &c);
+  int contiguous = c.shape.ndim == 1;
+  for (int v = 0; v < 4 && contiguous; v++) contiguous = c.v[v].strides[0] == 1;
+  if (contiguous && a->dtype == TNK_F32)
+    tnk_parallel_for(n, 1 << 15, tern_f32_contig, &c);
+  else
+    tnk_parallel_for(n, 1 << 14, tern_range, &c);
 }

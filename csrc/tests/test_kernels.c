@@ -380,6 +380,81 @@ static void test_activation_backward(void) {
   CHECK(bad == 0);
 }
 
+static void test_ternary_softmax_reduce_layernorm(void) {
+  int bad = 0;
+  /* addcmul / addcdiv / lerp: contiguous fast path and broadcast path */
+  float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {6, 5, 4, 3, 2, 1}, c[6] = {1, 2, 1, 2, 1, 2}, o[6];
+  for (int op = 0; op < TNK_TERNARY_OP_COUNT; op++)
+    for (int bc = 0; bc < 2; bc++) {
+      tnk_ternary_args_t t = {.shape = {2, 0, {2, 3}}, .out = {o, TNK_F32, 0, {3, 1}},
+                              .a = {a, TNK_F32, 0, {3, 1}}, .b = {b, TNK_F32, 0, {3, 1}},
+                              .c = {c, TNK_F32, 0, {bc ? 0 : 3, 1}}, .op = op,
+                              .dtype = TNK_F32, .value = 0.25};
+      tnk_ternary(&t);
+      for (int i = 0; i < 6; i++) {
+        float cv = c[bc ? i % 3 : i];
+        float w = op == TNK_ADDCMUL ? a[i] + 0.25f * b[i] * cv
+                  : op == TNK_ADDCDIV ? a[i] + 0.25f * (b[i] / cv)
+                                      : a[i] + 0.25f * (b[i] - a[i]);
+        bad += fabsf(o[i] - w) > 1e-6f;
+      }
+    }
+  /* softmax over the middle dim of (2, 3, 2), then its backward */
+  float x[12], y[12], gy[12], gx[12];
+  for (int i = 0; i < 12; i++) { x[i] = (float)(i % 5) - 2; gy[i] = (float)(i % 3); }
+  tnk_softmax_args_t sm = {.out = y, .in = x, .outer = 2, .len = 3, .inner = 2,
+                           .dtype = TNK_F32, .out_dtype = TNK_F32};
+  tnk_softmax(&sm);
+  for (int o2 = 0; o2 < 2; o2++)
+    for (int i2 = 0; i2 < 2; i2++) {
+      double s = 0, dot = 0;
+      for (int k = 0; k < 3; k++) s += exp(x[o2 * 6 + k * 2 + i2]);
+      for (int k = 0; k < 3; k++) {
+        double want = exp(x[o2 * 6 + k * 2 + i2]) / s;
+        bad += fabs(y[o2 * 6 + k * 2 + i2] - want) > 1e-6;
+        dot += gy[o2 * 6 + k * 2 + i2] * want;
+      }
+      tnk_softmax_args_t bw = {.out = gx, .in = y, .grad = gy, .outer = 2, .len = 3,
+                               .inner = 2, .dtype = TNK_F32, .out_dtype = TNK_F32,
+                               .backward = 1};
+      tnk_softmax(&bw);
+      for (int k = 0; k < 3; k++) {
+        int idx = o2 * 6 + k * 2 + i2;
+        bad += fabs(gx[idx] - y[idx] * (gy[idx] - dot)) > 1e-5;
+      }
+    }
+  /* sum over dim 1 of a (2, 3, 2) int32 tensor into int64 */
+  int32_t xi[12];
+  int64_t so[4];
+  for (int i = 0; i < 12; i++) xi[i] = i;
+  tnk_reduce_args_t r = {.shape = {3, 0, {2, 3, 2}}, .out = {so, TNK_I64, 0, {2, 0, 1}},
+                         .in = {xi, TNK_I32, 0, {6, 2, 1}}, .reduced = {0, 1, 0},
+                         .op = TNK_SUM};
+  tnk_reduce(&r);
+  bad += so[0] != 0 + 2 + 4 || so[1] != 1 + 3 + 5 || so[2] != 6 + 8 + 10 || so[3] != 7 + 9 + 11;
+  /* layer norm: normalised rows, and gradients that sum to zero per row */
+  float lx[8] = {1, 2, 3, 4, -1, 0, 1, 5}, ly[8], mean[2], rstd[2], lg[8], lgx[8], lgw[4], lgb[4];
+  for (int i = 0; i < 8; i++) lg[i] = (float)((i * 3) % 4) - 1.5f;
+  tnk_layer_norm_args_t ln = {.rows = 2, .n = 4, .dtype = TNK_F32, .eps = 1e-5, .x = lx,
+                              .y = ly, .mean = mean, .rstd = rstd};
+  tnk_layer_norm(&ln);
+  bad += fabsf(mean[0] - 2.5f) > 1e-6f || fabsf(mean[1] - 1.25f) > 1e-6f;
+  double row = 0;
+  for (int j = 0; j < 4; j++) row += ly[j];
+  bad += fabs(row) > 1e-5;
+  tnk_layer_norm_args_t lb = {.rows = 2, .n = 4, .dtype = TNK_F32, .backward = 1, .x = lx,
+                              .g = lg, .mean = mean, .rstd = rstd, .gx = lgx, .gw = lgw,
+                              .gb = lgb};
+  tnk_layer_norm(&lb);
+  for (int rr = 0; rr < 2; rr++) {
+    double sgx = 0;
+    for (int j = 0; j < 4; j++) sgx += lgx[rr * 4 + j];
+    bad += fabs(sgx) > 1e-5;
+  }
+  for (int j = 0; j < 4; j++) bad += fabsf(lgb[j] - (lg[j] + lg[4 + j])) > 1e-6f;
+  CHECK(bad == 0);
+}
+
 int main(void) {
   RUN(test_philox_known_answers);
   RUN(test_half_conversions);
@@ -390,5 +465,6 @@ int main(void) {
   RUN(test_gemm_variants);
   RUN(test_unary);
   RUN(test_activation_backward);
+  RUN(test_ternary_softmax_reduce_layernorm);
   return REPORT("test_kernels");
 }
