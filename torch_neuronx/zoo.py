@@ -48,6 +48,7 @@ _TINY = {
     # sequence / vocabulary
     "max_position_embeddings": 128, "n_positions": 128, "n_ctx": 128, "seq_length": 128,
     "max_sequence_length": 128, "sliding_window": 64, "vocab_size": 256,
+    "decoder_vocab_size": 256, "embedding_dim": 64,
     # rotary / recurrent widths
     "rotary_dim": 8, "attention_hidden_size": 64, "mamba_n_heads": 4, "mamba_d_state": 16,
     "state_size": 16, "conv_kernel": 4, "mamba_d_conv": 4, "n_groups": 1, "mamba_n_groups": 1,
@@ -123,6 +124,8 @@ def _shrink(cfg, variant=0, depth=0):
             setattr(cfg, name, value)
     if hasattr(cfg, "use_cache"):
         cfg.use_cache = True
+    if hasattr(cfg, "is_decoder") and depth == 0:
+        cfg.is_decoder = True  # encoder-style models used as causal LMs
     for name in ("attn_implementation", "_attn_implementation"):
         if hasattr(cfg, name):
             try:
@@ -137,7 +140,7 @@ def _shrink(cfg, variant=0, depth=0):
     return cfg
 
 
-MAX_PARAMS = 20_000_000
+MAX_PARAMS = 40_000_000
 
 
 def build(model_type, variant=0):
@@ -154,6 +157,9 @@ def build(model_type, variant=0):
         raise ValueError(f"the shrunk config still has {n / 1e6:.0f}M parameters")
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+    languages = getattr(cfg, "languages", None)
+    if languages and hasattr(model, "set_default_language"):  # X-MOD adapters
+        model.set_default_language(list(languages)[0])
     model.eval()
     return model
 
