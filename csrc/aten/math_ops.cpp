@@ -8,6 +8,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/Operators.h>
 #include <ATen/native/BinaryOps.h>
+#include <ATen/ScalarOps.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
@@ -57,8 +58,10 @@ void check_operand(const at::Tensor& t, c10::Device dev, const char* name) {
 // broadcast shape already. Returns false if the kernels cannot do it.
 bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
                    const at::Tensor& b0, tnk_binary_op_t op,
-                   const c10::Scalar& alpha, const char* name) {
-  c10::ScalarType common = out.scalar_type();
+                   const c10::Scalar& alpha, const char* name,
+                   std::optional<c10::ScalarType> compute = std::nullopt) {
+  // The kernel's dtype: the output's, or the operands' for comparisons.
+  c10::ScalarType common = compute.value_or(out.scalar_type());
   bool ok;
   tnk_dtype_t dt = to_tnk(common, &ok);
   if (!ok || !tnk_binary_supported(op, dt) || out.dim() > TNK_MAX_DIMS)
@@ -96,7 +99,7 @@ bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
     task.args.out.strides[d] = out.stride(d);
   }
   task.args.out.data = out.numel() ? out.data_ptr() : nullptr;
-  task.args.out.dtype = dt;
+  task.args.out.dtype = compute.has_value() ? TNK_BOOL : dt;
   task.args.op = op;
   task.args.dtype = dt;
   if (c10::isIntegralType(common, true)) task.args.ialpha = alpha.toLong();
@@ -418,6 +421,57 @@ NEURON_ACT_BWD(tanh_backward, tanh_backward, tanh_backward_grad_input, TNK_TANH_
 NEURON_ACT_BWD(threshold_backward, threshold_backward, threshold_backward_grad_input,
                TNK_THRESHOLD_BWD, THRESH_PARAM, THRESH_ARG, threshold.toDouble())
 
+// ------------------------------------------------------------ comparisons
+
+namespace {
+at::Tensor& compare_into(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                         tnk_binary_op_t op, const char* name, bool* done) {
+  *done = false;
+  c10::Device dev = device_of_pair(a, b);
+  check_operand(a, dev, name);
+  check_operand(b, dev, name);
+  if (out.scalar_type() != at::kBool) return out;
+  c10::ScalarType common = at::result_type(a, b);
+  at::native::resize_output(out, at::infer_size_dimvector(a.sizes(), b.sizes()));
+  *done = launch_binary(out, a, b, op, 1, name, common);
+  return out;
+}
+}  // namespace
+
+#define NEURON_COMPARE(NAME, OP)                                                         \
+  at::Tensor NAME##_tensor(const at::Tensor& a, const at::Tensor& b) {                   \
+    at::Tensor out = at::empty({0}, a.options().device(device_of_pair(a, b)).dtype(at::kBool)); \
+    bool done;                                                                           \
+    compare_into(out, a, b, OP, "aten::" #NAME, &done);                                  \
+    return done ? out : at::native::call_fallback_fn<&neuron_cpu_fallback,               \
+                                                      ATEN_OP2(NAME, Tensor)>::call(a, b); \
+  }                                                                                      \
+  at::Tensor& NAME##_tensor_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) { \
+    bool done;                                                                           \
+    compare_into(out, a, b, OP, "aten::" #NAME, &done);                                  \
+    return done ? out : at::native::call_fallback_fn<&neuron_cpu_fallback,               \
+                                                      ATEN_OP2(NAME, Tensor_out)>::call(a, b, out); \
+  }                                                                                      \
+  at::Tensor NAME##_scalar(const at::Tensor& a, const c10::Scalar& s) {                  \
+    return NAME##_tensor(a, at::native::wrapped_scalar_tensor(s));                       \
+  }                                                                                      \
+  at::Tensor& NAME##_scalar_out(const at::Tensor& a, const c10::Scalar& s, at::Tensor& out) { \
+    return NAME##_tensor_out(a, at::native::wrapped_scalar_tensor(s), out);              \
+  }
+
+NEURON_COMPARE(eq, TNK_EQ)
+NEURON_COMPARE(ne, TNK_NE)
+NEURON_COMPARE(lt, TNK_LT)
+NEURON_COMPARE(le, TNK_LE)
+NEURON_COMPARE(gt, TNK_GT)
+NEURON_COMPARE(ge, TNK_GE)
+
+#define REGISTER_COMPARE(m, NAME)                      \
+  m.impl(#NAME ".Tensor", NAME##_tensor);              \
+  m.impl(#NAME ".Tensor_out", NAME##_tensor_out);      \
+  m.impl(#NAME ".Scalar", NAME##_scalar);              \
+  m.impl(#NAME ".Scalar_out", NAME##_scalar_out);
+
 // histc of integer tensors: CUDA supports it and model code relies on it
 // (MoE routers count tokens per expert with torch.histc on int ids), while
 // the CPU kernel the fallback would use takes floating types only. Bins are
@@ -434,6 +488,12 @@ at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min,
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("histc", histc);
+  REGISTER_COMPARE(m, eq)
+  REGISTER_COMPARE(m, ne)
+  REGISTER_COMPARE(m, lt)
+  REGISTER_COMPARE(m, le)
+  REGISTER_COMPARE(m, gt)
+  REGISTER_COMPARE(m, ge)
   m.impl("gelu_backward", gelu_backward);
   m.impl("gelu_backward.grad_input", gelu_backward_out);
   m.impl("silu_backward", silu_backward);

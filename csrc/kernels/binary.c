@@ -121,6 +121,39 @@ INT_OPS(mul, IOP_MUL)
 INT_OPS(maximum, IOP_MAXIMUM)
 INT_OPS(minimum, IOP_MINIMUM)
 
+/* comparisons: out is bool whatever the input dtype */
+#define CMP_LOOP(NAME, CMP, T, C, LOAD)                                      \
+  static void NAME(char *o, const char *a, const char *b, int64_t so,        \
+                   int64_t sa, int64_t sb, int64_t n, double al,             \
+                   int64_t ial) {                                            \
+    (void)al;                                                                \
+    (void)ial;                                                               \
+    for (int64_t i = 0; i < n; i++) {                                        \
+      T x, y;                                                                \
+      memcpy(&x, a + i * sa, sizeof x);                                      \
+      memcpy(&y, b + i * sb, sizeof y);                                      \
+      C cx = (C)LOAD(x), cy = (C)LOAD(y);                                    \
+      o[i * so] = (char)(cx CMP cy);                                         \
+    }                                                                        \
+  }
+#define CMP_ALL(OPN, CMP)                                                    \
+  CMP_LOOP(f32_##OPN, CMP, float, float, ID)                                 \
+  CMP_LOOP(f64_##OPN, CMP, double, double, ID)                               \
+  CMP_LOOP(bf16_##OPN, CMP, uint16_t, float, F32_OF_BF16)                    \
+  CMP_LOOP(f16_##OPN, CMP, uint16_t, float, F32_OF_F16)                      \
+  CMP_LOOP(u8_##OPN, CMP, uint8_t, int64_t, ID)                              \
+  CMP_LOOP(i8_##OPN, CMP, int8_t, int64_t, ID)                               \
+  CMP_LOOP(i16_##OPN, CMP, int16_t, int64_t, ID)                             \
+  CMP_LOOP(i32_##OPN, CMP, int32_t, int64_t, ID)                             \
+  CMP_LOOP(i64_##OPN, CMP, int64_t, int64_t, ID)                             \
+  CMP_LOOP(bool_##OPN, CMP, uint8_t, int64_t, ID)
+CMP_ALL(eq, ==)
+CMP_ALL(ne, !=)
+CMP_ALL(lt, <)
+CMP_ALL(le, <=)
+CMP_ALL(gt, >)
+CMP_ALL(ge, >=)
+
 #define ROW(OPN, DIVF)                                                       \
   {[TNK_U8] = u8_##OPN, [TNK_I8] = i8_##OPN, [TNK_I16] = i16_##OPN,          \
    [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN, [TNK_F16] = f16_##OPN,      \
@@ -142,6 +175,13 @@ static const loop_fn k_loops[TNK_BINARY_OP_COUNT][TNK_DTYPE_COUNT] = {
     [TNK_SIGMOID_BWD] = FROW(sigmoid_bwd),
     [TNK_TANH_BWD] = FROW(tanh_bwd),
     [TNK_THRESHOLD_BWD] = FROW(threshold_bwd),
+#define CROW(OPN)                                                            \
+  {[TNK_BOOL] = bool_##OPN, [TNK_U8] = u8_##OPN, [TNK_I8] = i8_##OPN,        \
+   [TNK_I16] = i16_##OPN, [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN,      \
+   [TNK_F16] = f16_##OPN, [TNK_BF16] = bf16_##OPN, [TNK_F32] = f32_##OPN,    \
+   [TNK_F64] = f64_##OPN}
+    [TNK_EQ] = CROW(eq), [TNK_NE] = CROW(ne), [TNK_LT] = CROW(lt),
+    [TNK_LE] = CROW(le), [TNK_GT] = CROW(gt), [TNK_GE] = CROW(ge),
 };
 
 int tnk_binary_supported(int op, int dtype) {
@@ -153,7 +193,7 @@ typedef struct bin_ctx {
   tnk_shape_t shape;
   tnk_view_t v[3]; /* out, a, b */
   loop_fn fn;
-  int64_t esz;
+  int64_t esz, oesz; /* input / output element sizes (bool for comparisons) */
   double alpha;
   int64_t ialpha;
 } bin_ctx_t;
@@ -169,20 +209,20 @@ static void bin_rows(void *p, int64_t begin, int64_t end) {
       rem /= c->shape.sizes[d];
       for (int v = 0; v < 3; v++) off[v] += idx * c->v[v].strides[d];
     }
-    c->fn((char *)c->v[0].data + off[0] * c->esz,
+    c->fn((char *)c->v[0].data + off[0] * c->oesz,
           (const char *)c->v[1].data + off[1] * c->esz,
           (const char *)c->v[2].data + off[2] * c->esz,
-          c->v[0].strides[nd - 1] * c->esz, c->v[1].strides[nd - 1] * c->esz,
+          c->v[0].strides[nd - 1] * c->oesz, c->v[1].strides[nd - 1] * c->esz,
           c->v[2].strides[nd - 1] * c->esz, inner, c->alpha, c->ialpha);
   }
 }
 
 static void bin_chunks(void *p, int64_t begin, int64_t end) {
   const bin_ctx_t *c = p;
-  c->fn((char *)c->v[0].data + begin * c->v[0].strides[0] * c->esz,
+  c->fn((char *)c->v[0].data + begin * c->v[0].strides[0] * c->oesz,
         (const char *)c->v[1].data + begin * c->v[1].strides[0] * c->esz,
         (const char *)c->v[2].data + begin * c->v[2].strides[0] * c->esz,
-        c->v[0].strides[0] * c->esz, c->v[1].strides[0] * c->esz,
+        c->v[0].strides[0] * c->oesz, c->v[1].strides[0] * c->esz,
         c->v[2].strides[0] * c->esz, end - begin, c->alpha, c->ialpha);
 }
 
@@ -199,6 +239,7 @@ void tnk_binary(const tnk_binary_args_t *a) {
   }
   c.fn = k_loops[a->op][a->dtype];
   c.esz = (int64_t)tnk_dtype_size(a->dtype);
+  c.oesz = a->op >= TNK_EQ ? 1 : c.esz;
   c.alpha = a->alpha;
   c.ialpha = a->ialpha;
   int64_t inner = c.shape.sizes[c.shape.ndim - 1];

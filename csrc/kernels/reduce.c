@@ -15,6 +15,8 @@ static int integral(int dt) {
 }
 
 int tnk_reduce_supported(int op, int in_dtype, int out_dtype) {
+  if (op == TNK_ALL || op == TNK_ANY)
+    return in_dtype >= 0 && in_dtype < TNK_DTYPE_COUNT && out_dtype == TNK_BOOL;
   if (op == TNK_MEAN) return floating(in_dtype) && floating(out_dtype);
   if (op != TNK_SUM) return 0;
   return (floating(in_dtype) && floating(out_dtype)) ||
@@ -63,6 +65,8 @@ static void red_range(void *p, int64_t begin, int64_t end) {
     }
     double acc = 0;
     uint64_t iacc = 0;
+    int logical = a->op == TNK_ALL || a->op == TNK_ANY;
+    int flag = a->op == TNK_ALL; /* all: true until a zero; any: false */
     for (int64_t r = 0; r < c->rcount; r++) {
       int64_t rr = r, off = in_off;
       for (int d = c->nr - 1; d >= 0; d--) {
@@ -70,8 +74,19 @@ static void red_range(void *p, int64_t begin, int64_t end) {
         rr /= c->rsize[d];
       }
       tnk_val_t v = load_any((const char *)a->in.data + off * (int64_t)c->iesz, idt);
-      if (is_int) iacc += (uint64_t)v.i;
-      else acc += v.re;
+      if (logical) {
+        int nz = v.isint ? v.i != 0 : (v.re != 0.0 || v.im != 0.0);
+        if (a->op == TNK_ALL && !nz) { flag = 0; break; }
+        if (a->op == TNK_ANY && nz) { flag = 1; break; }
+      } else if (is_int) {
+        iacc += (uint64_t)v.i;
+      } else {
+        acc += v.re;
+      }
+    }
+    if (logical) {
+      *((unsigned char *)a->out.data + out_off) = (unsigned char)flag;
+      continue;
     }
     tnk_val_t res = {0, 0, 0, 0};
     if (is_int) {

@@ -134,6 +134,8 @@ typedef enum tnk_binary_op {
   TNK_SIGMOID_BWD,    /* b = output */
   TNK_TANH_BWD,       /* b = output */
   TNK_THRESHOLD_BWD,  /* b = input; 0 where b <= alpha (ReLU's backward) */
+  /* comparisons: inputs of `dtype`, out is bool (any real dtype) */
+  TNK_EQ, TNK_NE, TNK_LT, TNK_LE, TNK_GT, TNK_GE,
   TNK_BINARY_OP_COUNT
 } tnk_binary_op_t;
 
@@ -229,7 +231,11 @@ void tnk_layer_norm(const tnk_layer_norm_args_t *args);
 
 /* ---- reductions -------------------------------------------------------------- */
 
-typedef enum tnk_reduce_op { TNK_SUM = 0, TNK_MEAN, TNK_REDUCE_OP_COUNT } tnk_reduce_op_t;
+typedef enum tnk_reduce_op {
+  TNK_SUM = 0, TNK_MEAN,
+  TNK_ALL, TNK_ANY, /* any input dtype, bool output */
+  TNK_REDUCE_OP_COUNT
+} tnk_reduce_op_t;
 
 /* out[i] = reduce over the dims with reduced[d] = 1 of in, where out has
  * the input's shape with reduced dims of size 1 (strides of out for those
@@ -243,6 +249,36 @@ typedef struct tnk_reduce_args {
 } tnk_reduce_args_t;
 int tnk_reduce_supported(int op, int in_dtype, int out_dtype);
 void tnk_reduce(const tnk_reduce_args_t *args);
+
+/* ---- selection and index-free data movement -------------------------------- */
+
+/* out = cond ? a : b elementwise; cond is bool; a, b, out share a dtype of
+ * any size (moved as bytes); broadcast by stride 0. */
+typedef struct tnk_where_args {
+  tnk_shape_t shape;
+  tnk_view_t out, cond, a, b;
+} tnk_where_args_t;
+void tnk_where(const tnk_where_args_t *args);
+
+/* Lower (tril) or upper (triu) triangle of the last two dims of a
+ * contiguous batch of rows x cols matrices; the rest is zero. out may be in. */
+typedef struct tnk_tri_args {
+  void *out;
+  const void *in;
+  int64_t batch, rows, cols, diagonal;
+  int32_t dtype, upper;
+} tnk_tri_args_t;
+void tnk_tri(const tnk_tri_args_t *args);
+
+/* out[i] = start + i * step for i < n, into a contiguous tensor of dtype
+ * (integers computed exactly in int64, floats in double). */
+typedef struct tnk_arange_args {
+  void *out;
+  int64_t n, istart, istep;
+  double start, step;
+  int32_t dtype, integral;
+} tnk_arange_args_t;
+void tnk_arange(const tnk_arange_args_t *args);
 
 /* ---- GEMM ------------------------------------------------------------------ */
 

@@ -1,0 +1,90 @@
+"""Native comparisons, where, tril/triu, arange and all/any against CPU."""
+import itertools
+
+import pytest
+import torch
+
+import torch_neuronx
+from conftest import assert_same
+
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64,
+          torch.int32, torch.int8, torch.uint8, torch.bool]
+CMPS = [torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge]
+
+
+def sample(shape, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 4, shape, generator=g).to(dtype)  # ties included
+
+
+@pytest.fixture(autouse=True)
+def _track():
+    torch_neuronx.clear_op_tracking()
+    yield
+
+
+@pytest.mark.parametrize("op,dtype", list(itertools.product(CMPS, DTYPES)))
+def test_comparisons(op, dtype):
+    a, b = sample((3, 1, 4), dtype, 1), sample((2, 4), dtype, 2)
+    assert_same(op(a.neuron(), b.neuron()), op(a, b))
+    assert_same(op(a.neuron(), 2), op(a, 2))
+    assert_same(op(a.neuron().float(), b.neuron()), op(a.float(), b))  # promotion
+    out = torch.empty(0, dtype=torch.bool, device="neuron")
+    op(a.neuron(), b.neuron(), out=out)
+    assert_same(out, op(a, b))
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_where():
+    c = torch.tensor([[True, False, True]])
+    x, y = torch.randn(2, 3), torch.randn(2, 1, dtype=torch.float64)
+    assert_same(torch.where(c.neuron(), x.neuron(), y.neuron()), torch.where(c, x, y))
+    assert_same(torch.where(c.neuron(), x.neuron(), 0.0), torch.where(c, x, 0.0))
+    assert_same(x.neuron().masked_fill(~c.neuron(), -1.5), x.masked_fill(~c, -1.5))
+    out = torch.empty(0, device="neuron")
+    torch.where(c.neuron(), x.neuron(), x.neuron() * 2, out=out)
+    assert_same(out, torch.where(c, x, x * 2))
+    with pytest.raises(RuntimeError, match="boolean"):
+        torch.where(torch.ones(3, device="neuron"), torch.ones(3, device="neuron"),
+                    torch.zeros(3, device="neuron"))
+
+
+@pytest.mark.parametrize("k", [-1, 0, 2])
+def test_tril_triu(k):
+    x = torch.randn(2, 4, 5)
+    for f in (torch.tril, torch.triu):
+        assert_same(f(x.neuron(), k), f(x, k))
+        assert_same(f(x.neuron().transpose(1, 2), k), f(x.transpose(1, 2), k))
+    n = x.neuron()
+    n.tril_(k)
+    assert_same(n, x.tril(k))
+    m = torch.ones(6, 6, dtype=torch.bool)
+    assert_same(torch.ones(6, 6, dtype=torch.bool, device="neuron").tril(), m.tril())
+    with pytest.raises(RuntimeError, match="at least 2 dimensions"):
+        torch.tril(torch.ones(3, device="neuron"))
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_arange():
+    for args, kw in [((10,), {}), ((2, 11, 3), {}), ((5, -3, -2), {}), ((0, 1, 0.1), {}),
+                     ((0, 5), {"dtype": torch.float32}), ((3,), {"dtype": torch.bfloat16}),
+                     ((0, 2**40, 2**37), {})]:
+        assert_same(torch.arange(*args, device="neuron", **kw), torch.arange(*args, **kw))
+    assert torch_neuronx.get_fallback_ops() == {}
+    with pytest.raises(RuntimeError, match="step must be nonzero"):
+        torch.arange(0, 5, 0, device="neuron")
+    with pytest.raises(RuntimeError, match="inconsistent with step sign"):
+        torch.arange(5, 0, 1, device="neuron")
+
+
+def test_all_any():
+    x = torch.tensor([[1.0, 0.0, 2.0], [3.0, 4.0, 5.0]])
+    n = x.neuron()
+    for f in (torch.all, torch.any):
+        assert_same(f(n), f(x))
+        assert_same(f(n, dim=1), f(x, dim=1))
+        assert_same(f(n, dim=0, keepdim=True), f(x, dim=0, keepdim=True))
+        assert_same(f(n.bool()), f(x.bool()))
+        e = torch.empty(0, 3)
+        assert_same(f(e.neuron()), f(e))
+    assert torch_neuronx.get_fallback_ops() == {}
