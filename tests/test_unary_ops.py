@@ -78,3 +78,14 @@ def test_activation_backward_matches_cpu(act, dtype):
 def test_bad_gelu_approximation():
     with pytest.raises(RuntimeError, match="approximate"):
         torch.nn.functional.gelu(torch.ones(2, device="neuron"), approximate="fast")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_classification(dtype):
+    x = torch.tensor([1.0, float("nan"), float("inf"), -float("inf"), -0.0, 3.5]).to(dtype)
+    for f in (torch.isnan, torch.isinf, torch.isposinf, torch.isneginf, torch.isfinite):
+        assert_same(f(x.neuron()), f(x))
+        assert_same(f(x.neuron()[::2]), f(x[::2]))
+    assert torch_neuronx.get_fallback_ops() == {}
+    i = torch.tensor([1, 2])
+    assert_same(torch.isnan(i.neuron()), torch.isnan(i))  # integers: never NaN

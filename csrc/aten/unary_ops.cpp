@@ -155,6 +155,50 @@ at::Tensor& pow_scalar_(at::Tensor& x, const c10::Scalar& p) {
   return x;
 }
 
+// ------------------------------------------------------ classification
+// isnan / isinf / isposinf / isneginf of floating tensors into bool.
+
+namespace {
+void classify_task(void* p) { tnk_classify(static_cast<tnk_unary_args_t*>(p)); }
+
+at::Tensor& classify_into(at::Tensor& out, const at::Tensor& x, tnk_classify_op_t op,
+                          const char* name) {
+  at::native::resize_output(out, x.sizes());
+  if (out.numel() == 0) return out;
+  tnk_unary_args_t a{};
+  a.shape.ndim = static_cast<int32_t>(x.dim());
+  for (int64_t d = 0; d < x.dim(); d++) a.shape.sizes[d] = x.size(d);
+  to_view(out, &a.out);
+  to_view(x, &a.in);
+  a.op = op;
+  a.dtype = a.in.dtype;
+  launch(x.device().index(), classify_task, &a, sizeof a, name);
+  return out;
+}
+}  // namespace
+
+#define NEURON_CLASSIFY(NAME, OP)                                                    \
+  at::Tensor NAME(const at::Tensor& x) {                                             \
+    if (!float_kernel_ok(x)) return FALLBACK(NAME, x);                               \
+    at::Tensor out = at::empty(x.sizes(), x.options().dtype(at::kBool));             \
+    return classify_into(out, x, OP, "aten::" #NAME);                                \
+  }                                                                                  \
+  at::Tensor& NAME##_out(const at::Tensor& x, at::Tensor& out) {                     \
+    if (!float_kernel_ok(x) || out.scalar_type() != at::kBool ||                     \
+        out.device() != x.device())                                                  \
+      return FALLBACK(NAME##_out, x, out);                                           \
+    return classify_into(out, x, OP, "aten::" #NAME);                                \
+  }
+
+NEURON_CLASSIFY(isposinf, TNK_ISPOSINF)
+NEURON_CLASSIFY(isneginf, TNK_ISNEGINF)
+
+at::Tensor isnan(const at::Tensor& x) {
+  if (!float_kernel_ok(x)) return FALLBACK(isnan, x);
+  at::Tensor out = at::empty(x.sizes(), x.options().dtype(at::kBool));
+  return classify_into(out, x, TNK_ISNAN, "aten::isnan");
+}
+
 #define REGISTER_UNARY(m, NAME)            \
   m.impl(#NAME, NAME);                     \
   m.impl(#NAME "_", NAME##_);              \
@@ -184,6 +228,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("pow.Tensor_Scalar", pow_tensor_scalar);
   m.impl("pow.Tensor_Scalar_out", pow_tensor_scalar_out);
   m.impl("pow_.Scalar", pow_scalar_);
+  m.impl("isnan", isnan);
+  m.impl("isposinf", isposinf);
+  m.impl("isposinf.out", isposinf_out);
+  m.impl("isneginf", isneginf);
+  m.impl("isneginf.out", isneginf_out);
 }
 
 }  // namespace torch_neuronx

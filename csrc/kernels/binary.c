@@ -154,18 +154,35 @@ CMP_ALL(le, <=)
 CMP_ALL(gt, >)
 CMP_ALL(ge, >=)
 
+/* bool arithmetic as PyTorch defines it: + is or, * is and, max/min too */
+#define BOOL_LOOP(NAME, EXPR)                                                \
+  static void NAME(char *o, const char *a, const char *b, int64_t so,        \
+                   int64_t sa, int64_t sb, int64_t n, double al,             \
+                   int64_t ial) {                                            \
+    (void)al;                                                                \
+    (void)ial;                                                               \
+    for (int64_t i = 0; i < n; i++) {                                        \
+      int x = a[i * sa] != 0, y = b[i * sb] != 0;                            \
+      o[i * so] = (char)(EXPR);                                              \
+    }                                                                        \
+  }
+BOOL_LOOP(bool_add, x | y)
+BOOL_LOOP(bool_mul, x & y)
+BOOL_LOOP(bool_maximum, x | y)
+BOOL_LOOP(bool_minimum, x & y)
+
 #define ROW(OPN, DIVF)                                                       \
-  {[TNK_U8] = u8_##OPN, [TNK_I8] = i8_##OPN, [TNK_I16] = i16_##OPN,          \
+  {[TNK_BOOL] = DIVF, [TNK_U8] = u8_##OPN, [TNK_I8] = i8_##OPN, [TNK_I16] = i16_##OPN,          \
    [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN, [TNK_F16] = f16_##OPN,      \
    [TNK_BF16] = bf16_##OPN, [TNK_F32] = f32_##OPN, [TNK_F64] = f64_##OPN}
 static const loop_fn k_loops[TNK_BINARY_OP_COUNT][TNK_DTYPE_COUNT] = {
-    [TNK_ADD] = ROW(add, 0),
+    [TNK_ADD] = ROW(add, bool_add),
     [TNK_SUB] = ROW(sub, 0),
-    [TNK_MUL] = ROW(mul, 0),
+    [TNK_MUL] = ROW(mul, bool_mul),
     [TNK_DIV] = {[TNK_F16] = f16_div, [TNK_BF16] = bf16_div,
                  [TNK_F32] = f32_div, [TNK_F64] = f64_div},
-    [TNK_MAXIMUM] = ROW(maximum, 0),
-    [TNK_MINIMUM] = ROW(minimum, 0),
+    [TNK_MAXIMUM] = ROW(maximum, bool_maximum),
+    [TNK_MINIMUM] = ROW(minimum, bool_minimum),
 #define FROW(OPN)                                                            \
   {[TNK_F16] = f16_##OPN, [TNK_BF16] = bf16_##OPN, [TNK_F32] = f32_##OPN,    \
    [TNK_F64] = f64_##OPN}

@@ -175,6 +175,15 @@ typedef struct tnk_unary_args {
 int tnk_unary_supported(int op, int dtype);
 void tnk_unary(const tnk_unary_args_t *args);
 
+/* Floating-point classification into a bool output: out = pred(in). */
+typedef enum tnk_classify_op {
+  TNK_ISNAN = 0, TNK_ISINF, TNK_ISPOSINF, TNK_ISNEGINF, TNK_ISFINITE,
+  TNK_CLASSIFY_OP_COUNT
+} tnk_classify_op_t;
+/* Same layout as tnk_unary_args_t; out.dtype is TNK_BOOL, dtype the input's
+ * floating dtype. */
+void tnk_classify(const tnk_unary_args_t *args);
+
 /* ---- elementwise ternary (optimizer arithmetic) ------------------------- */
 
 typedef enum tnk_ternary_op {

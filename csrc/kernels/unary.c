@@ -175,3 +175,58 @@ void tnk_unary(const tnk_unary_args_t *a) {
     tnk_parallel_for(n / inner, inner >= (1 << 14) ? 1 : (1 << 14) / inner,
                      un_rows, &c);
 }
+
+/* ---- classification ------------------------------------------------------ */
+
+static double ld_float(const char *p, int dt) {
+  switch (dt) {
+    case TNK_F32: { float v; memcpy(&v, p, 4); return v; }
+    case TNK_F64: { double v; memcpy(&v, p, 8); return v; }
+    case TNK_BF16: { uint16_t h; memcpy(&h, p, 2); return tnk_bf16_to_f32(h); }
+    default: { uint16_t h; memcpy(&h, p, 2); return tnk_f16_to_f32(h); }
+  }
+}
+
+typedef struct cls_ctx {
+  tnk_shape_t shape;
+  tnk_view_t out, in;
+  int op, dt;
+  int64_t esz;
+} cls_ctx_t;
+
+static void cls_range(void *p, int64_t begin, int64_t end) {
+  const cls_ctx_t *c = p;
+  for (int64_t i = begin; i < end; i++) {
+    int64_t rem = i, oo = 0, io = 0;
+    for (int d = c->shape.ndim - 1; d >= 0; d--) {
+      int64_t idx = rem % c->shape.sizes[d];
+      rem /= c->shape.sizes[d];
+      oo += idx * c->out.strides[d];
+      io += idx * c->in.strides[d];
+    }
+    double x = ld_float((const char *)c->in.data + io * c->esz, c->dt);
+    int r;
+    switch (c->op) {
+      case TNK_ISNAN: r = x != x; break;
+      case TNK_ISINF: r = isinf(x) != 0; break;
+      case TNK_ISPOSINF: r = x == INFINITY; break;
+      case TNK_ISNEGINF: r = x == -INFINITY; break;
+      default: r = isfinite(x) != 0; break;
+    }
+    ((unsigned char *)c->out.data)[oo] = (unsigned char)r;
+  }
+}
+
+void tnk_classify(const tnk_unary_args_t *a) {
+  if (a->op < 0 || a->op >= TNK_CLASSIFY_OP_COUNT || !tnk_unary_supported(TNK_NEG, a->dtype) ||
+      a->out.dtype != TNK_BOOL)
+    return;
+  cls_ctx_t c = {.shape = a->shape, .out = a->out, .in = a->in, .op = a->op, .dt = a->dtype};
+  tnk_view_t v[2] = {c.out, c.in};
+  tnk_coalesce(&c.shape, v, 2);
+  c.out = v[0];
+  c.in = v[1];
+  c.esz = (int64_t)tnk_dtype_size(a->dtype);
+  int64_t n = tnk_numel(&c.shape);
+  if (n > 0) tnk_parallel_for(n, 1 << 15, cls_range, &c);
+}

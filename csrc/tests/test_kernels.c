@@ -223,7 +223,7 @@ static void test_binary(void) {
   tnk_binary(&y);
   CHECK(io[0] == (int8_t)-126 && io[1] == 127);
   CHECK(!tnk_binary_supported(TNK_DIV, TNK_I32));
-  CHECK(!tnk_binary_supported(TNK_ADD, TNK_BOOL));
+  CHECK(tnk_binary_supported(TNK_ADD, TNK_BOOL) && !tnk_binary_supported(TNK_SUB, TNK_BOOL));
   uint16_t h1 = tnk_f32_to_bf16(1.5f), h2 = tnk_f32_to_bf16(2.25f), ho;
   tnk_binary_args_t z = {.shape = {0}, .out = {&ho, TNK_BF16, 0, {0}},
                          .a = {&h1, TNK_BF16, 0, {0}}, .b = {&h2, TNK_BF16, 0, {0}},
