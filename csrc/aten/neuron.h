@@ -53,6 +53,13 @@ at::Tensor host_alias(const at::Tensor& t);
 void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void* args,
             size_t size, const char* name);
 
+// Reductions: the output shape of reducing `dims` (all when none/empty), and
+// the kernel descriptor for reducing self into out (op left to the caller).
+std::vector<int64_t> reduced_shape(const at::Tensor& self, at::OptionalIntArrayRef dims,
+                                   bool keepdim);
+void fill_reduce_args(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
+                      const at::Tensor& out, tnk_reduce_args_t* a);
+
 // The CPU fallback (boxed; native kernels call it for cases they do not
 // take) and op tracking.
 void neuron_cpu_fallback(const c10::OperatorHandle& op,

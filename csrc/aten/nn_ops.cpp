@@ -222,37 +222,7 @@ namespace {
 
 void reduce_task(void* p) { tnk_reduce(static_cast<tnk_reduce_args_t*>(p)); }
 
-// Computes the reduction of self over `dims` into out (already shaped).
-bool launch_reduce(const at::Tensor& out, const at::Tensor& self,
-                   at::OptionalIntArrayRef dims, bool keepdim, tnk_reduce_op_t op,
-                   const char* name) {
-  bool ok1, ok2;
-  tnk_dtype_t idt = to_tnk(self.scalar_type(), &ok1);
-  tnk_dtype_t odt = to_tnk(out.scalar_type(), &ok2);
-  if (!ok1 || !ok2 || !tnk_reduce_supported(op, idt, odt) || self.dim() > TNK_MAX_DIMS)
-    return false;
-  if (out.numel() == 0) return true;
-  auto mask = at::dim_list_to_bitset(dims.value_or(at::IntArrayRef{}), self.dim());
-  bool all = !dims.has_value() || dims->empty();
-  tnk_reduce_args_t a{};
-  a.shape.ndim = static_cast<int32_t>(self.dim());
-  a.in = {const_cast<void*>(self.const_data_ptr()), idt, 0, {}};
-  a.out = {out.data_ptr(), odt, 0, {}};
-  int64_t od = 0;
-  for (int64_t d = 0; d < self.dim(); d++) {
-    a.shape.sizes[d] = self.size(d);
-    a.in.strides[d] = self.stride(d);
-    a.reduced[d] = all || mask[d];
-    if (a.reduced[d]) {
-      if (keepdim) od++;
-    } else {
-      a.out.strides[d] = out.stride(od++);
-    }
-  }
-  a.op = op;
-  launch(out.device().index(), reduce_task, &a, sizeof a, name);
-  return true;
-}
+}  // namespace
 
 std::vector<int64_t> reduced_shape(const at::Tensor& self, at::OptionalIntArrayRef dims,
                                    bool keepdim) {
@@ -267,6 +237,48 @@ std::vector<int64_t> reduced_shape(const at::Tensor& self, at::OptionalIntArrayR
     }
   }
   return shape;
+}
+
+void fill_reduce_args(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
+                      const at::Tensor& out, tnk_reduce_args_t* a) {
+  auto mask = at::dim_list_to_bitset(dims.value_or(at::IntArrayRef{}), self.dim());
+  bool all = !dims.has_value() || dims->empty();
+  bool ok;
+  a->shape.ndim = static_cast<int32_t>(self.dim());
+  a->in = {self.numel() ? const_cast<void*>(self.const_data_ptr()) : nullptr,
+           to_tnk(self.scalar_type(), &ok), 0, {}};
+  a->out = {out.data_ptr(), to_tnk(out.scalar_type(), &ok), 0, {}};
+  int64_t od = 0;
+  for (int64_t d = 0; d < self.dim(); d++) {
+    a->shape.sizes[d] = self.size(d);
+    a->in.strides[d] = self.stride(d);
+    a->reduced[d] = all || mask[d];
+    if (a->reduced[d]) {
+      if (keepdim) od++;
+    } else {
+      a->out.strides[d] = out.stride(od++);
+    }
+  }
+}
+
+namespace {
+
+
+// Computes the reduction of self over `dims` into out (already shaped).
+bool launch_reduce(const at::Tensor& out, const at::Tensor& self,
+                   at::OptionalIntArrayRef dims, bool keepdim, tnk_reduce_op_t op,
+                   const char* name) {
+  bool ok1, ok2;
+  tnk_dtype_t idt = to_tnk(self.scalar_type(), &ok1);
+  tnk_dtype_t odt = to_tnk(out.scalar_type(), &ok2);
+  if (!ok1 || !ok2 || !tnk_reduce_supported(op, idt, odt) || self.dim() > TNK_MAX_DIMS)
+    return false;
+  if (out.numel() == 0) return true;
+  tnk_reduce_args_t a{};
+  fill_reduce_args(self, dims, keepdim, out, &a);
+  a.op = op;
+  launch(out.device().index(), reduce_task, &a, sizeof a, name);
+  return true;
 }
 
 c10::ScalarType sum_dtype(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {

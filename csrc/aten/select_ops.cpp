@@ -183,35 +183,13 @@ at::Tensor& logical_reduce(const at::Tensor& self, at::OptionalIntArrayRef dims,
                            tnk_reduce_op_t op, at::Tensor& out, bool* done) {
   *done = false;
   bool ok;
-  tnk_dtype_t idt = to_tnk(self.scalar_type(), &ok);
+  to_tnk(self.scalar_type(), &ok);
   if (!ok || out.scalar_type() != at::kBool || self.dim() > TNK_MAX_DIMS) return out;
-  auto mask = at::dim_list_to_bitset(dims.value_or(at::IntArrayRef{}), self.dim());
-  bool all = !dims.has_value();
-  std::vector<int64_t> shape;
-  for (int64_t d = 0; d < self.dim(); d++)
-    if (all || mask[d]) {
-      if (keepdim) shape.push_back(1);
-    } else {
-      shape.push_back(self.size(d));
-    }
-  at::native::resize_output(out, shape);
+  at::native::resize_output(out, reduced_shape(self, dims, keepdim));
   *done = true;
   if (out.numel() == 0) return out;
   tnk_reduce_args_t a{};
-  a.shape.ndim = static_cast<int32_t>(self.dim());
-  a.in = {self.numel() ? const_cast<void*>(self.const_data_ptr()) : nullptr, idt, 0, {}};
-  a.out = {out.data_ptr(), TNK_BOOL, 0, {}};
-  int64_t od = 0;
-  for (int64_t d = 0; d < self.dim(); d++) {
-    a.shape.sizes[d] = self.size(d);
-    a.in.strides[d] = self.stride(d);
-    a.reduced[d] = all || mask[d];
-    if (a.reduced[d]) {
-      if (keepdim) od++;
-    } else {
-      a.out.strides[d] = out.stride(od++);
-    }
-  }
+  fill_reduce_args(self, dims, keepdim, out, &a);
   a.op = op;
   launch(self.device().index(), reduce_task, &a, sizeof a,
          op == TNK_ALL ? "aten::all" : "aten::any");

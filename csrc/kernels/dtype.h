@@ -180,6 +180,27 @@ static inline void tnk_store_c128(char *p, tnk_val_t v) {
   memcpy(p, x, 16);
 }
 
+/* Floating element i of a buffer of a floating dtype, widened to double,
+ * and the narrowing store: the shared accessors of the kernels that are
+ * written once for all floating dtypes. */
+static inline double tnk_ldf(const void *base, int dt, int64_t i) {
+  switch (dt) {
+    case TNK_F32: return ((const float *)base)[i];
+    case TNK_F64: return ((const double *)base)[i];
+    case TNK_BF16: return tnk_bf16_to_f32(((const uint16_t *)base)[i]);
+    default: return tnk_f16_to_f32(((const uint16_t *)base)[i]);
+  }
+}
+
+static inline void tnk_stf(void *base, int dt, int64_t i, double v) {
+  switch (dt) {
+    case TNK_F32: ((float *)base)[i] = (float)v; break;
+    case TNK_F64: ((double *)base)[i] = v; break;
+    case TNK_BF16: ((uint16_t *)base)[i] = tnk_f32_to_bf16((float)v); break;
+    default: ((uint16_t *)base)[i] = tnk_f32_to_f16((float)v); break;
+  }
+}
+
 /* X-macro over dtypes: (enum, suffix of load/store). */
 #define TNK_FOR_EACH_DTYPE(X)                                           \
   X(TNK_BOOL, bool) X(TNK_U8, tnk_u8) X(TNK_I8, tnk_i8)                 \

@@ -21,24 +21,6 @@ int tnk_gemm_supported(int dtype) {
          dtype == TNK_F16;
 }
 
-static inline double load_as_double(const char *p, int dtype) {
-  switch (dtype) {
-    case TNK_F32: { float v; memcpy(&v, p, 4); return v; }
-    case TNK_F64: { double v; memcpy(&v, p, 8); return v; }
-    case TNK_BF16: { uint16_t h; memcpy(&h, p, 2); return tnk_bf16_to_f32(h); }
-    default: { uint16_t h; memcpy(&h, p, 2); return tnk_f16_to_f32(h); }
-  }
-}
-
-static inline void store_from_double(char *p, int dtype, double v) {
-  switch (dtype) {
-    case TNK_F32: { float f = (float)v; memcpy(p, &f, 4); break; }
-    case TNK_F64: memcpy(p, &v, 8); break;
-    case TNK_BF16: { uint16_t h = tnk_f32_to_bf16((float)v); memcpy(p, &h, 2); break; }
-    default: { uint16_t h = tnk_f32_to_f16((float)v); memcpy(p, &h, 2); break; }
-  }
-}
-
 /* ---- portable reference --------------------------------------------------- */
 
 typedef struct ref_ctx {
@@ -60,23 +42,23 @@ static void ref_rows(void *p, int64_t begin, int64_t end) {
     char *crow = (char *)g->c + (bi * g->sc_b + i * g->sc_r) * c->esz;
     for (int64_t j = 0; j < g->n; j++) acc[j] = 0.0;
     for (int64_t k = 0; k < g->k; k++) {
-      double av = load_as_double(a + k * g->sa_c * c->esz, g->dtype);
+      double av = tnk_ldf(a + k * g->sa_c * c->esz, g->dtype, 0);
       const char *brow = b + k * g->sb_r * c->esz;
       if (wide) {
         for (int64_t j = 0; j < g->n; j++)
-          acc[j] += av * load_as_double(brow + j * g->sb_c * c->esz, g->dtype);
+          acc[j] += av * tnk_ldf(brow + j * g->sb_c * c->esz, g->dtype, 0);
       } else { /* fp32 accumulation, as the optimised kernels do */
         float af = (float)av;
         for (int64_t j = 0; j < g->n; j++)
           acc[j] = (float)acc[j] +
-                   af * (float)load_as_double(brow + j * g->sb_c * c->esz, g->dtype);
+                   af * (float)tnk_ldf(brow + j * g->sb_c * c->esz, g->dtype, 0);
       }
     }
     for (int64_t j = 0; j < g->n; j++) {
       char *cp = crow + j * g->sc_c * c->esz;
       double v = g->alpha * acc[j];
-      if (g->beta != 0.0) v += g->beta * load_as_double(cp, g->dtype);
-      store_from_double(cp, g->dtype, v);
+      if (g->beta != 0.0) v += g->beta * tnk_ldf(cp, g->dtype, 0);
+      tnk_stf(cp, g->dtype, 0, v);
     }
   }
   free(acc);
@@ -130,9 +112,9 @@ static void store_tile(const f32_problem_t *p, const float *acc, int nr,
     for (int64_t j = 0; j < nr_used; j++) {
       char *cp = crow + j * p->sc_c * esz;
       float v = p->alpha * ar[j];
-      if (accumulate) v += (float)load_as_double(cp, p->dtype);
-      else if (p->beta != 0.0f) v += p->beta * (float)load_as_double(cp, p->dtype);
-      store_from_double(cp, p->dtype, v);
+      if (accumulate) v += (float)tnk_ldf(cp, p->dtype, 0);
+      else if (p->beta != 0.0f) v += p->beta * (float)tnk_ldf(cp, p->dtype, 0);
+      tnk_stf(cp, p->dtype, 0, v);
     }
   }
 }

@@ -14,24 +14,6 @@ int tnk_softmax_supported(int dtype, int out_dtype) {
   return floating(dtype) && (out_dtype == dtype || out_dtype == TNK_F32);
 }
 
-static inline double ld(const void *base, int dt, int64_t i) {
-  switch (dt) {
-    case TNK_F32: return ((const float *)base)[i];
-    case TNK_F64: return ((const double *)base)[i];
-    case TNK_BF16: return tnk_bf16_to_f32(((const uint16_t *)base)[i]);
-    default: return tnk_f16_to_f32(((const uint16_t *)base)[i]);
-  }
-}
-
-static inline void st(void *base, int dt, int64_t i, double v) {
-  switch (dt) {
-    case TNK_F32: ((float *)base)[i] = (float)v; break;
-    case TNK_F64: ((double *)base)[i] = v; break;
-    case TNK_BF16: ((uint16_t *)base)[i] = tnk_f32_to_bf16((float)v); break;
-    default: ((uint16_t *)base)[i] = tnk_f32_to_f16((float)v); break;
-  }
-}
-
 /* fp32 rows along the last dimension: the common case, without per-element
  * dtype dispatch. */
 static void softmax_rows_f32(const tnk_softmax_args_t *a, int64_t begin,
@@ -88,31 +70,31 @@ static void softmax_rows(void *p, int64_t begin, int64_t end) {
     if (!a->backward) {
       double mx = -INFINITY;
       for (int64_t k = 0; k < a->len; k++) {
-        double x = ld(a->in, a->dtype, base + k * s);
+        double x = tnk_ldf(a->in, a->dtype, base + k * s);
         if (x > mx || x != x) mx = x;
       }
       double sum = 0;
       for (int64_t k = 0; k < a->len; k++) {
-        double e = ld(a->in, a->dtype, base + k * s) - mx;
+        double e = tnk_ldf(a->in, a->dtype, base + k * s) - mx;
         sum += wide ? exp(e) : (double)expf((float)e);
       }
       double lsum = log(sum);
       for (int64_t k = 0; k < a->len; k++) {
-        double x = ld(a->in, a->dtype, base + k * s) - mx;
+        double x = tnk_ldf(a->in, a->dtype, base + k * s) - mx;
         double y = a->log ? x - lsum : (wide ? exp(x) : (double)expf((float)x)) / sum;
-        st(a->out, a->out_dtype, base + k * s, y);
+        tnk_stf(a->out, a->out_dtype, base + k * s, y);
       }
     } else { /* in = forward output y, grad = dL/dy */
       double dot = 0;
       for (int64_t k = 0; k < a->len; k++) {
-        double g = ld(a->grad, a->dtype, base + k * s);
-        dot += a->log ? g : g * ld(a->in, a->dtype, base + k * s);
+        double g = tnk_ldf(a->grad, a->dtype, base + k * s);
+        dot += a->log ? g : g * tnk_ldf(a->in, a->dtype, base + k * s);
       }
       for (int64_t k = 0; k < a->len; k++) {
-        double g = ld(a->grad, a->dtype, base + k * s);
-        double y = ld(a->in, a->dtype, base + k * s);
+        double g = tnk_ldf(a->grad, a->dtype, base + k * s);
+        double y = tnk_ldf(a->in, a->dtype, base + k * s);
         double v = a->log ? g - exp(y) * dot : y * (g - dot);
-        st(a->out, a->out_dtype, base + k * s, v);
+        tnk_stf(a->out, a->out_dtype, base + k * s, v);
       }
     }
   }

@@ -10,24 +10,6 @@ int tnk_ternary_supported(int op, int dtype) {
           dtype == TNK_F16);
 }
 
-static inline double load_f(const char *p, int dt) {
-  switch (dt) {
-    case TNK_F32: { float v; memcpy(&v, p, 4); return v; }
-    case TNK_F64: { double v; memcpy(&v, p, 8); return v; }
-    case TNK_BF16: { uint16_t h; memcpy(&h, p, 2); return tnk_bf16_to_f32(h); }
-    default: { uint16_t h; memcpy(&h, p, 2); return tnk_f16_to_f32(h); }
-  }
-}
-
-static inline void store_f(char *p, int dt, double v) {
-  switch (dt) {
-    case TNK_F32: { float f = (float)v; memcpy(p, &f, 4); break; }
-    case TNK_F64: memcpy(p, &v, 8); break;
-    case TNK_BF16: { uint16_t h = tnk_f32_to_bf16((float)v); memcpy(p, &h, 2); break; }
-    default: { uint16_t h = tnk_f32_to_f16((float)v); memcpy(p, &h, 2); break; }
-  }
-}
-
 typedef struct tern_ctx {
   tnk_shape_t shape;
   tnk_view_t v[4];
@@ -65,13 +47,12 @@ static void tern_range(void *p, int64_t begin, int64_t end) {
       rem /= sh->sizes[d];
       for (int v = 0; v < 4; v++) off[v] += idx * c->v[v].strides[d];
     }
-    double a = load_f((const char *)c->v[1].data + off[1] * c->esz, c->dt);
-    double b = load_f((const char *)c->v[2].data + off[2] * c->esz, c->dt);
+    double a = tnk_ldf(c->v[1].data, c->dt, off[1]);
+    double b = tnk_ldf(c->v[2].data, c->dt, off[2]);
     double cc = c->op == TNK_LERP
                     ? 0.0
-                    : load_f((const char *)c->v[3].data + off[3] * c->esz, c->dt);
-    store_f((char *)c->v[0].data + off[0] * c->esz, c->dt,
-            apply(c->op, c->dt, a, b, cc, c->value));
+                    : tnk_ldf(c->v[3].data, c->dt, off[3]);
+    tnk_stf(c->v[0].data, c->dt, off[0], apply(c->op, c->dt, a, b, cc, c->value));
   }
 }
 

@@ -178,15 +178,6 @@ void tnk_unary(const tnk_unary_args_t *a) {
 
 /* ---- classification ------------------------------------------------------ */
 
-static double ld_float(const char *p, int dt) {
-  switch (dt) {
-    case TNK_F32: { float v; memcpy(&v, p, 4); return v; }
-    case TNK_F64: { double v; memcpy(&v, p, 8); return v; }
-    case TNK_BF16: { uint16_t h; memcpy(&h, p, 2); return tnk_bf16_to_f32(h); }
-    default: { uint16_t h; memcpy(&h, p, 2); return tnk_f16_to_f32(h); }
-  }
-}
-
 typedef struct cls_ctx {
   tnk_shape_t shape;
   tnk_view_t out, in;
@@ -204,7 +195,7 @@ static void cls_range(void *p, int64_t begin, int64_t end) {
       oo += idx * c->out.strides[d];
       io += idx * c->in.strides[d];
     }
-    double x = ld_float((const char *)c->in.data + io * c->esz, c->dt);
+    double x = tnk_ldf(c->in.data, c->dt, io);
     int r;
     switch (c->op) {
       case TNK_ISNAN: r = x != x; break;
