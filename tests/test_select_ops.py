@@ -88,3 +88,25 @@ def test_all_any():
         e = torch.empty(0, 3)
         assert_same(f(e.neuron()), f(e))
     assert torch_neuronx.get_fallback_ops() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16,
+                                   torch.int64, torch.int8, torch.uint8, torch.bool])
+def test_max_min_amax_amin(dtype):
+    x = sample((3, 4, 5), dtype, 3)
+    n = x.neuron()
+    for f in (torch.max, torch.min):
+        assert_same(f(n), f(x))
+    for f in (torch.amax, torch.amin):
+        assert_same(f(n, 1), f(x, 1))
+        assert_same(f(n, (0, 2), keepdim=True), f(x, (0, 2), keepdim=True))
+        assert_same(f(n.transpose(0, 2), -1), f(x.transpose(0, 2), -1))
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_max_propagates_nan_and_rejects_empty():
+    x = torch.tensor([1.0, float("nan"), 3.0])
+    assert_same(x.neuron().max(), x.max(), equal_nan=True)
+    assert_same(torch.amin(x.neuron(), 0), torch.amin(x, 0), equal_nan=True)
+    with pytest.raises(RuntimeError):
+        torch.empty(0, device="neuron").max()

@@ -222,7 +222,59 @@ at::Tensor& logical_reduce(const at::Tensor& self, at::OptionalIntArrayRef dims,
 NEURON_LOGICAL(all, TNK_ALL)
 NEURON_LOGICAL(any, TNK_ANY)
 
+// ---------------------------------------------------------- max/min, amax
+
+namespace {
+// Reduces self to its max/min over dims into out; false if the kernels
+// cannot (dtype, or an empty reduction, which must raise as on CPU).
+bool extreme_into(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
+                  tnk_reduce_op_t op, at::Tensor& out) {
+  bool ok;
+  tnk_dtype_t dt = to_tnk(self.scalar_type(), &ok);
+  if (!ok || !tnk_reduce_supported(op, dt, dt) || out.scalar_type() != self.scalar_type() ||
+      self.dim() > TNK_MAX_DIMS || out.device() != self.device())
+    return false;
+  auto mask = at::dim_list_to_bitset(dims.value_or(at::IntArrayRef{}), self.dim());
+  bool all = !dims.has_value() || dims->empty();
+  for (int64_t d = 0; d < self.dim(); d++)
+    if ((all || mask[d]) && self.size(d) == 0) return false;
+  at::native::resize_output(out, reduced_shape(self, dims, keepdim));
+  if (out.numel() == 0) return true;
+  tnk_reduce_args_t a{};
+  fill_reduce_args(self, dims, keepdim, out, &a);
+  a.op = op;
+  launch(self.device().index(), reduce_task, &a, sizeof a,
+         op == TNK_MAX ? "aten::max" : "aten::min");
+  return true;
+}
+}  // namespace
+
+#define NEURON_EXTREME(NAME, ANAME, OP)                                              \
+  at::Tensor NAME##_all(const at::Tensor& self) {                                    \
+    at::Tensor out = at::empty({}, self.options());                                  \
+    return extreme_into(self, std::nullopt, false, OP, out) ? out : FALLBACK(NAME, self); \
+  }                                                                                  \
+  at::Tensor ANAME(const at::Tensor& self, at::IntArrayRef dims, bool keepdim) {     \
+    at::Tensor out = at::empty({0}, self.options());                                 \
+    return extreme_into(self, dims, keepdim, OP, out) ? out                          \
+                                                      : FALLBACK(ANAME, self, dims, keepdim); \
+  }                                                                                  \
+  at::Tensor& ANAME##_out(const at::Tensor& self, at::IntArrayRef dims, bool keepdim, \
+                          at::Tensor& out) {                                         \
+    return extreme_into(self, dims, keepdim, OP, out)                                \
+               ? out : FALLBACK(ANAME##_out, self, dims, keepdim, out);             \
+  }
+
+NEURON_EXTREME(max, amax, TNK_MAX)
+NEURON_EXTREME(min, amin, TNK_MIN)
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("max", max_all);
+  m.impl("min", min_all);
+  m.impl("amax", amax);
+  m.impl("amax.out", amax_out);
+  m.impl("amin", amin);
+  m.impl("amin.out", amin_out);
   m.impl("where.self", where);
   m.impl("where.self_out", where_out);
   m.impl("tril", tril);

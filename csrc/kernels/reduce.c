@@ -15,6 +15,9 @@ static int integral(int dt) {
 }
 
 int tnk_reduce_supported(int op, int in_dtype, int out_dtype) {
+  if (op == TNK_MAX || op == TNK_MIN)
+    return in_dtype == out_dtype && in_dtype != TNK_C64 && in_dtype != TNK_C128 &&
+           in_dtype >= 0 && in_dtype < TNK_DTYPE_COUNT;
   if (op == TNK_ALL || op == TNK_ANY)
     return in_dtype >= 0 && in_dtype < TNK_DTYPE_COUNT && out_dtype == TNK_BOOL;
   if (op == TNK_MEAN) return floating(in_dtype) && floating(out_dtype);
@@ -66,6 +69,9 @@ static void red_range(void *p, int64_t begin, int64_t end) {
     double acc = 0;
     uint64_t iacc = 0;
     int logical = a->op == TNK_ALL || a->op == TNK_ANY;
+    int extreme = a->op == TNK_MAX || a->op == TNK_MIN;
+    tnk_val_t best = {0, 0, 0, 0};
+    int have = 0;
     int flag = a->op == TNK_ALL; /* all: true until a zero; any: false */
     for (int64_t r = 0; r < c->rcount; r++) {
       int64_t rr = r, off = in_off;
@@ -74,6 +80,16 @@ static void red_range(void *p, int64_t begin, int64_t end) {
         rr /= c->rsize[d];
       }
       tnk_val_t v = load_any((const char *)a->in.data + off * (int64_t)c->iesz, idt);
+      if (extreme) {
+        int better;
+        if (v.isint) better = a->op == TNK_MAX ? v.i > best.i : v.i < best.i;
+        else if (v.re != v.re) better = best.re == best.re; /* NaN wins, once */
+        else better = best.re == best.re &&
+                      (a->op == TNK_MAX ? v.re > best.re : v.re < best.re);
+        if (!have || better) best = v;
+        have = 1;
+        continue;
+      }
       if (logical) {
         int nz = v.isint ? v.i != 0 : (v.re != 0.0 || v.im != 0.0);
         if (a->op == TNK_ALL && !nz) { flag = 0; break; }
@@ -86,6 +102,10 @@ static void red_range(void *p, int64_t begin, int64_t end) {
     }
     if (logical) {
       *((unsigned char *)a->out.data + out_off) = (unsigned char)flag;
+      continue;
+    }
+    if (extreme) {
+      store_any((char *)a->out.data + out_off * (int64_t)c->oesz, a->out.dtype, best);
       continue;
     }
     tnk_val_t res = {0, 0, 0, 0};

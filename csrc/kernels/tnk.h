@@ -243,6 +243,7 @@ void tnk_layer_norm(const tnk_layer_norm_args_t *args);
 typedef enum tnk_reduce_op {
   TNK_SUM = 0, TNK_MEAN,
   TNK_ALL, TNK_ANY, /* any input dtype, bool output */
+  TNK_MAX, TNK_MIN, /* real dtypes, output dtype = input dtype; NaN wins */
   TNK_REDUCE_OP_COUNT
 } tnk_reduce_op_t;
 
