@@ -110,3 +110,18 @@ def test_max_propagates_nan_and_rejects_empty():
     assert_same(torch.amin(x.neuron(), 0), torch.amin(x, 0), equal_nan=True)
     with pytest.raises(RuntimeError):
         torch.empty(0, device="neuron").max()
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int8, torch.int32, torch.int64])
+def test_bitwise(dtype):
+    a = torch.randint(-100 if dtype.is_signed else 0, 100, (3, 4), generator=torch.Generator().manual_seed(4)).to(dtype)
+    b = torch.randint(-100 if dtype.is_signed else 0, 100, (4,), generator=torch.Generator().manual_seed(5)).to(dtype)
+    an, bn = a.neuron(), b.neuron()
+    assert_same(an & bn, a & b)
+    assert_same(an | bn, a | b)
+    assert_same(an ^ bn, a ^ b)
+    assert_same(~an, ~a)
+    assert_same(~an.t(), ~a.t())
+    assert torch_neuronx.get_fallback_ops() == {}
+    with pytest.raises(RuntimeError):
+        torch.ones(2, device="neuron") & torch.ones(2, device="neuron")  # floats: as on CPU

@@ -14,6 +14,7 @@ OPS = {
     "relu": torch.relu, "gelu": torch.nn.functional.gelu,
     "gelu_tanh": lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
     "pow2": lambda t: t.pow(2), "pow_half": lambda t: t ** 0.5,
+    "ceil": torch.ceil, "floor": torch.floor, "trunc": torch.trunc, "round": torch.round,
 }
 
 

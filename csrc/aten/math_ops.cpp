@@ -421,6 +421,27 @@ NEURON_ACT_BWD(tanh_backward, tanh_backward, tanh_backward_grad_input, TNK_TANH_
 NEURON_ACT_BWD(threshold_backward, threshold_backward, threshold_backward_grad_input,
                TNK_THRESHOLD_BWD, THRESH_PARAM, THRESH_ARG, threshold.toDouble())
 
+// ---------------------------------------------------------------- bitwise
+// and/or/xor of integer and bool tensors (floating ones raise on CPU).
+
+#define NEURON_BITWISE(NAME, OP)                                                      \
+  at::Tensor& NAME##_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {  \
+    c10::Device dev = out.device();                                                   \
+    check_operand(a, dev, #NAME);                                                     \
+    check_operand(b, dev, #NAME);                                                     \
+    c10::ScalarType common = at::result_type(a, b);                                   \
+    if (c10::isIntegralType(common, true) && out.scalar_type() == common) {           \
+      at::native::resize_output(out, at::infer_size_dimvector(a.sizes(), b.sizes())); \
+      if (launch_binary(out, a, b, OP, 1, "aten::" #NAME)) return out;                \
+    }                                                                                 \
+    return at::native::call_fallback_fn<&neuron_cpu_fallback,                         \
+                                        ATEN_OP2(NAME, Tensor_out)>::call(a, b, out); \
+  }
+
+NEURON_BITWISE(bitwise_and, TNK_BITAND)
+NEURON_BITWISE(bitwise_or, TNK_BITOR)
+NEURON_BITWISE(bitwise_xor, TNK_BITXOR)
+
 // ------------------------------------------------------------ comparisons
 
 namespace {
@@ -488,6 +509,9 @@ at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min,
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("histc", histc);
+  m.impl("bitwise_and.Tensor_out", bitwise_and_out);
+  m.impl("bitwise_or.Tensor_out", bitwise_or_out);
+  m.impl("bitwise_xor.Tensor_out", bitwise_xor_out);
   REGISTER_COMPARE(m, eq)
   REGISTER_COMPARE(m, ne)
   REGISTER_COMPARE(m, lt)

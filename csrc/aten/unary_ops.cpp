@@ -92,6 +92,10 @@ NEURON_UNARY(cos, TNK_COS)
 NEURON_UNARY(erf, TNK_ERF)
 NEURON_UNARY(reciprocal, TNK_RECIPROCAL)
 NEURON_UNARY(silu, TNK_SILU)
+NEURON_UNARY(ceil, TNK_CEIL)
+NEURON_UNARY(floor, TNK_FLOOR)
+NEURON_UNARY(trunc, TNK_TRUNC)
+NEURON_UNARY(round, TNK_ROUND)
 
 tnk_unary_op_t gelu_op(c10::string_view approximate) {
   TORCH_CHECK(approximate == "none" || approximate == "tanh",
@@ -199,6 +203,45 @@ at::Tensor isnan(const at::Tensor& x) {
   return classify_into(out, x, TNK_ISNAN, "aten::isnan");
 }
 
+// bitwise_not of integer and bool tensors
+namespace {
+bool int_or_bool(const at::Tensor& t) {
+  return (c10::isIntegralType(t.scalar_type(), true)) && t.dim() <= TNK_MAX_DIMS &&
+         t.scalar_type() != at::kUInt16 && t.scalar_type() != at::kUInt32 &&
+         t.scalar_type() != at::kUInt64;
+}
+void not_task(void* p) { tnk_bitwise_not(static_cast<tnk_unary_args_t*>(p)); }
+at::Tensor& not_into(at::Tensor& out, const at::Tensor& x0) {
+  at::native::resize_output(out, x0.sizes());
+  if (out.numel() == 0) return out;
+  at::Tensor x = x0;
+  if (!x.is_same(out) && x.storage().is_alias_of(out.storage())) x = x.clone();
+  tnk_unary_args_t a{};
+  a.shape.ndim = static_cast<int32_t>(x.dim());
+  for (int64_t d = 0; d < x.dim(); d++) a.shape.sizes[d] = x.size(d);
+  to_view(out, &a.out);
+  to_view(x, &a.in);
+  a.dtype = a.in.dtype;
+  launch(x.device().index(), not_task, &a, sizeof a, "aten::bitwise_not");
+  return out;
+}
+}  // namespace
+
+at::Tensor bitwise_not(const at::Tensor& x) {
+  if (!int_or_bool(x)) return FALLBACK(bitwise_not, x);
+  at::Tensor out = at::empty_like(x);
+  return not_into(out, x);
+}
+at::Tensor& bitwise_not_(at::Tensor& x) {
+  if (!int_or_bool(x)) return FALLBACK(bitwise_not_, x);
+  return not_into(x, x);
+}
+at::Tensor& bitwise_not_out(const at::Tensor& x, at::Tensor& out) {
+  if (!int_or_bool(x) || out.scalar_type() != x.scalar_type() || out.device() != x.device())
+    return FALLBACK(bitwise_not_out, x, out);
+  return not_into(out, x);
+}
+
 #define REGISTER_UNARY(m, NAME)            \
   m.impl(#NAME, NAME);                     \
   m.impl(#NAME "_", NAME##_);              \
@@ -220,6 +263,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REGISTER_UNARY(m, erf)
   REGISTER_UNARY(m, reciprocal)
   REGISTER_UNARY(m, silu)
+  REGISTER_UNARY(m, ceil)
+  REGISTER_UNARY(m, floor)
+  REGISTER_UNARY(m, trunc)
+  REGISTER_UNARY(m, round)
+  m.impl("bitwise_not", bitwise_not);
+  m.impl("bitwise_not_", bitwise_not_);
+  m.impl("bitwise_not.out", bitwise_not_out);
   m.impl("gelu", gelu);
   m.impl("gelu_", gelu_);
   m.impl("gelu.out", gelu_out);

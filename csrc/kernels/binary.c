@@ -171,6 +171,16 @@ BOOL_LOOP(bool_mul, x & y)
 BOOL_LOOP(bool_maximum, x | y)
 BOOL_LOOP(bool_minimum, x & y)
 
+#define IOP_BITAND(x, y, al) ((x) & (y))
+#define IOP_BITOR(x, y, al) ((x) | (y))
+#define IOP_BITXOR(x, y, al) ((x) ^ (y))
+INT_OPS(bitand, IOP_BITAND)
+INT_OPS(bitor, IOP_BITOR)
+INT_OPS(bitxor, IOP_BITXOR)
+BOOL_LOOP(bool_bitand, x & y)
+BOOL_LOOP(bool_bitor, x | y)
+BOOL_LOOP(bool_bitxor, x ^ y)
+
 #define ROW(OPN, DIVF)                                                       \
   {[TNK_BOOL] = DIVF, [TNK_U8] = u8_##OPN, [TNK_I8] = i8_##OPN, [TNK_I16] = i16_##OPN,          \
    [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN, [TNK_F16] = f16_##OPN,      \
@@ -199,6 +209,11 @@ static const loop_fn k_loops[TNK_BINARY_OP_COUNT][TNK_DTYPE_COUNT] = {
    [TNK_F64] = f64_##OPN}
     [TNK_EQ] = CROW(eq), [TNK_NE] = CROW(ne), [TNK_LT] = CROW(lt),
     [TNK_LE] = CROW(le), [TNK_GT] = CROW(gt), [TNK_GE] = CROW(ge),
+#define IROW(OPN)                                                            \
+  {[TNK_BOOL] = bool_##OPN, [TNK_U8] = u8_##OPN, [TNK_I8] = i8_##OPN,        \
+   [TNK_I16] = i16_##OPN, [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN}
+    [TNK_BITAND] = IROW(bitand), [TNK_BITOR] = IROW(bitor),
+    [TNK_BITXOR] = IROW(bitxor),
 };
 
 int tnk_binary_supported(int op, int dtype) {
@@ -256,7 +271,7 @@ void tnk_binary(const tnk_binary_args_t *a) {
   }
   c.fn = k_loops[a->op][a->dtype];
   c.esz = (int64_t)tnk_dtype_size(a->dtype);
-  c.oesz = a->op >= TNK_EQ ? 1 : c.esz;
+  c.oesz = a->op >= TNK_EQ && a->op <= TNK_GE ? 1 : c.esz;
   c.alpha = a->alpha;
   c.ialpha = a->ialpha;
   int64_t inner = c.shape.sizes[c.shape.ndim - 1];

@@ -136,6 +136,8 @@ typedef enum tnk_binary_op {
   TNK_THRESHOLD_BWD,  /* b = input; 0 where b <= alpha (ReLU's backward) */
   /* comparisons: inputs of `dtype`, out is bool (any real dtype) */
   TNK_EQ, TNK_NE, TNK_LT, TNK_LE, TNK_GT, TNK_GE,
+  /* bitwise: integer and bool dtypes */
+  TNK_BITAND, TNK_BITOR, TNK_BITXOR,
   TNK_BINARY_OP_COUNT
 } tnk_binary_op_t;
 
@@ -161,6 +163,7 @@ typedef enum tnk_unary_op {
   TNK_GELU, TNK_GELU_TANH, TNK_SILU, TNK_RELU, TNK_RSQRT, TNK_SQRT, TNK_NEG,
   TNK_ABS, TNK_SIN, TNK_COS, TNK_ERF, TNK_RECIPROCAL,
   TNK_POW_SCALAR, /* x ** p0 */
+  TNK_CEIL, TNK_FLOOR, TNK_TRUNC, TNK_ROUND, /* round: half to even */
   TNK_UNARY_OP_COUNT
 } tnk_unary_op_t;
 
@@ -172,6 +175,8 @@ typedef struct tnk_unary_args {
   int32_t op, dtype;
   double p0;
 } tnk_unary_args_t;
+/* Bitwise not of an integer or bool view (same layout as tnk_unary). */
+void tnk_bitwise_not(const tnk_unary_args_t *args);
 int tnk_unary_supported(int op, int dtype);
 void tnk_unary(const tnk_unary_args_t *args);
 

@@ -29,7 +29,11 @@
   X(cos, COS(x))                                                              \
   X(erf, ERF(x))                                                              \
   X(reciprocal, 1 / (x))                                                      \
-  X(pow_scalar, POW(x, (C)p0))
+  X(pow_scalar, POW(x, (C)p0))                                                \
+  X(ceil, CEIL(x))                                                            \
+  X(floor, FLOOR(x))                                                          \
+  X(trunc, TRUNC(x))                                                          \
+  X(round, NEARBYINT(x))
 
 typedef void (*uloop_fn)(char *o, const char *i, int64_t so, int64_t si,
                          int64_t n, double p0);
@@ -70,6 +74,10 @@ typedef void (*uloop_fn)(char *o, const char *i, int64_t so, int64_t si,
 #define SIN sinf
 #define COS cosf
 #define POW powf
+#define NEARBYINT nearbyintf
+#define TRUNC truncf
+#define FLOOR floorf
+#define CEIL ceilf
 #define C float
 #define F32_LOOP(N, E) DEFINE_LOOP(float, float, ID, ID, f32_##N, E)
 #define BF16_LOOP(N, E) \
@@ -90,6 +98,10 @@ UNARY_OPS(F16_LOOP)
 #undef SIN
 #undef COS
 #undef POW
+#undef NEARBYINT
+#undef TRUNC
+#undef FLOOR
+#undef CEIL
 #undef C
 
 /* fp64 */
@@ -104,6 +116,10 @@ UNARY_OPS(F16_LOOP)
 #define SIN sin
 #define COS cos
 #define POW pow
+#define NEARBYINT nearbyint
+#define TRUNC trunc
+#define FLOOR floor
+#define CEIL ceil
 #define C double
 #define F64_LOOP(N, E) DEFINE_LOOP(double, double, ID, ID, f64_##N, E)
 UNARY_OPS(F64_LOOP)
@@ -220,4 +236,47 @@ void tnk_classify(const tnk_unary_args_t *a) {
   c.esz = (int64_t)tnk_dtype_size(a->dtype);
   int64_t n = tnk_numel(&c.shape);
   if (n > 0) tnk_parallel_for(n, 1 << 15, cls_range, &c);
+}
+
+/* ---- bitwise not ----------------------------------------------------------- */
+
+typedef struct not_ctx {
+  tnk_shape_t shape;
+  tnk_view_t out, in;
+  int64_t esz;
+  int is_bool;
+} not_ctx_t;
+
+static void not_range(void *p, int64_t begin, int64_t end) {
+  const not_ctx_t *c = p;
+  for (int64_t i = begin; i < end; i++) {
+    int64_t rem = i, oo = 0, io = 0;
+    for (int d = c->shape.ndim - 1; d >= 0; d--) {
+      int64_t idx = rem % c->shape.sizes[d];
+      rem /= c->shape.sizes[d];
+      oo += idx * c->out.strides[d];
+      io += idx * c->in.strides[d];
+    }
+    unsigned char buf[8];
+    memcpy(buf, (const char *)c->in.data + io * c->esz, (size_t)c->esz);
+    if (c->is_bool) buf[0] = !buf[0];
+    else
+      for (int64_t k = 0; k < c->esz; k++) buf[k] = (unsigned char)~buf[k];
+    memcpy((char *)c->out.data + oo * c->esz, buf, (size_t)c->esz);
+  }
+}
+
+void tnk_bitwise_not(const tnk_unary_args_t *a) {
+  int dt = a->dtype;
+  if (!(dt == TNK_BOOL || dt == TNK_U8 || dt == TNK_I8 || dt == TNK_I16 || dt == TNK_I32 ||
+        dt == TNK_I64))
+    return;
+  not_ctx_t c = {.shape = a->shape, .out = a->out, .in = a->in,
+                 .esz = (int64_t)tnk_dtype_size(dt), .is_bool = dt == TNK_BOOL};
+  tnk_view_t v[2] = {c.out, c.in};
+  tnk_coalesce(&c.shape, v, 2);
+  c.out = v[0];
+  c.in = v[1];
+  int64_t n = tnk_numel(&c.shape);
+  if (n > 0) tnk_parallel_for(n, 1 << 15, not_range, &c);
 }

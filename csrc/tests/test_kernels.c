@@ -330,6 +330,10 @@ static void test_unary(void) {
         case TNK_COS: w = cos(v); break;
         case TNK_ERF: w = erf(v); break;
         case TNK_RECIPROCAL: w = 1 / v; break;
+        case TNK_CEIL: w = ceil(v); break;
+        case TNK_FLOOR: w = floor(v); break;
+        case TNK_TRUNC: w = trunc(v); break;
+        case TNK_ROUND: w = nearbyint(v); break; /* half to even */
         default: w = pow(v, 2.0); break;
       }
       double got = out[i], gotb = tnk_bf16_to_f32(ob[i]);
