@@ -192,78 +192,73 @@ void tnk_unary(const tnk_unary_args_t *a) {
                      un_rows, &c);
 }
 
-/* ---- classification ------------------------------------------------------ */
+/* ---- element-wise maps without a vector path ----------------------------- */
+/* Classification and bitwise not share one driver: walk the coalesced
+ * shape, hand each (out, in) element pair to the per-op function. */
 
-typedef struct cls_ctx {
+typedef struct map2 map2_t;
+typedef void (*elem2_fn)(char *out, const char *in, const map2_t *m);
+struct map2 {
   tnk_shape_t shape;
   tnk_view_t out, in;
+  int64_t oesz, iesz;
   int op, dt;
-  int64_t esz;
-} cls_ctx_t;
+  elem2_fn fn;
+};
 
-static void cls_range(void *p, int64_t begin, int64_t end) {
-  const cls_ctx_t *c = p;
+static void map2_range(void *p, int64_t begin, int64_t end) {
+  const map2_t *m = p;
   for (int64_t i = begin; i < end; i++) {
     int64_t rem = i, oo = 0, io = 0;
-    for (int d = c->shape.ndim - 1; d >= 0; d--) {
-      int64_t idx = rem % c->shape.sizes[d];
-      rem /= c->shape.sizes[d];
-      oo += idx * c->out.strides[d];
-      io += idx * c->in.strides[d];
+    for (int d = m->shape.ndim - 1; d >= 0; d--) {
+      int64_t idx = rem % m->shape.sizes[d];
+      rem /= m->shape.sizes[d];
+      oo += idx * m->out.strides[d];
+      io += idx * m->in.strides[d];
     }
-    double x = tnk_ldf(c->in.data, c->dt, io);
-    int r;
-    switch (c->op) {
-      case TNK_ISNAN: r = x != x; break;
-      case TNK_ISINF: r = isinf(x) != 0; break;
-      case TNK_ISPOSINF: r = x == INFINITY; break;
-      case TNK_ISNEGINF: r = x == -INFINITY; break;
-      default: r = isfinite(x) != 0; break;
-    }
-    ((unsigned char *)c->out.data)[oo] = (unsigned char)r;
+    m->fn((char *)m->out.data + oo * m->oesz,
+          (const char *)m->in.data + io * m->iesz, m);
   }
+}
+
+static void map2_run(map2_t *m) {
+  tnk_view_t v[2] = {m->out, m->in};
+  tnk_coalesce(&m->shape, v, 2);
+  m->out = v[0];
+  m->in = v[1];
+  int64_t n = tnk_numel(&m->shape);
+  if (n > 0) tnk_parallel_for(n, 1 << 15, map2_range, m);
+}
+
+static void classify_elem(char *out, const char *in, const map2_t *m) {
+  double x = tnk_ldf(in, m->dt, 0);
+  int r;
+  switch (m->op) {
+    case TNK_ISNAN: r = x != x; break;
+    case TNK_ISINF: r = isinf(x) != 0; break;
+    case TNK_ISPOSINF: r = x == INFINITY; break;
+    case TNK_ISNEGINF: r = x == -INFINITY; break;
+    default: r = isfinite(x) != 0; break;
+  }
+  *(unsigned char *)out = (unsigned char)r;
 }
 
 void tnk_classify(const tnk_unary_args_t *a) {
   if (a->op < 0 || a->op >= TNK_CLASSIFY_OP_COUNT || !tnk_unary_supported(TNK_NEG, a->dtype) ||
       a->out.dtype != TNK_BOOL)
     return;
-  cls_ctx_t c = {.shape = a->shape, .out = a->out, .in = a->in, .op = a->op, .dt = a->dtype};
-  tnk_view_t v[2] = {c.out, c.in};
-  tnk_coalesce(&c.shape, v, 2);
-  c.out = v[0];
-  c.in = v[1];
-  c.esz = (int64_t)tnk_dtype_size(a->dtype);
-  int64_t n = tnk_numel(&c.shape);
-  if (n > 0) tnk_parallel_for(n, 1 << 15, cls_range, &c);
+  map2_t m = {.shape = a->shape, .out = a->out, .in = a->in, .oesz = 1,
+              .iesz = (int64_t)tnk_dtype_size(a->dtype), .op = a->op, .dt = a->dtype,
+              .fn = classify_elem};
+  map2_run(&m);
 }
 
-/* ---- bitwise not ----------------------------------------------------------- */
-
-typedef struct not_ctx {
-  tnk_shape_t shape;
-  tnk_view_t out, in;
-  int64_t esz;
-  int is_bool;
-} not_ctx_t;
-
-static void not_range(void *p, int64_t begin, int64_t end) {
-  const not_ctx_t *c = p;
-  for (int64_t i = begin; i < end; i++) {
-    int64_t rem = i, oo = 0, io = 0;
-    for (int d = c->shape.ndim - 1; d >= 0; d--) {
-      int64_t idx = rem % c->shape.sizes[d];
-      rem /= c->shape.sizes[d];
-      oo += idx * c->out.strides[d];
-      io += idx * c->in.strides[d];
-    }
-    unsigned char buf[8];
-    memcpy(buf, (const char *)c->in.data + io * c->esz, (size_t)c->esz);
-    if (c->is_bool) buf[0] = !buf[0];
-    else
-      for (int64_t k = 0; k < c->esz; k++) buf[k] = (unsigned char)~buf[k];
-    memcpy((char *)c->out.data + oo * c->esz, buf, (size_t)c->esz);
+static void not_elem(char *out, const char *in, const map2_t *m) {
+  if (m->dt == TNK_BOOL) {
+    *out = (char)!*in;
+    return;
   }
+  for (int64_t k = 0; k < m->iesz; k++) out[k] = (char)~in[k];
 }
 
 void tnk_bitwise_not(const tnk_unary_args_t *a) {
@@ -271,12 +266,8 @@ void tnk_bitwise_not(const tnk_unary_args_t *a) {
   if (!(dt == TNK_BOOL || dt == TNK_U8 || dt == TNK_I8 || dt == TNK_I16 || dt == TNK_I32 ||
         dt == TNK_I64))
     return;
-  not_ctx_t c = {.shape = a->shape, .out = a->out, .in = a->in,
-                 .esz = (int64_t)tnk_dtype_size(dt), .is_bool = dt == TNK_BOOL};
-  tnk_view_t v[2] = {c.out, c.in};
-  tnk_coalesce(&c.shape, v, 2);
-  c.out = v[0];
-  c.in = v[1];
-  int64_t n = tnk_numel(&c.shape);
-  if (n > 0) tnk_parallel_for(n, 1 << 15, not_range, &c);
+  int64_t esz = (int64_t)tnk_dtype_size(dt);
+  map2_t m = {.shape = a->shape, .out = a->out, .in = a->in, .oesz = esz, .iesz = esz,
+              .dt = dt, .fn = not_elem};
+  map2_run(&m);
 }
