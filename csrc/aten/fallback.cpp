@@ -405,7 +405,8 @@ struct NeuronProfilerStubs final : torch::profiler::impl::ProfilerStubs {
     set_current_device(prev);
   }
   void synchronize() const override {
-    for (int d = 0; d < tnrt_device_count(); d++) tnrt_device_synchronize(d);
+    for (int d = 0; d < tnrt_device_count(); d++)
+      check(tnrt_device_synchronize(d), "synchronize");
   }
 };
 

@@ -52,6 +52,13 @@ bool to_view(const at::Tensor& t, tnk_view_t* view);
 at::Tensor host_alias(const at::Tensor& t);
 void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void* args,
             size_t size, const char* name);
+// Where a kernel reports bad data: the current stream of device; the fault
+// is raised at the next synchronisation as IndexError (index_error) or
+// RuntimeError, matching the exception CPU raises for that op.
+inline tnk_fault_t fault_sink(c10::DeviceIndex device, const char* what, bool index_error) {
+  return {tnrt_stream_fault, current_native_stream(device), what,
+          index_error ? TNK_FAULT_INDEX : TNK_FAULT_ASSERT, 0};
+}
 
 // Reductions: the output shape of reducing `dims` (all when none/empty), and
 // the kernel descriptor for reducing self into out (op left to the caller).

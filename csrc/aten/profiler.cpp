@@ -30,8 +30,9 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
 
   void stop() override {
     // The profiler stops after the user's last op; let queued work finish
-    // so its intervals are in the trace.
-    for (int d = 0; d < tnrt_device_count(); d++) tnrt_device_synchronize(d);
+    // so its intervals are in the trace (a pending device fault stays for
+    // the user's next synchronisation).
+    for (int d = 0; d < tnrt_device_count(); d++) tnrt_device_wait(d);
     records_ = trace_stop();
     offset_ns_ = monotonic_to_profiler_ns();
     end_ns_ = c10::getTime();

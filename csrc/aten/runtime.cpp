@@ -33,6 +33,10 @@ namespace torch_neuronx {
       TORCH_CHECK(false, "neuron error: invalid device ordinal: ", detail);
     case TNRT_ERR_CONFIG:
       TORCH_CHECK(false, "neuron runtime configuration error: ", detail);
+    case TNRT_ERR_DEVICE_INDEX:
+      TORCH_CHECK_INDEX(false, detail);
+    case TNRT_ERR_DEVICE_ASSERT:
+      TORCH_CHECK(false, detail);
     default:
       TORCH_CHECK(false, what, ": ", tnrt_status_to_string(status), ". ",
                   detail);

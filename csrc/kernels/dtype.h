@@ -208,4 +208,23 @@ static inline void tnk_stf(void *base, int dt, int64_t i, double v) {
   X(TNK_F16, f16) X(TNK_BF16, bf16) X(TNK_F32, f32) X(TNK_F64, f64)     \
   X(TNK_C64, c64) X(TNK_C128, c128)
 
+/* Load/store of any dtype, chosen at run time. */
+static inline tnk_val_t tnk_load_any(const char *p, int dt) {
+  switch (dt) {
+#define TNK_L_(E, N) case E: return tnk_load_##N(p);
+    TNK_FOR_EACH_DTYPE(TNK_L_)
+#undef TNK_L_
+    default: return (tnk_val_t){0, 0, 0, 0};
+  }
+}
+
+static inline void tnk_store_any(char *p, int dt, tnk_val_t v) {
+  switch (dt) {
+#define TNK_S_(E, N) case E: tnk_store_##N(p, v); break;
+    TNK_FOR_EACH_DTYPE(TNK_S_)
+#undef TNK_S_
+    default: break;
+  }
+}
+
 #endif

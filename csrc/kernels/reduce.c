@@ -35,24 +35,6 @@ typedef struct red_ctx {
   size_t iesz, oesz;
 } red_ctx_t;
 
-static tnk_val_t load_any(const char *p, int dt) {
-  switch (dt) {
-#define L(E, N) case E: return tnk_load_##N(p);
-    TNK_FOR_EACH_DTYPE(L)
-#undef L
-    default: return (tnk_val_t){0, 0, 0, 0};
-  }
-}
-
-static void store_any(char *p, int dt, tnk_val_t v) {
-  switch (dt) {
-#define S(E, N) case E: tnk_store_##N(p, v); break;
-    TNK_FOR_EACH_DTYPE(S)
-#undef S
-    default: break;
-  }
-}
-
 static void red_range(void *p, int64_t begin, int64_t end) {
   const red_ctx_t *c = p;
   const tnk_reduce_args_t *a = c->a;
@@ -79,7 +61,7 @@ static void red_range(void *p, int64_t begin, int64_t end) {
         off += (rr % c->rsize[d]) * c->rin[d];
         rr /= c->rsize[d];
       }
-      tnk_val_t v = load_any((const char *)a->in.data + off * (int64_t)c->iesz, idt);
+      tnk_val_t v = tnk_load_any((const char *)a->in.data + off * (int64_t)c->iesz, idt);
       if (extreme) {
         int better;
         if (v.isint) better = a->op == TNK_MAX ? v.i > best.i : v.i < best.i;
@@ -105,7 +87,7 @@ static void red_range(void *p, int64_t begin, int64_t end) {
       continue;
     }
     if (extreme) {
-      store_any((char *)a->out.data + out_off * (int64_t)c->oesz, a->out.dtype, best);
+      tnk_store_any((char *)a->out.data + out_off * (int64_t)c->oesz, a->out.dtype, best);
       continue;
     }
     tnk_val_t res = {0, 0, 0, 0};
@@ -115,7 +97,7 @@ static void red_range(void *p, int64_t begin, int64_t end) {
     } else {
       res.re = a->op == TNK_MEAN ? acc / (double)c->rcount : acc;
     }
-    store_any((char *)a->out.data + out_off * (int64_t)c->oesz, a->out.dtype, res);
+    tnk_store_any((char *)a->out.data + out_off * (int64_t)c->oesz, a->out.dtype, res);
   }
 }
 

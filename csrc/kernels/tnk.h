@@ -295,6 +295,119 @@ typedef struct tnk_arange_args {
 } tnk_arange_args_t;
 void tnk_arange(const tnk_arange_args_t *args);
 
+/* ---- faults ------------------------------------------------------------------ */
+
+/* Bad data found while a kernel runs (an index out of range) is skipped and
+ * reported through the sink, which may be empty (fn NULL). Kernels never
+ * touch memory outside their views whatever the data. */
+enum { TNK_FAULT_INDEX = 0, TNK_FAULT_ASSERT = 1 };
+typedef void (*tnk_fault_fn)(void *ctx, int kind, const char *what,
+                             int64_t value, int64_t bound);
+typedef struct tnk_fault {
+  tnk_fault_fn fn;
+  void *ctx;
+  const char *what; /* static string naming the op */
+  int32_t kind;     /* TNK_FAULT_*, passed to fn: how the caller reports it */
+  int32_t pad_;
+} tnk_fault_t;
+
+/* ---- indexing ------------------------------------------------------------------ */
+
+/* Over contiguous [outer, size, inner] (indexed) and [outer, n, inner]
+ * (dense) tensors of one dtype, with n indices (i32 or i64, index_stride
+ * apart); an index must lie in [0, size) or it is a fault.
+ *   accumulate = 0 (index_select): dense[o, j, i] = indexed[o, index[j], i];
+ *     a faulting row is zero-filled. Any dtype (moved as bytes).
+ *   accumulate = 1 (index_add, embedding backward): indexed[o, index[j], i]
+ *     += alpha * dense[o, j, i], in index order (deterministic), skipping
+ *     index == skip when has_skip. Real dtypes. */
+typedef struct tnk_index_args {
+  void *indexed, *dense;
+  const void *index;
+  int64_t outer, size, n, inner, index_stride, skip;
+  int32_t dtype, index_dtype, accumulate, has_skip;
+  double alpha;
+  tnk_fault_t fault;
+} tnk_index_args_t;
+int tnk_index_supported(int dtype, int index_dtype, int accumulate);
+void tnk_index(const tnk_index_args_t *args);
+
+/* gather / scatter along `dim` over the index tensor's shape (int64 index):
+ *   TNK_GATHER:        out[p] = src[p with p[dim] = index[p]]
+ *   TNK_SCATTER:       out[p with p[dim] = index[p]] = src[p]
+ *   TNK_SCATTER_ADD:   out[p with p[dim] = index[p]] += src[p]
+ *   TNK_SCATTER_VALUE: out[p with p[dim] = index[p]] = value
+ * `indexed` is src for gather and out for the scatters; dim_size is the size
+ * of its dimension dim. Views give per-dimension element strides over the
+ * index shape (the indexed view's stride at dim is its stride along dim).
+ * Writes along one dim happen in index order (last write wins). */
+enum { TNK_GATHER = 0, TNK_SCATTER, TNK_SCATTER_ADD, TNK_SCATTER_VALUE };
+typedef struct tnk_gather_args {
+  tnk_shape_t shape;
+  tnk_view_t indexed, dense, index;
+  int32_t dim, mode;
+  int64_t dim_size;
+  tnk_scalar_t value;
+  tnk_fault_t fault;
+} tnk_gather_args_t;
+int tnk_gather_supported(int mode, int dtype);
+void tnk_gather(const tnk_gather_args_t *args);
+
+/* Negative log likelihood over contiguous input [n, c] (log-probabilities)
+ * and int64 target [n], optional weight [c]; targets equal to ignore_index
+ * count zero. reduction 0 none, 1 mean, 2 sum.
+ * forward: out = per-sample losses [n] (none) or one scalar; total_weight =
+ *   the sum of weights of counted targets (a scalar of dtype).
+ * backward: grad_input [n, c] = -weight[t] * g (g = grad[i] for none,
+ *   grad[0] / total_weight for mean, grad[0] for sum) at column t, else 0.
+ * A target outside [0, c) is a fault. Floating dtypes, accumulation in
+ * double. */
+typedef struct tnk_nll_args {
+  const void *input, *target, *weight, *grad;
+  void *out, *total_weight;
+  int64_t n, c, ignore_index;
+  int32_t dtype, reduction, backward, pad_;
+  tnk_fault_t fault;
+} tnk_nll_args_t;
+int tnk_nll_supported(int dtype);
+void tnk_nll(const tnk_nll_args_t *args);
+
+/* max/min with indices along one dim of a contiguous [outer, len, inner]
+ * tensor: indices (int64) and, when values is not NULL, values of dtype,
+ * both contiguous [outer, inner]. The first extreme wins; NaN is the
+ * extreme (the first NaN). Real dtypes; len > 0. */
+typedef struct tnk_argreduce_args {
+  const void *in;
+  void *values, *indices;
+  int64_t outer, len, inner;
+  int32_t dtype, is_max;
+} tnk_argreduce_args_t;
+int tnk_argreduce_supported(int dtype);
+void tnk_argreduce(const tnk_argreduce_args_t *args);
+
+/* Inclusive cumulative sum or product along one dim of contiguous
+ * [outer, len, inner] tensors; out dtype may differ (integers into int64).
+ * Floating dtypes accumulate in double, integers in int64. */
+typedef struct tnk_scan_args {
+  const void *in;
+  void *out;
+  int64_t outer, len, inner;
+  int32_t in_dtype, out_dtype, prod, pad_;
+} tnk_scan_args_t;
+int tnk_scan_supported(int in_dtype, int out_dtype);
+void tnk_scan(const tnk_scan_args_t *args);
+
+/* out[i] = (elements[i] in test[0..m)) != invert, contiguous, one real
+ * dtype; bool out. */
+typedef struct tnk_isin_args {
+  const void *elements, *test;
+  void *out;
+  int64_t n, m;
+  int32_t dtype, invert;
+} tnk_isin_args_t;
+int tnk_isin_supported(int dtype);
+void tnk_isin(const tnk_isin_args_t *args);
+
 /* ---- GEMM ------------------------------------------------------------------ */
 
 /* C[b] = beta * C[b] + alpha * A[b] @ B[b] for b in [0, batch): A is m x k,

@@ -315,7 +315,7 @@ tnrt_status_t tnrt_malloc(int device, size_t bytes, tnrt_stream_t *s,
       /* Flush the cache and retry once, as CUDA's allocator does. Workers
        * may still be using cached blocks: synchronise before releasing. */
       a->stats.num_alloc_retries++;
-      tnrt_device_synchronize(device);
+      tnrt_device_wait(device);
       process_pending(a);
       release_cached(a);
       st = alloc_segment(a, device, pool, seg, s, &b);
@@ -369,7 +369,7 @@ tnrt_status_t tnrt_malloc(int device, size_t bytes, tnrt_stream_t *s,
 void tnrt_free(tnrt_block_t *b) {
   if (!b) return;
   device_alloc_t *a = &g_alloc[b->device];
-  if (b->uses_overflow) tnrt_device_synchronize(b->device);
+  if (b->uses_overflow) tnrt_device_wait(b->device);
   pthread_mutex_lock(&a->mu);
   b->allocated = 0;
   stat_update(a->stats.allocation, b->pool, -1);
@@ -415,7 +415,7 @@ tnrt_status_t tnrt_empty_cache(int device) {
   tnrt_status_t st = tnrt_check_device(device);
   if (st != TNRT_OK) return st;
   device_alloc_t *a = &g_alloc[device];
-  tnrt_device_synchronize(device);
+  tnrt_device_wait(device);
   pthread_mutex_lock(&a->mu);
   process_pending(a);
   release_cached(a);

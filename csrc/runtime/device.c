@@ -40,6 +40,8 @@ const char *tnrt_status_to_string(tnrt_status_t s) {
     case TNRT_ERR_CONFIG: return "bad configuration";
     case TNRT_ERR_NOT_READY: return "not ready";
     case TNRT_ERR_INTERNAL: return "internal error";
+    case TNRT_ERR_DEVICE_INDEX: return "device-side index out of range";
+    case TNRT_ERR_DEVICE_ASSERT: return "device-side assertion";
   }
   return "unknown status";
 }

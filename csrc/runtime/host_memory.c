@@ -94,7 +94,7 @@ tnrt_status_t tnrt_host_record_stream(const void *ptr, tnrt_stream_t *s) {
     while (i < x->n_uses && x->uses[i] != s) i++;
     if (i == x->n_uses && i == MAX_USES) {
       /* No slot left: wait for the oldest user instead of losing track. */
-      tnrt_stream_synchronize(x->uses[0]);
+      tnrt_stream_wait(x->uses[0]);
       i = 0;
     } else if (i == x->n_uses) {
       x->n_uses++;

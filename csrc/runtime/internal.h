@@ -35,6 +35,7 @@ tnrt_status_t tnrt_set_error(tnrt_status_t status, const char *fmt, ...)
 tnrt_status_t tnrt_check_device(int device);
 tnrt_hal_queue_t *tnrt_stream_queue(tnrt_stream_t *s);
 
+
 /* Device configuration parsed from the environment (device.c). */
 tnrt_status_t tnrt_configure_devices(tnrt_runtime_t *rt);
 /* Allocator lifecycle (allocator.c). */

@@ -50,6 +50,46 @@ static tnrt_status_t usable(tnrt_stream_t *s, tnrt_hal_queue_t **q) {
   return TNRT_OK;
 }
 
+/* ---- device-side faults --------------------------------------------------- */
+
+typedef struct fault {
+  atomic_int state; /* 0 none, 1 being written, 2 pending */
+  int kind;
+  const char *what;
+  int64_t value, bound;
+} fault_t;
+static fault_t g_faults[TNRT_MAX_DEVICES];
+
+void tnrt_stream_fault(void *stream, int kind, const char *what, int64_t value,
+                       int64_t bound) {
+  tnrt_stream_t *s = stream;
+  if (!s || s->device < 0 || s->device >= TNRT_MAX_DEVICES) return;
+  fault_t *f = &g_faults[s->device];
+  int expected = 0; /* the first fault wins; later ones are dropped */
+  if (!atomic_compare_exchange_strong(&f->state, &expected, 1)) return;
+  f->kind = kind;
+  f->what = what;
+  f->value = value;
+  f->bound = bound;
+  atomic_store(&f->state, 2);
+}
+
+tnrt_status_t tnrt_take_fault(int device) {
+  if (device < 0 || device >= TNRT_MAX_DEVICES) return TNRT_OK;
+  fault_t *f = &g_faults[device];
+  if (atomic_load(&f->state) != 2) return TNRT_OK;
+  int kind = f->kind;
+  const char *what = f->what;
+  int64_t value = f->value, bound = f->bound;
+  atomic_store(&f->state, 0);
+  return tnrt_set_error(
+      kind == TNRT_FAULT_INDEX ? TNRT_ERR_DEVICE_INDEX : TNRT_ERR_DEVICE_ASSERT,
+      "%s: index %lld is out of bounds for size %lld (found by the kernel "
+      "on neuron:%d and reported at this synchronisation; run with "
+      "NEURON_LAUNCH_BLOCKING=1 to raise at the op itself)",
+      what, (long long)value, (long long)bound, device);
+}
+
 tnrt_status_t tnrt_launch(tnrt_stream_t *s, tnrt_task_fn fn, const void *args,
                           size_t args_size, const char *name) {
   tnrt_hal_queue_t *q;
@@ -57,16 +97,24 @@ tnrt_status_t tnrt_launch(tnrt_stream_t *s, tnrt_task_fn fn, const void *args,
   if (st != TNRT_OK) return st;
   uint64_t seq;
   st = g_rt.hal->queue_submit(q, fn, args, args_size, name, &seq);
-  if (st == TNRT_OK && g_rt.launch_blocking) g_rt.hal->queue_wait(q, seq);
+  if (st == TNRT_OK && g_rt.launch_blocking) {
+    g_rt.hal->queue_wait(q, seq);
+    st = tnrt_take_fault(s->device);
+  }
   return st;
 }
 
-tnrt_status_t tnrt_stream_synchronize(tnrt_stream_t *s) {
+tnrt_status_t tnrt_stream_wait(tnrt_stream_t *s) {
   tnrt_hal_queue_t *q;
   tnrt_status_t st = usable(s, &q);
   if (st != TNRT_OK) return st;
   g_rt.hal->queue_wait(q, g_rt.hal->queue_submitted(q));
   return TNRT_OK;
+}
+
+tnrt_status_t tnrt_stream_synchronize(tnrt_stream_t *s) {
+  tnrt_status_t st = tnrt_stream_wait(s);
+  return st != TNRT_OK ? st : tnrt_take_fault(s->device);
 }
 
 uint64_t tnrt_stream_submitted(tnrt_stream_t *s) {
@@ -81,7 +129,7 @@ int tnrt_stream_query(tnrt_stream_t *s) {
   return tnrt_stream_completed(s) >= tnrt_stream_submitted(s);
 }
 
-tnrt_status_t tnrt_device_synchronize(int device) {
+tnrt_status_t tnrt_device_wait(int device) {
   tnrt_status_t st = tnrt_check_device(device);
   if (st != TNRT_OK) return st;
   for (int i = 0; i < TNRT_STREAMS_PER_DEVICE; i++) {
@@ -89,6 +137,11 @@ tnrt_status_t tnrt_device_synchronize(int device) {
     if (s->queue) g_rt.hal->queue_wait(s->queue, tnrt_stream_submitted(s));
   }
   return TNRT_OK;
+}
+
+tnrt_status_t tnrt_device_synchronize(int device) {
+  tnrt_status_t st = tnrt_device_wait(device);
+  return st != TNRT_OK ? st : tnrt_take_fault(device);
 }
 
 /* ---- events ------------------------------------------------------------ */
@@ -170,7 +223,7 @@ tnrt_status_t tnrt_event_synchronize(tnrt_event_t *e) {
   tnrt_status_t st = usable(e->stream, &q);
   if (st != TNRT_OK) return st;
   g_rt.hal->queue_wait(q, e->seq);
-  return TNRT_OK;
+  return tnrt_take_fault(e->stream->device);
 }
 
 int tnrt_event_device(const tnrt_event_t *e) {

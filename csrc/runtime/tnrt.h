@@ -24,6 +24,8 @@ typedef enum tnrt_status {
   TNRT_ERR_CONFIG,        /* bad environment configuration */
   TNRT_ERR_NOT_READY,
   TNRT_ERR_INTERNAL,
+  TNRT_ERR_DEVICE_INDEX,  /* a kernel met an index out of range (IndexError) */
+  TNRT_ERR_DEVICE_ASSERT, /* a kernel met other bad data (RuntimeError) */
 } tnrt_status_t;
 
 const char *tnrt_status_to_string(tnrt_status_t status);
@@ -89,6 +91,30 @@ uint64_t tnrt_stream_submitted(tnrt_stream_t *s);
 uint64_t tnrt_stream_completed(tnrt_stream_t *s);
 tnrt_status_t tnrt_device_synchronize(int device);
 int tnrt_launch_blocking(void);
+
+/* ---- device-side faults ---------------------------------------------------
+ * CUDA's device-side asserts, done gently: a kernel that meets bad data (an
+ * index out of range) skips it and reports a fault instead of touching
+ * memory it must not. The first fault of a device is kept and returned, with
+ * its message in tnrt_last_error(), by the next tnrt_stream_synchronize,
+ * tnrt_device_synchronize or tnrt_event_synchronize on that device (or by
+ * the launch itself under NEURON_LAUNCH_BLOCKING=1); reporting clears it, so
+ * the device stays usable. Results of the faulting op are unspecified but
+ * in bounds. */
+enum { TNRT_FAULT_INDEX = 0, TNRT_FAULT_ASSERT = 1 };
+/* Callable from a task; stream is the tnrt_stream_t* the task runs on (as a
+ * void* so kernels can carry it without this header). what must have static
+ * lifetime; the message is "<what>: index <value> is out of bounds for size
+ * <bound>"; kind INDEX reports TNRT_ERR_DEVICE_INDEX, kind ASSERT
+ * TNRT_ERR_DEVICE_ASSERT (the callers' IndexError vs RuntimeError). */
+void tnrt_stream_fault(void *stream, int kind, const char *what, int64_t value,
+                       int64_t bound);
+/* Wait like the synchronize calls but leave a pending fault for the user's
+ * next synchronisation (for internal waits: allocator, profiler). */
+tnrt_status_t tnrt_stream_wait(tnrt_stream_t *s);
+tnrt_status_t tnrt_device_wait(int device);
+/* Returns and clears the pending fault of device (TNRT_OK if none). */
+tnrt_status_t tnrt_take_fault(int device);
 
 /* ---- events ------------------------------------------------------------ */
 

@@ -301,6 +301,40 @@ static void test_trace(void) {
   }
 }
 
+typedef struct fault_args {
+  tnrt_stream_t *s;
+  int64_t value;
+} fault_args_t;
+
+static void faulting_task(void *p) {
+  fault_args_t *a = p;
+  tnrt_stream_fault(a->s, TNRT_FAULT_INDEX, "test_op", a->value, 3);
+}
+
+static void test_device_faults(void) {
+  tnrt_stream_t *s = tnrt_stream_get(1, 2);
+  fault_args_t a = {s, 7};
+  if (tnrt_launch_blocking()) { /* the launch itself reports it */
+    CHECK(tnrt_launch(s, faulting_task, &a, sizeof a, "fault") == TNRT_ERR_DEVICE_INDEX);
+    CHECK(strstr(tnrt_last_error(), "test_op: index 7 is out of bounds for size 3"));
+    CHECK(tnrt_device_synchronize(1) == TNRT_OK);
+    return;
+  }
+  CHECK(tnrt_launch(s, faulting_task, &a, sizeof a, "fault") == TNRT_OK);
+  a.value = 8; /* a second fault before the sync is dropped: the first wins */
+  CHECK(tnrt_launch(s, faulting_task, &a, sizeof a, "fault") == TNRT_OK);
+  CHECK(tnrt_device_wait(1) == TNRT_OK); /* internal waits leave it pending */
+  CHECK(tnrt_stream_synchronize(tnrt_stream_get(1, 0)) == TNRT_ERR_DEVICE_INDEX);
+  CHECK(strstr(tnrt_last_error(), "test_op: index 7 is out of bounds for size 3"));
+  CHECK(tnrt_device_synchronize(1) == TNRT_OK); /* reported once */
+  CHECK(tnrt_device_synchronize(0) == TNRT_OK); /* other devices unaffected */
+  tnrt_stream_fault(s, TNRT_FAULT_ASSERT, "other", -1, 2);
+  tnrt_event_t *e = tnrt_event_create(0);
+  CHECK(tnrt_event_record(e, s) == TNRT_OK);
+  CHECK(tnrt_event_synchronize(e) == TNRT_ERR_DEVICE_ASSERT);
+  tnrt_event_destroy(e);
+}
+
 static void test_fork_child_refuses(void) {
   pid_t pid = fork();
   if (pid == 0) {
@@ -333,6 +367,7 @@ int main(int argc, char **argv) {
   RUN(test_pool_concurrent_callers);
   RUN(test_pinned);
   RUN(test_trace);
+  RUN(test_device_faults);
   RUN(test_fork_child_refuses);
   return REPORT(tnrt_launch_blocking() ? "test_runtime (launch blocking)"
                                        : "test_runtime");

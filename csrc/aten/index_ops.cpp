@@ -1,0 +1,768 @@
+// Native indexing: index_select / index_add / embedding backward,
+// gather / scatter, nll_loss, max/min with indices, argmax/argmin,
+// cumsum/cumprod, masked_fill and isin. Argument checks follow ATen's CPU
+// messages; bad index values are found by the kernels and raised at the
+// next synchronisation (see tnrt_stream_fault).
+#include "neuron.h"
+
+#include <ATen/ExpandUtils.h>
+#include <ATen/Operators.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+namespace torch_neuronx {
+namespace {
+
+#define FALLBACK(OPNAME, ...) \
+  at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(OPNAME)>::call(__VA_ARGS__)
+
+void index_task(void* p) { tnk_index(static_cast<tnk_index_args_t*>(p)); }
+void gather_task(void* p) { tnk_gather(static_cast<tnk_gather_args_t*>(p)); }
+void nll_task(void* p) { tnk_nll(static_cast<tnk_nll_args_t*>(p)); }
+void argreduce_task(void* p) { tnk_argreduce(static_cast<tnk_argreduce_args_t*>(p)); }
+void scan_task(void* p) { tnk_scan(static_cast<tnk_scan_args_t*>(p)); }
+void isin_task(void* p) { tnk_isin(static_cast<tnk_isin_args_t*>(p)); }
+void where_task(void* p) { tnk_where(static_cast<tnk_where_args_t*>(p)); }
+
+tnk_dtype_t tnk_of(const at::Tensor& t) {
+  bool ok;
+  tnk_dtype_t d = to_tnk(t.scalar_type(), &ok);
+  return ok ? d : TNK_DTYPE_COUNT;
+}
+
+void check_same_device(const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.device() == b.device(),
+              "Expected all tensors to be on the same device, but found at least two "
+              "devices, ", a.device(), " and ", b.device(), "!");
+}
+
+// Sizes of the dims before, at and after `dim` of a contiguous view.
+void split_dims(at::IntArrayRef sizes, int64_t dim, int64_t* outer, int64_t* inner) {
+  *outer = 1;
+  *inner = 1;
+  for (int64_t d = 0; d < dim; d++) *outer *= sizes[d];
+  for (int64_t d = dim + 1; d < static_cast<int64_t>(sizes.size()); d++) *inner *= sizes[d];
+}
+
+// Runs fn into out when out is contiguous, else into a contiguous temporary
+// that is copied back (kernels write contiguous outputs).
+template <typename F>
+void into_contiguous(at::Tensor& out, F fn) {
+  if (out.is_contiguous()) {
+    fn(out);
+  } else {
+    at::Tensor tmp = out.contiguous();
+    fn(tmp);
+    out.copy_(tmp);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------- index_select
+
+at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                             at::Tensor& out) {
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
+              "index_select(): Expected dtype int32 or int64 for index");
+  TORCH_CHECK(self.scalar_type() == out.scalar_type(),
+              "index_select(): self and result must have the same scalar type");
+  if (self.dim() == 0 || index.device() != self.device() || tnk_of(self) == TNK_DTYPE_COUNT)
+    return FALLBACK(index_select_out, self, dim, index, out);
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  std::vector<int64_t> shape = self.sizes().vec();
+  shape[dim] = index.numel();
+  at::native::resize_output(out, shape);
+  if (out.numel() == 0) return out;
+  TORCH_CHECK_INDEX(self.size(dim) > 0, "index out of range in self");
+  at::Tensor x = self.contiguous();
+  into_contiguous(out, [&](at::Tensor& o) {
+    tnk_index_args_t a{};
+    a.indexed = const_cast<void*>(x.const_data_ptr());
+    a.dense = o.data_ptr();
+    a.index = index.const_data_ptr();
+    split_dims(self.sizes(), dim, &a.outer, &a.inner);
+    a.size = self.size(dim);
+    a.n = index.numel();
+    a.index_stride = index.dim() ? index.stride(0) : 0;
+    a.dtype = tnk_of(self);
+    a.index_dtype = tnk_of(index);
+    a.fault = fault_sink(self.device().index(), "index_select", true);
+    launch(self.device().index(), index_task, &a, sizeof a, "aten::index_select");
+  });
+  return out;
+}
+
+at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  at::Tensor out = at::empty({0}, self.options());
+  return index_select_out(self, dim, index, out);
+}
+
+// -------------------------------------------------------------- index_add
+
+namespace {
+// out already holds self's values; adds alpha * source rows at index.
+void index_add_into(at::Tensor& out, int64_t dim, const at::Tensor& index,
+                    const at::Tensor& source, double alpha, const char* what) {
+  if (index.numel() == 0 || out.numel() == 0) return;
+  at::Tensor src = source.contiguous();
+  into_contiguous(out, [&](at::Tensor& o) {
+    tnk_index_args_t a{};
+    a.indexed = o.data_ptr();
+    a.dense = const_cast<void*>(src.const_data_ptr());
+    a.index = index.const_data_ptr();
+    split_dims(o.sizes(), dim, &a.outer, &a.inner);
+    a.size = o.dim() ? o.size(dim) : 1;
+    a.n = index.numel();
+    a.index_stride = index.dim() ? index.stride(0) : 0;
+    a.dtype = tnk_of(o);
+    a.index_dtype = tnk_of(index);
+    a.accumulate = 1;
+    a.alpha = alpha;
+    a.fault = fault_sink(o.device().index(), what, false);  // CPU: RuntimeError
+    launch(o.device().index(), index_task, &a, sizeof a, "aten::index_add");
+  });
+}
+
+bool index_add_native(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                      const at::Tensor& source) {
+  tnk_dtype_t dt = tnk_of(self);
+  return dt != TNK_DTYPE_COUNT && tnk_index_supported(dt, tnk_of(index), 1) &&
+         index.dim() <= 1 && source.scalar_type() == self.scalar_type() &&
+         index.device() == self.device() && source.device() == self.device() &&
+         self.dim() > 0 && source.dim() == self.dim();
+}
+
+void check_index_add(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                     const at::Tensor& source) {
+  TORCH_CHECK_INDEX(index.numel() == source.size(dim),
+                    "index_add_(): Number of indices (", index.numel(),
+                    ") should be equal to source.size(dim) (", source.size(dim), ")");
+  for (int64_t d = 0; d < self.dim(); d++)
+    if (d != dim)
+      TORCH_CHECK(self.size(d) == source.size(d), "index_add_(): self (", self.sizes(),
+                  ") and source (", source.sizes(), ") must have the same size in every "
+                  "dimension except dim ", dim);
+}
+}  // namespace
+
+at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                          const at::Tensor& source, const c10::Scalar& alpha,
+                          at::Tensor& out) {
+  if (!index_add_native(self, dim, index, source) || out.scalar_type() != self.scalar_type())
+    return FALLBACK(index_add_out, self, dim, index, source, alpha, out);
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  check_index_add(self, dim, index, source);
+  if (!out.is_same(self)) {
+    at::native::resize_output(out, self.sizes());
+    out.copy_(self);
+  }
+  index_add_into(out, dim, index, source, alpha.toDouble(), "index_add");
+  return out;
+}
+
+at::Tensor& index_add_(at::Tensor& self, int64_t dim, const at::Tensor& index,
+                       const at::Tensor& source, const c10::Scalar& alpha) {
+  return index_add_out(self, dim, index, source, alpha, self);
+}
+
+at::Tensor index_add(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                     const at::Tensor& source, const c10::Scalar& alpha) {
+  at::Tensor out = at::empty({0}, self.options());
+  return index_add_out(self, dim, index, source, alpha, out);
+}
+
+// ------------------------------------------------------------- embedding
+
+at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices,
+                                    c10::SymInt num_weights, c10::SymInt padding_idx,
+                                    bool scale_grad_by_freq) {
+  int64_t nw = num_weights.expect_int(), pad = padding_idx.expect_int();
+  tnk_dtype_t dt = tnk_of(grad);
+  if (scale_grad_by_freq || dt == TNK_DTYPE_COUNT || !tnk_index_supported(dt, tnk_of(indices), 1) ||
+      !at::isFloatingType(grad.scalar_type()) || indices.device() != grad.device())
+    return at::native::call_fallback_fn_symint<&neuron_cpu_fallback,
+                                               ATEN_OP(embedding_dense_backward)>::call(
+        grad, indices, num_weights, padding_idx, scale_grad_by_freq);
+  int64_t d = grad.numel() / std::max<int64_t>(indices.numel(), 1);
+  if (indices.numel() == 0) d = grad.size(-1);
+  // Half-precision gradients accumulate in fp32 and round once.
+  bool half = grad.scalar_type() == at::kBFloat16 || grad.scalar_type() == at::kHalf;
+  at::Tensor acc = at::zeros({nw, d}, grad.options().dtype(half ? at::kFloat : grad.scalar_type()));
+  at::Tensor g = grad.reshape({indices.numel(), d});
+  if (half) g = g.to(at::kFloat);
+  at::Tensor idx = indices.reshape({-1});
+  if (indices.numel() && nw) {
+    g = g.contiguous();
+    tnk_index_args_t a{};
+    a.indexed = acc.data_ptr();
+    a.dense = const_cast<void*>(g.const_data_ptr());
+    a.index = idx.const_data_ptr();
+    a.outer = 1;
+    a.size = nw;
+    a.n = idx.numel();
+    a.inner = d;
+    a.index_stride = idx.stride(0);
+    a.skip = pad;
+    a.has_skip = pad != -1;
+    a.dtype = tnk_of(acc);
+    a.index_dtype = tnk_of(idx);
+    a.accumulate = 1;
+    a.alpha = 1.0;
+    a.fault = fault_sink(grad.device().index(), "embedding_backward", true);
+    launch(grad.device().index(), index_task, &a, sizeof a, "aten::embedding_dense_backward");
+  }
+  return half ? acc.to(grad.scalar_type()) : acc;
+}
+
+// --------------------------------------------------------- gather/scatter
+
+namespace {
+void fill_view(const at::Tensor& t, int64_t nd, tnk_view_t* v) {
+  v->data = const_cast<void*>(t.const_data_ptr());
+  v->dtype = tnk_of(t);
+  for (int64_t d = 0; d < nd; d++) v->strides[d] = t.dim() ? t.stride(d) : 0;
+}
+
+// Launches one gather/scatter over index's shape. `indexed` is self for
+// the scatters (written in place) and the source of gather.
+void launch_gather(const at::Tensor& indexed, const at::Tensor& dense, const at::Tensor& index,
+                   int64_t dim, int mode, const c10::Scalar* value, const char* what) {
+  if (index.numel() == 0) return;
+  tnk_gather_args_t a{};
+  int64_t nd = std::max<int64_t>(index.dim(), 1);
+  a.shape.ndim = static_cast<int32_t>(nd);
+  for (int64_t d = 0; d < nd; d++) a.shape.sizes[d] = index.dim() ? index.size(d) : 1;
+  fill_view(indexed, nd, &a.indexed);
+  if (dense.defined()) fill_view(dense, nd, &a.dense);
+  fill_view(index, nd, &a.index);
+  a.dim = static_cast<int32_t>(dim);
+  a.mode = mode;
+  a.dim_size = indexed.dim() ? indexed.size(dim) : 1;
+  if (value) {
+    a.value.is_bool = value->isBoolean();
+    a.value.is_integral = value->isIntegral(false);
+    if (a.value.is_bool || a.value.is_integral) a.value.i = value->toLong();
+    else a.value.f = value->toDouble();
+  }
+  a.fault = fault_sink(indexed.device().index(), what, false);
+  launch(indexed.device().index(), gather_task, &a, sizeof a, what);
+}
+
+void check_gather_shapes(const char* name, const at::Tensor& self, int64_t dim,
+                         const at::Tensor& index, const at::Tensor* src) {
+  TORCH_CHECK(index.scalar_type() == at::kLong, name, "(): Expected dtype int64 for index");
+  int64_t sd = std::max<int64_t>(self.dim(), 1), id = std::max<int64_t>(index.dim(), 1);
+  TORCH_CHECK(index.numel() == 0 || sd == id, "Index tensor must have the same number of "
+              "dimensions as ", src ? "self" : "input", " tensor");
+  if (index.numel() == 0) return;
+  for (int64_t d = 0; d < index.dim(); d++) {
+    int64_t isz = index.size(d);
+    if (d != dim)
+      TORCH_CHECK(isz <= (self.dim() ? self.size(d) : 1), "Size does not match at dimension ",
+                  d, " expected index ", index.sizes(), " to be no larger than self ",
+                  self.sizes(), " apart from dimension ", dim);
+    if (src)
+      TORCH_CHECK(isz <= (src->dim() ? src->size(d) : 1), "Size does not match at dimension ",
+                  d, " expected index ", index.sizes(), " to be no larger than src ",
+                  src->sizes());
+  }
+}
+
+bool gather_native(const at::Tensor& self, const at::Tensor& index, const at::Tensor* src,
+                   int mode) {
+  tnk_dtype_t dt = tnk_of(self);
+  return dt != TNK_DTYPE_COUNT && tnk_gather_supported(mode, dt) &&
+         index.device() == self.device() && index.dim() <= TNK_MAX_DIMS &&
+         (!src || (src->device() == self.device() && src->scalar_type() == self.scalar_type()));
+}
+}  // namespace
+
+at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                       bool sparse_grad, at::Tensor& out) {
+  if (!gather_native(self, index, nullptr, TNK_GATHER) || out.scalar_type() != self.scalar_type())
+    return FALLBACK(gather_out, self, dim, index, sparse_grad, out);
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  check_gather_shapes("gather", self, dim, index, nullptr);
+  at::native::resize_output(out, index.sizes());
+  if (out.storage().is_alias_of(self.storage())) {
+    at::Tensor tmp = at::empty(index.sizes(), self.options());
+    launch_gather(self, tmp, index, dim, TNK_GATHER, nullptr, "gather");
+    return out.copy_(tmp);
+  }
+  launch_gather(self, out, index, dim, TNK_GATHER, nullptr, "gather");
+  return out;
+}
+
+at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                  bool sparse_grad) {
+  at::Tensor out = at::empty({0}, self.options());
+  return gather_out(self, dim, index, sparse_grad, out);
+}
+
+namespace {
+// The scatter family on a result that already holds self's values.
+at::Tensor& scatter_core(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                         const at::Tensor* src, const c10::Scalar* value, int mode,
+                         at::Tensor& out, const char* name) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  check_gather_shapes(name, self, dim, index, src);
+  if (src)
+    TORCH_CHECK(src->scalar_type() == self.scalar_type(), name,
+                "(): Expected self.dtype to be equal to src.dtype");
+  if (!out.is_same(self)) {
+    at::native::resize_output(out, self.sizes());
+    out.copy_(self);
+  }
+  at::Tensor s = src ? *src : at::Tensor();
+  if (s.defined() && s.storage().is_alias_of(out.storage())) s = s.clone();
+  launch_gather(out, s, index, dim, mode, value, name);
+  return out;
+}
+}  // namespace
+
+#define NEURON_SCATTER_SRC(FN, OPNAME, MODE, NAME)                                          \
+  at::Tensor& FN##_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,        \
+                       const at::Tensor& src, at::Tensor& out) {                            \
+    if (!gather_native(self, index, &src, MODE) || out.scalar_type() != self.scalar_type()) \
+      return FALLBACK(OPNAME, self, dim, index, src, out);                                  \
+    return scatter_core(self, dim, index, &src, nullptr, MODE, out, NAME);                  \
+  }                                                                                         \
+  at::Tensor& FN##_(at::Tensor& self, int64_t dim, const at::Tensor& index,                 \
+                    const at::Tensor& src) {                                                \
+    return FN##_out(self, dim, index, src, self);                                           \
+  }                                                                                         \
+  at::Tensor FN(const at::Tensor& self, int64_t dim, const at::Tensor& index,               \
+                const at::Tensor& src) {                                                    \
+    at::Tensor out = at::empty({0}, self.options());                                        \
+    return FN##_out(self, dim, index, src, out);                                            \
+  }
+
+NEURON_SCATTER_SRC(scatter_src, scatter_src_out, TNK_SCATTER, "scatter")
+NEURON_SCATTER_SRC(scatter_add, scatter_add_out, TNK_SCATTER_ADD, "scatter_add")
+#undef NEURON_SCATTER_SRC
+
+at::Tensor& scatter_value_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                              const c10::Scalar& value, at::Tensor& out) {
+  if (!gather_native(self, index, nullptr, TNK_SCATTER_VALUE) ||
+      out.scalar_type() != self.scalar_type())
+    return FALLBACK(scatter_value_out, self, dim, index, value, out);
+  return scatter_core(self, dim, index, nullptr, &value, TNK_SCATTER_VALUE, out, "scatter");
+}
+at::Tensor& scatter_value_(at::Tensor& self, int64_t dim, const at::Tensor& index,
+                           const c10::Scalar& value) {
+  return scatter_value_out(self, dim, index, value, self);
+}
+at::Tensor scatter_value(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                         const c10::Scalar& value) {
+  at::Tensor out = at::empty({0}, self.options());
+  return scatter_value_out(self, dim, index, value, out);
+}
+
+// ---------------------------------------------------------------- nll_loss
+
+namespace {
+void check_nll(const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight) {
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "input tensor should be 1D or 2D");
+  TORCH_CHECK(target.dim() <= 1,
+              "0D or 1D target tensor expected, multi-target not supported");
+  int64_t n = self.dim() == 1 ? 1 : self.size(0);
+  TORCH_CHECK(self.dim() == 1 ? target.numel() == 1 : target.size(0) == n,
+              "Expected input batch_size (", n, ") to match target batch_size (",
+              target.dim() ? target.size(0) : 1, ").");
+  TORCH_CHECK(target.scalar_type() == at::kLong, "expected scalar type Long but found ",
+              target.scalar_type());
+  int64_t c = self.size(-1);
+  TORCH_CHECK(!weight.defined() || (weight.dim() <= 1 && weight.numel() == c),
+              "weight tensor should be defined either for all ", c,
+              " classes or no classes but got weight tensor of shape: ", weight.sizes());
+}
+
+bool nll_native(const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight) {
+  tnk_dtype_t dt = tnk_of(self);
+  return dt != TNK_DTYPE_COUNT && tnk_nll_supported(dt) && target.device() == self.device() &&
+         (!weight.defined() ||
+          (weight.device() == self.device() && weight.scalar_type() == self.scalar_type()));
+}
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self,
+                                                    const at::Tensor& target,
+                                                    const std::optional<at::Tensor>& weight_opt,
+                                                    int64_t reduction, int64_t ignore_index) {
+  at::Tensor weight = weight_opt.has_value() ? *weight_opt : at::Tensor();
+  if (!nll_native(self, target, weight))
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(nll_loss_forward)>::call(
+        self, target, weight_opt, reduction, ignore_index);
+  check_nll(self, target, weight);
+  at::Tensor x = self.contiguous(), t = target.contiguous();
+  at::Tensor w = weight.defined() ? weight.contiguous() : weight;
+  int64_t n = self.dim() == 1 ? 1 : self.size(0), c = self.size(-1);
+  at::Tensor out = reduction == 0 && self.dim() == 2 ? at::empty({n}, self.options())
+                                                     : at::empty({}, self.options());
+  at::Tensor tw = at::empty({}, self.options());
+  tnk_nll_args_t a{};
+  a.input = x.const_data_ptr();
+  a.target = t.const_data_ptr();
+  a.weight = w.defined() ? w.const_data_ptr() : nullptr;
+  a.out = out.data_ptr();
+  a.total_weight = tw.data_ptr();
+  a.n = n;
+  a.c = c;
+  a.ignore_index = ignore_index;
+  a.dtype = tnk_of(self);
+  a.reduction = static_cast<int32_t>(reduction);
+  a.fault = fault_sink(self.device().index(), "nll_loss (target)", true);
+  launch(self.device().index(), nll_task, &a, sizeof a, "aten::nll_loss_forward");
+  return {out, tw};
+}
+
+at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                             const at::Tensor& target, const std::optional<at::Tensor>& weight_opt,
+                             int64_t reduction, int64_t ignore_index,
+                             const at::Tensor& total_weight) {
+  at::Tensor weight = weight_opt.has_value() ? *weight_opt : at::Tensor();
+  if (!nll_native(self, target, weight) || grad_output.scalar_type() != self.scalar_type() ||
+      total_weight.scalar_type() != self.scalar_type() ||
+      grad_output.device() != self.device() || total_weight.device() != self.device())
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(nll_loss_backward)>::call(
+        grad_output, self, target, weight_opt, reduction, ignore_index, total_weight);
+  check_nll(self, target, weight);
+  int64_t n = self.dim() == 1 ? 1 : self.size(0), c = self.size(-1);
+  TORCH_CHECK(reduction != 0 || self.dim() == 1 || grad_output.numel() == n,
+              "Expected a tensor of dimension 1 and tensor.size[0] == ", n,
+              " but got: dimension ", grad_output.dim(), " and tensor.size[0] == ",
+              grad_output.dim() ? grad_output.size(0) : 1);
+  TORCH_CHECK(reduction == 0 || grad_output.numel() == 1,
+              "Expected a single element grad_output tensor, but got: ", grad_output.sizes());
+  at::Tensor t = target.contiguous(), g = grad_output.contiguous();
+  at::Tensor w = weight.defined() ? weight.contiguous() : weight;
+  at::Tensor gi = at::empty(self.sizes(), self.options());
+  tnk_nll_args_t a{};
+  a.target = t.const_data_ptr();
+  a.weight = w.defined() ? w.const_data_ptr() : nullptr;
+  a.grad = g.const_data_ptr();
+  a.out = gi.data_ptr();
+  a.total_weight = const_cast<void*>(total_weight.const_data_ptr());
+  a.n = n;
+  a.c = c;
+  a.ignore_index = ignore_index;
+  a.dtype = tnk_of(self);
+  a.reduction = static_cast<int32_t>(reduction);
+  a.backward = 1;
+  a.fault = fault_sink(self.device().index(), "nll_loss_backward (target)", true);
+  launch(self.device().index(), nll_task, &a, sizeof a, "aten::nll_loss_backward");
+  return gi;
+}
+
+// --------------------------------------- max/min with indices, argmax/argmin
+
+namespace {
+// Reduces self along dim (wrapped; the whole flattened tensor when
+// flatten) into values (may be undefined) and indices.
+void arg_reduce(const at::Tensor& self, int64_t dim, bool flatten, bool is_max,
+                at::Tensor* values, at::Tensor& indices) {
+  at::Tensor x = flatten ? self.reshape({-1}).contiguous() : self.contiguous();
+  tnk_argreduce_args_t a{};
+  a.in = x.const_data_ptr();
+  if (flatten || x.dim() == 0) {
+    a.outer = a.inner = 1;
+    a.len = x.numel();
+  } else {
+    split_dims(x.sizes(), dim, &a.outer, &a.inner);
+    a.len = x.size(dim);
+  }
+  if (a.outer * a.inner == 0) return;
+  a.dtype = tnk_of(self);
+  a.is_max = is_max;
+  auto run = [&](at::Tensor& idx, at::Tensor* vals) {
+    a.indices = idx.data_ptr();
+    a.values = vals ? vals->data_ptr() : nullptr;
+    launch(self.device().index(), argreduce_task, &a, sizeof a,
+           is_max ? "aten::argmax" : "aten::argmin");
+  };
+  if (indices.is_contiguous() && (!values || values->is_contiguous())) {
+    run(indices, values);
+  } else {
+    at::Tensor ti = at::empty(indices.sizes(), indices.options());
+    at::Tensor tv = values ? at::empty(values->sizes(), values->options()) : at::Tensor();
+    run(ti, values ? &tv : nullptr);
+    indices.copy_(ti);
+    if (values) values->copy_(tv);
+  }
+}
+
+bool arg_native(const at::Tensor& self) {
+  tnk_dtype_t dt = tnk_of(self);
+  return dt != TNK_DTYPE_COUNT && tnk_argreduce_supported(dt);
+}
+
+at::Tensor& argmaxmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                          at::Tensor& out, bool is_max) {
+  const char* name = is_max ? "argmax()" : "argmin()";
+  if (dim.has_value()) {
+    int64_t d = at::maybe_wrap_dim(*dim, self.dim());
+    TORCH_CHECK_INDEX(self.numel() != 0 || (self.dim() && self.size(d) != 0), name,
+                      ": Expected reduction dim ", d, " to have non-zero size.");
+    TORCH_CHECK_INDEX(self.dim() == 0 || self.size(d) != 0, name, ": Expected reduction dim ",
+                      d, " to have non-zero size.");
+    at::native::resize_output(out, reduced_shape(self, at::IntArrayRef{d}, keepdim));
+    arg_reduce(self, d, false, is_max, nullptr, out);
+  } else {
+    TORCH_CHECK(self.numel() != 0, name,
+                ": Expected reduction dim to be specified for input.numel() == 0.");
+    at::native::resize_output(out, reduced_shape(self, std::nullopt, keepdim));
+    arg_reduce(self, 0, true, is_max, nullptr, out);
+  }
+  return out;
+}
+}  // namespace
+
+at::Tensor& argmax_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                       at::Tensor& out) {
+  if (!arg_native(self) || out.scalar_type() != at::kLong)
+    return FALLBACK(argmax_out, self, dim, keepdim, out);
+  return argmaxmin_out(self, dim, keepdim, out, true);
+}
+at::Tensor argmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
+  return argmax_out(self, dim, keepdim, out);
+}
+at::Tensor& argmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                       at::Tensor& out) {
+  if (!arg_native(self) || out.scalar_type() != at::kLong)
+    return FALLBACK(argmin_out, self, dim, keepdim, out);
+  return argmaxmin_out(self, dim, keepdim, out, false);
+}
+at::Tensor argmin(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
+  return argmin_out(self, dim, keepdim, out);
+}
+
+namespace {
+std::tuple<at::Tensor, at::Tensor> maxmin_dim(const at::Tensor& self, int64_t dim, bool keepdim,
+                                              bool is_max) {
+  int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK_INDEX(self.dim() == 0 || self.size(d) != 0, is_max ? "max" : "min",
+                    "(): Expected reduction dim ", d, " to have non-zero size.");
+  auto shape = reduced_shape(self, at::IntArrayRef{d}, keepdim);
+  at::Tensor values = at::empty(shape, self.options());
+  at::Tensor indices = at::empty(shape, self.options().dtype(at::kLong));
+  arg_reduce(self, d, false, is_max, &values, indices);
+  return {values, indices};
+}
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  if (!arg_native(self))
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(max, dim)>::call(
+        self, dim, keepdim);
+  return maxmin_dim(self, dim, keepdim, true);
+}
+std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  if (!arg_native(self))
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(min, dim)>::call(
+        self, dim, keepdim);
+  return maxmin_dim(self, dim, keepdim, false);
+}
+
+// ---------------------------------------------------------- cumsum/cumprod
+
+namespace {
+at::Tensor& scan_out(const at::Tensor& self, int64_t dim, at::Tensor& out, bool prod) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  at::native::resize_output(out, self.sizes());
+  if (self.numel() == 0) return out;
+  at::Tensor x = self.contiguous();
+  bool ok;
+  if (!tnk_scan_supported(tnk_of(x), to_tnk(out.scalar_type(), &ok)))
+    x = x.to(out.scalar_type());  // e.g. integers summed as float64: cast first, as CPU
+  if (x.storage().is_alias_of(out.storage()) && !x.is_same(out)) x = x.clone();
+  into_contiguous(out, [&](at::Tensor& o) {
+    tnk_scan_args_t a{};
+    a.in = x.const_data_ptr();
+    a.out = o.data_ptr();
+    if (x.dim() == 0) {
+      a.outer = a.inner = a.len = 1;
+    } else {
+      split_dims(x.sizes(), dim, &a.outer, &a.inner);
+      a.len = x.size(dim);
+    }
+    a.in_dtype = tnk_of(x);
+    a.out_dtype = tnk_of(o);
+    a.prod = prod;
+    launch(self.device().index(), scan_task, &a, sizeof a, prod ? "aten::cumprod" : "aten::cumsum");
+  });
+  return out;
+}
+
+c10::ScalarType scan_dtype(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+  if (dtype.has_value()) return *dtype;
+  return c10::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type();
+}
+
+bool scan_native(const at::Tensor& self, c10::ScalarType out) {
+  bool ok;
+  tnk_dtype_t o = to_tnk(out, &ok);
+  tnk_dtype_t i = tnk_of(self);
+  return ok && i != TNK_DTYPE_COUNT && self.dim() <= TNK_MAX_DIMS &&
+         (tnk_scan_supported(i, o) || tnk_scan_supported(o, o));
+}
+}  // namespace
+
+#define NEURON_SCAN(NAME, PROD)                                                              \
+  at::Tensor& NAME##_out(const at::Tensor& self, int64_t dim,                                \
+                         std::optional<c10::ScalarType> dtype, at::Tensor& out) {            \
+    if (!scan_native(self, out.scalar_type()) ||                                             \
+        (dtype.has_value() && *dtype != out.scalar_type()))                                  \
+      return FALLBACK(NAME##_out, self, dim, dtype, out);                                    \
+    return scan_out(self, dim, out, PROD);                                                   \
+  }                                                                                          \
+  at::Tensor NAME(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) { \
+    at::Tensor out = at::empty({0}, self.options().dtype(scan_dtype(self, dtype)));         \
+    return NAME##_out(self, dim, dtype, out);                                                \
+  }                                                                                          \
+  at::Tensor& NAME##_(at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) { \
+    return NAME##_out(self, dim, dtype, self);                                               \
+  }
+
+NEURON_SCAN(cumsum, false)
+NEURON_SCAN(cumprod, true)
+#undef NEURON_SCAN
+
+// ------------------------------------------------------------- masked_fill
+
+namespace {
+at::Tensor& masked_fill_impl(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool,
+              "masked_fill_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  TORCH_CHECK(at::is_expandable_to(mask.sizes(), self.sizes()), "The size of the mask (",
+              mask.sizes(), ") must be broadcastable to the size of self (", self.sizes(), ")");
+  check_same_device(self, mask);
+  if (self.numel() == 0) return self;
+  at::Tensor v = value.is_cpu() ? at::full({}, value.item(), self.options())
+                                : value.to(self.scalar_type());
+  at::Tensor m = mask.storage().is_alias_of(self.storage()) ? mask.clone() : mask;
+  int64_t nd = self.dim();
+  tnk_where_args_t w{};
+  w.shape.ndim = static_cast<int32_t>(std::max<int64_t>(nd, 1));
+  w.shape.sizes[0] = 1;
+  for (int64_t d = 0; d < nd; d++) w.shape.sizes[d] = self.size(d);
+  bool ok;
+  tnk_dtype_t dt = to_tnk(self.scalar_type(), &ok);
+  w.out = {self.data_ptr(), dt, 0, {}};
+  w.b = {self.data_ptr(), dt, 0, {}};
+  w.a = {const_cast<void*>(v.const_data_ptr()), dt, 0, {}};
+  w.cond = {const_cast<void*>(m.const_data_ptr()), TNK_BOOL, 0, {}};
+  for (int64_t d = 0; d < nd; d++) {
+    w.out.strides[d] = w.b.strides[d] = self.stride(d);
+    int64_t md = d - (nd - m.dim());
+    w.cond.strides[d] = (md < 0 || m.size(md) == 1) ? 0 : m.stride(md);
+  }
+  launch(self.device().index(), where_task, &w, sizeof w, "aten::masked_fill_");
+  return self;
+}
+
+bool masked_fill_native(const at::Tensor& self) {
+  bool ok;
+  to_tnk(self.scalar_type(), &ok);
+  return ok && self.dim() <= TNK_MAX_DIMS &&
+         at::has_internal_overlap(self) != at::MemOverlap::Yes;
+}
+}  // namespace
+
+at::Tensor& masked_fill__scalar(at::Tensor& self, const at::Tensor& mask,
+                                const c10::Scalar& value) {
+  if (!masked_fill_native(self))
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(masked_fill_, Scalar)>::call(
+        self, mask, value);
+  return masked_fill_impl(self, mask, at::scalar_tensor(value, at::kCPU).to(self.scalar_type()));
+}
+
+at::Tensor& masked_fill__tensor(at::Tensor& self, const at::Tensor& mask,
+                                const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, "
+              "but got tensor with ", value.dim(), " dimension(s).");
+  if (!masked_fill_native(self) || (!value.is_cpu() && value.device() != self.device()))
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(masked_fill_, Tensor)>::call(
+        self, mask, value);
+  return masked_fill_impl(self, mask, value);
+}
+
+// ------------------------------------------------------------------- isin
+
+at::Tensor& isin_out(const at::Tensor& elements, const at::Tensor& test, bool assume_unique,
+                     bool invert, at::Tensor& out) {
+  c10::ScalarType common = at::result_type(elements, test);
+  bool ok;
+  tnk_dtype_t dt = to_tnk(common, &ok);
+  if (!ok || !tnk_isin_supported(dt) || out.scalar_type() != at::kBool ||
+      test.device() != elements.device() || elements.numel() * test.numel() > (int64_t{1} << 28))
+    return FALLBACK(isin_Tensor_Tensor_out, elements, test, assume_unique, invert, out);
+  at::native::resize_output(out, elements.sizes());
+  if (elements.numel() == 0) return out;
+  at::Tensor e = elements.to(common).contiguous(), t = test.to(common).contiguous();
+  into_contiguous(out, [&](at::Tensor& o) {
+    tnk_isin_args_t a{};
+    a.elements = e.const_data_ptr();
+    a.test = t.const_data_ptr();
+    a.out = o.data_ptr();
+    a.n = e.numel();
+    a.m = t.numel();
+    a.dtype = dt;
+    a.invert = invert;
+    launch(elements.device().index(), isin_task, &a, sizeof a, "aten::isin");
+  });
+  return out;
+}
+
+at::Tensor isin(const at::Tensor& elements, const at::Tensor& test, bool assume_unique,
+                bool invert) {
+  at::Tensor out = at::empty({0}, elements.options().dtype(at::kBool));
+  return isin_out(elements, test, assume_unique, invert, out);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("index_select", index_select);
+  m.impl("index_select.out", index_select_out);
+  m.impl("index_add", index_add);
+  m.impl("index_add_", index_add_);
+  m.impl("index_add.out", index_add_out);
+  m.impl("embedding_dense_backward", embedding_dense_backward);
+  m.impl("gather", gather);
+  m.impl("gather.out", gather_out);
+  m.impl("scatter.src", scatter_src);
+  m.impl("scatter_.src", scatter_src_);
+  m.impl("scatter.src_out", scatter_src_out);
+  m.impl("scatter.value", scatter_value);
+  m.impl("scatter_.value", scatter_value_);
+  m.impl("scatter.value_out", scatter_value_out);
+  m.impl("scatter_add", scatter_add);
+  m.impl("scatter_add_", scatter_add_);
+  m.impl("scatter_add.out", scatter_add_out);
+  m.impl("nll_loss_forward", nll_loss_forward);
+  m.impl("nll_loss_backward", nll_loss_backward);
+  m.impl("argmax", argmax);
+  m.impl("argmax.out", argmax_out);
+  m.impl("argmin", argmin);
+  m.impl("argmin.out", argmin_out);
+  m.impl("max.dim", max_dim);
+  m.impl("min.dim", min_dim);
+  m.impl("cumsum", cumsum);
+  m.impl("cumsum.out", cumsum_out);
+  m.impl("cumsum_", cumsum_);
+  m.impl("cumprod", cumprod);
+  m.impl("cumprod.out", cumprod_out);
+  m.impl("cumprod_", cumprod_);
+  m.impl("masked_fill_.Scalar", masked_fill__scalar);
+  m.impl("masked_fill_.Tensor", masked_fill__tensor);
+  m.impl("isin.Tensor_Tensor", isin);
+  m.impl("isin.Tensor_Tensor_out", isin_out);
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,333 @@
+/* Indexing kernels: index_select / index_add (embedding forward and
+ * backward), gather / scatter, nll_loss, max/min with indices, cumulative
+ * sum/product and isin. Every index is checked before it is used: a bad
+ * one is skipped and reported through the fault sink, so a kernel never
+ * reads or writes outside its views. */
+#include "dtype.h"
+#include "tnk.h"
+
+#include <math.h>
+#include <string.h>
+
+static int real_dtype(int dt) {
+  return dt >= TNK_BOOL && dt <= TNK_F64;
+}
+
+static int floating(int dt) {
+  return dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16;
+}
+
+static void fault(const tnk_fault_t *f, int64_t value, int64_t bound) {
+  if (f->fn) f->fn(f->ctx, f->kind, f->what ? f->what : "index", value,
+                   bound);
+}
+
+static int64_t load_index(const void *base, int dt, int64_t i) {
+  return dt == TNK_I32 ? ((const int32_t *)base)[i] : ((const int64_t *)base)[i];
+}
+
+/* Adds alpha * src into dst elementwise (one element), for any real dtype:
+ * floating types through double, integers in int64 (wrapping), bool as or. */
+static void accumulate(char *dst, const char *src, int dt, double alpha) {
+  if (floating(dt)) {
+    tnk_stf(dst, dt, 0, tnk_ldf(dst, dt, 0) + alpha * tnk_ldf(src, dt, 0));
+  } else if (dt == TNK_BOOL) {
+    *dst = (char)(*dst || (*src && alpha != 0.0));
+  } else {
+    tnk_val_t a = tnk_load_any(dst, dt), b = tnk_load_any(src, dt);
+    int64_t r = (int64_t)((uint64_t)a.i + (uint64_t)((int64_t)alpha * b.i));
+    tnk_store_any(dst, dt, (tnk_val_t){(double)r, 0, r, 1});
+  }
+}
+
+/* ---- index_select / index_add -------------------------------------------- */
+
+int tnk_index_supported(int dtype, int index_dtype, int accumulate_) {
+  if (index_dtype != TNK_I32 && index_dtype != TNK_I64) return 0;
+  if (dtype < 0 || dtype >= TNK_DTYPE_COUNT) return 0;
+  return accumulate_ ? real_dtype(dtype) : 1;
+}
+
+static void select_range(void *p, int64_t begin, int64_t end) {
+  const tnk_index_args_t *a = p;
+  size_t row = (size_t)a->inner * tnk_dtype_size(a->dtype);
+  for (int64_t r = begin; r < end; r++) { /* r = o * n + j */
+    int64_t o = r / a->n, j = r % a->n;
+    int64_t k = load_index(a->index, a->index_dtype, j * a->index_stride);
+    char *dst = (char *)a->dense + (size_t)r * row;
+    if (k < 0 || k >= a->size) {
+      fault(&a->fault, k, a->size);
+      memset(dst, 0, row);
+      continue;
+    }
+    memcpy(dst, (const char *)a->indexed + (size_t)(o * a->size + k) * row, row);
+  }
+}
+
+/* Each task owns a range of (o, i) columns and walks every index in order,
+ * so no two tasks write one element and the sum order is fixed. */
+static void add_range(void *p, int64_t begin, int64_t end) {
+  const tnk_index_args_t *a = p;
+  size_t esz = tnk_dtype_size(a->dtype);
+  int reported = 0;
+  while (begin < end) {
+    int64_t o = begin / a->inner, i0 = begin % a->inner;
+    int64_t i1 = a->inner < i0 + (end - begin) ? a->inner : i0 + (end - begin);
+    for (int64_t j = 0; j < a->n; j++) {
+      int64_t k = load_index(a->index, a->index_dtype, j * a->index_stride);
+      if (a->has_skip && k == a->skip) continue;
+      if (k < 0 || k >= a->size) {
+        if (!reported) fault(&a->fault, k, a->size);
+        reported = 1;
+        continue;
+      }
+      char *dst = (char *)a->indexed + (size_t)((o * a->size + k) * a->inner) * esz;
+      const char *src = (const char *)a->dense + (size_t)((o * a->n + j) * a->inner) * esz;
+      if (a->dtype == TNK_F32) {
+        float *d = (float *)dst;
+        const float *s = (const float *)src;
+        float al = (float)a->alpha;
+        for (int64_t i = i0; i < i1; i++) d[i] += al * s[i];
+      } else {
+        for (int64_t i = i0; i < i1; i++)
+          accumulate(dst + i * esz, src + i * esz, a->dtype, a->alpha);
+      }
+    }
+    begin += i1 - i0;
+  }
+}
+
+void tnk_index(const tnk_index_args_t *a) {
+  if (a->accumulate) {
+    int64_t cols = a->outer * a->inner;
+    int64_t work = a->n > 0 ? a->n : 1;
+    int64_t grain = 16384 / work > 16 ? 16384 / work : 16;
+    tnk_parallel_for(cols, grain, add_range, (void *)a);
+  } else {
+    int64_t row = a->inner > 0 ? a->inner : 1;
+    tnk_parallel_for(a->outer * a->n, 4096 / row > 1 ? 4096 / row : 1,
+                     select_range, (void *)a);
+  }
+}
+
+/* ---- gather / scatter ------------------------------------------------------- */
+
+int tnk_gather_supported(int mode, int dtype) {
+  if (dtype < 0 || dtype >= TNK_DTYPE_COUNT) return 0;
+  return mode == TNK_SCATTER_ADD ? real_dtype(dtype) : 1;
+}
+
+typedef struct gather_ctx {
+  const tnk_gather_args_t *a;
+  int nrest;
+  int64_t rsize[TNK_MAX_DIMS], rind[TNK_MAX_DIMS], rdense[TNK_MAX_DIMS],
+      ridx[TNK_MAX_DIMS];
+  size_t esz;
+  tnk_val_t value;
+} gather_ctx_t;
+
+static void gather_range(void *p, int64_t begin, int64_t end) {
+  const gather_ctx_t *c = p;
+  const tnk_gather_args_t *a = c->a;
+  int d = a->dim, reported = 0;
+  int64_t len = a->shape.sizes[d];
+  int64_t s_ind = a->indexed.strides[d], s_den = a->dense.strides[d],
+          s_idx = a->index.strides[d];
+  for (int64_t q = begin; q < end; q++) {
+    int64_t rem = q, oi = 0, od = 0, ox = 0;
+    for (int k = c->nrest - 1; k >= 0; k--) {
+      int64_t x = rem % c->rsize[k];
+      rem /= c->rsize[k];
+      oi += x * c->rind[k];
+      od += x * c->rdense[k];
+      ox += x * c->ridx[k];
+    }
+    for (int64_t t = 0; t < len; t++) {
+      int64_t k = ((const int64_t *)a->index.data)[ox + t * s_idx];
+      char *den = (char *)a->dense.data + (od + t * s_den) * (int64_t)c->esz;
+      if (k < 0 || k >= a->dim_size) {
+        if (!reported) fault(&a->fault, k, a->dim_size);
+        reported = 1;
+        if (a->mode == TNK_GATHER) memset(den, 0, c->esz);
+        continue;
+      }
+      char *ind = (char *)a->indexed.data + (oi + k * s_ind) * (int64_t)c->esz;
+      switch (a->mode) {
+        case TNK_GATHER: memcpy(den, ind, c->esz); break;
+        case TNK_SCATTER: memcpy(ind, den, c->esz); break;
+        case TNK_SCATTER_ADD: accumulate(ind, den, a->indexed.dtype, 1.0); break;
+        default: tnk_store_any(ind, a->indexed.dtype, c->value); break;
+      }
+    }
+  }
+}
+
+void tnk_gather(const tnk_gather_args_t *a) {
+  gather_ctx_t c = {.a = a, .esz = tnk_dtype_size(a->indexed.dtype)};
+  int64_t rest = 1;
+  for (int k = 0; k < a->shape.ndim; k++) {
+    if (k == a->dim) continue;
+    c.rsize[c.nrest] = a->shape.sizes[k];
+    c.rind[c.nrest] = a->indexed.strides[k];
+    c.rdense[c.nrest] = a->dense.strides[k];
+    c.ridx[c.nrest] = a->index.strides[k];
+    c.nrest++;
+    rest *= a->shape.sizes[k];
+  }
+  if (rest == 0 || a->shape.sizes[a->dim] == 0) return;
+  if (a->mode == TNK_SCATTER_VALUE) {
+    const tnk_scalar_t *v = &a->value;
+    c.value = v->is_integral || v->is_bool
+                  ? (tnk_val_t){(double)v->i, 0, v->i, 1}
+                  : (tnk_val_t){v->f, v->fi, 0, 0};
+  }
+  int64_t len = a->shape.sizes[a->dim];
+  tnk_parallel_for(rest, 8192 / len > 1 ? 8192 / len : 1, gather_range, &c);
+}
+
+/* ---- nll_loss ------------------------------------------------------------------ */
+
+int tnk_nll_supported(int dtype) { return floating(dtype); }
+
+void tnk_nll(const tnk_nll_args_t *a) {
+  const int64_t *tgt = a->target;
+  int dt = a->dtype, reported = 0;
+  if (!a->backward) {
+    double loss = 0, wsum = 0;
+    for (int64_t i = 0; i < a->n; i++) {
+      int64_t t = tgt[i];
+      double l = 0;
+      if (t != a->ignore_index) {
+        if (t < 0 || t >= a->c) {
+          if (!reported) fault(&a->fault, t, a->c);
+          reported = 1;
+        } else {
+          double w = a->weight ? tnk_ldf(a->weight, dt, t) : 1.0;
+          l = -w * tnk_ldf(a->input, dt, i * a->c + t);
+          wsum += w;
+        }
+      }
+      if (a->reduction == 0) tnk_stf(a->out, dt, i, l);
+      else loss += l;
+    }
+    if (a->reduction == 1) loss /= wsum;
+    if (a->reduction != 0) tnk_stf(a->out, dt, 0, loss);
+    tnk_stf(a->total_weight, dt, 0, a->reduction == 0 ? 0.0 : wsum);
+    return;
+  }
+  size_t esz = tnk_dtype_size(dt);
+  memset(a->out, 0, (size_t)(a->n * a->c) * esz);
+  double g0 = a->reduction == 0 ? 0 : tnk_ldf(a->grad, dt, 0);
+  if (a->reduction == 1) g0 /= tnk_ldf(a->total_weight, dt, 0);
+  for (int64_t i = 0; i < a->n; i++) {
+    int64_t t = tgt[i];
+    if (t == a->ignore_index) continue;
+    if (t < 0 || t >= a->c) {
+      if (!reported) fault(&a->fault, t, a->c);
+      reported = 1;
+      continue;
+    }
+    double w = a->weight ? tnk_ldf(a->weight, dt, t) : 1.0;
+    double g = a->reduction == 0 ? tnk_ldf(a->grad, dt, i) : g0;
+    tnk_stf(a->out, dt, i * a->c + t, -w * g);
+  }
+}
+
+/* ---- max/min with indices ------------------------------------------------------ */
+
+int tnk_argreduce_supported(int dtype) { return real_dtype(dtype); }
+
+static void argred_range(void *p, int64_t begin, int64_t end) {
+  const tnk_argreduce_args_t *a = p;
+  int dt = a->dtype;
+  size_t esz = tnk_dtype_size(dt);
+  for (int64_t r = begin; r < end; r++) {
+    int64_t o = r / a->inner, i = r % a->inner;
+    const char *base = (const char *)a->in + (size_t)(o * a->len * a->inner + i) * esz;
+    int64_t best = 0;
+    if (floating(dt)) {
+      double bv = tnk_ldf(base, dt, 0);
+      for (int64_t k = 1; k < a->len && !isnan(bv); k++) {
+        double v = tnk_ldf(base, dt, k * a->inner);
+        if (isnan(v) || (a->is_max ? v > bv : v < bv)) { bv = v; best = k; }
+      }
+    } else {
+      int64_t bv = tnk_load_any(base, dt).i;
+      for (int64_t k = 1; k < a->len; k++) {
+        int64_t v = tnk_load_any(base + k * a->inner * (int64_t)esz, dt).i;
+        if (a->is_max ? v > bv : v < bv) { bv = v; best = k; }
+      }
+    }
+    ((int64_t *)a->indices)[r] = best;
+    if (a->values)
+      memcpy((char *)a->values + r * (int64_t)esz, base + best * a->inner * (int64_t)esz, esz);
+  }
+}
+
+void tnk_argreduce(const tnk_argreduce_args_t *a) {
+  int64_t len = a->len > 0 ? a->len : 1;
+  tnk_parallel_for(a->outer * a->inner, 16384 / len > 1 ? 16384 / len : 1,
+                   argred_range, (void *)a);
+}
+
+/* ---- cumulative sum / product ---------------------------------------------------- */
+
+int tnk_scan_supported(int in_dtype, int out_dtype) {
+  if (floating(in_dtype)) return floating(out_dtype);
+  return real_dtype(in_dtype) && (out_dtype == TNK_I64 || out_dtype == in_dtype);
+}
+
+static void scan_range(void *p, int64_t begin, int64_t end) {
+  const tnk_scan_args_t *a = p;
+  int fl = floating(a->in_dtype);
+  size_t isz = tnk_dtype_size(a->in_dtype), osz = tnk_dtype_size(a->out_dtype);
+  for (int64_t r = begin; r < end; r++) {
+    int64_t o = r / a->inner, i = r % a->inner;
+    int64_t off = o * a->len * a->inner + i;
+    double acc = a->prod ? 1.0 : 0.0;
+    int64_t iacc = a->prod ? 1 : 0;
+    for (int64_t k = 0; k < a->len; k++, off += a->inner) {
+      if (fl) {
+        double v = tnk_ldf(a->in, a->in_dtype, off);
+        acc = a->prod ? acc * v : acc + v;
+        tnk_stf(a->out, a->out_dtype, off, acc);
+      } else {
+        int64_t v = tnk_load_any((const char *)a->in + off * (int64_t)isz, a->in_dtype).i;
+        iacc = a->prod ? (int64_t)((uint64_t)iacc * (uint64_t)v)
+                       : (int64_t)((uint64_t)iacc + (uint64_t)v);
+        tnk_store_any((char *)a->out + off * (int64_t)osz, a->out_dtype,
+                      (tnk_val_t){(double)iacc, 0, iacc, 1});
+      }
+    }
+  }
+}
+
+void tnk_scan(const tnk_scan_args_t *a) {
+  int64_t len = a->len > 0 ? a->len : 1;
+  tnk_parallel_for(a->outer * a->inner, 16384 / len > 1 ? 16384 / len : 1,
+                   scan_range, (void *)a);
+}
+
+/* ---- isin -------------------------------------------------------------------------- */
+
+int tnk_isin_supported(int dtype) { return real_dtype(dtype); }
+
+static void isin_range(void *p, int64_t begin, int64_t end) {
+  const tnk_isin_args_t *a = p;
+  int dt = a->dtype;
+  size_t esz = tnk_dtype_size(dt);
+  for (int64_t i = begin; i < end; i++) {
+    tnk_val_t e = tnk_load_any((const char *)a->elements + i * (int64_t)esz, dt);
+    int found = 0;
+    for (int64_t j = 0; j < a->m && !found; j++) {
+      tnk_val_t t = tnk_load_any((const char *)a->test + j * (int64_t)esz, dt);
+      found = floating(dt) ? e.re == t.re : e.i == t.i;
+    }
+    ((uint8_t *)a->out)[i] = (uint8_t)(found != a->invert);
+  }
+}
+
+void tnk_isin(const tnk_isin_args_t *a) {
+  int64_t m = a->m > 0 ? a->m : 1;
+  tnk_parallel_for(a->n, 16384 / m > 1 ? 16384 / m : 1, isin_range, (void *)a);
+}

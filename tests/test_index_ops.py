@@ -1,0 +1,286 @@
+"""Native indexing against CPU: index_select/index_add/embedding, gather/scatter,
+nll_loss/cross_entropy, max/min with indices, argmax/argmin, cumsum/cumprod,
+masked_fill, isin; and bad indices raising like CPU (at the next sync)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_neuronx
+from conftest import assert_same, run_python
+
+FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+REALS = FLOATS + [torch.int64, torch.int32, torch.int8, torch.uint8]
+
+
+@pytest.fixture(autouse=True)
+def _track():
+    torch_neuronx.clear_op_tracking()
+    yield
+
+
+def no_fallback():
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def rand(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    return torch.randint(0, 50, shape, generator=g).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", REALS + [torch.bool, torch.complex64])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("idx_dtype", [torch.int64, torch.int32])
+def test_index_select(dtype, dim, idx_dtype):
+    x = rand((5, 6, 7), torch.float32).to(dtype)
+    idx = torch.tensor([4, 0, 0, 2], dtype=idx_dtype)
+    assert_same(torch.index_select(x.neuron(), dim, idx.neuron()), torch.index_select(x, dim, idx))
+    xt = x.transpose(0, 2)  # non-contiguous source
+    assert_same(xt.neuron().index_select(dim, idx.neuron()), xt.index_select(dim, idx))
+    assert_same(x.neuron().index_select(dim, idx.neuron()[:0]), x.index_select(dim, idx[:0]))
+    no_fallback()
+
+
+def test_index_select_out_and_scalar_index():
+    x = torch.randn(4, 3)
+    out = torch.empty(0, device="neuron")
+    torch.index_select(x.neuron(), 0, torch.tensor(2).neuron(), out=out)
+    assert_same(out, torch.index_select(x, 0, torch.tensor(2)))
+    with pytest.raises(IndexError, match="vector"):
+        x.neuron().index_select(0, torch.zeros(2, 2, dtype=torch.long, device="neuron"))
+    with pytest.raises(RuntimeError, match="int32 or int64"):
+        x.neuron().index_select(0, torch.zeros(2, device="neuron"))
+
+
+@pytest.mark.parametrize("dtype", REALS)
+def test_index_add(dtype):
+    x, src = rand((5, 4), dtype, 1), rand((3, 4), dtype, 2)
+    idx = torch.tensor([1, 3, 1])
+    for alpha in (1, 2):
+        assert_same(x.neuron().index_add(0, idx.neuron(), src.neuron(), alpha=alpha),
+                    x.index_add(0, idx, src, alpha=alpha))
+    srcT = rand((5, 3), dtype, 3)
+    y = x.neuron()
+    y.index_add_(1, torch.tensor([0, 3, 3]).neuron(), srcT.neuron())
+    assert_same(y, x.index_add(1, torch.tensor([0, 3, 3]), srcT))
+    no_fallback()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("padding_idx", [None, 0])
+def test_embedding_forward_backward(dtype, padding_idx):
+    emb = torch.nn.Embedding(10, 8, padding_idx=padding_idx).to(dtype)
+    ids = torch.tensor([[1, 0, 3, 3], [9, 1, 1, 0]])
+    out = emb(ids)
+    out.float().pow(2).sum().backward()
+    emb_n = torch.nn.Embedding(10, 8, padding_idx=padding_idx).to(dtype)
+    emb_n.load_state_dict(emb.state_dict())
+    emb_n.to("neuron")
+    out_n = emb_n(ids.neuron())
+    out_n.float().pow(2).sum().backward()
+    assert_same(out_n, out)
+    tol = dict(atol=2e-2, rtol=2e-2) if dtype == torch.bfloat16 else {}
+    assert_same(emb_n.weight.grad, emb.weight.grad, **tol)
+    no_fallback()
+
+
+@pytest.mark.parametrize("dtype", REALS + [torch.bool])
+def test_gather_scatter(dtype):
+    x = rand((4, 5), torch.float32, 4).to(dtype)
+    idx = torch.tensor([[0, 1, 3], [2, 2, 0]])
+    for dim in (0, 1):
+        assert_same(x.neuron().gather(dim, idx.neuron()), x.gather(dim, idx))
+    src = rand((2, 3), torch.float32, 5).to(dtype)
+    idx_u = torch.tensor([[0, 1, 3], [2, 0, 1]])  # unique along dim 1 rows
+    assert_same(x.neuron().scatter(1, idx_u.neuron(), src.neuron()), x.scatter(1, idx_u, src))
+    assert_same(x.neuron().scatter(0, idx.neuron(), 1), x.scatter(0, idx, 1))
+    if dtype != torch.bool:
+        assert_same(x.neuron().scatter_add(1, idx.neuron(), src.neuron()),
+                    x.scatter_add(1, idx, src))
+        y = x.neuron()
+        y.scatter_add_(0, idx.neuron(), src.neuron())
+        assert_same(y, x.scatter_add(0, idx, src))
+    no_fallback()
+
+
+def test_gather_noncontiguous_and_backward():
+    x = torch.randn(6, 5, dtype=torch.float64).t()  # (5, 6), non-contiguous
+    idx = torch.randint(0, 5, (3, 6))
+    xn = x.neuron().requires_grad_()
+    xc = x.clone().requires_grad_()
+    torch.gather(xn, 0, idx.neuron()).pow(2).sum().backward()
+    torch.gather(xc, 0, idx).pow(2).sum().backward()
+    assert_same(xn.grad, xc.grad)
+    no_fallback()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy(dtype, reduction):
+    logits = torch.randn(6, 11).to(dtype)
+    target = torch.tensor([1, 10, 0, -100, 3, 3])
+    weight = torch.rand(11).to(dtype)
+    for w in (None, weight):
+        ln = logits.neuron().requires_grad_()
+        lc = logits.clone().requires_grad_()
+        wn = None if w is None else w.neuron()
+        loss_n = F.cross_entropy(ln, target.neuron(), weight=wn, reduction=reduction)
+        loss_c = F.cross_entropy(lc, target, weight=w, reduction=reduction)
+        tol = dict(atol=2e-2, rtol=2e-2) if dtype in (torch.bfloat16, torch.float16) else {}
+        assert_same(loss_n, loss_c, **tol)
+        loss_n.float().sum().backward()
+        loss_c.float().sum().backward()
+        assert_same(ln.grad, lc.grad, **tol)
+    no_fallback()
+
+
+def test_nll_loss_1d_input_and_checks():
+    x = torch.randn(5).log_softmax(0)
+    t = torch.tensor(3)
+    assert_same(F.nll_loss(x.neuron(), t.neuron()), F.nll_loss(x, t))
+    with pytest.raises(ValueError, match="batch_size|Expected"):
+        F.nll_loss(torch.randn(3, 4, device="neuron"), torch.zeros(2, dtype=torch.long, device="neuron"))
+    with pytest.raises(RuntimeError, match="Long"):
+        F.nll_loss(torch.randn(3, 4, device="neuron"), torch.zeros(3, dtype=torch.int32, device="neuron"))
+
+
+@pytest.mark.parametrize("dtype", REALS)
+def test_argmax_argmin_max_dim(dtype):
+    x = rand((4, 7, 3), torch.float32, 6).to(dtype)
+    x[1, 2, 0] = x[1, 5, 0]  # ties: the first wins
+    for dim in (None, 0, 1, -1):
+        for keep in (False, True):
+            assert_same(x.neuron().argmax(dim, keep), x.argmax(dim, keep))
+            assert_same(x.neuron().argmin(dim, keep), x.argmin(dim, keep))
+    for dim in (0, 1, 2):
+        vn, in_ = x.neuron().max(dim)
+        vc, ic = x.max(dim)
+        assert_same(vn, vc)
+        assert_same(in_, ic)
+        vn, in_ = x.neuron().transpose(0, 1).min(dim, keepdim=True)
+        vc, ic = x.transpose(0, 1).min(dim, keepdim=True)
+        assert_same(vn, vc)
+        assert_same(in_, ic)
+    no_fallback()
+
+
+def test_argmax_nan_and_errors():
+    x = torch.tensor([[1.0, float("nan"), 3.0, float("nan")], [2.0, 1.0, 0.5, 7.0]])
+    assert_same(x.neuron().argmax(1), x.argmax(1))
+    assert_same(x.neuron().argmin(1), x.argmin(1))
+    vn, in_ = x.neuron().max(1)
+    assert_same(vn, x.max(1)[0], equal_nan=True)
+    with pytest.raises(RuntimeError, match="numel"):
+        torch.empty(0, device="neuron").argmax()
+    with pytest.raises(IndexError, match="non-zero size"):
+        torch.empty(2, 0, device="neuron").max(1)
+
+
+@pytest.mark.parametrize("dtype", REALS + [torch.bool])
+def test_cumsum_cumprod(dtype):
+    x = rand((3, 5, 2), torch.float32, 7).mul(0.5).to(dtype)
+    for dim in (0, 1, -1):
+        assert_same(x.neuron().cumsum(dim), x.cumsum(dim))
+        if dtype != torch.bool:
+            tol = dict(atol=1e-2, rtol=1e-2) if dtype in (torch.bfloat16, torch.float16) else {}
+            assert_same(x.neuron().cumprod(dim), x.cumprod(dim), **tol)
+    assert_same(x.neuron().cumsum(1, dtype=torch.float64), x.cumsum(1, dtype=torch.float64))
+    no_fallback()
+
+
+def test_cumsum_backward_and_inplace():
+    x = torch.randn(4, 6)
+    xn = x.neuron().requires_grad_()
+    xc = x.clone().requires_grad_()
+    (xn.cumsum(1) ** 2).sum().backward()
+    (xc.cumsum(1) ** 2).sum().backward()
+    assert_same(xn.grad, xc.grad)
+    y = x.neuron()
+    y.cumsum_(0)
+    assert_same(y, x.cumsum(0))
+
+
+@pytest.mark.parametrize("dtype", REALS + [torch.bool])
+def test_masked_fill(dtype):
+    x = rand((3, 4), torch.float32, 8).to(dtype)
+    mask = torch.tensor([True, False, False, True])  # broadcast over rows
+    value = True if dtype == torch.bool else 5
+    assert_same(x.neuron().masked_fill(mask.neuron(), value), x.masked_fill(mask, value))
+    assert_same(x.neuron().masked_fill(mask.neuron(), torch.tensor(value)),
+                x.masked_fill(mask, torch.tensor(value)))
+    xt = x.t().neuron()  # non-contiguous, in place
+    xt.masked_fill_(mask.view(4, 1).neuron(), value)
+    assert_same(xt, x.t().masked_fill(mask.view(4, 1), value))
+    no_fallback()
+    with pytest.raises(RuntimeError, match="boolean"):
+        x.neuron().masked_fill(mask.neuron().int(), 1)
+
+
+def test_masked_fill_attention_mask_pattern():
+    scores = torch.randn(2, 1, 4, 4)
+    causal = torch.ones(4, 4, dtype=torch.bool).triu(1)
+    ref = scores.masked_fill(causal, float("-inf")).softmax(-1)
+    out = scores.neuron().masked_fill(causal.neuron(), float("-inf")).softmax(-1)
+    assert_same(out, ref)
+    no_fallback()
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32])
+def test_isin(dtype):
+    e = torch.tensor([[1, 2, 3], [4, 5, 2]]).to(dtype)
+    t = torch.tensor([2, 5, 9]).to(dtype)
+    for invert in (False, True):
+        assert_same(torch.isin(e.neuron(), t.neuron(), invert=invert),
+                    torch.isin(e, t, invert=invert))
+    no_fallback()
+
+
+BAD_INDEX_CASES = {
+    "index_select": "x.index_select(0, torch.tensor([0, 7], device='neuron'))",
+    "embedding": "F.embedding(torch.tensor([[1, 12]], device='neuron'), x)",
+    "gather": "x.gather(0, torch.tensor([[5, 0]], device='neuron'))",
+    "scatter_add": "x.scatter_add(0, torch.tensor([[-1, 0]], device='neuron'), x)",
+    "index_add": "x.index_add(0, torch.tensor([9], device='neuron'), x[:1])",
+    "nll_loss": "F.nll_loss(x, torch.tensor([0, 2, 5, 1, 0], device='neuron'))",
+}
+CPU_EXC = {"index_select": IndexError, "embedding": IndexError, "gather": RuntimeError,
+           "scatter_add": RuntimeError, "index_add": RuntimeError, "nll_loss": IndexError}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INDEX_CASES))
+def test_bad_index_raises_like_cpu_at_sync(case):
+    """A bad index is found by the kernel and raised (with CPU's exception type) at
+    the next synchronisation; the device stays usable afterwards."""
+    code = BAD_INDEX_CASES[case]
+    x_cpu = torch.randn(5, 3)
+    with pytest.raises(CPU_EXC[case]):  # the oracle's exception type
+        eval(code.replace("device='neuron'", "device='cpu'"), {"torch": torch, "F": F, "x": x_cpu})
+    x = x_cpu.neuron()
+    out = eval(code, {"torch": torch, "F": F, "x": x})
+    with pytest.raises(CPU_EXC[case], match="out of bounds"):
+        torch.neuron.synchronize()
+    torch.neuron.synchronize()  # reported once, then the device is clean
+    assert_same(out.new_ones(3) + 1, torch.full((3,), 2.0))
+
+
+def test_bad_index_raises_at_the_op_under_launch_blocking():
+    r = run_python(
+        "import torch\n"
+        "x = torch.randn(4, 2, device='neuron')\n"
+        "try:\n"
+        "    x.index_select(0, torch.tensor([4], device='neuron'))\n"
+        "except IndexError as e:\n"
+        "    print('raised', 'out of bounds' in str(e))\n",
+        env_extra={"NEURON_LAUNCH_BLOCKING": "1"})
+    assert r.stdout.strip() == "raised True", r.stderr
+
+
+def test_bad_index_raised_by_item_and_cpu_copy():
+    x = torch.randn(4, 2, device="neuron")
+    y = x.index_select(0, torch.tensor([0, 4], device="neuron"))
+    with pytest.raises(IndexError):
+        y.cpu()
+    y = x.index_select(0, torch.tensor([-1], device="neuron"))
+    with pytest.raises(IndexError):
+        y.sum().item()
