@@ -284,3 +284,98 @@ def test_bad_index_raised_by_item_and_cpu_copy():
     y = x.index_select(0, torch.tensor([-1], device="neuron"))
     with pytest.raises(IndexError):
         y.sum().item()
+
+
+INDEX_CASES = [
+    lambda x, d: x[d(torch.tensor([2, 0, 2]))],
+    lambda x, d: x[:, d(torch.tensor([[1], [3]]))],
+    lambda x, d: x[d(torch.tensor([1, 0])), :, d(torch.tensor([4, -1]))],  # non-adjacent
+    lambda x, d: x[:, d(torch.tensor([0, 3])), d(torch.tensor([[1], [2]]))],  # broadcast
+    lambda x, d: x[d(torch.tensor([True, False, True]))],
+    lambda x, d: x[x > 0],
+    lambda x, d: x[..., d(torch.tensor([-5, 4], dtype=torch.int32))],
+    lambda x, d: x.transpose(0, 2)[d(torch.tensor([1, 1]))],  # non-contiguous self
+]
+
+
+@pytest.mark.parametrize("case", range(len(INDEX_CASES)))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_advanced_index(case, dtype):
+    x = rand((3, 4, 5), torch.float32, 9).to(dtype)
+    if dtype == torch.bool and case == 5:
+        return  # x > 0 on bool is a different op; covered by the other dtypes
+    f = INDEX_CASES[case]
+    assert_same(f(x.neuron(), lambda t: t.neuron()), f(x, lambda t: t))
+    no_fallback()
+
+
+def test_advanced_index_cpu_indices_and_backward():
+    x = torch.randn(4, 6)
+    idx = torch.tensor([3, 1, 3])
+    assert_same(x.neuron()[idx], x[idx])  # CPU indices move to the device
+    xn = x.neuron().requires_grad_()
+    xc = x.clone().requires_grad_()
+    (xn[idx.neuron(), 2:] ** 2).sum().backward()  # backward accumulates duplicates
+    (xc[idx, 2:] ** 2).sum().backward()
+    assert_same(xn.grad, xc.grad)
+    no_fallback()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32, torch.bool])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put(dtype, accumulate):
+    if dtype == torch.bool and accumulate:
+        return
+    x = rand((4, 5), torch.float32, 10).to(dtype)
+    rows, cols = torch.tensor([0, 2, 0]), torch.tensor([1, 1, 1])
+    v = rand((3,), torch.float32, 11).to(dtype)
+    if not accumulate:  # duplicates with assignment are unspecified: keep them unique
+        rows = torch.tensor([0, 2, 3])
+    y = x.neuron()
+    y.index_put_((rows.neuron(), cols.neuron()), v.neuron(), accumulate=accumulate)
+    assert_same(y, x.clone().index_put_((rows, cols), v, accumulate=accumulate))
+    # non-contiguous self, broadcast values, bool mask
+    z = x.t().neuron()
+    z[torch.tensor([4, 0]).neuron()] = v[:1].neuron()
+    ref = x.t().clone()
+    ref[torch.tensor([4, 0])] = v[:1]
+    assert_same(z, ref)
+    m = x.neuron()
+    m[m != m[0, 0]] = v[0].neuron()
+    ref = x.clone()
+    ref[ref != ref[0, 0]] = v[0]
+    assert_same(m, ref)
+    no_fallback()
+
+
+def test_index_errors_like_cpu():
+    x = torch.randn(3, 4, device="neuron")
+    with pytest.raises(IndexError, match="too many indices"):
+        x[torch.tensor([0]).neuron(), torch.tensor([0]).neuron(), torch.tensor([0]).neuron()]
+    with pytest.raises(IndexError, match="must be long, int, byte or bool"):
+        x[torch.tensor([0.0]).neuron()]
+    with pytest.raises(IndexError, match="shape of the mask"):
+        x[torch.tensor([True, False]).neuron()]
+    with pytest.raises(IndexError, match="broadcast"):
+        x[torch.tensor([0, 1]).neuron(), torch.tensor([0, 1, 2]).neuron()]
+    with pytest.raises(RuntimeError, match="dtypes match"):
+        x.index_put_((torch.tensor([0]).neuron(),), torch.ones(4, dtype=torch.float64, device="neuron"))
+    y = x[torch.tensor([3]).neuron()]
+    with pytest.raises(IndexError, match="out of bounds"):
+        y.cpu()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int8, torch.bool, torch.complex64])
+def test_nonzero_and_masked_select(dtype):
+    x = torch.tensor([[0.0, 1.5, -0.0], [2.0, 0.0, 3.0]]).to(dtype)
+    assert_same(x.neuron().nonzero(), x.nonzero())
+    assert_same(torch.nonzero(x.neuron()[:0]), torch.nonzero(x[:0]))
+    mask = torch.tensor([True, False, True])
+    assert_same(x.neuron().masked_select(mask.neuron()), x.masked_select(mask))
+    no_fallback()
+
+
+def test_printing_needs_no_fallback():
+    x = torch.randn(3, 4, device="neuron")
+    assert "neuron:0" in str(x)
+    no_fallback()

@@ -82,13 +82,14 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
   at::Tensor x = self.contiguous();
   into_contiguous(out, [&](at::Tensor& o) {
     tnk_index_args_t a{};
+    a.nindex = 1;
     a.indexed = const_cast<void*>(x.const_data_ptr());
     a.dense = o.data_ptr();
-    a.index = index.const_data_ptr();
+    a.index[0] = index.const_data_ptr();
     split_dims(self.sizes(), dim, &a.outer, &a.inner);
-    a.size = self.size(dim);
+    a.size[0] = self.size(dim);
     a.n = index.numel();
-    a.index_stride = index.dim() ? index.stride(0) : 0;
+    a.index_stride[0] = index.dim() ? index.stride(0) : 0;
     a.dtype = tnk_of(self);
     a.index_dtype = tnk_of(index);
     a.fault = fault_sink(self.device().index(), "index_select", true);
@@ -112,16 +113,17 @@ void index_add_into(at::Tensor& out, int64_t dim, const at::Tensor& index,
   at::Tensor src = source.contiguous();
   into_contiguous(out, [&](at::Tensor& o) {
     tnk_index_args_t a{};
+    a.nindex = 1;
     a.indexed = o.data_ptr();
     a.dense = const_cast<void*>(src.const_data_ptr());
-    a.index = index.const_data_ptr();
+    a.index[0] = index.const_data_ptr();
     split_dims(o.sizes(), dim, &a.outer, &a.inner);
-    a.size = o.dim() ? o.size(dim) : 1;
+    a.size[0] = o.dim() ? o.size(dim) : 1;
     a.n = index.numel();
-    a.index_stride = index.dim() ? index.stride(0) : 0;
+    a.index_stride[0] = index.dim() ? index.stride(0) : 0;
     a.dtype = tnk_of(o);
     a.index_dtype = tnk_of(index);
-    a.accumulate = 1;
+    a.mode = TNK_INDEX_ADD;
     a.alpha = alpha;
     a.fault = fault_sink(o.device().index(), what, false);  // CPU: RuntimeError
     launch(o.device().index(), index_task, &a, sizeof a, "aten::index_add");
@@ -131,7 +133,7 @@ void index_add_into(at::Tensor& out, int64_t dim, const at::Tensor& index,
 bool index_add_native(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                       const at::Tensor& source) {
   tnk_dtype_t dt = tnk_of(self);
-  return dt != TNK_DTYPE_COUNT && tnk_index_supported(dt, tnk_of(index), 1) &&
+  return dt != TNK_DTYPE_COUNT && tnk_index_supported(dt, tnk_of(index), TNK_INDEX_ADD) &&
          index.dim() <= 1 && source.scalar_type() == self.scalar_type() &&
          index.device() == self.device() && source.device() == self.device() &&
          self.dim() > 0 && source.dim() == self.dim();
@@ -183,7 +185,7 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
                                     bool scale_grad_by_freq) {
   int64_t nw = num_weights.expect_int(), pad = padding_idx.expect_int();
   tnk_dtype_t dt = tnk_of(grad);
-  if (scale_grad_by_freq || dt == TNK_DTYPE_COUNT || !tnk_index_supported(dt, tnk_of(indices), 1) ||
+  if (scale_grad_by_freq || dt == TNK_DTYPE_COUNT || !tnk_index_supported(dt, tnk_of(indices), TNK_INDEX_ADD) ||
       !at::isFloatingType(grad.scalar_type()) || indices.device() != grad.device())
     return at::native::call_fallback_fn_symint<&neuron_cpu_fallback,
                                                ATEN_OP(embedding_dense_backward)>::call(
@@ -199,19 +201,20 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
   if (indices.numel() && nw) {
     g = g.contiguous();
     tnk_index_args_t a{};
+    a.nindex = 1;
     a.indexed = acc.data_ptr();
     a.dense = const_cast<void*>(g.const_data_ptr());
-    a.index = idx.const_data_ptr();
+    a.index[0] = idx.const_data_ptr();
     a.outer = 1;
-    a.size = nw;
+    a.size[0] = nw;
     a.n = idx.numel();
     a.inner = d;
-    a.index_stride = idx.stride(0);
+    a.index_stride[0] = idx.stride(0);
     a.skip = pad;
     a.has_skip = pad != -1;
     a.dtype = tnk_of(acc);
     a.index_dtype = tnk_of(idx);
-    a.accumulate = 1;
+    a.mode = TNK_INDEX_ADD;
     a.alpha = 1.0;
     a.fault = fault_sink(grad.device().index(), "embedding_backward", true);
     launch(grad.device().index(), index_task, &a, sizeof a, "aten::embedding_dense_backward");
@@ -727,6 +730,234 @@ at::Tensor isin(const at::Tensor& elements, const at::Tensor& test, bool assume_
   return isin_out(elements, test, assume_unique, invert, out);
 }
 
+// ------------------------------------------------------- nonzero, masked_select
+
+namespace {
+void nonzero_count_task(void* p) { tnk_count_nonzero(static_cast<tnk_nonzero_args_t*>(p)); }
+void nonzero_task(void* p) { tnk_nonzero(static_cast<tnk_nonzero_args_t*>(p)); }
+}  // namespace
+
+// Data-dependent size: counts on the device, synchronises (as CUDA does),
+// then writes the coordinates.
+at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long "
+              "but got scalar type", out.scalar_type());
+  if (tnk_of(self) == TNK_DTYPE_COUNT || self.dim() > TNK_MAX_DIMS)
+    return FALLBACK(nonzero_out, self, out);
+  at::Tensor x = self.contiguous();
+  at::Tensor count = at::empty({}, self.options().dtype(at::kLong));
+  tnk_nonzero_args_t a{};
+  a.in = x.const_data_ptr();
+  a.numel = x.numel();
+  a.ndim = static_cast<int32_t>(x.dim());
+  for (int64_t d = 0; d < x.dim(); d++) a.sizes[d] = x.size(d);
+  a.dtype = tnk_of(x);
+  a.count = count.data_ptr<int64_t>();
+  launch(self.device().index(), nonzero_count_task, &a, sizeof a, "aten::nonzero(count)");
+  int64_t n = count.item<int64_t>();
+  at::native::resize_output(out, {n, x.dim()});
+  if (n == 0 || x.dim() == 0) return out;
+  into_contiguous(out, [&](at::Tensor& o) {
+    a.out = o.data_ptr();
+    launch(self.device().index(), nonzero_task, &a, sizeof a, "aten::nonzero");
+  });
+  return out;
+}
+
+at::Tensor nonzero(const at::Tensor& self) {
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
+  return nonzero_out(self, out);
+}
+
+// ------------------------------------------------------ advanced indexing
+
+namespace {
+// x[indices] decomposed for the row kernel: the indexed dims made adjacent
+// (moved to the front when they are not, as ATen does), the indices
+// broadcast to one shape and laid out contiguously.
+struct AdvancedIndex {
+  at::Tensor src;                  // self, permuted when needed (a view)
+  std::vector<at::Tensor> idx;     // contiguous, broadcast shape, one dtype
+  int64_t first = 0, count = 0;    // indexed dims of src: [first, first + count)
+  at::DimVector bshape;            // broadcast index shape
+  at::DimVector result_shape;      // src[:first] + bshape + src[first + count:]
+};
+
+bool make_advanced_index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& list,
+                         AdvancedIndex* ai) {
+  std::vector<at::Tensor> expanded;  // one entry per self dim consumed (undefined: slice)
+  for (size_t i = 0; i < list.size(); i++) {
+    std::optional<at::Tensor> o = list.get(i);
+    if (!o.has_value() || !o->defined()) {
+      expanded.emplace_back();
+      continue;
+    }
+    at::Tensor t = *o;
+    TORCH_CHECK_INDEX(t.scalar_type() == at::kLong || t.scalar_type() == at::kInt ||
+                          t.scalar_type() == at::kByte || t.scalar_type() == at::kBool,
+                      "tensors used as indices must be long, int, byte or bool tensors");
+    if (t.scalar_type() == at::kByte || t.scalar_type() == at::kBool) {
+      if (t.dim() == 0) return false;  // x[True]: a new dim; left to the fallback
+      int64_t at_dim = static_cast<int64_t>(expanded.size());
+      for (int64_t j = 0; j < t.dim(); j++) {
+        TORCH_CHECK_INDEX(at_dim + j < self.dim() && t.size(j) == self.size(at_dim + j),
+                          "The shape of the mask ", t.sizes(), " at index ", j,
+                          " does not match the shape of the indexed tensor ", self.sizes(),
+                          " at index ", at_dim + j);
+      }
+      at::Tensor nz = at::nonzero(t.device() == self.device() ? t : t.to(self.device()));
+      for (int64_t j = 0; j < t.dim(); j++) expanded.push_back(nz.select(1, j));
+    } else {
+      expanded.push_back(t.device() == self.device() ? t : t.to(self.device()));
+    }
+  }
+  TORCH_CHECK_INDEX(static_cast<int64_t>(expanded.size()) <= self.dim(),
+                    "too many indices for tensor of dimension ", self.dim(), " (got ",
+                    expanded.size(), ")");
+  std::vector<int64_t> dims;
+  std::vector<at::Tensor> defined;
+  bool mixed = false;
+  for (size_t d = 0; d < expanded.size(); d++) {
+    if (!expanded[d].defined()) continue;
+    dims.push_back(static_cast<int64_t>(d));
+    if (!defined.empty() && defined[0].scalar_type() != expanded[d].scalar_type()) mixed = true;
+    defined.push_back(expanded[d]);
+  }
+  if (defined.empty() || defined.size() > TNK_MAX_INDICES || self.dim() > TNK_MAX_DIMS)
+    return false;
+  at::DimVector shape(defined[0].sizes().begin(), defined[0].sizes().end());
+  for (size_t k = 1; k < defined.size(); k++) {
+    try {
+      shape = at::infer_size_dimvector(shape, defined[k].sizes());
+    } catch (const c10::Error&) {
+      std::string shapes;
+      for (auto& t : defined) shapes += (shapes.empty() ? "" : ", ") + c10::str(t.sizes());
+      TORCH_CHECK_INDEX(false, "shape mismatch: indexing tensors could not be broadcast "
+                        "together with shapes ", shapes);
+    }
+  }
+  bool adjacent = dims.back() - dims.front() + 1 == static_cast<int64_t>(dims.size());
+  ai->src = self;
+  ai->first = dims.front();
+  if (!adjacent) {  // indexed dims first, the others after in order
+    std::vector<int64_t> perm(dims);
+    for (int64_t d = 0; d < self.dim(); d++)
+      if (std::find(dims.begin(), dims.end(), d) == dims.end()) perm.push_back(d);
+    ai->src = self.permute(perm);
+    ai->first = 0;
+  }
+  ai->count = static_cast<int64_t>(dims.size());
+  ai->bshape = shape;
+  for (at::Tensor& t : defined) {
+    if (mixed) t = t.to(at::kLong);
+    ai->idx.push_back(t.sizes().equals(shape) ? t.contiguous() : t.expand(shape).contiguous());
+  }
+  for (int64_t d = 0; d < ai->first; d++) ai->result_shape.push_back(ai->src.size(d));
+  for (int64_t s : shape) ai->result_shape.push_back(s);
+  for (int64_t d = ai->first + ai->count; d < ai->src.dim(); d++)
+    ai->result_shape.push_back(ai->src.size(d));
+  return true;
+}
+
+void fill_advanced_args(const AdvancedIndex& ai, const at::Tensor& src_contig, void* dense,
+                        int mode, tnk_index_args_t* a, const char* what) {
+  a->indexed = const_cast<void*>(src_contig.const_data_ptr());
+  a->dense = dense;
+  a->nindex = static_cast<int32_t>(ai.count);
+  for (int64_t k = 0; k < ai.count; k++) {
+    a->index[k] = ai.idx[k].const_data_ptr();
+    a->size[k] = ai.src.size(ai.first + k);
+    a->index_stride[k] = 1;
+  }
+  a->outer = 1;
+  for (int64_t d = 0; d < ai.first; d++) a->outer *= ai.src.size(d);
+  a->inner = 1;
+  for (int64_t d = ai.first + ai.count; d < ai.src.dim(); d++) a->inner *= ai.src.size(d);
+  a->n = 1;
+  for (int64_t s : ai.bshape) a->n *= s;
+  a->dtype = tnk_of(ai.src);
+  a->index_dtype = tnk_of(ai.idx[0]);
+  a->mode = mode;
+  a->wrap = 1;
+  a->alpha = 1.0;
+  // CPU raises IndexError for an advanced index out of range.
+  a->fault = fault_sink(ai.src.device().index(), what, true);
+}
+}  // namespace
+
+at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                      at::Tensor& out) {
+  AdvancedIndex ai;
+  if (tnk_of(self) == TNK_DTYPE_COUNT || out.scalar_type() != self.scalar_type() ||
+      !make_advanced_index(self, indices, &ai))
+    return FALLBACK(index_Tensor_out, self, indices, out);
+  at::native::resize_output(out, ai.result_shape);
+  if (out.numel() == 0) return out;
+  for (int64_t k = 0; k < ai.count; k++)  // indexing an empty dim with any index
+    TORCH_CHECK_INDEX(ai.src.size(ai.first + k) > 0, "index is out of bounds for dimension ",
+                      "with size 0");
+  at::Tensor x = ai.src.contiguous();
+  into_contiguous(out, [&](at::Tensor& o) {
+    tnk_index_args_t a{};
+    fill_advanced_args(ai, x, o.data_ptr(), TNK_INDEX_SELECT, &a, "index");
+    launch(self.device().index(), index_task, &a, sizeof a, "aten::index");
+  });
+  return out;
+}
+
+at::Tensor index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  at::Tensor out = at::empty({0}, self.options());
+  return index_out(self, indices, out);
+}
+
+at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                            const at::Tensor& values, bool accumulate, bool unsafe) {
+  AdvancedIndex ai;
+  int mode = accumulate ? TNK_INDEX_ADD : TNK_INDEX_PUT;
+  tnk_dtype_t dt = tnk_of(self);
+  if (dt == TNK_DTYPE_COUNT || !tnk_index_supported(dt, TNK_I64, mode) ||
+      values.device() != self.device() || !make_advanced_index(self, indices, &ai))
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_index_put_impl_)>::call(
+        self, indices, values, accumulate, unsafe);
+  TORCH_CHECK(values.scalar_type() == self.scalar_type(),
+              "Index put requires the source and destination dtypes match, got ",
+              self.scalar_type(), " for the destination and ", values.scalar_type(),
+              " for the source.");
+  TORCH_CHECK(at::is_expandable_to(values.sizes(), ai.result_shape), "shape mismatch: value "
+              "tensor of shape ", values.sizes(), " cannot be broadcast to indexing result of "
+              "shape ", at::IntArrayRef(ai.result_shape));
+  int64_t n = 1;
+  for (int64_t s : ai.result_shape) n *= s;
+  if (n == 0) return self;
+  at::Tensor v = values.expand(ai.result_shape).contiguous();
+  if (v.storage().is_alias_of(self.storage())) v = v.clone();
+  bool direct = ai.src.is_same(self) && self.is_contiguous();
+  at::Tensor x = direct ? self : ai.src.contiguous();
+  tnk_index_args_t a{};
+  fill_advanced_args(ai, x, v.data_ptr(), mode, &a, "index_put");
+  launch(self.device().index(), index_task, &a, sizeof a, "aten::index_put_");
+  if (!direct) ai.src.copy_(x);
+  return self;
+}
+
+at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool,
+              "masked_select: expected BoolTensor for mask");
+  check_same_device(self, mask);
+  auto shape = at::infer_size_dimvector(self.sizes(), mask.sizes());
+  at::Tensor s = self.expand(shape), m = mask.expand(shape);
+  c10::List<std::optional<at::Tensor>> idx;
+  idx.push_back(m.dim() ? std::optional<at::Tensor>(m) : std::nullopt);
+  if (m.dim() == 0 || tnk_of(self) == TNK_DTYPE_COUNT)
+    return FALLBACK(masked_select_out, self, mask, out);
+  return index_out(s, idx, out);
+}
+
+at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
+  at::Tensor out = at::empty({0}, self.options());
+  return masked_select_out(self, mask, out);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select", index_select);
   m.impl("index_select.out", index_select_out);
@@ -763,6 +994,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_fill_.Tensor", masked_fill__tensor);
   m.impl("isin.Tensor_Tensor", isin);
   m.impl("isin.Tensor_Tensor_out", isin_out);
+  m.impl("nonzero", nonzero);
+  m.impl("nonzero.out", nonzero_out);
+  m.impl("index.Tensor", index);
+  m.impl("index.Tensor_out", index_out);
+  m.impl("_index_put_impl_", index_put_impl_);
+  m.impl("masked_select", masked_select);
+  m.impl("masked_select.out", masked_select_out);
 }
 
 }  // namespace torch_neuronx

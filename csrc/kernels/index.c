@@ -40,50 +40,72 @@ static void accumulate(char *dst, const char *src, int dt, double alpha) {
   }
 }
 
-/* ---- index_select / index_add -------------------------------------------- */
+/* ---- index_select / index_add / index_put ---------------------------------- */
 
-int tnk_index_supported(int dtype, int index_dtype, int accumulate_) {
+int tnk_index_supported(int dtype, int index_dtype, int mode) {
   if (index_dtype != TNK_I32 && index_dtype != TNK_I64) return 0;
   if (dtype < 0 || dtype >= TNK_DTYPE_COUNT) return 0;
-  return accumulate_ ? real_dtype(dtype) : 1;
+  return mode == TNK_INDEX_ADD ? real_dtype(dtype) : 1;
+}
+
+/* The row (in units of inner) of entry j within one outer slice, or -1 for
+ * a bad index (reported once per task through *reported). */
+static int64_t index_row(const tnk_index_args_t *a, int64_t j, int *reported) {
+  int64_t row = 0;
+  for (int k = 0; k < a->nindex; k++) {
+    int64_t v = load_index(a->index[k], a->index_dtype, j * a->index_stride[k]);
+    int64_t x = v < 0 && a->wrap ? v + a->size[k] : v;
+    if (x < 0 || x >= a->size[k]) {
+      if (!*reported) fault(&a->fault, v, a->size[k]);
+      *reported = 1;
+      return -1;
+    }
+    row = row * a->size[k] + x;
+  }
+  return row;
+}
+
+static int64_t index_rows(const tnk_index_args_t *a) {
+  int64_t r = 1;
+  for (int k = 0; k < a->nindex; k++) r *= a->size[k];
+  return r;
 }
 
 static void select_range(void *p, int64_t begin, int64_t end) {
   const tnk_index_args_t *a = p;
   size_t row = (size_t)a->inner * tnk_dtype_size(a->dtype);
+  int64_t rows = index_rows(a);
+  int reported = 0;
   for (int64_t r = begin; r < end; r++) { /* r = o * n + j */
     int64_t o = r / a->n, j = r % a->n;
-    int64_t k = load_index(a->index, a->index_dtype, j * a->index_stride);
+    int64_t k = index_row(a, j, &reported);
     char *dst = (char *)a->dense + (size_t)r * row;
-    if (k < 0 || k >= a->size) {
-      fault(&a->fault, k, a->size);
-      memset(dst, 0, row);
-      continue;
-    }
-    memcpy(dst, (const char *)a->indexed + (size_t)(o * a->size + k) * row, row);
+    if (k < 0) memset(dst, 0, row);
+    else memcpy(dst, (const char *)a->indexed + (size_t)(o * rows + k) * row, row);
   }
 }
 
 /* Each task owns a range of (o, i) columns and walks every index in order,
- * so no two tasks write one element and the sum order is fixed. */
+ * so no two tasks write one element and the order is fixed. */
 static void add_range(void *p, int64_t begin, int64_t end) {
   const tnk_index_args_t *a = p;
   size_t esz = tnk_dtype_size(a->dtype);
+  int64_t rows = index_rows(a);
   int reported = 0;
   while (begin < end) {
     int64_t o = begin / a->inner, i0 = begin % a->inner;
     int64_t i1 = a->inner < i0 + (end - begin) ? a->inner : i0 + (end - begin);
     for (int64_t j = 0; j < a->n; j++) {
-      int64_t k = load_index(a->index, a->index_dtype, j * a->index_stride);
-      if (a->has_skip && k == a->skip) continue;
-      if (k < 0 || k >= a->size) {
-        if (!reported) fault(&a->fault, k, a->size);
-        reported = 1;
+      if (a->has_skip &&
+          load_index(a->index[0], a->index_dtype, j * a->index_stride[0]) == a->skip)
         continue;
-      }
-      char *dst = (char *)a->indexed + (size_t)((o * a->size + k) * a->inner) * esz;
+      int64_t k = index_row(a, j, &reported);
+      if (k < 0) continue;
+      char *dst = (char *)a->indexed + (size_t)((o * rows + k) * a->inner) * esz;
       const char *src = (const char *)a->dense + (size_t)((o * a->n + j) * a->inner) * esz;
-      if (a->dtype == TNK_F32) {
+      if (a->mode == TNK_INDEX_PUT) {
+        memcpy(dst + i0 * esz, src + i0 * esz, (size_t)(i1 - i0) * esz);
+      } else if (a->dtype == TNK_F32) {
         float *d = (float *)dst;
         const float *s = (const float *)src;
         float al = (float)a->alpha;
@@ -98,15 +120,55 @@ static void add_range(void *p, int64_t begin, int64_t end) {
 }
 
 void tnk_index(const tnk_index_args_t *a) {
-  if (a->accumulate) {
+  if (a->nindex < 1 || a->nindex > TNK_MAX_INDICES) return;
+  if (a->mode == TNK_INDEX_SELECT) {
+    int64_t row = a->inner > 0 ? a->inner : 1;
+    tnk_parallel_for(a->outer * a->n, 4096 / row > 1 ? 4096 / row : 1,
+                     select_range, (void *)a);
+  } else {
     int64_t cols = a->outer * a->inner;
     int64_t work = a->n > 0 ? a->n : 1;
     int64_t grain = 16384 / work > 16 ? 16384 / work : 16;
     tnk_parallel_for(cols, grain, add_range, (void *)a);
-  } else {
-    int64_t row = a->inner > 0 ? a->inner : 1;
-    tnk_parallel_for(a->outer * a->n, 4096 / row > 1 ? 4096 / row : 1,
-                     select_range, (void *)a);
+  }
+}
+
+/* ---- nonzero ------------------------------------------------------------------ */
+
+static int is_nonzero(const char *p, size_t esz) {
+  for (size_t b = 0; b < esz; b++)
+    if (p[b]) return 1;
+  return 0;
+}
+
+/* Floating -0.0 is zero: compare values, not bytes, for floating types. */
+static int elem_nonzero(const char *base, int dt, size_t esz, int64_t i) {
+  if (floating(dt)) return tnk_ldf(base, dt, i) != 0.0;
+  if (dt == TNK_C64 || dt == TNK_C128) {
+    tnk_val_t v = tnk_load_any(base + i * (int64_t)esz, dt);
+    return v.re != 0.0 || v.im != 0.0;
+  }
+  return is_nonzero(base + i * (int64_t)esz, esz);
+}
+
+void tnk_count_nonzero(const tnk_nonzero_args_t *a) {
+  size_t esz = tnk_dtype_size(a->dtype);
+  int64_t c = 0;
+  for (int64_t i = 0; i < a->numel; i++) c += elem_nonzero(a->in, a->dtype, esz, i);
+  *a->count = c;
+}
+
+void tnk_nonzero(const tnk_nonzero_args_t *a) {
+  size_t esz = tnk_dtype_size(a->dtype);
+  int64_t *out = a->out, coord[TNK_MAX_DIMS] = {0};
+  for (int64_t i = 0; i < a->numel; i++) {
+    if (elem_nonzero(a->in, a->dtype, esz, i)) {
+      for (int d = 0; d < a->ndim; d++) *out++ = coord[d];
+    }
+    for (int d = a->ndim - 1; d >= 0; d--) { /* advance the coordinate */
+      if (++coord[d] < a->sizes[d]) break;
+      coord[d] = 0;
+    }
   }
 }
 

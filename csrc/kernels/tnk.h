@@ -313,23 +313,32 @@ typedef struct tnk_fault {
 
 /* ---- indexing ------------------------------------------------------------------ */
 
-/* Over contiguous [outer, size, inner] (indexed) and [outer, n, inner]
- * (dense) tensors of one dtype, with n indices (i32 or i64, index_stride
- * apart); an index must lie in [0, size) or it is a fault.
- *   accumulate = 0 (index_select): dense[o, j, i] = indexed[o, index[j], i];
- *     a faulting row is zero-filled. Any dtype (moved as bytes).
- *   accumulate = 1 (index_add, embedding backward): indexed[o, index[j], i]
- *     += alpha * dense[o, j, i], in index order (deterministic), skipping
- *     index == skip when has_skip. Real dtypes. */
+/* Row indexing with up to TNK_MAX_INDICES index tensors. The indexed
+ * tensor is contiguous [outer, size[0], ..., size[nindex-1], inner]; the
+ * dense one is contiguous [outer, n, inner]; index k holds n entries (i32 or
+ * i64, index_stride[k] apart, 0 to broadcast). Entry j addresses the row
+ * (index[0][j], ..., index[nindex-1][j]). An index must lie in [0, size)
+ * ([-size, size) with wrap, negatives counting from the end) or it is a
+ * fault. Modes:
+ *   TNK_INDEX_SELECT (index_select, advanced indexing): dense[o, j, i] =
+ *     indexed[o, row j, i]; a faulting row is zero-filled. Any dtype.
+ *   TNK_INDEX_ADD (index_add, index_put with accumulate, embedding
+ *     backward): indexed[o, row j, i] += alpha * dense[o, j, i] in index order
+ *     (deterministic), skipping index == skip when has_skip. Real dtypes.
+ *   TNK_INDEX_PUT (index_put): indexed[o, row j, i] = dense[o, j, i]; for a
+ *     row given twice the last wins. Any dtype. */
+#define TNK_MAX_INDICES 8
+enum { TNK_INDEX_SELECT = 0, TNK_INDEX_ADD, TNK_INDEX_PUT };
 typedef struct tnk_index_args {
   void *indexed, *dense;
-  const void *index;
-  int64_t outer, size, n, inner, index_stride, skip;
-  int32_t dtype, index_dtype, accumulate, has_skip;
+  const void *index[TNK_MAX_INDICES];
+  int64_t size[TNK_MAX_INDICES], index_stride[TNK_MAX_INDICES];
+  int64_t outer, n, inner, skip;
+  int32_t nindex, dtype, index_dtype, mode, has_skip, wrap;
   double alpha;
   tnk_fault_t fault;
 } tnk_index_args_t;
-int tnk_index_supported(int dtype, int index_dtype, int accumulate);
+int tnk_index_supported(int dtype, int index_dtype, int mode);
 void tnk_index(const tnk_index_args_t *args);
 
 /* gather / scatter along `dim` over the index tensor's shape (int64 index):
@@ -407,6 +416,20 @@ typedef struct tnk_isin_args {
 } tnk_isin_args_t;
 int tnk_isin_supported(int dtype);
 void tnk_isin(const tnk_isin_args_t *args);
+
+/* Positions of the nonzero elements of a contiguous tensor of any dtype
+ * with shape sizes[0..ndim): tnk_count_nonzero writes the count (int64) to
+ * *count; tnk_nonzero writes the row-major coordinates, [count, ndim] int64,
+ * in order (count must be the value counted). */
+typedef struct tnk_nonzero_args {
+  const void *in;
+  void *out;
+  int64_t *count;
+  int64_t numel, sizes[TNK_MAX_DIMS];
+  int32_t ndim, dtype;
+} tnk_nonzero_args_t;
+void tnk_count_nonzero(const tnk_nonzero_args_t *args);
+void tnk_nonzero(const tnk_nonzero_args_t *args);
 
 /* ---- GEMM ------------------------------------------------------------------ */
 
