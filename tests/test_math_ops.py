@@ -143,3 +143,113 @@ def test_mm_edge_cases_and_errors():
         torch.mm(torch.ones(2, 2, device="neuron"), torch.ones(2, 2, device="neuron", dtype=torch.float64))
     i = torch.randint(0, 5, (3, 3))
     assert_same(i.neuron() @ i.neuron(), i @ i)  # integer matmul: CPU fallback
+
+
+# ---- floor/trunc division, remainder, pow, clamp, logical, baddbmm ----------
+
+_DIV_DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.int32, torch.int8]
+
+
+def _div_operands(dtype):
+    a = torch.tensor([[7, -7, 5, -5, 0, 9], [3, -3, 100, -100, 1, -1]]).to(dtype)
+    b = torch.tensor([[2, 2, -3, -3, 4, 3], [-2, 5, 7, 7, -1, 1]]).to(dtype)
+    if dtype.is_floating_point:
+        a = a * 1.25
+    return a, b
+
+
+@pytest.mark.parametrize("dtype", _DIV_DTYPES)
+def test_floor_trunc_div_remainder(dtype):
+    torch_neuronx.clear_op_tracking()
+    a, b = _div_operands(dtype)
+    an, bn = a.neuron(), b.neuron()
+    assert_same(torch.floor_divide(an, bn), torch.floor_divide(a, b))
+    assert_same(torch.div(an, bn, rounding_mode="floor"), torch.div(a, b, rounding_mode="floor"))
+    assert_same(torch.div(an, bn, rounding_mode="trunc"), torch.div(a, b, rounding_mode="trunc"))
+    assert_same(torch.remainder(an, bn), torch.remainder(a, b))
+    assert_same(an // 3, a // 3)
+    assert_same(an % 3, a % 3)
+    c = an.clone()
+    c.div_(bn, rounding_mode="floor")
+    assert_same(c, a.div(b, rounding_mode="floor"))
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_integer_division_by_zero_raises_at_sync():
+    a = torch.tensor([4, 5]).neuron()
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        torch.floor_divide(torch.tensor([4, 5]), torch.tensor([1, 0]))  # the CPU oracle
+    r = torch.floor_divide(a, torch.tensor([1, 0]).neuron())
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        r.cpu()
+    f = torch.tensor([1.0, -1.0, 0.0]).neuron() // torch.zeros(3).neuron()  # floats: IEEE
+    assert_same(f, torch.tensor([1.0, -1.0, 0.0]) // torch.zeros(3), equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_pow_tensor_tensor_and_scalar_base(dtype):
+    torch_neuronx.clear_op_tracking()
+    a = torch.rand(3, 4).add(0.5).to(dtype)
+    e = torch.randn(4).to(dtype)
+    tol = dict(atol=1e-2, rtol=1e-2) if dtype == torch.bfloat16 else {}
+    assert_same(torch.pow(a.neuron(), e.neuron()), torch.pow(a, e), **tol)
+    assert_same(torch.pow(2, e.neuron()), torch.pow(2, e), **tol)
+    assert_same(2.5 ** e.neuron(), 2.5 ** e, **tol)
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int32])
+def test_clamp(dtype):
+    torch_neuronx.clear_op_tracking()
+    x = (torch.randn(4, 5) * 10).to(dtype)
+    xn = x.neuron()
+    assert_same(xn.clamp(-3, 4), x.clamp(-3, 4))
+    assert_same(xn.clamp(min=-1), x.clamp(min=-1))
+    assert_same(xn.clamp(max=2), x.clamp(max=2))
+    assert_same(xn.clamp(5, 1), x.clamp(5, 1))  # min > max: max
+    lo, hi = torch.full((5,), -2).to(dtype), torch.arange(5).to(dtype)
+    assert_same(xn.clamp(lo.neuron(), hi.neuron()), x.clamp(lo, hi))
+    assert_same(torch.clamp_min(xn, lo.neuron()), torch.clamp_min(x, lo))
+    y = xn.clone()
+    y.clamp_(0, 3)
+    assert_same(y, x.clamp(0, 3))
+    if not dtype.is_floating_point:
+        assert_same(xn.clamp(-1.5, 2.5), x.clamp(-1.5, 2.5))  # promotes to float
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_clamp_nan_and_errors():
+    x = torch.tensor([float("nan"), 1.0, -5.0])
+    assert_same(x.neuron().clamp(-1, 1), x.clamp(-1, 1), equal_nan=True)
+    with pytest.raises(RuntimeError, match="At least one"):
+        x.neuron().clamp()
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int64, torch.float32])
+def test_logical_ops(dtype):
+    torch_neuronx.clear_op_tracking()
+    a = torch.tensor([[0, 1, 2], [0, 0, -3]]).to(dtype)
+    b = torch.tensor([1, 0, 5]).to(dtype)
+    for f in (torch.logical_and, torch.logical_or, torch.logical_xor):
+        assert_same(f(a.neuron(), b.neuron()), f(a, b))
+    assert_same(torch.logical_not(a.neuron()), torch.logical_not(a))
+    out = torch.empty(0, dtype=torch.float32, device="neuron")
+    torch.logical_and(a.neuron(), b.neuron(), out=out)
+    assert_same(out, torch.logical_and(a, b, out=torch.empty(0)))
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_baddbmm(dtype):
+    torch_neuronx.clear_op_tracking()
+    s, a, b = torch.randn(3, 1, 5), torch.randn(3, 4, 6), torch.randn(3, 6, 5)
+    s, a, b = s.to(dtype), a.to(dtype), b.to(dtype)
+    tol = dict(atol=5e-2, rtol=2e-2) if dtype == torch.bfloat16 else {}
+    for beta, alpha in ((1.0, 1.0), (0.5, -2.0), (0.0, 1.0)):
+        assert_same(torch.baddbmm(s.neuron(), a.neuron(), b.neuron(), beta=beta, alpha=alpha),
+                    torch.baddbmm(s, a, b, beta=beta, alpha=alpha), **tol)
+    t = torch.randn(3, 4, 5).to(dtype)
+    tn = t.neuron()
+    tn.baddbmm_(a.neuron(), b.neuron(), alpha=0.5)
+    assert_same(tn, t.baddbmm(a, b, alpha=0.5), **tol)
+    assert torch_neuronx.get_fallback_ops() == {}

@@ -17,6 +17,9 @@
 
 namespace torch_neuronx {
 
+#define FALLBACK_CALL(OPNAME, ...) \
+  at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(OPNAME)>::call(__VA_ARGS__)
+
 namespace {
 
 // Task arguments: the kernel descriptor plus room for a scalar operand that
@@ -102,6 +105,8 @@ bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
   task.args.out.dtype = compute.has_value() ? TNK_BOOL : dt;
   task.args.op = op;
   task.args.dtype = dt;
+  task.args.fault = {tnrt_stream_fault, current_native_stream(out.device().index()), name,
+                     TNK_FAULT_ZERO_DIVISION, 0};
   if (c10::isIntegralType(common, true)) task.args.ialpha = alpha.toLong();
   else task.args.alpha = alpha.toDouble();
   if (out.numel() == 0) return true;
@@ -182,6 +187,179 @@ NEURON_BINARY(mul, TNK_MUL, mul_Tensor, mul__Tensor, mul_out, NO_ALPHA, NO_ALPHA
               ONE)
 NEURON_BINARY(div, TNK_DIV, div_Tensor, div__Tensor, div_out, NO_ALPHA, NO_ALPHA,
               ONE)
+NEURON_BINARY(floor_divide, TNK_FLOORDIV, floor_divide, floor_divide__Tensor, floor_divide_out,
+              NO_ALPHA, NO_ALPHA, ONE)
+NEURON_BINARY(div_trunc, TNK_TRUNCDIV, div_Tensor, div__Tensor, div_out, NO_ALPHA, NO_ALPHA,
+              ONE)
+NEURON_BINARY(remainder, TNK_REMAINDER, remainder_Tensor, remainder__Tensor,
+              remainder_Tensor_out, NO_ALPHA, NO_ALPHA, ONE)
+NEURON_BINARY(pow_tt, TNK_POW, pow_Tensor_Tensor, pow__Tensor, pow_Tensor_Tensor_out, NO_ALPHA,
+              NO_ALPHA, ONE)
+
+// div with rounding_mode: None is true division, "floor" and "trunc" round.
+namespace {
+int rounding(std::optional<c10::string_view> mode) {
+  if (!mode.has_value()) return 0;
+  TORCH_CHECK(*mode == "floor" || *mode == "trunc",
+              "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
+              *mode, "'");
+  return *mode == "floor" ? 1 : 2;
+}
+}  // namespace
+
+at::Tensor div_mode(const at::Tensor& a, const at::Tensor& b,
+                    std::optional<c10::string_view> mode) {
+  switch (rounding(mode)) {
+    case 0: return torch_neuronx::div(a, b);
+    case 1: return torch_neuronx::floor_divide(a, b);
+    default: return torch_neuronx::div_trunc(a, b);
+  }
+}
+at::Tensor& div__mode(at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> mode) {
+  switch (rounding(mode)) {
+    case 0: return torch_neuronx::div_(a, b);
+    case 1: return torch_neuronx::floor_divide_(a, b);
+    default: return torch_neuronx::div_trunc_(a, b);
+  }
+}
+at::Tensor& div_out_mode(const at::Tensor& a, const at::Tensor& b,
+                         std::optional<c10::string_view> mode, at::Tensor& out) {
+  switch (rounding(mode)) {
+    case 0: return torch_neuronx::div_out(a, b, out);
+    case 1: return torch_neuronx::floor_divide_out(a, b, out);
+    default: return torch_neuronx::div_trunc_out(a, b, out);
+  }
+}
+
+// pow with a scalar base (2 ** t).
+at::Tensor pow_scalar_base(const c10::Scalar& base, const at::Tensor& exp) {
+  return torch_neuronx::pow_tt(at::native::wrapped_scalar_tensor(base), exp);
+}
+at::Tensor& pow_scalar_base_out(const c10::Scalar& base, const at::Tensor& exp, at::Tensor& out) {
+  return torch_neuronx::pow_tt_out(at::native::wrapped_scalar_tensor(base), exp, out);
+}
+
+// clamp as maximum then minimum (NaN propagates as in ATen's clamp; with
+// min > max the result is max, as ATen defines).
+namespace {
+at::Tensor& clamp_into(const at::Tensor& self, const at::Tensor* lo, const at::Tensor* hi,
+                       at::Tensor& out, bool* done) {
+  *done = false;
+  TORCH_CHECK(lo || hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  c10::ScalarType common = self.scalar_type();
+  if (lo) common = at::result_type(self, *lo);
+  if (hi) common = c10::promoteTypes(common, at::result_type(self, *hi));
+  TORCH_CHECK(at::canCast(common, out.scalar_type()), "result type ", common,
+              " can't be cast to the desired output type ", out.scalar_type());
+  if (common != out.scalar_type() || self.is_complex()) return out;
+  auto shape = self.sizes().vec();
+  for (const at::Tensor* t : {lo, hi})
+    if (t) shape = at::infer_size(shape, t->sizes());
+  at::native::resize_output(out, shape);
+  const at::Tensor* first = lo ? lo : hi;
+  if (!launch_binary(out, self, *first, lo ? TNK_MAXIMUM : TNK_MINIMUM, 1, "aten::clamp"))
+    return out;
+  if (lo && hi) launch_binary(out, out, *hi, TNK_MINIMUM, 1, "aten::clamp");
+  *done = true;
+  return out;
+}
+
+at::Tensor scalar_operand(const std::optional<c10::Scalar>& s) {
+  return s.has_value() ? at::native::wrapped_scalar_tensor(*s) : at::Tensor();
+}
+const at::Tensor* opt_ptr(const at::Tensor& t) { return t.defined() ? &t : nullptr; }
+
+c10::ScalarType clamp_dtype(const at::Tensor& self, const at::Tensor& lo, const at::Tensor& hi) {
+  c10::ScalarType t = self.scalar_type();
+  if (lo.defined()) t = at::result_type(self, lo);
+  if (hi.defined()) t = c10::promoteTypes(t, at::result_type(self, hi));
+  return t;
+}
+}  // namespace
+
+at::Tensor& clamp_out(const at::Tensor& self, const std::optional<c10::Scalar>& min,
+                      const std::optional<c10::Scalar>& max, at::Tensor& out) {
+  at::Tensor lo = scalar_operand(min), hi = scalar_operand(max);
+  bool done;
+  clamp_into(self, opt_ptr(lo), opt_ptr(hi), out, &done);
+  return done ? out : FALLBACK_CALL(clamp_out, self, min, max, out);
+}
+at::Tensor clamp(const at::Tensor& self, const std::optional<c10::Scalar>& min,
+                 const std::optional<c10::Scalar>& max) {
+  at::Tensor out = at::empty({0}, self.options().dtype(
+                                      clamp_dtype(self, scalar_operand(min), scalar_operand(max))));
+  return clamp_out(self, min, max, out);
+}
+at::Tensor& clamp_(at::Tensor& self, const std::optional<c10::Scalar>& min,
+                   const std::optional<c10::Scalar>& max) {
+  return clamp_out(self, min, max, self);
+}
+at::Tensor& clamp_tensor_out(const at::Tensor& self, const std::optional<at::Tensor>& min,
+                             const std::optional<at::Tensor>& max, at::Tensor& out) {
+  at::Tensor lo = min.has_value() ? *min : at::Tensor(), hi = max.has_value() ? *max : at::Tensor();
+  for (const at::Tensor* t : {&lo, &hi})
+    if (t->defined()) check_operand(*t, self.device(), "clamp");
+  bool done;
+  clamp_into(self, opt_ptr(lo), opt_ptr(hi), out, &done);
+  return done ? out : FALLBACK_CALL(clamp_Tensor_out, self, min, max, out);
+}
+at::Tensor clamp_tensor(const at::Tensor& self, const std::optional<at::Tensor>& min,
+                        const std::optional<at::Tensor>& max) {
+  at::Tensor lo = min.has_value() ? *min : at::Tensor(), hi = max.has_value() ? *max : at::Tensor();
+  at::Tensor out = at::empty({0}, self.options().dtype(clamp_dtype(self, lo, hi)));
+  return clamp_tensor_out(self, min, max, out);
+}
+at::Tensor& clamp_min_out(const at::Tensor& self, const c10::Scalar& min, at::Tensor& out) {
+  return clamp_out(self, min, std::nullopt, out);
+}
+at::Tensor& clamp_max_out(const at::Tensor& self, const c10::Scalar& max, at::Tensor& out) {
+  return clamp_out(self, std::nullopt, max, out);
+}
+at::Tensor& clamp_min_tensor_out(const at::Tensor& self, const at::Tensor& min, at::Tensor& out) {
+  return clamp_tensor_out(self, min, std::nullopt, out);
+}
+at::Tensor& clamp_max_tensor_out(const at::Tensor& self, const at::Tensor& max, at::Tensor& out) {
+  return clamp_tensor_out(self, std::nullopt, max, out);
+}
+
+// logical and/or/xor/not: operands read as bool (nonzero), any out dtype.
+namespace {
+at::Tensor as_bool(const at::Tensor& t) {
+  return t.scalar_type() == at::kBool ? t : t.ne(0);
+}
+at::Tensor& store_bool(const at::Tensor& r, at::Tensor& out) {
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+}  // namespace
+
+#define NEURON_LOGICAL_BIN(NAME, OP)                                                      \
+  at::Tensor& NAME##_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {      \
+    check_operand(a, out.device(), #NAME);                                                \
+    check_operand(b, out.device(), #NAME);                                                \
+    if (a.is_complex() || b.is_complex())                                                 \
+      return FALLBACK_CALL(NAME##_out, a, b, out);                                        \
+    at::Tensor x = as_bool(a), y = as_bool(b);                                            \
+    auto shape = at::infer_size_dimvector(x.sizes(), y.sizes());                          \
+    if (out.scalar_type() == at::kBool && !out.storage().is_alias_of(x.storage()) &&      \
+        !out.storage().is_alias_of(y.storage())) {                                        \
+      at::native::resize_output(out, shape);                                              \
+      launch_binary(out, x, y, OP, 1, "aten::" #NAME);                                    \
+      return out;                                                                         \
+    }                                                                                     \
+    at::Tensor r = at::empty(shape, out.options().dtype(at::kBool));                      \
+    launch_binary(r, x, y, OP, 1, "aten::" #NAME);                                        \
+    return store_bool(r, out);                                                            \
+  }
+NEURON_LOGICAL_BIN(logical_and, TNK_BITAND)
+NEURON_LOGICAL_BIN(logical_or, TNK_BITOR)
+NEURON_LOGICAL_BIN(logical_xor, TNK_BITXOR)
+#undef NEURON_LOGICAL_BIN
+
+at::Tensor& logical_not_out(const at::Tensor& a, at::Tensor& out) {
+  if (a.is_complex()) return FALLBACK_CALL(logical_not_out, a, out);
+  return store_bool(a.eq(0), out);
+}
 
 // maximum / minimum have no in-place form in ATen. Returns an undefined
 // tensor when the kernels cannot take the dtype.
@@ -364,6 +542,50 @@ at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
 at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
   at::Tensor out = at::empty({0}, a.options());
   return bmm_out(a, b, out);
+}
+
+at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
+                        const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
+  TORCH_CHECK(a.dim() == 3, "batch1 must be a 3D tensor");
+  TORCH_CHECK(b.dim() == 3, "batch2 must be a 3D tensor");
+  TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1),
+              "Expected size for first two dimensions of batch2 tensor to be: [",
+              a.size(0), ", ", a.size(2), "] but got: [", b.size(0), ", ",
+              b.size(1), "].");
+  TORCH_CHECK(self.scalar_type() == a.scalar_type() && a.scalar_type() == b.scalar_type() &&
+                  out.scalar_type() == a.scalar_type(),
+              "expected scalar type ", a.scalar_type(), " but found ",
+              self.scalar_type() != a.scalar_type() ? self.scalar_type() : b.scalar_type());
+  check_same_device(a, b, "baddbmm");
+  check_same_device(self, a, "baddbmm");
+  if (!gemm_dtype_ok(a))
+    return FALLBACK_CALL(baddbmm_out, self, a, b, beta, alpha, out);
+  std::vector<int64_t> shape{a.size(0), a.size(1), b.size(2)};
+  at::expand_size(self, shape, "baddbmm");
+  double bv = beta.toDouble();
+  bool in_place = out.is_same(self);
+  at::native::resize_output(out, shape);
+  at::Tensor o = out;
+  if (o.storage().is_alias_of(a.storage()) || o.storage().is_alias_of(b.storage()))
+    o = at::empty(shape, out.options());
+  if (bv != 0.0 && !(in_place && o.is_same(out))) o.copy_(self.expand(shape));
+  launch_gemm(o, a, b, alpha.toDouble(), bv, "aten::baddbmm");
+  if (!o.is_same(out)) out.copy_(o);
+  return out;
+}
+
+at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
+                   const c10::Scalar& beta, const c10::Scalar& alpha) {
+  at::Tensor out = at::empty({0}, a.options());
+  return baddbmm_out(self, a, b, beta, alpha, out);
+}
+
+at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
+                     const c10::Scalar& beta, const c10::Scalar& alpha) {
+  TORCH_CHECK(self.dim() == 3 && self.size(0) == a.size(0) && self.size(1) == a.size(1) &&
+                  self.size(2) == b.size(2),
+              "baddbmm_: self must have the shape of the product, got ", self.sizes());
+  return baddbmm_out(self, a, b, beta, alpha, self);
 }
 
 // ---------------------------------------------------- activation backward
@@ -549,6 +771,36 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmm_", addmm_);
   m.impl("bmm", bmm);
   m.impl("bmm.out", bmm_out);
+  m.impl("baddbmm", baddbmm);
+  m.impl("baddbmm.out", baddbmm_out);
+  m.impl("baddbmm_", baddbmm_);
+  m.impl("floor_divide", floor_divide);
+  m.impl("floor_divide_.Tensor", floor_divide_);
+  m.impl("floor_divide.out", floor_divide_out);
+  m.impl("div.Tensor_mode", div_mode);
+  m.impl("div_.Tensor_mode", div__mode);
+  m.impl("div.out_mode", div_out_mode);
+  m.impl("remainder.Tensor", remainder);
+  m.impl("remainder_.Tensor", remainder_);
+  m.impl("remainder.Tensor_out", remainder_out);
+  m.impl("pow.Tensor_Tensor", pow_tt);
+  m.impl("pow_.Tensor", pow_tt_);
+  m.impl("pow.Tensor_Tensor_out", pow_tt_out);
+  m.impl("pow.Scalar", pow_scalar_base);
+  m.impl("pow.Scalar_out", pow_scalar_base_out);
+  m.impl("clamp", clamp);
+  m.impl("clamp_", clamp_);
+  m.impl("clamp.out", clamp_out);
+  m.impl("clamp.Tensor", clamp_tensor);
+  m.impl("clamp.Tensor_out", clamp_tensor_out);
+  m.impl("clamp_min.out", clamp_min_out);
+  m.impl("clamp_max.out", clamp_max_out);
+  m.impl("clamp_min.Tensor_out", clamp_min_tensor_out);
+  m.impl("clamp_max.Tensor_out", clamp_max_tensor_out);
+  m.impl("logical_and.out", logical_and_out);
+  m.impl("logical_or.out", logical_or_out);
+  m.impl("logical_xor.out", logical_xor_out);
+  m.impl("logical_not.out", logical_not_out);
 }
 
 }  // namespace torch_neuronx

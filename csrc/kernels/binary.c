@@ -4,6 +4,8 @@
  * wraps (as in PyTorch) instead of being undefined. */
 #include <math.h>
 
+#include <stdatomic.h>
+
 #include "dtype.h"
 #include "tnk.h"
 
@@ -38,19 +40,44 @@ static inline double gelu_tanh_bwd(double g, double x) {
   return g * (0.5 * right + left * (1.0 - t * t) * dinner);
 }
 
+/* Python's floor division and modulo on floats, as PyTorch computes them
+ * (through fmod, so that a - b * floor_div(a, b) == remainder(a, b)). */
+static inline double floor_div_f(double a, double b, double al) {
+  (void)al;
+  if (b == 0) return a / b;
+  double mod = fmod(a, b), div = (a - mod) / b;
+  if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;
+  if (div == 0) return copysign(0.0, a / b);
+  double fl = floor(div);
+  return div - fl > 0.5 ? fl + 1 : fl;
+}
+static inline double trunc_div_f(double a, double b, double al) {
+  (void)al;
+  return trunc(a / b);
+}
+static inline double remainder_f(double a, double b, double al) {
+  (void)al;
+  double m = fmod(a, b);
+  return m != 0 && (b < 0) != (m < 0) ? m + b : m;
+}
+static inline double pow_f(double a, double b, double al) {
+  (void)al;
+  return pow(a, b);
+}
+
 #define IOP_ADD(x, y, al) ((int64_t)((uint64_t)(x) + (uint64_t)(al) * (uint64_t)(y)))
 #define IOP_SUB(x, y, al) ((int64_t)((uint64_t)(x) - (uint64_t)(al) * (uint64_t)(y)))
 #define IOP_MUL(x, y, al) ((int64_t)((uint64_t)(x) * (uint64_t)(y)))
 #define IOP_MAXIMUM(x, y, al) ((x) > (y) ? (x) : (y))
 #define IOP_MINIMUM(x, y, al) ((x) < (y) ? (x) : (y))
 
-typedef void (*loop_fn)(char *o, const char *a, const char *b, int64_t so,
+typedef int64_t (*loop_fn)(char *o, const char *a, const char *b, int64_t so,
                         int64_t sa, int64_t sb, int64_t n, double al,
                         int64_t ial);
 
 /* T: storage type, C: compute type, LOAD/STORE convert between them. */
 #define FLOAT_LOOP(NAME, OP, T, C, LOAD, STORE)                              \
-  static void NAME(char *o, const char *a, const char *b, int64_t so,        \
+  static int64_t NAME(char *o, const char *a, const char *b, int64_t so,        \
                    int64_t sa, int64_t sb, int64_t n, double al,             \
                    int64_t ial) {                                            \
     (void)ial;                                                               \
@@ -62,7 +89,7 @@ typedef void (*loop_fn)(char *o, const char *a, const char *b, int64_t so,
       const T *restrict pa = (const T *)a, *restrict pb = (const T *)b;      \
       for (int64_t i = 0; i < n; i++)                                        \
         po[i] = STORE(OP((C)LOAD(pa[i]), (C)LOAD(pb[i]), alpha));            \
-      return;                                                                \
+      return 0;                                                              \
     }                                                                        \
     for (int64_t i = 0; i < n; i++) {                                        \
       T x, y;                                                                \
@@ -71,6 +98,7 @@ typedef void (*loop_fn)(char *o, const char *a, const char *b, int64_t so,
       T r = STORE(OP((C)LOAD(x), (C)LOAD(y), alpha));                        \
       memcpy(o + i * so, &r, sizeof r);                                      \
     }                                                                        \
+    return 0;                                                                \
   }
 
 #define ID(x) (x)
@@ -80,7 +108,7 @@ typedef void (*loop_fn)(char *o, const char *a, const char *b, int64_t so,
 #define F16_OF_F32(x) tnk_f32_to_f16(x)
 
 #define INT_LOOP(NAME, OP, T)                                                \
-  static void NAME(char *o, const char *a, const char *b, int64_t so,        \
+  static int64_t NAME(char *o, const char *a, const char *b, int64_t so,        \
                    int64_t sa, int64_t sb, int64_t n, double al,             \
                    int64_t ial) {                                            \
     (void)al;                                                                \
@@ -91,6 +119,7 @@ typedef void (*loop_fn)(char *o, const char *a, const char *b, int64_t so,
       T r = (T)(uint64_t)OP((int64_t)x, (int64_t)y, ial);                    \
       memcpy(o + i * so, &r, sizeof r);                                      \
     }                                                                        \
+    return 0;                                                                \
   }
 
 #define FLOAT_OPS(OPN, OP)                                                   \
@@ -104,12 +133,57 @@ FLOAT_OPS(mul, OP_MUL)
 FLOAT_OPS(div, OP_DIV)
 FLOAT_OPS(maximum, OP_MAXIMUM)
 FLOAT_OPS(minimum, OP_MINIMUM)
+FLOAT_OPS(floordiv, floor_div_f)
+FLOAT_OPS(truncdiv, trunc_div_f)
+FLOAT_OPS(remainder, remainder_f)
+FLOAT_OPS(pow, pow_f)
 FLOAT_OPS(gelu_bwd, OP_GELU_BWD)
 FLOAT_OPS(gelu_tanh_bwd, OP_GELU_TANH_BWD)
 FLOAT_OPS(silu_bwd, OP_SILU_BWD)
 FLOAT_OPS(sigmoid_bwd, OP_SIGMOID_BWD)
 FLOAT_OPS(tanh_bwd, OP_TANH_BWD)
 FLOAT_OPS(threshold_bwd, OP_THRESHOLD_BWD)
+
+/* Integer floor/trunc division and remainder; a zero divisor is counted
+ * (reported as a fault by the caller) and gives 0. */
+static inline int64_t ifloordiv(int64_t a, int64_t b) {
+  if (b == -1) return (int64_t)(0 - (uint64_t)a);
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static inline int64_t itruncdiv(int64_t a, int64_t b) {
+  return b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;
+}
+static inline int64_t iremainder(int64_t a, int64_t b) {
+  if (b == -1) return 0;
+  int64_t r = a % b;
+  return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
+#define IDIV_LOOP(NAME, FN, T)                                               \
+  static int64_t NAME(char *o, const char *a, const char *b, int64_t so,     \
+                      int64_t sa, int64_t sb, int64_t n, double al,          \
+                      int64_t ial) {                                         \
+    (void)al;                                                                \
+    (void)ial;                                                               \
+    int64_t zeros = 0;                                                       \
+    for (int64_t i = 0; i < n; i++) {                                        \
+      T x, y;                                                                \
+      memcpy(&x, a + i * sa, sizeof x);                                      \
+      memcpy(&y, b + i * sb, sizeof y);                                      \
+      T r = 0;                                                               \
+      if (y == 0) zeros++;                                                   \
+      else r = (T)(uint64_t)FN((int64_t)x, (int64_t)y);                      \
+      memcpy(o + i * so, &r, sizeof r);                                      \
+    }                                                                        \
+    return zeros;                                                            \
+  }
+#define IDIV_OPS(OPN, FN)                                                    \
+  IDIV_LOOP(u8_##OPN, FN, uint8_t) IDIV_LOOP(i8_##OPN, FN, int8_t)           \
+  IDIV_LOOP(i16_##OPN, FN, int16_t) IDIV_LOOP(i32_##OPN, FN, int32_t)        \
+  IDIV_LOOP(i64_##OPN, FN, int64_t)
+IDIV_OPS(floordiv, ifloordiv)
+IDIV_OPS(truncdiv, itruncdiv)
+IDIV_OPS(remainder, iremainder)
 
 #define INT_OPS(OPN, OP)                                                     \
   INT_LOOP(u8_##OPN, OP, uint8_t) INT_LOOP(i8_##OPN, OP, int8_t)             \
@@ -123,7 +197,7 @@ INT_OPS(minimum, IOP_MINIMUM)
 
 /* comparisons: out is bool whatever the input dtype */
 #define CMP_LOOP(NAME, CMP, T, C, LOAD)                                      \
-  static void NAME(char *o, const char *a, const char *b, int64_t so,        \
+  static int64_t NAME(char *o, const char *a, const char *b, int64_t so,        \
                    int64_t sa, int64_t sb, int64_t n, double al,             \
                    int64_t ial) {                                            \
     (void)al;                                                                \
@@ -135,6 +209,7 @@ INT_OPS(minimum, IOP_MINIMUM)
       C cx = (C)LOAD(x), cy = (C)LOAD(y);                                    \
       o[i * so] = (char)(cx CMP cy);                                         \
     }                                                                        \
+    return 0;                                                                \
   }
 #define CMP_ALL(OPN, CMP)                                                    \
   CMP_LOOP(f32_##OPN, CMP, float, float, ID)                                 \
@@ -156,7 +231,7 @@ CMP_ALL(ge, >=)
 
 /* bool arithmetic as PyTorch defines it: + is or, * is and, max/min too */
 #define BOOL_LOOP(NAME, EXPR)                                                \
-  static void NAME(char *o, const char *a, const char *b, int64_t so,        \
+  static int64_t NAME(char *o, const char *a, const char *b, int64_t so,        \
                    int64_t sa, int64_t sb, int64_t n, double al,             \
                    int64_t ial) {                                            \
     (void)al;                                                                \
@@ -165,6 +240,7 @@ CMP_ALL(ge, >=)
       int x = a[i * sa] != 0, y = b[i * sb] != 0;                            \
       o[i * so] = (char)(EXPR);                                              \
     }                                                                        \
+    return 0;                                                                \
   }
 BOOL_LOOP(bool_add, x | y)
 BOOL_LOOP(bool_mul, x & y)
@@ -214,6 +290,10 @@ static const loop_fn k_loops[TNK_BINARY_OP_COUNT][TNK_DTYPE_COUNT] = {
    [TNK_I16] = i16_##OPN, [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN}
     [TNK_BITAND] = IROW(bitand), [TNK_BITOR] = IROW(bitor),
     [TNK_BITXOR] = IROW(bitxor),
+    [TNK_FLOORDIV] = ROW(floordiv, 0),
+    [TNK_TRUNCDIV] = ROW(truncdiv, 0),
+    [TNK_REMAINDER] = ROW(remainder, 0),
+    [TNK_POW] = FROW(pow),
 };
 
 int tnk_binary_supported(int op, int dtype) {
@@ -228,6 +308,7 @@ typedef struct bin_ctx {
   int64_t esz, oesz; /* input / output element sizes (bool for comparisons) */
   double alpha;
   int64_t ialpha;
+  _Atomic int64_t zero_divisions;
 } bin_ctx_t;
 
 static void bin_rows(void *p, int64_t begin, int64_t end) {
@@ -241,21 +322,23 @@ static void bin_rows(void *p, int64_t begin, int64_t end) {
       rem /= c->shape.sizes[d];
       for (int v = 0; v < 3; v++) off[v] += idx * c->v[v].strides[d];
     }
-    c->fn((char *)c->v[0].data + off[0] * c->oesz,
+    int64_t z = c->fn((char *)c->v[0].data + off[0] * c->oesz,
           (const char *)c->v[1].data + off[1] * c->esz,
           (const char *)c->v[2].data + off[2] * c->esz,
           c->v[0].strides[nd - 1] * c->oesz, c->v[1].strides[nd - 1] * c->esz,
           c->v[2].strides[nd - 1] * c->esz, inner, c->alpha, c->ialpha);
+    if (z) atomic_fetch_add(&((bin_ctx_t *)p)->zero_divisions, z);
   }
 }
 
 static void bin_chunks(void *p, int64_t begin, int64_t end) {
   const bin_ctx_t *c = p;
-  c->fn((char *)c->v[0].data + begin * c->v[0].strides[0] * c->oesz,
+  int64_t z = c->fn((char *)c->v[0].data + begin * c->v[0].strides[0] * c->oesz,
         (const char *)c->v[1].data + begin * c->v[1].strides[0] * c->esz,
         (const char *)c->v[2].data + begin * c->v[2].strides[0] * c->esz,
         c->v[0].strides[0] * c->oesz, c->v[1].strides[0] * c->esz,
         c->v[2].strides[0] * c->esz, end - begin, c->alpha, c->ialpha);
+  if (z) atomic_fetch_add(&((bin_ctx_t *)p)->zero_divisions, z);
 }
 
 void tnk_binary(const tnk_binary_args_t *a) {
@@ -280,4 +363,6 @@ void tnk_binary(const tnk_binary_args_t *a) {
   else
     tnk_parallel_for(n / inner, inner >= (1 << 15) ? 1 : (1 << 15) / inner,
                      bin_rows, &c);
+  if (atomic_load(&c.zero_divisions) && a->fault.fn)
+    a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, 0, 0);
 }

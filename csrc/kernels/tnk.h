@@ -117,6 +117,22 @@ void tnk_random(const tnk_random_args_t *a);
 /* One Philox4x32-10 block; exposed for tests. */
 void tnk_philox(uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
+/* ---- faults ------------------------------------------------------------------ */
+
+/* Bad data found while a kernel runs (an index out of range) is skipped and
+ * reported through the sink, which may be empty (fn NULL). Kernels never
+ * touch memory outside their views whatever the data. */
+enum { TNK_FAULT_INDEX = 0, TNK_FAULT_ASSERT = 1, TNK_FAULT_ZERO_DIVISION = 2 };
+typedef void (*tnk_fault_fn)(void *ctx, int kind, const char *what,
+                             int64_t value, int64_t bound);
+typedef struct tnk_fault {
+  tnk_fault_fn fn;
+  void *ctx;
+  const char *what; /* static string naming the op */
+  int32_t kind;     /* TNK_FAULT_*, passed to fn: how the caller reports it */
+  int32_t pad_;
+} tnk_fault_t;
+
 /* ---- elementwise binary ------------------------------------------------ */
 
 typedef enum tnk_binary_op {
@@ -138,6 +154,10 @@ typedef enum tnk_binary_op {
   TNK_EQ, TNK_NE, TNK_LT, TNK_LE, TNK_GT, TNK_GE,
   /* bitwise: integer and bool dtypes */
   TNK_BITAND, TNK_BITOR, TNK_BITXOR,
+  /* Python semantics; integer dtypes count a zero divisor as a fault
+   * (result 0); floats follow IEEE */
+  TNK_FLOORDIV, TNK_TRUNCDIV, TNK_REMAINDER,
+  TNK_POW, /* floating dtypes */
   TNK_BINARY_OP_COUNT
 } tnk_binary_op_t;
 
@@ -152,6 +172,7 @@ typedef struct tnk_binary_args {
   int32_t op, dtype;
   double alpha;     /* for floating dtypes */
   int64_t ialpha;   /* for integer dtypes */
+  tnk_fault_t fault; /* integer division by zero (value and bound 0) */
 } tnk_binary_args_t;
 int tnk_binary_supported(int op, int dtype);
 void tnk_binary(const tnk_binary_args_t *args);
@@ -294,22 +315,6 @@ typedef struct tnk_arange_args {
   int32_t dtype, integral;
 } tnk_arange_args_t;
 void tnk_arange(const tnk_arange_args_t *args);
-
-/* ---- faults ------------------------------------------------------------------ */
-
-/* Bad data found while a kernel runs (an index out of range) is skipped and
- * reported through the sink, which may be empty (fn NULL). Kernels never
- * touch memory outside their views whatever the data. */
-enum { TNK_FAULT_INDEX = 0, TNK_FAULT_ASSERT = 1 };
-typedef void (*tnk_fault_fn)(void *ctx, int kind, const char *what,
-                             int64_t value, int64_t bound);
-typedef struct tnk_fault {
-  tnk_fault_fn fn;
-  void *ctx;
-  const char *what; /* static string naming the op */
-  int32_t kind;     /* TNK_FAULT_*, passed to fn: how the caller reports it */
-  int32_t pad_;
-} tnk_fault_t;
 
 /* ---- indexing ------------------------------------------------------------------ */
 

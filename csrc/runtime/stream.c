@@ -82,6 +82,11 @@ tnrt_status_t tnrt_take_fault(int device) {
   const char *what = f->what;
   int64_t value = f->value, bound = f->bound;
   atomic_store(&f->state, 0);
+  if (kind == TNRT_FAULT_ZERO_DIVISION)
+    return tnrt_set_error(TNRT_ERR_DEVICE_ASSERT,
+                          "ZeroDivisionError: integer division by zero in %s "
+                          "on neuron:%d (reported at this synchronisation)",
+                          what, device);
   return tnrt_set_error(
       kind == TNRT_FAULT_INDEX ? TNRT_ERR_DEVICE_INDEX : TNRT_ERR_DEVICE_ASSERT,
       "%s: index %lld is out of bounds for size %lld (found by the kernel "

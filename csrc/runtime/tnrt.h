@@ -101,12 +101,13 @@ int tnrt_launch_blocking(void);
  * the launch itself under NEURON_LAUNCH_BLOCKING=1); reporting clears it, so
  * the device stays usable. Results of the faulting op are unspecified but
  * in bounds. */
-enum { TNRT_FAULT_INDEX = 0, TNRT_FAULT_ASSERT = 1 };
+enum { TNRT_FAULT_INDEX = 0, TNRT_FAULT_ASSERT = 1, TNRT_FAULT_ZERO_DIVISION = 2 };
 /* Callable from a task; stream is the tnrt_stream_t* the task runs on (as a
  * void* so kernels can carry it without this header). what must have static
  * lifetime; the message is "<what>: index <value> is out of bounds for size
  * <bound>"; kind INDEX reports TNRT_ERR_DEVICE_INDEX, kind ASSERT
- * TNRT_ERR_DEVICE_ASSERT (the callers' IndexError vs RuntimeError). */
+ * TNRT_ERR_DEVICE_ASSERT (the callers' IndexError vs RuntimeError); kind
+ * ZERO_DIVISION reports TNRT_ERR_DEVICE_ASSERT "ZeroDivisionError". */
 void tnrt_stream_fault(void *stream, int kind, const char *what, int64_t value,
                        int64_t bound);
 /* Wait like the synchronize calls but leave a pending fault for the user's
