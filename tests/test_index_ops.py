@@ -379,3 +379,74 @@ def test_printing_needs_no_fallback():
     x = torch.randn(3, 4, device="neuron")
     assert "neuron:0" in str(x)
     no_fallback()
+
+
+@pytest.mark.parametrize("dtype", REALS + [torch.bool])
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_stable(dtype, descending):
+    x = torch.randint(0, 5, (3, 40, 4)).to(dtype)  # many ties: stability matters
+    for dim in (1, -1, 0):
+        vn, in_ = torch.sort(x.neuron(), dim=dim, descending=descending, stable=True)
+        vc, ic = torch.sort(x, dim=dim, descending=descending, stable=True)
+        assert_same(vn, vc)
+        assert_same(in_, ic)
+    assert_same(torch.argsort(x.neuron(), dim=1, stable=True), torch.argsort(x, dim=1, stable=True))
+    no_fallback()
+
+
+def test_sort_nan_and_signed_zero():
+    x = torch.tensor([3.0, float("nan"), -0.0, 0.0, -float("inf"), 1.0, float("nan")])
+    for desc in (False, True):
+        vn, in_ = x.neuron().sort(descending=desc, stable=True)
+        vc, ic = x.sort(descending=desc, stable=True)
+        assert_same(vn, vc, equal_nan=True)
+        assert_same(in_, ic)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int32])
+@pytest.mark.parametrize("k", [1, 2, 7, 50])
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk(dtype, k, largest):
+    x = torch.randn(6, 50).mul(100).to(dtype)  # distinct enough that indices are unique
+    vn, in_ = torch.topk(x.neuron(), k, dim=1, largest=largest)
+    vc, ic = torch.topk(x, k, dim=1, largest=largest)
+    assert_same(vn, vc)
+    # ties may order differently: the indices must pick the same values
+    assert_same(x.neuron().gather(1, in_), vc)
+    vn0, in0 = torch.topk(x.neuron().t(), min(k, 6), dim=0, largest=largest)
+    vc0, _ = torch.topk(x.t(), min(k, 6), dim=0, largest=largest)
+    assert_same(vn0, vc0)
+    no_fallback()
+    with pytest.raises(RuntimeError, match="k out of range"):
+        torch.topk(x.neuron(), 51)
+
+
+def test_moe_router_pattern():
+    """The Mixtral/Qwen-MoE routing step: softmax, topk, one-hot counts, histc."""
+    logits = torch.randn(16, 8)
+    def route(lg):
+        w = lg.softmax(-1)
+        top_w, top_i = torch.topk(w, 2, dim=-1)
+        top_w = top_w / top_w.sum(-1, keepdim=True)
+        counts = torch.histc(top_i.flatten().float(), bins=8, min=0, max=7)
+        counts_int = torch.histc(top_i.flatten(), bins=8, min=0, max=7) if lg.device.type != "cpu" else None
+        order = top_i.flatten().argsort(stable=True)
+        return top_w, top_i, counts, counts_int, order
+    n = route(logits.neuron())
+    c = route(logits)
+    for a, b in zip(n[:3] + n[4:], c[:3] + c[4:]):
+        assert_same(a, b)
+    assert_same(n[3], c[2].long())  # integer histc, as CUDA computes it
+    no_fallback()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_histc(dtype):
+    x = torch.randn(1000).to(dtype)
+    for bins, lo, hi in ((10, -2, 2), (7, 0, 0), (3, -0.5, 0.5)):
+        assert_same(torch.histc(x.neuron(), bins, lo, hi), torch.histc(x, bins, lo, hi))
+    same = torch.full((5,), 2.0, dtype=dtype)
+    assert_same(torch.histc(same.neuron(), 4), torch.histc(same, 4))
+    with pytest.raises(RuntimeError, match="max must be larger"):
+        torch.histc(x.neuron(), 4, 3, 1)
+    no_fallback()

@@ -13,6 +13,8 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <cmath>
+
 namespace torch_neuronx {
 namespace {
 
@@ -958,6 +960,144 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
   return masked_select_out(self, mask, out);
 }
 
+// ------------------------------------------------------------ sort / topk
+
+namespace {
+void sort_task(void* p) { tnk_sort(static_cast<tnk_sort_args_t*>(p)); }
+void histc_task(void* p) { tnk_histc(static_cast<tnk_histc_args_t*>(p)); }
+
+// Sorts (k = size along dim) or selects the top k along dim into values and
+// indices, resized to self's shape with dim of size k.
+void sort_into(const at::Tensor& self, int64_t dim, int64_t k, bool descending,
+               at::Tensor& values, at::Tensor& indices, const char* name) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  std::vector<int64_t> shape = self.sizes().vec();
+  if (self.dim()) shape[dim] = k;
+  at::native::resize_output(values, shape);
+  at::native::resize_output(indices, shape);
+  int64_t len = self.dim() ? self.size(dim) : 1;
+  if (values.numel() == 0 || len == 0) return;
+  bool last = self.dim() == 0 || dim == self.dim() - 1;
+  at::Tensor x = last ? self.contiguous() : self.movedim(dim, -1).contiguous();
+  std::vector<int64_t> moved = x.sizes().vec();
+  if (!moved.empty()) moved.back() = k;
+  bool direct = last && values.is_contiguous() && indices.is_contiguous() &&
+                !values.storage().is_alias_of(x.storage());
+  at::Tensor v = direct ? values : at::empty(moved, values.options());
+  at::Tensor i = direct ? indices : at::empty(moved, indices.options());
+  tnk_sort_args_t a{};
+  a.in = x.const_data_ptr();
+  a.values = v.data_ptr();
+  a.indices = i.data_ptr();
+  a.len = len;
+  a.rows = x.numel() / len;
+  a.k = k;
+  a.dtype = tnk_of(self);
+  a.descending = descending;
+  launch(self.device().index(), sort_task, &a, sizeof a, name);
+  if (!direct) {
+    values.copy_(last ? v : v.movedim(-1, dim));
+    indices.copy_(last ? i : i.movedim(-1, dim));
+  }
+}
+
+bool sort_native(const at::Tensor& self) {
+  tnk_dtype_t dt = tnk_of(self);
+  return dt != TNK_DTYPE_COUNT && tnk_sort_supported(dt);
+}
+}  // namespace
+
+std::tuple<at::Tensor&, at::Tensor&> sort_values_stable(const at::Tensor& self,
+                                                        std::optional<bool> stable, int64_t dim,
+                                                        bool descending, at::Tensor& values,
+                                                        at::Tensor& indices) {
+  if (!sort_native(self) || values.scalar_type() != self.scalar_type() ||
+      indices.scalar_type() != at::kLong)
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(sort, values_stable)>::call(
+        self, stable, dim, descending, values, indices);
+  int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  sort_into(self, d, self.dim() ? self.size(d) : 1, descending, values, indices, "aten::sort");
+  return {values, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> sort_stable(const at::Tensor& self, std::optional<bool> stable,
+                                               int64_t dim, bool descending) {
+  at::Tensor values = at::empty({0}, self.options());
+  at::Tensor indices = at::empty({0}, self.options().dtype(at::kLong));
+  sort_values_stable(self, stable, dim, descending, values, indices);
+  return {values, indices};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> topk_values(const at::Tensor& self, c10::SymInt k_sym,
+                                                 int64_t dim, bool largest, bool sorted,
+                                                 at::Tensor& values, at::Tensor& indices) {
+  int64_t k = k_sym.expect_int();
+  int64_t d = at::maybe_wrap_dim(dim, self.dim(), /*wrap_scalar=*/true);
+  int64_t len = self.dim() ? self.size(d) : 1;
+  TORCH_CHECK(k >= 0 && k <= len, "selected index k out of range");
+  if (!sort_native(self) || values.scalar_type() != self.scalar_type() ||
+      indices.scalar_type() != at::kLong)
+    return at::native::call_fallback_fn_symint<&neuron_cpu_fallback, ATEN_OP2(topk, values)>::call(
+        self, k_sym, dim, largest, sorted, values, indices);
+  sort_into(self, d, k, largest, values, indices, "aten::topk");
+  return {values, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, c10::SymInt k, int64_t dim,
+                                        bool largest, bool sorted) {
+  at::Tensor values = at::empty({0}, self.options());
+  at::Tensor indices = at::empty({0}, self.options().dtype(at::kLong));
+  topk_values(self, k, dim, largest, sorted, values, indices);
+  return {values, indices};
+}
+
+// histc: floating inputs as on CPU; integer inputs as CUDA takes them
+// (MoE routers count tokens per expert with torch.histc on int ids), with
+// counts in the input's dtype.
+at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const c10::Scalar& min,
+                      const c10::Scalar& max, at::Tensor& out) {
+  TORCH_CHECK(bins > 0, "torch.histc(): bins must be > 0, but got ", bins, " for dimension 0");
+  tnk_dtype_t dt = tnk_of(self);
+  bool ok;
+  tnk_dtype_t odt = to_tnk(out.scalar_type(), &ok);
+  if (dt == TNK_DTYPE_COUNT || !ok || !tnk_histc_supported(dt, odt) ||
+      out.scalar_type() != self.scalar_type())
+    return FALLBACK(histc_out, self, bins, min, max, out);
+  double lo = min.toDouble(), hi = max.toDouble();
+  if (lo == hi && self.numel() > 0) {  // the data's range (synchronises, as CPU and CUDA do)
+    lo = at::min(self).item<double>();
+    hi = at::max(self).item<double>();
+  }
+  if (lo == hi) {
+    lo -= 1;
+    hi += 1;
+  }
+  TORCH_CHECK(!(std::isinf(lo) || std::isinf(hi) || std::isnan(lo) || std::isnan(hi)),
+              "torch.histc: range of [", lo, ", ", hi, "] is not finite");
+  TORCH_CHECK(lo < hi, "torch.histc: max must be larger than min");
+  at::native::resize_output(out, {bins});
+  at::Tensor x = self.contiguous();
+  into_contiguous(out, [&](at::Tensor& o) {
+    tnk_histc_args_t a{};
+    a.in = x.numel() ? x.const_data_ptr() : nullptr;
+    a.out = o.data_ptr();
+    a.n = x.numel();
+    a.bins = bins;
+    a.lo = lo;
+    a.hi = hi;
+    a.dtype = dt;
+    a.out_dtype = odt;
+    launch(self.device().index(), histc_task, &a, sizeof a, "aten::histc");
+  });
+  return out;
+}
+
+at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min,
+                 const c10::Scalar& max) {
+  at::Tensor out = at::empty({0}, self.options());
+  return histc_out(self, bins, min, max, out);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select", index_select);
   m.impl("index_select.out", index_select_out);
@@ -1001,6 +1141,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_index_put_impl_", index_put_impl_);
   m.impl("masked_select", masked_select);
   m.impl("masked_select.out", masked_select_out);
+  m.impl("sort.stable", sort_stable);
+  m.impl("sort.values_stable", sort_values_stable);
+  m.impl("topk", topk);
+  m.impl("topk.values", topk_values);
+  m.impl("histc", histc);
+  m.impl("histc.out", histc_out);
 }
 
 }  // namespace torch_neuronx

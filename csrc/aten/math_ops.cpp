@@ -715,22 +715,7 @@ NEURON_COMPARE(ge, TNK_GE)
   m.impl(#NAME ".Scalar", NAME##_scalar);              \
   m.impl(#NAME ".Scalar_out", NAME##_scalar_out);
 
-// histc of integer tensors: CUDA supports it and model code relies on it
-// (MoE routers count tokens per expert with torch.histc on int ids), while
-// the CPU kernel the fallback would use takes floating types only. Bins are
-// computed exactly in float64 (integers below 2**53) and the counts returned
-// in the input's dtype, as CUDA does.
-at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min,
-                 const c10::Scalar& max) {
-  bool integral = c10::isIntegralType(self.scalar_type(), true);
-  at::Tensor in = integral ? self.to(at::kDouble) : self;
-  at::Tensor out = at::native::call_fallback_fn<&neuron_cpu_fallback,
-                                                ATEN_OP(histc)>::call(in, bins, min, max);
-  return integral ? out.to(self.scalar_type()) : out;
-}
-
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("histc", histc);
   m.impl("bitwise_and.Tensor_out", bitwise_and_out);
   m.impl("bitwise_or.Tensor_out", bitwise_or_out);
   m.impl("bitwise_xor.Tensor_out", bitwise_xor_out);

@@ -436,6 +436,35 @@ typedef struct tnk_nonzero_args {
 void tnk_count_nonzero(const tnk_nonzero_args_t *args);
 void tnk_nonzero(const tnk_nonzero_args_t *args);
 
+/* Sort or top-k of contiguous rows [rows, len] into contiguous values
+ * (dtype) and int64 indices, [rows, k] each. The order is stable (equal
+ * elements keep their input order); NaN sorts above every number, as in
+ * PyTorch. descending selects the largest k (topk largest=True) or sorts
+ * high to low. Real dtypes. */
+typedef struct tnk_sort_args {
+  const void *in;
+  void *values, *indices;
+  int64_t rows, len, k;
+  int32_t dtype, descending;
+} tnk_sort_args_t;
+int tnk_sort_supported(int dtype);
+void tnk_sort(const tnk_sort_args_t *args);
+
+/* Histogram of n contiguous elements into `bins` equal bins over
+ * [lo, hi]: bin = (int)((x - lo) * bins / (hi - lo)) computed in the input's
+ * precision (fp32 for half types), x == hi counted in the last bin; values
+ * outside the range and NaN are ignored. out (contiguous, bins elements) is
+ * of out_dtype and overwritten. Real dtypes. */
+typedef struct tnk_histc_args {
+  const void *in;
+  void *out;
+  int64_t n, bins;
+  double lo, hi;
+  int32_t dtype, out_dtype;
+} tnk_histc_args_t;
+int tnk_histc_supported(int dtype, int out_dtype);
+void tnk_histc(const tnk_histc_args_t *args);
+
 /* ---- GEMM ------------------------------------------------------------------ */
 
 /* C[b] = beta * C[b] + alpha * A[b] @ B[b] for b in [0, batch): A is m x k,
