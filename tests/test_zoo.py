@@ -44,3 +44,9 @@ def test_rows_are_complete(rows):
         assert r["status"] in ("pass", "mismatch", "error", "skipped")
         if r["status"] == "skipped":
             assert r["detail"]  # a skip always says why
+
+
+def test_most_used_families_run_without_cpu_fallback(rows):
+    """Forward, backward, generate and the AdamW step of the most-used families
+    run entirely on native neuron kernels."""
+    assert {k: rows[k]["fallbacks"] for k in MOST_USED} == {k: {} for k in MOST_USED}

@@ -157,6 +157,14 @@ def build(model_type, variant=0):
         raise ValueError(f"the shrunk config still has {n / 1e6:.0f}M parameters")
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+    # Zero-initialised matrices (some MoE routers) make every router score
+    # equal, and the order topk returns among ties is unspecified (CPU and
+    # CUDA differ); small random values make routing decided by the data.
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2 and p.is_floating_point() and not p.any():
+                p.copy_(torch.randn(p.shape, generator=g).to(p.dtype) * 0.02)
     languages = getattr(cfg, "languages", None)
     if languages and hasattr(model, "set_default_language"):  # X-MOD adapters
         model.set_default_language(list(languages)[0])
