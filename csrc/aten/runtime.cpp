@@ -480,6 +480,7 @@ void register_runtime() {
     c10::SetAllocator(kNeuron, &g_allocator);
     at::RegisterPrivateUse1HooksInterface(new NeuronHooks());
     tnk_set_parallel(reinterpret_cast<tnk_parallel_fn>(&tnrt_parallel_for));
+    tnk_set_num_threads(tnrt_num_threads());
   });
 }
 

@@ -26,6 +26,10 @@ static tnk_parallel_fn g_parallel = serial_for;
 
 void tnk_set_parallel(tnk_parallel_fn fn) { g_parallel = fn ? fn : serial_for; }
 
+static int g_threads = 1;
+void tnk_set_num_threads(int n) { g_threads = n > 0 ? n : 1; }
+int tnk_num_threads(void) { return g_threads; }
+
 void tnk_parallel_for(int64_t n, int64_t grain, tnk_range_fn fn, void *ctx) {
   g_parallel(n, grain, fn, ctx);
 }

@@ -12,7 +12,7 @@
 #include "gemm_ukernels.h"
 #include "tnk.h"
 
-#define MC 96   /* rows of A per packed block (multiple of 6 and 12) */
+#define MC 144  /* most rows of A per packed block (multiple of 6 and 12) */
 #define KC 256  /* depth per packed block */
 #define NC 2048 /* columns of B per packed panel */
 
@@ -119,10 +119,41 @@ static void store_tile(const f32_problem_t *p, const float *acc, int nr,
   }
 }
 
-/* B[pc:pc+kc, jc:jc+nc] into panels of nr columns, zero padded. */
-static void pack_b(const f32_problem_t *p, int nr, int64_t pc, int64_t kc,
-                   int64_t jc, int64_t nc, float *dst) {
-  for (int64_t j0 = 0; j0 < nc; j0 += nr) {
+/* Runs the micro-kernel for the tile at (i0, j0): straight into C when it is
+ * a full fp32 tile with unit column stride and no scaling (C = T on the
+ * first k block when beta is 0, C += T after; beta 1 accumulates from the
+ * start), else through a scratch tile and store_tile. */
+static void run_tile(const f32_problem_t *p, const ukernel_desc_t *uk,
+                     int64_t kc, const float *a, int64_t a_rs, int64_t a_cs,
+                     const float *b, int64_t b_rs, int64_t i0, int64_t j0,
+                     int64_t h, int64_t w, int accumulate) {
+  float acc[TNK_UKERNEL_MAX_TILE] __attribute__((aligned(64)));
+  int direct = p->dtype == TNK_F32 && p->sc_c == 1 && p->alpha == 1.0f &&
+               h == uk->mr && w == uk->nr && (accumulate || p->beta == 0.0f || p->beta == 1.0f);
+  if (direct) {
+    float *c = (float *)p->c + i0 * p->sc_r + j0;
+    uk->fn(kc, a, a_rs, a_cs, b, b_rs, c, p->sc_r, accumulate || p->beta == 1.0f);
+    return;
+  }
+  uk->fn(kc, a, a_rs, a_cs, b, b_rs, acc, uk->nr, 0);
+  store_tile(p, acc, uk->nr, i0, j0, h, w, accumulate);
+}
+
+typedef struct pack_b_ctx {
+  const f32_problem_t *p;
+  int nr;
+  int64_t pc, kc, jc, nc;
+  float *dst;
+} pack_b_ctx_t;
+
+/* Panels [begin, end) of B[pc:pc+kc, jc:jc+nc], nr columns each, zero padded. */
+static void pack_b_panels(void *vp, int64_t begin, int64_t end) {
+  const pack_b_ctx_t *c = vp;
+  const f32_problem_t *p = c->p;
+  int nr = c->nr;
+  int64_t pc = c->pc, kc = c->kc, jc = c->jc, nc = c->nc;
+  float *dst = c->dst;
+  for (int64_t j0 = begin * nr; j0 < nc && j0 < end * nr; j0 += nr) {
     int64_t w = nc - j0 < nr ? nc - j0 : nr;
     for (int64_t k = 0; k < kc; k++) {
       const float *src = p->b + (pc + k) * p->sb_r + (jc + j0) * p->sb_c;
@@ -135,6 +166,12 @@ static void pack_b(const f32_problem_t *p, int nr, int64_t pc, int64_t kc,
       for (int64_t j = w; j < nr; j++) d[j] = 0.0f;
     }
   }
+}
+
+static void pack_b(const f32_problem_t *p, int nr, int64_t pc, int64_t kc,
+                   int64_t jc, int64_t nc, float *dst) {
+  pack_b_ctx_t c = {p, nr, pc, kc, jc, nc, dst};
+  tnk_parallel_for((nc + nr - 1) / nr, 4, pack_b_panels, &c);
 }
 
 /* A[ic:ic+mc, pc:pc+kc] into panels of mr rows: [panel][k][mr]. */
@@ -155,7 +192,7 @@ typedef struct macro_ctx {
   const f32_problem_t *p;
   const ukernel_desc_t *uk;
   const float *bpack;
-  int64_t pc, kc, jc, nc;
+  int64_t pc, kc, jc, nc, mc;
   int accumulate;
 } macro_ctx_t;
 
@@ -164,26 +201,35 @@ static void macro_blocks(void *vp, int64_t begin, int64_t end) {
   const macro_ctx_t *c = vp;
   const f32_problem_t *p = c->p;
   int mr = c->uk->mr, nr = c->uk->nr;
-  float *apack = aligned_alloc(64, sizeof(float) * (size_t)(MC * KC + 64));
-  float acc[TNK_UKERNEL_MAX_TILE] __attribute__((aligned(64)));
+  float *apack = aligned_alloc(64, sizeof(float) * (size_t)(c->mc * KC + 64));
   if (!apack) return;
   for (int64_t blk = begin; blk < end; blk++) {
-    int64_t ic = blk * MC, mc = p->m - ic < MC ? p->m - ic : MC;
+    int64_t ic = blk * c->mc, mc = p->m - ic < c->mc ? p->m - ic : c->mc;
     pack_a(p, mr, ic, mc, c->pc, c->kc, apack);
     for (int64_t j0 = 0; j0 < c->nc; j0 += nr) {
       int64_t w = c->nc - j0 < nr ? c->nc - j0 : nr;
       for (int64_t i0 = 0; i0 < mc; i0 += mr) {
         int64_t h = mc - i0 < mr ? mc - i0 : mr;
-        c->uk->fn(c->kc, apack + i0 * c->kc, 1, mr, c->bpack + j0 * c->kc, nr,
-                  acc);
-        store_tile(p, acc, nr, ic + i0, c->jc + j0, h, w, c->accumulate);
+        run_tile(p, c->uk, c->kc, apack + i0 * c->kc, 1, mr, c->bpack + j0 * c->kc,
+                 nr, ic + i0, c->jc + j0, h, w, c->accumulate);
       }
     }
   }
   free(apack);
 }
 
+/* Rows per A block: at most MC, a multiple of mr, and a block count that
+ * is a multiple of the thread count so the static split is even. */
+static int64_t block_rows(int64_t m, int mr) {
+  int64_t t = tnk_num_threads(), micro = (m + mr - 1) / mr;
+  int64_t per_thread = (micro + t - 1) / t;              /* micro-panels */
+  int64_t rounds = (per_thread * mr + MC - 1) / MC;      /* blocks per thread */
+  int64_t blocks = rounds * t;
+  return (micro + blocks - 1) / blocks * mr;
+}
+
 static void gemm_packed(const f32_problem_t *p, const ukernel_desc_t *uk) {
+  int64_t mcb = block_rows(p->m, uk->mr);
   float *bpack = aligned_alloc(64, sizeof(float) * (size_t)(KC * (NC + 64)));
   if (!bpack) return;
   for (int64_t jc = 0; jc < p->n; jc += NC) {
@@ -191,8 +237,8 @@ static void gemm_packed(const f32_problem_t *p, const ukernel_desc_t *uk) {
     for (int64_t pc = 0; pc < p->k; pc += KC) {
       int64_t kc = p->k - pc < KC ? p->k - pc : KC;
       pack_b(p, uk->nr, pc, kc, jc, nc, bpack);
-      macro_ctx_t c = {p, uk, bpack, pc, kc, jc, nc, pc > 0};
-      tnk_parallel_for((p->m + MC - 1) / MC, 1, macro_blocks, &c);
+      macro_ctx_t c = {p, uk, bpack, pc, kc, jc, nc, mcb, pc > 0};
+      tnk_parallel_for((p->m + mcb - 1) / mcb, 1, macro_blocks, &c);
     }
   }
   free(bpack);
@@ -203,7 +249,6 @@ static void gemm_packed(const f32_problem_t *p, const ukernel_desc_t *uk) {
  * copy of the last B columns. */
 static void gemm_small(const f32_problem_t *p, const ukernel_desc_t *uk) {
   int mr = uk->mr, nr = uk->nr;
-  float acc[TNK_UKERNEL_MAX_TILE] __attribute__((aligned(64)));
   int64_t nfull = p->n / nr * nr;
   float *edge = NULL; /* the last, partial block of rows, zero padded */
   for (int64_t i0 = 0; i0 < p->m; i0 += mr) {
@@ -221,8 +266,7 @@ static void gemm_small(const f32_problem_t *p, const ukernel_desc_t *uk) {
       a_cs = mr;
     }
     for (int64_t j0 = 0; j0 < nfull; j0 += nr) {
-      uk->fn(p->k, a, a_rs, a_cs, p->b + j0, p->sb_r, acc);
-      store_tile(p, acc, nr, i0, j0, h, nr, 0);
+      run_tile(p, uk, p->k, a, a_rs, a_cs, p->b + j0, p->sb_r, i0, j0, h, nr, 0);
     }
   }
   free(edge);

@@ -1,6 +1,8 @@
-/* fp32 GEMM micro-kernels: acc[mr][nr] = sum over k of A[r][k] * B[k][:],
+/* fp32 GEMM micro-kernels: T[mr][nr] = sum over k of A[r][k] * B[k][:],
  * with A[r][k] at a[r * a_rs + k * a_cs] and B row k at b + k * b_rs (nr
- * contiguous floats). acc is overwritten (row stride nr). */
+ * contiguous floats). The tile goes to c (row r at c + r * ldc, nr
+ * contiguous floats): c = T when accumulate is 0, c += T otherwise. Callers
+ * pass a scratch tile (ldc = nr) when C is partial, strided or scaled. */
 #ifndef TNK_GEMM_UKERNELS_H
 #define TNK_GEMM_UKERNELS_H
 
@@ -8,14 +10,11 @@
 
 #define TNK_UKERNEL_MAX_TILE (12 * 32)
 
-typedef void (*tnk_ukernel_fn)(int64_t kc, const float *a, int64_t a_rs,
-                               int64_t a_cs, const float *b, int64_t b_rs,
-                               float *acc);
+#define TNK_UKERNEL_ARGS                                                     \
+  int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, const float *b,    \
+      int64_t b_rs, float *c, int64_t ldc, int accumulate
+typedef void (*tnk_ukernel_fn)(TNK_UKERNEL_ARGS);
 
-void tnk_ukernel_f32_avx2_6x16(int64_t kc, const float *a, int64_t a_rs,
-                               int64_t a_cs, const float *b, int64_t b_rs,
-                               float *acc);
-void tnk_ukernel_f32_avx512_12x32(int64_t kc, const float *a, int64_t a_rs,
-                                  int64_t a_cs, const float *b, int64_t b_rs,
-                                  float *acc);
+void tnk_ukernel_f32_avx2_6x16(TNK_UKERNEL_ARGS);
+void tnk_ukernel_f32_avx512_12x32(TNK_UKERNEL_ARGS);
 #endif

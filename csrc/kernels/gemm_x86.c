@@ -14,14 +14,15 @@
     c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);            \
   }
 #define AVX2_STORE(r)                                      \
-  _mm256_storeu_ps(acc + (r) * 16, c##r##0);               \
-  _mm256_storeu_ps(acc + (r) * 16 + 8, c##r##1);
+  _mm256_storeu_ps(c + (r) * ldc, c##r##0);                \
+  _mm256_storeu_ps(c + (r) * ldc + 8, c##r##1);
+#define AVX2_ACCUM(r)                                                          \
+  _mm256_storeu_ps(c + (r) * ldc, _mm256_add_ps(c##r##0, _mm256_loadu_ps(c + (r) * ldc)));         \
+  _mm256_storeu_ps(c + (r) * ldc + 8, _mm256_add_ps(c##r##1, _mm256_loadu_ps(c + (r) * ldc + 8)));
 #define ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
 __attribute__((target("avx2,fma")))
-void tnk_ukernel_f32_avx2_6x16(int64_t kc, const float *a, int64_t a_rs,
-                               int64_t a_cs, const float *b, int64_t b_rs,
-                               float *acc) {
+void tnk_ukernel_f32_avx2_6x16(TNK_UKERNEL_ARGS) {
   ROWS6(AVX2_DECL)
   for (int64_t k = 0; k < kc; k++) {
     __m256 b0 = _mm256_loadu_ps(b + k * b_rs);
@@ -29,7 +30,11 @@ void tnk_ukernel_f32_avx2_6x16(int64_t kc, const float *a, int64_t a_rs,
     const float *ak = a + k * a_cs;
     ROWS6(AVX2_STEP)
   }
-  ROWS6(AVX2_STORE)
+  if (accumulate) {
+    ROWS6(AVX2_ACCUM)
+  } else {
+    ROWS6(AVX2_STORE)
+  }
 }
 
 #define AVX512_DECL(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
@@ -40,14 +45,15 @@ void tnk_ukernel_f32_avx2_6x16(int64_t kc, const float *a, int64_t a_rs,
     c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);            \
   }
 #define AVX512_STORE(r)                                    \
-  _mm512_storeu_ps(acc + (r) * 32, c##r##0);               \
-  _mm512_storeu_ps(acc + (r) * 32 + 16, c##r##1);
+  _mm512_storeu_ps(c + (r) * ldc, c##r##0);                \
+  _mm512_storeu_ps(c + (r) * ldc + 16, c##r##1);
+#define AVX512_ACCUM(r)                                                         \
+  _mm512_storeu_ps(c + (r) * ldc, _mm512_add_ps(c##r##0, _mm512_loadu_ps(c + (r) * ldc)));          \
+  _mm512_storeu_ps(c + (r) * ldc + 16, _mm512_add_ps(c##r##1, _mm512_loadu_ps(c + (r) * ldc + 16)));
 #define ROWS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 
 __attribute__((target("avx512f")))
-void tnk_ukernel_f32_avx512_12x32(int64_t kc, const float *a, int64_t a_rs,
-                                  int64_t a_cs, const float *b, int64_t b_rs,
-                                  float *acc) {
+void tnk_ukernel_f32_avx512_12x32(TNK_UKERNEL_ARGS) {
   ROWS12(AVX512_DECL)
   for (int64_t k = 0; k < kc; k++) {
     __m512 b0 = _mm512_loadu_ps(b + k * b_rs);
@@ -55,17 +61,19 @@ void tnk_ukernel_f32_avx512_12x32(int64_t kc, const float *a, int64_t a_rs,
     const float *ak = a + k * a_cs;
     ROWS12(AVX512_STEP)
   }
-  ROWS12(AVX512_STORE)
+  if (accumulate) {
+    ROWS12(AVX512_ACCUM)
+  } else {
+    ROWS12(AVX512_STORE)
+  }
 }
-#else
-void tnk_ukernel_f32_avx2_6x16(int64_t kc, const float *a, int64_t a_rs,
-                               int64_t a_cs, const float *b, int64_t b_rs,
-                               float *acc) {
-  (void)kc; (void)a; (void)a_rs; (void)a_cs; (void)b; (void)b_rs; (void)acc;
+#else /* never selected off x86: tnk_isa() is the reference there */
+void tnk_ukernel_f32_avx2_6x16(TNK_UKERNEL_ARGS) {
+  (void)kc; (void)a; (void)a_rs; (void)a_cs; (void)b; (void)b_rs; (void)c;
+  (void)ldc; (void)accumulate;
 }
-void tnk_ukernel_f32_avx512_12x32(int64_t kc, const float *a, int64_t a_rs,
-                                  int64_t a_cs, const float *b, int64_t b_rs,
-                                  float *acc) {
-  (void)kc; (void)a; (void)a_rs; (void)a_cs; (void)b; (void)b_rs; (void)acc;
+void tnk_ukernel_f32_avx512_12x32(TNK_UKERNEL_ARGS) {
+  (void)kc; (void)a; (void)a_rs; (void)a_cs; (void)b; (void)b_rs; (void)c;
+  (void)ldc; (void)accumulate;
 }
 #endif

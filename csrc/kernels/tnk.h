@@ -47,6 +47,10 @@ typedef void (*tnk_parallel_fn)(int64_t n, int64_t grain, tnk_range_fn fn,
                                 void *ctx);
 /* Installs the thread pool used by every kernel. Call once at start-up. */
 void tnk_set_parallel(tnk_parallel_fn fn);
+/* How many threads the installed range function runs on (1 by default):
+ * kernels size their work split with it. */
+void tnk_set_num_threads(int n);
+int tnk_num_threads(void);
 void tnk_parallel_for(int64_t n, int64_t grain, tnk_range_fn fn, void *ctx);
 
 /* A strided view: element (i0..in) lives at data + sum(ik * strides[k]) *
