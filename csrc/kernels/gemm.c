@@ -279,6 +279,44 @@ static void gemm_small(const f32_problem_t *p, const ukernel_desc_t *uk) {
   }
 }
 
+/* ---- skinny products (decoding): m <= 4, B with contiguous columns ---------- */
+
+typedef struct gemv_ctx {
+  const f32_problem_t *p;
+  int isa;
+} gemv_ctx_t;
+
+/* Columns [begin, end) of C for every row of A: dot products of A rows with
+ * B columns (contiguous: B is a transposed weight, x @ W^T). */
+static void gemv_cols(void *vp, int64_t begin, int64_t end) {
+  const gemv_ctx_t *c = vp;
+  const f32_problem_t *p = c->p;
+  float tmp[256];
+  for (int64_t i = 0; i < p->m; i++) {
+    const float *x = p->a + i * p->sa_r;
+    for (int64_t j0 = begin; j0 < end; j0 += 256) {
+      int64_t w = end - j0 < 256 ? end - j0 : 256;
+      const float *bcol = p->b + j0 * p->sb_c;
+      if (c->isa == TNK_ISA_AVX512)
+        tnk_dot_rows_f32_avx512(p->k, x, bcol, p->sb_c, w, tmp);
+      else
+        tnk_dot_rows_f32_avx2(p->k, x, bcol, p->sb_c, w, tmp);
+      store_tile(p, tmp, (int)w, i, j0, 1, w, 0);
+    }
+  }
+}
+
+static int gemv_applies(const f32_problem_t *p, int isa) {
+  return (isa == TNK_ISA_AVX512 || isa == TNK_ISA_AVX2) && p->m <= 4 &&
+         p->sa_c == 1 && p->sb_r == 1 && p->dtype == TNK_F32;
+}
+
+static void gemm_gemv(const f32_problem_t *p, int isa) {
+  gemv_ctx_t c = {p, isa};
+  int64_t grain = 32768 / (p->k > 0 ? p->k : 1);
+  tnk_parallel_for(p->n, grain > 16 ? grain : 16, gemv_cols, &c);
+}
+
 static int select_ukernel(int isa, ukernel_desc_t *out) {
 #if defined(__x86_64__)
   if (isa == TNK_ISA_AVX512) {
@@ -343,7 +381,9 @@ void tnk_gemm_isa(const tnk_gemm_args_t *g, int isa) {
       p.a = abuf; p.b = bbuf;
       p.sa_r = g->k; p.sa_c = 1; p.sb_r = g->n; p.sb_c = 1;
     }
-    if (p.sb_c == 1 && p.m * p.n * p.k <= 128 * 128 * 128 && p.n >= uk.nr)
+    if (gemv_applies(&p, isa))
+      gemm_gemv(&p, isa);
+    else if (p.sb_c == 1 && p.m * p.n * p.k <= 128 * 128 * 128 && p.n >= uk.nr)
       gemm_small(&p, &uk);
     else
       gemm_packed(&p, &uk);

@@ -17,4 +17,10 @@ typedef void (*tnk_ukernel_fn)(TNK_UKERNEL_ARGS);
 
 void tnk_ukernel_f32_avx2_6x16(TNK_UKERNEL_ARGS);
 void tnk_ukernel_f32_avx512_12x32(TNK_UKERNEL_ARGS);
+/* Dot products for skinny products (GEMV): out[j] = sum_i x[i] * w[j][i]
+ * for j < n, w rows ldw floats apart (contiguous along i). */
+void tnk_dot_rows_f32_avx2(int64_t k, const float *x, const float *w, int64_t ldw,
+                           int64_t n, float *out);
+void tnk_dot_rows_f32_avx512(int64_t k, const float *x, const float *w, int64_t ldw,
+                             int64_t n, float *out);
 #endif

@@ -67,6 +67,44 @@ void tnk_ukernel_f32_avx512_12x32(TNK_UKERNEL_ARGS) {
     ROWS12(AVX512_STORE)
   }
 }
+__attribute__((target("avx2,fma")))
+void tnk_dot_rows_f32_avx2(int64_t k, const float *x, const float *w, int64_t ldw,
+                           int64_t n, float *out) {
+  for (int64_t j = 0; j < n; j++) {
+    const float *r = w + j * ldw;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= k; i += 16) {
+      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(r + i), s0);
+      s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(r + i + 8), s1);
+    }
+    s0 = _mm256_add_ps(s0, s1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+    float acc = _mm_cvtss_f32(h);
+    for (; i < k; i++) acc += x[i] * r[i];
+    out[j] = acc;
+  }
+}
+
+__attribute__((target("avx512f")))
+void tnk_dot_rows_f32_avx512(int64_t k, const float *x, const float *w, int64_t ldw,
+                             int64_t n, float *out) {
+  for (int64_t j = 0; j < n; j++) {
+    const float *r = w + j * ldw;
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= k; i += 32) {
+      s0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(r + i), s0);
+      s1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(r + i + 16), s1);
+    }
+    float acc = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+    for (; i < k; i++) acc += x[i] * r[i];
+    out[j] = acc;
+  }
+}
+
 #else /* never selected off x86: tnk_isa() is the reference there */
 void tnk_ukernel_f32_avx2_6x16(TNK_UKERNEL_ARGS) {
   (void)kc; (void)a; (void)a_rs; (void)a_cs; (void)b; (void)b_rs; (void)c;
@@ -75,5 +113,13 @@ void tnk_ukernel_f32_avx2_6x16(TNK_UKERNEL_ARGS) {
 void tnk_ukernel_f32_avx512_12x32(TNK_UKERNEL_ARGS) {
   (void)kc; (void)a; (void)a_rs; (void)a_cs; (void)b; (void)b_rs; (void)c;
   (void)ldc; (void)accumulate;
+}
+void tnk_dot_rows_f32_avx2(int64_t k, const float *x, const float *w, int64_t ldw,
+                           int64_t n, float *out) {
+  (void)k; (void)x; (void)w; (void)ldw; (void)n; (void)out;
+}
+void tnk_dot_rows_f32_avx512(int64_t k, const float *x, const float *w, int64_t ldw,
+                             int64_t n, float *out) {
+  (void)k; (void)x; (void)w; (void)ldw; (void)n; (void)out;
 }
 #endif
