@@ -5,6 +5,7 @@
 
 #include "dtype.h"
 #include "tnk.h"
+#include "vmath.h"
 
 static int floating(int dt) {
   return dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16;
@@ -30,12 +31,7 @@ static void softmax_rows_f32(const tnk_softmax_args_t *a, int64_t begin,
         nan |= x[k] != x[k];
       }
       if (nan) mx = NAN;
-      float sum = 0;
-      for (int64_t k = 0; k < n; k++) {
-        float e = expf(x[k] - mx);
-        if (!a->log) y[k] = e;
-        sum += e;
-      }
+      float sum = tnk_vexp_sum_f32(x, mx, a->log ? NULL : y, n);
       if (a->log) {
         float lsum = logf(sum);
         for (int64_t k = 0; k < n; k++) y[k] = x[k] - mx - lsum;
@@ -48,7 +44,12 @@ static void softmax_rows_f32(const tnk_softmax_args_t *a, int64_t begin,
       float dot = 0;
       if (a->log) {
         for (int64_t k = 0; k < n; k++) dot += g[k];
-        for (int64_t k = 0; k < n; k++) y[k] = g[k] - expf(x[k]) * dot;
+        if (y != g) {
+          tnk_vexp_sum_f32(x, 0.0f, y, n); /* y = exp(log-softmax) = softmax */
+          for (int64_t k = 0; k < n; k++) y[k] = g[k] - y[k] * dot;
+        } else {
+          for (int64_t k = 0; k < n; k++) y[k] = g[k] - expf(x[k]) * dot;
+        }
       } else {
         for (int64_t k = 0; k < n; k++) dot += g[k] * x[k];
         for (int64_t k = 0; k < n; k++) y[k] = x[k] * (g[k] - dot);

@@ -5,6 +5,7 @@
 
 #include "dtype.h"
 #include "tnk.h"
+#include "vmath.h"
 
 #define SIGMOID(x) (1 / (1 + EXP(-(x))))
 
@@ -29,7 +30,7 @@
   X(cos, COS(x))                                                              \
   X(erf, ERF(x))                                                              \
   X(reciprocal, 1 / (x))                                                      \
-  X(pow_scalar, POW(x, (C)p0))                                                \
+  X(pow_scalar, (p0 == 2.0 ? (x) * (x) : p0 == 0.5 ? SQRT(x) : p0 == 1.0 ? (x) : POW(x, (C)p0)))                                                \
   X(ceil, CEIL(x))                                                            \
   X(floor, FLOOR(x))                                                          \
   X(trunc, TRUNC(x))                                                          \
@@ -141,6 +142,7 @@ typedef struct un_ctx {
   uloop_fn fn;
   int64_t esz;
   double p0;
+  int vsigmoid; /* 1 sigmoid, 2 silu: contiguous fp32 vector body */
 } un_ctx_t;
 
 static void un_rows(void *p, int64_t begin, int64_t end) {
@@ -164,6 +166,11 @@ static void un_rows(void *p, int64_t begin, int64_t end) {
 
 static void un_chunks(void *p, int64_t begin, int64_t end) {
   const un_ctx_t *c = p;
+  if (c->vsigmoid) { /* contiguous fp32 sigmoid / silu: the vector body */
+    tnk_vsigmoid_f32((const float *)c->v[1].data + begin, (float *)c->v[0].data + begin,
+                     end - begin, c->vsigmoid == 2);
+    return;
+  }
   c->fn((char *)c->v[0].data + begin * c->v[0].strides[0] * c->esz,
         (const char *)c->v[1].data + begin * c->v[1].strides[0] * c->esz,
         c->v[0].strides[0] * c->esz, c->v[1].strides[0] * c->esz, end - begin,
@@ -185,6 +192,9 @@ void tnk_unary(const tnk_unary_args_t *a) {
   c.esz = (int64_t)tnk_dtype_size(a->dtype);
   c.p0 = a->p0;
   int64_t inner = c.shape.sizes[c.shape.ndim - 1];
+  if (c.shape.ndim == 1 && a->dtype == TNK_F32 && c.v[0].strides[0] == 1 &&
+      c.v[1].strides[0] == 1 && (a->op == TNK_SIGMOID || a->op == TNK_SILU))
+    c.vsigmoid = a->op == TNK_SILU ? 2 : 1;
   if (c.shape.ndim == 1)
     tnk_parallel_for(inner, 1 << 14, un_chunks, &c);
   else
@@ -206,19 +216,34 @@ struct map2 {
   elem2_fn fn;
 };
 
+/* Rows of the coalesced shape: the index is decomposed once per row, the
+ * innermost dimension walked with its strides. */
 static void map2_range(void *p, int64_t begin, int64_t end) {
   const map2_t *m = p;
-  for (int64_t i = begin; i < end; i++) {
-    int64_t rem = i, oo = 0, io = 0;
-    for (int d = m->shape.ndim - 1; d >= 0; d--) {
+  int nd = m->shape.ndim;
+  int64_t inner = m->shape.sizes[nd - 1];
+  int64_t so = m->out.strides[nd - 1] * m->oesz, si = m->in.strides[nd - 1] * m->iesz;
+  for (int64_t r = begin; r < end; r++) {
+    int64_t rem = r, oo = 0, io = 0;
+    for (int d = nd - 2; d >= 0; d--) {
       int64_t idx = rem % m->shape.sizes[d];
       rem /= m->shape.sizes[d];
       oo += idx * m->out.strides[d];
       io += idx * m->in.strides[d];
     }
-    m->fn((char *)m->out.data + oo * m->oesz,
-          (const char *)m->in.data + io * m->iesz, m);
+    char *o = (char *)m->out.data + oo * m->oesz;
+    const char *in = (const char *)m->in.data + io * m->iesz;
+    for (int64_t k = 0; k < inner; k++) m->fn(o + k * so, in + k * si, m);
   }
+}
+
+/* One row split in chunks (the coalesced shape is one dimension). */
+static void map2_chunks(void *p, int64_t begin, int64_t end) {
+  const map2_t *m = p;
+  int64_t so = m->out.strides[0] * m->oesz, si = m->in.strides[0] * m->iesz;
+  char *o = (char *)m->out.data;
+  const char *in = (const char *)m->in.data;
+  for (int64_t k = begin; k < end; k++) m->fn(o + k * so, in + k * si, m);
 }
 
 static void map2_run(map2_t *m) {
@@ -227,11 +252,28 @@ static void map2_run(map2_t *m) {
   m->out = v[0];
   m->in = v[1];
   int64_t n = tnk_numel(&m->shape);
-  if (n > 0) tnk_parallel_for(n, 1 << 15, map2_range, m);
+  if (n <= 0) return;
+  if (m->shape.ndim == 0) {
+    m->shape.ndim = 1;
+    m->shape.sizes[0] = 1;
+    m->out.strides[0] = m->in.strides[0] = 0;
+  }
+  int64_t inner = m->shape.sizes[m->shape.ndim - 1];
+  if (m->shape.ndim == 1)
+    tnk_parallel_for(n, 1 << 15, map2_chunks, m);
+  else
+    tnk_parallel_for(n / inner, inner >= (1 << 15) ? 1 : (1 << 15) / inner, map2_range, m);
 }
 
 static void classify_elem(char *out, const char *in, const map2_t *m) {
-  double x = tnk_ldf(in, m->dt, 0);
+  double x;
+  if (m->dt == TNK_F32) {
+    float f;
+    memcpy(&f, in, 4);
+    x = f;
+  } else {
+    x = tnk_ldf(in, m->dt, 0);
+  }
   int r;
   switch (m->op) {
     case TNK_ISNAN: r = x != x; break;

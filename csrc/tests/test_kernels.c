@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "check.h"
 #include "tnk.h"
+#include "vmath.h"
 #include "dtype.h"
 
 #include <math.h>
@@ -234,6 +235,40 @@ static void test_binary(void) {
 
 /* Every GEMM variant the CPU has against the reference, over shapes that
  * hit the small path, the packed path, edges and transposed operands. */
+/* The vector exp/sigmoid against libm, across the range, with the edges
+ * softmax relies on: exp(-inf) = 0 exactly, NaN propagates. */
+static void test_vmath(void) {
+  enum { N = 2003 };
+  static float x[N], y[N];
+  for (int i = 0; i < N; i++) x[i] = -100.0f + 190.0f * (float)i / N;
+  x[0] = -INFINITY; x[1] = NAN; x[2] = 0.0f; x[3] = -0.0f; x[4] = 88.0f;
+  float sum = tnk_vexp_sum_f32(x, 0.0f, y, N);
+  int bad = 0;
+  double ref_sum = 0;
+  for (int i = 0; i < N; i++) {
+    float want = expf(x[i]);
+    if (i == 1) { bad += !isnan(y[i]); continue; }
+    ref_sum += want;
+    /* 3 ulp, 12 near the overflow edge where x - ln 2 rounds */
+    float tol = x[i] > 88.3f ? 1.5e-6f : 4e-7f;
+    if (fabsf(y[i] - want) > tol * fabsf(want) + 1e-37f) bad++;
+  }
+  CHECK(y[0] == 0.0f);
+  CHECK(bad == 0);
+  CHECK(isnan(sum));
+  float s2 = tnk_vexp_sum_f32(x + 2, 1.0f, NULL, 100);
+  double r2 = 0;
+  for (int i = 2; i < 102; i++) r2 += expf(x[i] - 1.0f);
+  CHECK(fabs(s2 - r2) <= 1e-5 * r2);
+  tnk_vsigmoid_f32(x + 2, y, N - 2, 1);
+  bad = 0;
+  for (int i = 2; i < N; i++) {
+    float want = x[i] / (1.0f + expf(-x[i]));
+    if (fabsf(y[i - 2] - want) > 1e-6f * fabsf(want) + 1e-30f) bad++;
+  }
+  CHECK(bad == 0);
+}
+
 static void test_gemm_variants(void) {
   static const int64_t shapes[][3] = {{1, 1, 1},  {5, 7, 3},    {6, 16, 8},
                                       {13, 33, 17}, {64, 64, 64}, {100, 70, 300},
@@ -467,6 +502,7 @@ int main(void) {
   RUN(test_fill);
   RUN(test_random);
   RUN(test_binary);
+  RUN(test_vmath);
   RUN(test_gemm_variants);
   RUN(test_unary);
   RUN(test_activation_backward);

@@ -1,0 +1,96 @@
+/* AVX2+FMA bodies of vmath.h: exp by range reduction to [-ln2/2, ln2/2]
+ * (n = round(x / ln 2), r = x - n ln 2 in two parts), a degree-7 polynomial
+ * for exp(r) (the classic Cephes coefficients), and 2^n built in the
+ * exponent field. */
+#include <math.h>
+
+#include "vmath.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define TGT __attribute__((target("avx2,fma")))
+
+TGT static inline __m256 exp8(__m256 x) {
+  const __m256 hi = _mm256_set1_ps(88.3762626647949f); /* 2^n stays finite */
+  const __m256 lo = _mm256_set1_ps(-87.3365447504019f); /* 2^n stays normal */
+  const __m256 ln2 = _mm256_set1_ps(0.693147180559945f);
+  __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+  __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  __m256 inf = _mm256_cmp_ps(x, _mm256_set1_ps(88.72283935546875f), _CMP_GT_OQ);
+  /* (hi, ln FLT_MAX]: exp(x - ln 2) * 2 keeps 2^n in range */
+  __m256 top = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
+  __m256 xin = x;
+  x = _mm256_sub_ps(x, _mm256_and_ps(top, ln2));
+  x = _mm256_max_ps(_mm256_min_ps(x, hi), lo);
+  __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), x);
+  y = _mm256_add_ps(y, _mm256_set1_ps(1.0f));
+  __m256i e = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+  y = _mm256_blendv_ps(y, _mm256_add_ps(y, y), top);
+  y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), inf);
+  y = _mm256_blendv_ps(y, _mm256_setzero_ps(), under);
+  return _mm256_blendv_ps(y, xin, nan);
+}
+
+TGT float tnk_vexp_sum_f32_avx2(const float *x, float sub, float *y, int64_t n) {
+  __m256 s = _mm256_setzero_ps(), vs = _mm256_set1_ps(sub);
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + k), vs));
+    if (y) _mm256_storeu_ps(y + k, e);
+    s = _mm256_add_ps(s, e);
+  }
+  if (k < n) { /* the tail through a padded lane block; padding is -inf */
+    float in[8], out[8];
+    for (int l = 0; l < 8; l++) in[l] = k + l < n ? x[k + l] - sub : -INFINITY;
+    __m256 e = exp8(_mm256_loadu_ps(in));
+    _mm256_storeu_ps(out, e);
+    for (int l = 0; k + l < n; l++)
+      if (y) y[k + l] = out[l];
+    s = _mm256_add_ps(s, e);
+  }
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+  return _mm_cvtss_f32(h);
+}
+
+TGT static inline __m256 sigmoid8(__m256 x, int silu) {
+  __m256 one = _mm256_set1_ps(1.0f);
+  __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+  __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, e));
+  return silu ? _mm256_mul_ps(x, s) : s;
+}
+
+TGT void tnk_vsigmoid_f32_avx2(const float *x, float *y, int64_t n, int silu) {
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) _mm256_storeu_ps(y + k, sigmoid8(_mm256_loadu_ps(x + k), silu));
+  if (k < n) {
+    float in[8] = {0}, out[8];
+    for (int l = 0; k + l < n; l++) in[l] = x[k + l];
+    _mm256_storeu_ps(out, sigmoid8(_mm256_loadu_ps(in), silu));
+    for (int l = 0; k + l < n; l++) y[k + l] = out[l];
+  }
+}
+
+#else /* tnk_isa() never selects these off x86 */
+float tnk_vexp_sum_f32_avx2(const float *x, float sub, float *y, int64_t n) {
+  (void)x; (void)sub; (void)y; (void)n;
+  return 0;
+}
+void tnk_vsigmoid_f32_avx2(const float *x, float *y, int64_t n, int silu) {
+  (void)x; (void)y; (void)n; (void)silu;
+}
+#endif
