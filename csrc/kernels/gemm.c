@@ -12,8 +12,12 @@
 #include "gemm_ukernels.h"
 #include "tnk.h"
 
+#ifndef MC
 #define MC 144  /* most rows of A per packed block (multiple of 6 and 12) */
-#define KC 256  /* depth per packed block */
+#endif
+#ifndef KC
+#define KC 512  /* depth per packed block */
+#endif
 #define NC 2048 /* columns of B per packed panel */
 
 int tnk_gemm_supported(int dtype) {

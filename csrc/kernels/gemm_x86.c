@@ -55,6 +55,8 @@ void tnk_ukernel_f32_avx2_6x16(TNK_UKERNEL_ARGS) {
 __attribute__((target("avx512f")))
 void tnk_ukernel_f32_avx512_12x32(TNK_UKERNEL_ARGS) {
   ROWS12(AVX512_DECL)
+  for (int r = 0; r < 12; r++) _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
+#pragma GCC unroll 4
   for (int64_t k = 0; k < kc; k++) {
     __m512 b0 = _mm512_loadu_ps(b + k * b_rs);
     __m512 b1 = _mm512_loadu_ps(b + k * b_rs + 16);
