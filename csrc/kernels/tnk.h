@@ -469,6 +469,34 @@ typedef struct tnk_histc_args {
 int tnk_histc_supported(int dtype, int out_dtype);
 void tnk_histc(const tnk_histc_args_t *args);
 
+/* ---- attention ------------------------------------------------------------ */
+
+/* Scaled dot product attention, flash style: queries in blocks of 64 rows,
+ * keys in tiles of 64 with an online softmax, so no score matrix larger
+ * than 64 x 64 exists. fp32 throughout. Tensors are [batch, heads, len,
+ * dim] with the last dim contiguous and (b, h, l) strides given; kv_heads
+ * may divide heads (grouped-query attention: head h reads kv head
+ * h / (heads / kv_heads)). causal keeps key j for query i when j <= i (top
+ * left, as PyTorch). mask_kind 1: bool mask, true keeps; 2: float mask
+ * added to the scores; strides (b, h, i, j), 0 to broadcast. A query row
+ * whose keys are all masked gives zeros (lse -inf).
+ * forward: o and lse ([batch, heads, lq] contiguous) are written.
+ * backward: go (grad of o), o and lse from the forward; gq, gk, gv (same
+ * layouts as q, k, v) are written. */
+typedef struct tnk_sdpa_args {
+  int64_t batch, heads, kv_heads, lq, lk, e, ev;
+  const float *q, *k, *v, *go;
+  float *o, *lse, *gq, *gk, *gv;
+  int64_t sq[3], sk[3], sv[3], so[3], sgo[3], sgq[3], sgk[3], sgv[3];
+  const void *mask;
+  int64_t sm[4];
+  int32_t mask_kind, causal;
+  float scale;
+  int32_t pad_;
+} tnk_sdpa_args_t;
+void tnk_sdpa_forward(const tnk_sdpa_args_t *args);
+void tnk_sdpa_backward(const tnk_sdpa_args_t *args);
+
 /* ---- GEMM ------------------------------------------------------------------ */
 
 /* C[b] = beta * C[b] + alpha * A[b] @ B[b] for b in [0, batch): A is m x k,

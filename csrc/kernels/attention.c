@@ -1,0 +1,186 @@
+/* Flash-style scaled dot product attention on top of the GEMM and vector
+ * exp kernels: per (batch, head, block of 64 queries), keys in tiles of 64;
+ * the running max m, sum l and output accumulator are rescaled as tiles
+ * arrive (online softmax), and the backward recomputes each tile's
+ * probabilities from the saved log-sum-exp. GEMMs inside a task run on the
+ * task's thread (the pool is busy with the tasks themselves). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tnk.h"
+#include "vmath.h"
+
+#define QB 64
+#define KB 64
+
+static void gemm_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t sa_r,
+                     int64_t sa_c, const float *b, int64_t sb_r, int64_t sb_c, float *c,
+                     int64_t sc_r, float alpha, float beta) {
+  tnk_gemm_args_t g = {.batch = 1, .m = m, .n = n, .k = k, .a = a, .b = b, .c = c,
+                       .sa_r = sa_r, .sa_c = sa_c, .sb_r = sb_r, .sb_c = sb_c,
+                       .sc_r = sc_r, .sc_c = 1, .dtype = TNK_F32, .alpha = alpha,
+                       .beta = beta};
+  tnk_gemm(&g);
+}
+
+/* Scores of one tile: s = scale * q k^T, then the mask and causality. */
+static void tile_scores(const tnk_sdpa_args_t *a, int64_t b, int64_t h, int64_t i0,
+                        int64_t qn, int64_t j0, int64_t kn, const float *q,
+                        const float *k, float *s) {
+  gemm_f32(qn, kn, a->e, q, a->sq[2], 1, k, 1, a->sk[2], s, KB, a->scale, 0.0f);
+  for (int64_t r = 0; r < qn; r++) {
+    float *row = s + r * KB;
+    int64_t i = i0 + r;
+    if (a->mask_kind) {
+      const char *mrow = (const char *)a->mask;
+      int64_t off = b * a->sm[0] + h * a->sm[1] + i * a->sm[2];
+      for (int64_t c = 0; c < kn; c++) {
+        int64_t o = off + (j0 + c) * a->sm[3];
+        if (a->mask_kind == 1) {
+          if (!((const unsigned char *)mrow)[o]) row[c] = -INFINITY;
+        } else {
+          row[c] += ((const float *)mrow)[o];
+        }
+      }
+    }
+    if (a->causal)
+      for (int64_t c = 0; c < kn; c++)
+        if (j0 + c > i) row[c] = -INFINITY;
+  }
+}
+
+/* Last key tile a query block needs (causal: keys up to its last row). */
+static int64_t key_end(const tnk_sdpa_args_t *a, int64_t i0, int64_t qn) {
+  if (!a->causal) return a->lk;
+  int64_t e = i0 + qn;
+  return e < a->lk ? e : a->lk;
+}
+
+typedef struct fwd_ctx {
+  const tnk_sdpa_args_t *a;
+  int64_t qblocks;
+} fwd_ctx_t;
+
+static void fwd_tasks(void *p, int64_t begin, int64_t end) {
+  const fwd_ctx_t *c = p;
+  const tnk_sdpa_args_t *a = c->a;
+  float *s = malloc(sizeof(float) * (QB * KB + QB * a->ev + 2 * QB));
+  if (!s) return;
+  float *acc = s + QB * KB, *m = acc + QB * a->ev, *l = m + QB;
+  int64_t group = a->heads / a->kv_heads;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t b = t / (a->heads * c->qblocks), h = t / c->qblocks % a->heads;
+    int64_t i0 = t % c->qblocks * QB, qn = a->lq - i0 < QB ? a->lq - i0 : QB;
+    int64_t kvh = h / group;
+    const float *q = a->q + b * a->sq[0] + h * a->sq[1] + i0 * a->sq[2];
+    const float *kb = a->k + b * a->sk[0] + kvh * a->sk[1];
+    const float *vb = a->v + b * a->sv[0] + kvh * a->sv[1];
+    for (int64_t r = 0; r < qn; r++) { m[r] = -INFINITY; l[r] = 0; }
+    memset(acc, 0, sizeof(float) * (size_t)(qn * a->ev));
+    int64_t kend = key_end(a, i0, qn);
+    for (int64_t j0 = 0; j0 < kend; j0 += KB) {
+      int64_t kn = kend - j0 < KB ? kend - j0 : KB;
+      tile_scores(a, b, h, i0, qn, j0, kn, q, kb + j0 * a->sk[2], s);
+      for (int64_t r = 0; r < qn; r++) {
+        float *row = s + r * KB, mx = m[r];
+        for (int64_t cc = 0; cc < kn; cc++) mx = row[cc] > mx ? row[cc] : mx;
+        if (mx == -INFINITY) { /* nothing visible yet: p = 0 */
+          memset(row, 0, sizeof(float) * (size_t)kn);
+          continue;
+        }
+        float alpha = expf(m[r] - mx); /* 0 when m was -inf */
+        float sum = tnk_vexp_sum_f32(row, mx, row, kn);
+        l[r] = l[r] * alpha + sum;
+        m[r] = mx;
+        if (alpha != 1.0f)
+          for (int64_t e = 0; e < a->ev; e++) acc[r * a->ev + e] *= alpha;
+      }
+      gemm_f32(qn, a->ev, kn, s, KB, 1, vb + j0 * a->sv[2], a->sv[2], 1, acc, a->ev, 1.0f,
+               1.0f);
+    }
+    float *o = a->o + b * a->so[0] + h * a->so[1] + i0 * a->so[2];
+    float *lse = a->lse + (b * a->heads + h) * a->lq + i0;
+    for (int64_t r = 0; r < qn; r++) {
+      float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
+      for (int64_t e = 0; e < a->ev; e++) o[r * a->so[2] + e] = acc[r * a->ev + e] * inv;
+      lse[r] = l[r] > 0 ? m[r] + logf(l[r]) : -INFINITY;
+    }
+  }
+  free(s);
+}
+
+void tnk_sdpa_forward(const tnk_sdpa_args_t *a) {
+  if (a->kv_heads <= 0 || a->heads % a->kv_heads || a->lq <= 0) return;
+  fwd_ctx_t c = {a, (a->lq + QB - 1) / QB};
+  tnk_parallel_for(a->batch * a->heads * c.qblocks, 1, fwd_tasks, &c);
+}
+
+/* One task per (batch, kv head): it owns gk and gv of that kv head and the
+ * gq of every query head in its group, so no two tasks write one element. */
+static void bwd_tasks(void *p, int64_t begin, int64_t end) {
+  const tnk_sdpa_args_t *a = p;
+  int64_t e = a->e, ev = a->ev, group = a->heads / a->kv_heads;
+  float *s = malloc(sizeof(float) * (2 * QB * KB + QB * e + QB));
+  if (!s) return;
+  float *dp = s + QB * KB, *dq = dp + QB * KB, *dd = dq + QB * e;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t b = t / a->kv_heads, kvh = t % a->kv_heads;
+    const float *kb = a->k + b * a->sk[0] + kvh * a->sk[1];
+    const float *vb = a->v + b * a->sv[0] + kvh * a->sv[1];
+    float *gk = a->gk + b * a->sgk[0] + kvh * a->sgk[1];
+    float *gv = a->gv + b * a->sgv[0] + kvh * a->sgv[1];
+    for (int64_t j = 0; j < a->lk; j++) {
+      memset(gk + j * a->sgk[2], 0, sizeof(float) * (size_t)e);
+      memset(gv + j * a->sgv[2], 0, sizeof(float) * (size_t)ev);
+    }
+    for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
+      for (int64_t i0 = 0; i0 < a->lq; i0 += QB) {
+        int64_t qn = a->lq - i0 < QB ? a->lq - i0 : QB;
+        const float *q = a->q + b * a->sq[0] + h * a->sq[1] + i0 * a->sq[2];
+        const float *go = a->go + b * a->sgo[0] + h * a->sgo[1] + i0 * a->sgo[2];
+        const float *o = a->o + b * a->so[0] + h * a->so[1] + i0 * a->so[2];
+        const float *lse = a->lse + (b * a->heads + h) * a->lq + i0;
+        for (int64_t r = 0; r < qn; r++) { /* D = rowsum(dO * O) */
+          float d = 0;
+          for (int64_t x = 0; x < ev; x++) d += go[r * a->sgo[2] + x] * o[r * a->so[2] + x];
+          dd[r] = d;
+        }
+        memset(dq, 0, sizeof(float) * (size_t)(qn * e));
+        int64_t kend = key_end(a, i0, qn);
+        for (int64_t j0 = 0; j0 < kend; j0 += KB) {
+          int64_t kn = kend - j0 < KB ? kend - j0 : KB;
+          tile_scores(a, b, h, i0, qn, j0, kn, q, kb + j0 * a->sk[2], s);
+          for (int64_t r = 0; r < qn; r++) { /* P = exp(S - lse) */
+            float *row = s + r * KB;
+            if (lse[r] == -INFINITY) memset(row, 0, sizeof(float) * (size_t)kn);
+            else tnk_vexp_sum_f32(row, lse[r], row, kn);
+          }
+          /* dV += P^T dO */
+          gemm_f32(kn, ev, qn, s, 1, KB, go, a->sgo[2], 1, gv + j0 * a->sgv[2], a->sgv[2],
+                   1.0f, 1.0f);
+          /* dP = dO V^T, dS = P * (dP - D) */
+          gemm_f32(qn, kn, ev, go, a->sgo[2], 1, vb + j0 * a->sv[2], 1, a->sv[2], dp, KB,
+                   1.0f, 0.0f);
+          for (int64_t r = 0; r < qn; r++)
+            for (int64_t cc = 0; cc < kn; cc++)
+              dp[r * KB + cc] = s[r * KB + cc] * (dp[r * KB + cc] - dd[r]);
+          /* dQ += scale dS K, dK += scale dS^T Q */
+          gemm_f32(qn, e, kn, dp, KB, 1, kb + j0 * a->sk[2], a->sk[2], 1, dq, e, a->scale,
+                   1.0f);
+          gemm_f32(kn, e, qn, dp, 1, KB, q, a->sq[2], 1, gk + j0 * a->sgk[2], a->sgk[2],
+                   a->scale, 1.0f);
+        }
+        float *gq = a->gq + b * a->sgq[0] + h * a->sgq[1] + i0 * a->sgq[2];
+        for (int64_t r = 0; r < qn; r++)
+          memcpy(gq + r * a->sgq[2], dq + r * e, sizeof(float) * (size_t)e);
+      }
+    }
+  }
+  free(s);
+}
+
+void tnk_sdpa_backward(const tnk_sdpa_args_t *a) {
+  if (a->kv_heads <= 0 || a->heads % a->kv_heads || a->lq <= 0) return;
+  tnk_parallel_for(a->batch * a->kv_heads, 1, bwd_tasks, (void *)a);
+}
