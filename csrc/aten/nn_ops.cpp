@@ -424,8 +424,103 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
   return {gx, gw, gb};
 }
 
+
+// ---------------------------------------------------------- fused Adam/AdamW
+
+namespace {
+void adam_task(void* p) { tnk_adam(static_cast<tnk_adam_args_t*>(p)); }
+
+const float* device_scalar(const std::optional<at::Tensor>& t, c10::Device dev,
+                           std::vector<at::Tensor>& keep) {
+  if (!t.has_value() || !t->defined()) return nullptr;
+  at::Tensor x = t->to(dev, at::kFloat);
+  keep.push_back(x);
+  return x.const_data_ptr<float>();
+}
+
+void fused_adam(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
+                at::TensorList state_steps, double lr, const at::Tensor* lr_tensor, double beta1,
+                double beta2, double weight_decay, double eps, bool amsgrad, bool maximize,
+                const std::optional<at::Tensor>& grad_scale,
+                const std::optional<at::Tensor>& found_inf, bool adamw) {
+  size_t n = params.size();
+  TORCH_CHECK(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n &&
+                  state_steps.size() == n && (!amsgrad || max_exp_avg_sqs.size() == n),
+              "fused Adam: all tensor lists must have the same length");
+  for (size_t i = 0; i < n; i++) {
+    const at::Tensor& p = params[i];
+    c10::Device dev = p.device();
+    std::vector<at::Tensor> keep;  // device scalars live until the launch is queued
+    bool ok;
+    tnk_dtype_t dt = to_tnk(p.scalar_type(), &ok);
+    std::vector<at::Tensor> ts{p, grads[i], exp_avgs[i], exp_avg_sqs[i]};
+    if (amsgrad) ts.push_back(max_exp_avg_sqs[i]);
+    for (const at::Tensor& t : ts) {
+      TORCH_CHECK(t.device() == dev && t.scalar_type() == p.scalar_type() &&
+                      t.sizes() == p.sizes(),
+                  "fused Adam: param, grad and state tensors must match in device, dtype "
+                  "and shape");
+      TORCH_CHECK(t.is_contiguous(), "fused Adam on neuron expects contiguous tensors");
+    }
+    TORCH_CHECK(ok && tnk_adam_supported(dt), "fused Adam supports floating parameters, got ",
+                p.scalar_type());
+    tnk_adam_args_t a{};
+    a.param = p.data_ptr();
+    a.grad = const_cast<void*>(grads[i].const_data_ptr());
+    a.exp_avg = exp_avgs[i].data_ptr();
+    a.exp_avg_sq = exp_avg_sqs[i].data_ptr();
+    a.max_exp_avg_sq = amsgrad ? max_exp_avg_sqs[i].data_ptr() : nullptr;
+    a.step = device_scalar(state_steps[i], dev, keep);
+    a.lr_ptr = lr_tensor ? device_scalar(*lr_tensor, dev, keep) : nullptr;
+    a.grad_scale = device_scalar(grad_scale, dev, keep);
+    a.found_inf = device_scalar(found_inf, dev, keep);
+    a.n = p.numel();
+    a.lr = lr;
+    a.beta1 = beta1;
+    a.beta2 = beta2;
+    a.weight_decay = weight_decay;
+    a.eps = eps;
+    a.dtype = dt;
+    a.adamw = adamw;
+    a.amsgrad = amsgrad;
+    a.maximize = maximize;
+    launch(dev.index(), adam_task, &a, sizeof a, adamw ? "aten::_fused_adamw_" : "aten::_fused_adam_");
+  }
+}
+}  // namespace
+
+#define NEURON_FUSED_ADAM(NAME, ADAMW)                                                          \
+  void NAME(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs,                \
+            at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,                        \
+            at::TensorList state_steps, double lr, double beta1, double beta2,                 \
+            double weight_decay, double eps, bool amsgrad, bool maximize,                      \
+            const std::optional<at::Tensor>& grad_scale,                                       \
+            const std::optional<at::Tensor>& found_inf) {                                      \
+    fused_adam(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, nullptr, \
+               beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf,      \
+               ADAMW);                                                                         \
+  }                                                                                            \
+  void NAME##tensor_lr(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs,     \
+                       at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,             \
+                       at::TensorList state_steps, const at::Tensor& lr, double beta1,         \
+                       double beta2, double weight_decay, double eps, bool amsgrad,            \
+                       bool maximize, const std::optional<at::Tensor>& grad_scale,             \
+                       const std::optional<at::Tensor>& found_inf) {                           \
+    fused_adam(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, 0.0, &lr,    \
+               beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf,      \
+               ADAMW);                                                                         \
+  }
+NEURON_FUSED_ADAM(fused_adamw_, true)
+NEURON_FUSED_ADAM(fused_adam_, false)
+#undef NEURON_FUSED_ADAM
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_layer_norm", native_layer_norm);
+  m.impl("_fused_adamw_", fused_adamw_);
+  m.impl("_fused_adamw_.tensor_lr", fused_adamw_tensor_lr);
+  m.impl("_fused_adam_", fused_adam_);
+  m.impl("_fused_adam_.tensor_lr", fused_adam_tensor_lr);
   m.impl("native_layer_norm_backward", native_layer_norm_backward);
   m.impl("addcmul", addcmul);
   m.impl("addcmul_", addcmul_);

@@ -469,6 +469,26 @@ typedef struct tnk_histc_args {
 int tnk_histc_supported(int dtype, int out_dtype);
 void tnk_histc(const tnk_histc_args_t *args);
 
+/* ---- fused optimizers -------------------------------------------------------- */
+
+/* One Adam/AdamW step over n contiguous elements of one parameter, in one
+ * pass: param, grad, exp_avg, exp_avg_sq (and max_exp_avg_sq with amsgrad)
+ * share a floating dtype and are updated in place, computing in fp32 (fp64
+ * for fp64). step, lr (when lr_ptr is set), grad_scale and found_inf are
+ * read when the kernel runs (device scalars written by earlier work on the
+ * stream): step is the already incremented step count; a nonzero found_inf
+ * skips the update; grads are divided by grad_scale. adamw selects
+ * decoupled weight decay. */
+typedef struct tnk_adam_args {
+  void *param, *grad, *exp_avg, *exp_avg_sq, *max_exp_avg_sq;
+  const float *step, *lr_ptr, *grad_scale, *found_inf;
+  int64_t n;
+  double lr, beta1, beta2, weight_decay, eps;
+  int32_t dtype, adamw, amsgrad, maximize;
+} tnk_adam_args_t;
+int tnk_adam_supported(int dtype);
+void tnk_adam(const tnk_adam_args_t *args);
+
 /* ---- attention ------------------------------------------------------------ */
 
 /* Scaled dot product attention, flash style: queries in blocks of 64 rows,
