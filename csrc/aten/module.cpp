@@ -92,6 +92,11 @@ PYBIND11_MODULE(_C, m) {
     return d;
   });
   m.def("_isa", [] { return std::string(tnk_isa_name(tnk_isa())); });
+  m.def("_measure_fma_peak", [] {
+    double ghz = 0;
+    double per_cycle = tnk_measure_fma_peak(tnk_isa(), &ghz);
+    return std::make_pair(ghz, per_cycle);
+  });
   m.def("_cpu_features", [] {
     int f = tnk_cpu_features();
     py::list out;

@@ -2,8 +2,8 @@
  *
  * fp32 runs the BLIS-style five loops around a register-blocked micro-kernel
  * (AVX2+FMA 6x16, AVX-512 12x32) with A and B packed into cache-sized panels;
- * small problems with row-contiguous B skip the packing. bf16/fp16 convert to
- * fp32 panels and accumulate in fp32; fp64 and every ISA-less case run the
+ * small problems with row-contiguous B skip the packing. bf16/fp16 are
+ * converted to fp32 while packing and accumulate in fp32; fp64 and every ISA-less case run the
  * portable reference, which is also the oracle the tests compare against. */
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +87,8 @@ typedef struct ukernel_desc {
 typedef struct f32_problem {
   int64_t m, n, k;
   const float *a, *b;
+  const uint16_t *a16, *b16; /* bf16/fp16 sources (converted while packing) */
+  int src_dtype;
   int64_t sa_r, sa_c, sb_r, sb_c;
   char *c;
   int64_t sc_r, sc_c;
@@ -160,8 +162,16 @@ static void pack_b_panels(void *vp, int64_t begin, int64_t end) {
   for (int64_t j0 = begin * nr; j0 < nc && j0 < end * nr; j0 += nr) {
     int64_t w = nc - j0 < nr ? nc - j0 : nr;
     for (int64_t k = 0; k < kc; k++) {
-      const float *src = p->b + (pc + k) * p->sb_r + (jc + j0) * p->sb_c;
       float *d = dst + j0 * kc + k * nr;
+      if (p->b16) {
+        const uint16_t *s16 = p->b16 + (pc + k) * p->sb_r + (jc + j0) * p->sb_c;
+        for (int64_t j = 0; j < w; j++)
+          d[j] = p->src_dtype == TNK_BF16 ? tnk_bf16_to_f32(s16[j * p->sb_c])
+                                          : tnk_f16_to_f32(s16[j * p->sb_c]);
+        for (int64_t j = w; j < nr; j++) d[j] = 0.0f;
+        continue;
+      }
+      const float *src = p->b + (pc + k) * p->sb_r + (jc + j0) * p->sb_c;
       if (p->sb_c == 1) {
         memcpy(d, src, (size_t)w * sizeof(float));
       } else {
@@ -185,8 +195,15 @@ static void pack_a(const f32_problem_t *p, int mr, int64_t ic, int64_t mc,
     int64_t h = mc - i0 < mr ? mc - i0 : mr;
     float *d = dst + i0 * kc;
     for (int64_t k = 0; k < kc; k++) {
-      const float *src = p->a + (ic + i0) * p->sa_r + (pc + k) * p->sa_c;
-      for (int64_t r = 0; r < h; r++) d[k * mr + r] = src[r * p->sa_r];
+      if (p->a16) {
+        const uint16_t *s16 = p->a16 + (ic + i0) * p->sa_r + (pc + k) * p->sa_c;
+        for (int64_t r = 0; r < h; r++)
+          d[k * mr + r] = p->src_dtype == TNK_BF16 ? tnk_bf16_to_f32(s16[r * p->sa_r])
+                                                   : tnk_f16_to_f32(s16[r * p->sa_r]);
+      } else {
+        const float *src = p->a + (ic + i0) * p->sa_r + (pc + k) * p->sa_c;
+        for (int64_t r = 0; r < h; r++) d[k * mr + r] = src[r * p->sa_r];
+      }
       for (int64_t r = h; r < mr; r++) d[k * mr + r] = 0.0f;
     }
   }
@@ -205,7 +222,7 @@ static void macro_blocks(void *vp, int64_t begin, int64_t end) {
   const macro_ctx_t *c = vp;
   const f32_problem_t *p = c->p;
   int mr = c->uk->mr, nr = c->uk->nr;
-  float *apack = aligned_alloc(64, sizeof(float) * (size_t)(c->mc * KC + 64));
+  float *apack = aligned_alloc(64, sizeof(float) * (size_t)(c->mc * c->kc + 64));
   if (!apack) return;
   for (int64_t blk = begin; blk < end; blk++) {
     int64_t ic = blk * c->mc, mc = p->m - ic < c->mc ? p->m - ic : c->mc;
@@ -234,7 +251,11 @@ static int64_t block_rows(int64_t m, int mr) {
 
 static void gemm_packed(const f32_problem_t *p, const ukernel_desc_t *uk) {
   int64_t mcb = block_rows(p->m, uk->mr);
-  float *bpack = aligned_alloc(64, sizeof(float) * (size_t)(KC * (NC + 64)));
+  /* sized for this problem: small GEMMs (attention tiles) must not pay
+   * for a full KC x NC panel */
+  int64_t kcmax = p->k < KC ? p->k : KC, ncmax = p->n < NC ? p->n : NC;
+  ncmax = (ncmax + uk->nr - 1) / uk->nr * uk->nr;
+  float *bpack = aligned_alloc(64, sizeof(float) * (size_t)(kcmax * ncmax + 64));
   if (!bpack) return;
   for (int64_t jc = 0; jc < p->n; jc += NC) {
     int64_t nc = p->n - jc < NC ? p->n - jc : NC;
@@ -337,20 +358,6 @@ static int select_ukernel(int isa, ukernel_desc_t *out) {
   return 0;
 }
 
-/* Converts a strided bf16/fp16 matrix to a dense fp32 one. */
-static float *to_f32(const void *src, int dtype, int64_t rows, int64_t cols,
-                     int64_t sr, int64_t sc) {
-  float *d = malloc(sizeof(float) * (size_t)((rows * cols) > 0 ? rows * cols : 1));
-  if (!d) return NULL;
-  const uint16_t *s = src;
-  for (int64_t r = 0; r < rows; r++)
-    for (int64_t c = 0; c < cols; c++) {
-      uint16_t h = s[r * sr + c * sc];
-      d[r * cols + c] = dtype == TNK_BF16 ? tnk_bf16_to_f32(h) : tnk_f16_to_f32(h);
-    }
-  return d;
-}
-
 void tnk_gemm_isa(const tnk_gemm_args_t *g, int isa) {
   if (!tnk_gemm_supported(g->dtype) || g->m <= 0 || g->n <= 0 || g->batch <= 0)
     return;
@@ -366,24 +373,16 @@ void tnk_gemm_isa(const tnk_gemm_args_t *g, int isa) {
         .c = (char *)g->c + bi * g->sc_b * esz,
         .sc_r = g->sc_r, .sc_c = g->sc_c, .dtype = g->dtype,
         .alpha = (float)g->alpha, .beta = (float)g->beta};
-    float *abuf = NULL, *bbuf = NULL;
+    p.sa_r = g->sa_r; p.sa_c = g->sa_c; p.sb_r = g->sb_r; p.sb_c = g->sb_c;
+    p.src_dtype = g->dtype;
     if (g->dtype == TNK_F32) {
       p.a = (const float *)g->a + bi * g->sa_b;
       p.b = (const float *)g->b + bi * g->sb_b;
-      p.sa_r = g->sa_r; p.sa_c = g->sa_c; p.sb_r = g->sb_r; p.sb_c = g->sb_c;
-    } else {
-      abuf = to_f32((const uint16_t *)g->a + bi * g->sa_b, g->dtype, g->m, g->k,
-                    g->sa_r, g->sa_c);
-      bbuf = to_f32((const uint16_t *)g->b + bi * g->sb_b, g->dtype, g->k, g->n,
-                    g->sb_r, g->sb_c);
-      if (!abuf || !bbuf) {
-        free(abuf);
-        free(bbuf);
-        gemm_reference(g); /* no scratch memory: slow but correct */
-        return;
-      }
-      p.a = abuf; p.b = bbuf;
-      p.sa_r = g->k; p.sa_c = 1; p.sb_r = g->n; p.sb_c = 1;
+    } else { /* bf16/fp16: converted to fp32 while packing */
+      p.a16 = (const uint16_t *)g->a + bi * g->sa_b;
+      p.b16 = (const uint16_t *)g->b + bi * g->sb_b;
+      gemm_packed(&p, &uk);
+      continue;
     }
     if (gemv_applies(&p, isa))
       gemm_gemv(&p, isa);
@@ -391,8 +390,6 @@ void tnk_gemm_isa(const tnk_gemm_args_t *g, int isa) {
       gemm_small(&p, &uk);
     else
       gemm_packed(&p, &uk);
-    free(abuf);
-    free(bbuf);
   }
 }
 

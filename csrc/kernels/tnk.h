@@ -41,6 +41,11 @@ enum { TNK_ISA_REFERENCE = 0, TNK_ISA_AVX2 = 1, TNK_ISA_AVX512 = 2 };
 int tnk_cpu_features(void);
 int tnk_isa(void);
 const char *tnk_isa_name(int isa);
+/* Measures the calling core, for benchmarks (about 0.3 s): *ghz from a chain
+ * of dependent integer adds (one per cycle) and, returned, the fp32 flops
+ * per cycle that independent FMA chains of the ISA's vector width sustain
+ * (0 for the reference ISA or off x86). Peak = ghz * flops/cycle. */
+double tnk_measure_fma_peak(int isa, double *ghz);
 
 typedef void (*tnk_range_fn)(void *ctx, int64_t begin, int64_t end);
 typedef void (*tnk_parallel_fn)(int64_t n, int64_t grain, tnk_range_fn fn,

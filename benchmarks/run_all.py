@@ -1,0 +1,243 @@
+"""The kernel-library benchmark suite (issue: native C kernel library): every
+ratio the issue asks for, neuron vs PyTorch CPU eager, measured side by side
+in one process on the same threads (interleaved rounds, medians), and
+written as one results table.
+
+Not a test: it reports ratios and never asserts on time.
+    python benchmarks/run_all.py [--write docs/benchmarks/results.md] [--quick]
+"""
+import argparse
+import copy
+import ctypes
+import os
+import platform
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import torch_neuronx
+from torch_neuronx import _C
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def sync(dev):
+    if dev == "neuron":
+        torch.neuron.synchronize()
+
+
+def timeit(fn, dev, reps):
+    sync(dev)
+    t = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    sync(dev)
+    return (time.perf_counter() - t) / reps
+
+
+def side_by_side(make, rounds=5, reps=3):
+    """Median seconds per call for each device; the rounds alternate."""
+    fns = {d: make(d) for d in ("neuron", "cpu")}
+    for d, f in fns.items():
+        timeit(f, d, 1)  # warm-up: caches, lazy state
+    samples = {d: [] for d in fns}
+    for _ in range(rounds):
+        for d, f in fns.items():
+            samples[d].append(timeit(f, d, reps))
+    return {d: statistics.median(v) for d, v in samples.items()}
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def gemm_rows(rows, peak, quick):
+    shapes = [(2048, 2048, 2048, "square"), (512, 2048, 2048, "model: 512x2048 @ 2048x2048"),
+              (2048, 512, 2048, "model: 2048x512 @ 512x2048"),
+              (1, 4096, 4096, "decode: 1x4096 @ (4096x4096)^T")]
+    for m, k, n, label in shapes:
+        g = torch.Generator().manual_seed(0)
+        a, b = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g) if m == 1 else \
+            torch.randn(k, n, generator=g)
+
+        def make(d, a=a, b=b, m=m):
+            x, y = a.to(d), b.to(d)
+            return (lambda: x @ y.t()) if m == 1 else (lambda: x @ y)
+        t = side_by_side(make, rounds=3 if quick else 5, reps=3 if m > 1 else 50)
+        fl = 2.0 * m * n * k
+        gn, gc = fl / t["neuron"] / 1e9, fl / t["cpu"] / 1e9
+        rows.append((f"fp32 GEMM {m}x{k}x{n} ({label})", f"{gn:.0f} GFLOPS",
+                     f"{gc:.0f} GFLOPS", f"{gn / gc:.2f}x",
+                     f"{100 * gn / peak:.0f}% of FMA peak" if m > 1 else "memory-bound (weights)"))
+    # bf16 against our own fp32 and PyTorch CPU's bf16
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.randn(1024, 1024, generator=g), torch.randn(1024, 1024, generator=g)
+    t32 = side_by_side(lambda d: (lambda x=a.to(d), y=b.to(d): x @ y), rounds=3, reps=3)
+    t16 = side_by_side(lambda d: (lambda x=a.to(d, torch.bfloat16), y=b.to(d, torch.bfloat16): x @ y),
+                       rounds=3, reps=3)
+    fl = 2.0 * 1024 ** 3
+    rows.append(("bf16 GEMM 1024^3", f"{fl / t16['neuron'] / 1e9:.0f} GFLOPS",
+                 f"{fl / t16['cpu'] / 1e9:.0f} GFLOPS", f"{t16['cpu'] / t16['neuron']:.2f}x",
+                 f"{t32['neuron'] / t16['neuron']:.2f}x of neuron fp32 "
+                 f"({fl / t32['neuron'] / 1e9:.0f} GFLOPS)"))
+
+
+def sdpa_rows(rows, quick):
+    L = 512 if quick else 1024
+    g = torch.Generator().manual_seed(2)
+    qkv = [torch.randn(1, 8, L, 64, generator=g) for _ in range(3)]
+
+    def step(d, backend=None):
+        ts = [t.to(d).requires_grad_() for t in qkv]
+
+        def run():
+            if backend is None:
+                o = F.scaled_dot_product_attention(*ts, is_causal=True)
+            else:
+                with sdpa_kernel(backend):
+                    o = F.scaled_dot_product_attention(*ts, is_causal=True)
+            o.sum().backward()
+        return run
+    t = side_by_side(step, rounds=3, reps=1)
+    t_math = timeit(step("neuron", SDPBackend.MATH), "neuron", 2)
+    rows.append((f"SDPA fwd+bwd causal, 8 heads, L={L}, E=64", f"{t['neuron'] * 1e3:.1f} ms",
+                 f"{t['cpu'] * 1e3:.1f} ms", f"{t['cpu'] / t['neuron']:.2f}x",
+                 f"{t_math / t['neuron']:.2f}x the unfused math path on neuron"))
+
+
+def memcpy_gbs(nbytes):
+    src = (ctypes.c_char * nbytes)()
+    dst = (ctypes.c_char * nbytes)()
+    ctypes.memmove(dst, src, nbytes)
+    best = 1e9
+    for _ in range(5):
+        t = time.perf_counter()
+        ctypes.memmove(dst, src, nbytes)
+        best = min(best, time.perf_counter() - t)
+    return 2 * nbytes / best / 1e9  # read + write
+
+
+def memory_rows(rows):
+    n = 16 * 1024 * 1024  # 64 MiB per fp32 tensor
+    bw = memcpy_gbs(4 * n)
+    g = torch.Generator().manual_seed(3)
+    x, y = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    cases = [
+        ("add (a + b)", 3, lambda d: (lambda a=x.to(d), b=y.to(d): a + b)),
+        ("copy (clone)", 2, lambda d: (lambda a=x.to(d): a.clone())),
+        ("layer_norm (4096 rows x 4096)", 2,
+         lambda d: (lambda a=x.view(4096, 4096).to(d): F.layer_norm(a, (4096,)))),
+        ("softmax (4096 rows x 4096)", 2, lambda d: (lambda a=x.view(4096, 4096).to(d): a.softmax(-1))),
+    ]
+    for name, streams, make in cases:
+        t = side_by_side(make, rounds=3, reps=3)
+        gbs = streams * 4 * n / t["neuron"] / 1e9
+        rows.append((f"{name}, fp32 64 MiB", f"{gbs:.1f} GB/s", f"{streams * 4 * n / t['cpu'] / 1e9:.1f} GB/s",
+                     f"{t['cpu'] / t['neuron']:.2f}x", f"{100 * gbs / bw:.0f}% of memcpy ({bw:.1f} GB/s)"))
+
+
+def cpu_step_peak_bytes(model, opt, ids):
+    """Peak bytes the CPU step allocates above its start, from the profiler's
+    allocation events (CPU has no allocator statistics)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as p:
+        loss = model(input_ids=ids, labels=ids).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    cur = peak = 0
+    events = sorted((e for e in p.events() if e.name == "[memory]"), key=lambda e: e.time_range.start)
+    for e in events:
+        cur += e.cpu_memory_usage
+        peak = max(peak, cur)
+    return peak
+
+
+def model_rows(rows, quick):
+    sys.path.insert(0, HERE)
+    import bench_train_step as bts
+    args = argparse.Namespace(layers=4, d_model=512, seq=128 if quick else 256, batch=4, vocab=8000)
+    base = bts.build(args)
+    ids = torch.randint(0, args.vocab, (args.batch, args.seq), generator=torch.Generator().manual_seed(1))
+    models = {d: copy.deepcopy(base).to(d) for d in ("neuron", "cpu")}
+    opts = {d: torch.optim.AdamW(models[d].parameters(), lr=1e-4) for d in models}
+    t = side_by_side(lambda d: (lambda: bts.train_step(models[d], opts[d], ids.to(d))),
+                     rounds=2 if quick else 3, reps=1)
+    rows.append((f"train step, Llama-style 4 layers d512 seq {args.seq} batch 4 (fwd+bwd+AdamW)",
+                 f"{t['neuron'] * 1e3:.0f} ms", f"{t['cpu'] * 1e3:.0f} ms",
+                 f"{t['cpu'] / t['neuron']:.2f}x", "speed ratio neuron/CPU"))
+    # peak memory of the step above its starting point
+    torch.neuron.synchronize()
+    start = torch.neuron.memory_allocated()
+    torch.neuron.reset_peak_memory_stats()
+    bts.train_step(models["neuron"], opts["neuron"], ids.to("neuron"))
+    torch.neuron.synchronize()
+    neuron_peak = torch.neuron.max_memory_allocated() - start
+    cpu_peak = cpu_step_peak_bytes(models["cpu"], opts["cpu"], ids)
+    rows.append(("train step peak memory above its start", f"{neuron_peak / 2**20:.0f} MiB",
+                 f"{cpu_peak / 2**20:.0f} MiB", f"{neuron_peak / max(cpu_peak, 1):.2f}x",
+                 "memory ratio neuron/CPU (lower is better)"))
+    prompt = ids[:1, :16]
+    tok = 16 if quick else 32
+
+    def gen(d):
+        m = models[d].eval()
+        return lambda: m.generate(prompt.to(d), max_new_tokens=tok, min_new_tokens=tok, do_sample=False)
+    t = side_by_side(gen, rounds=2 if quick else 3, reps=1)
+    rows.append(("greedy decode, same model, batch 1", f"{tok / t['neuron']:.1f} tok/s",
+                 f"{tok / t['cpu']:.1f} tok/s", f"{t['cpu'] / t['neuron']:.2f}x", "speed ratio neuron/CPU"))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--write", help="markdown file for the results table")
+    p.add_argument("--quick", action="store_true", help="smaller sizes, fewer rounds")
+    args = p.parse_args()
+    torch.manual_seed(0)
+    ghz, per_cycle = _C._measure_fma_peak()
+    threads = torch.get_num_threads()
+    peak = ghz * per_cycle * threads
+    isa = _C._isa()
+    rows = []
+    gemm_rows(rows, peak, args.quick)
+    sdpa_rows(rows, args.quick)
+    memory_rows(rows)
+    model_rows(rows, args.quick)
+    lanes = {"avx512": 16, "avx2": 8}.get(isa, 1)
+    lines = [
+        "# Kernel-library benchmarks: neuron vs PyTorch CPU",
+        "",
+        "Generated by `python benchmarks/run_all.py --write docs/benchmarks/results.md`. Neuron and",
+        "PyTorch CPU eager run side by side in one process on the same threads, in",
+        "alternating rounds (medians). Ratios above 1.00x mean neuron is faster.",
+        "",
+        f"- Machine: {cpu_name()}, {os.cpu_count()} cores visible, {threads} threads used; "
+        f"torch {torch.__version__}; kernel ISA chosen: {isa}",
+        f"- FMA peak: {ghz:.2f} GHz (timed chain of dependent adds) x {per_cycle:.1f} fp32 "
+        f"flops/cycle/core (timed independent {isa} FMA chains: {lanes} lanes x 2 flops x "
+        f"{per_cycle / (2 * lanes):.1f} FMA/cycle) x {threads} cores = {peak:.0f} GFLOPS",
+        "",
+        "| benchmark | neuron | PyTorch CPU | neuron/CPU | note |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in rows]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.write:
+        with open(args.write, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
