@@ -3,7 +3,9 @@
  * the running max m, sum l and output accumulator are rescaled as tiles
  * arrive (online softmax), and the backward recomputes each tile's
  * probabilities from the saved log-sum-exp. GEMMs inside a task run on the
- * task's thread (the pool is busy with the tasks themselves). */
+ * task's thread (the pool is busy with the tasks themselves). Query blocks
+ * are copied once, pre-multiplied by the softmax scale, so every tile GEMM
+ * runs unscaled (the micro-kernels then write straight into their output). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +13,8 @@
 #include "tnk.h"
 #include "vmath.h"
 
-#define QB 64
-#define KB 64
+#define QB 128
+#define KB 128
 
 static void gemm_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t sa_r,
                      int64_t sa_c, const float *b, int64_t sb_r, int64_t sb_c, float *c,
@@ -26,9 +28,9 @@ static void gemm_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t sa
 
 /* Scores of one tile: s = scale * q k^T, then the mask and causality. */
 static void tile_scores(const tnk_sdpa_args_t *a, int64_t b, int64_t h, int64_t i0,
-                        int64_t qn, int64_t j0, int64_t kn, const float *q,
+                        int64_t qn, int64_t j0, int64_t kn, const float *qs,
                         const float *k, float *s) {
-  gemm_f32(qn, kn, a->e, q, a->sq[2], 1, k, 1, a->sk[2], s, KB, a->scale, 0.0f);
+  gemm_f32(qn, kn, a->e, qs, a->e, 1, k, 1, a->sk[2], s, KB, 1.0f, 0.0f);
   for (int64_t r = 0; r < qn; r++) {
     float *row = s + r * KB;
     int64_t i = i0 + r;
@@ -50,6 +52,12 @@ static void tile_scores(const tnk_sdpa_args_t *a, int64_t b, int64_t h, int64_t 
   }
 }
 
+/* qs = scale * q rows [0, qn), contiguous (row stride e). */
+static void scaled_copy(const tnk_sdpa_args_t *a, const float *q, int64_t qn, float *qs) {
+  for (int64_t r = 0; r < qn; r++)
+    for (int64_t x = 0; x < a->e; x++) qs[r * a->e + x] = a->scale * q[r * a->sq[2] + x];
+}
+
 /* Last key tile a query block needs (causal: keys up to its last row). */
 static int64_t key_end(const tnk_sdpa_args_t *a, int64_t i0, int64_t qn) {
   if (!a->causal) return a->lk;
@@ -65,9 +73,9 @@ typedef struct fwd_ctx {
 static void fwd_tasks(void *p, int64_t begin, int64_t end) {
   const fwd_ctx_t *c = p;
   const tnk_sdpa_args_t *a = c->a;
-  float *s = malloc(sizeof(float) * (QB * KB + QB * a->ev + 2 * QB));
+  float *s = malloc(sizeof(float) * (QB * KB + QB * a->ev + 2 * QB + QB * a->e));
   if (!s) return;
-  float *acc = s + QB * KB, *m = acc + QB * a->ev, *l = m + QB;
+  float *acc = s + QB * KB, *m = acc + QB * a->ev, *l = m + QB, *qs = l + QB;
   int64_t group = a->heads / a->kv_heads;
   for (int64_t t = begin; t < end; t++) {
     int64_t b = t / (a->heads * c->qblocks), h = t / c->qblocks % a->heads;
@@ -78,10 +86,11 @@ static void fwd_tasks(void *p, int64_t begin, int64_t end) {
     const float *vb = a->v + b * a->sv[0] + kvh * a->sv[1];
     for (int64_t r = 0; r < qn; r++) { m[r] = -INFINITY; l[r] = 0; }
     memset(acc, 0, sizeof(float) * (size_t)(qn * a->ev));
+    scaled_copy(a, q, qn, qs);
     int64_t kend = key_end(a, i0, qn);
     for (int64_t j0 = 0; j0 < kend; j0 += KB) {
       int64_t kn = kend - j0 < KB ? kend - j0 : KB;
-      tile_scores(a, b, h, i0, qn, j0, kn, q, kb + j0 * a->sk[2], s);
+      tile_scores(a, b, h, i0, qn, j0, kn, qs, kb + j0 * a->sk[2], s);
       for (int64_t r = 0; r < qn; r++) {
         float *row = s + r * KB, mx = m[r];
         for (int64_t cc = 0; cc < kn; cc++) mx = row[cc] > mx ? row[cc] : mx;
@@ -121,9 +130,9 @@ void tnk_sdpa_forward(const tnk_sdpa_args_t *a) {
 static void bwd_tasks(void *p, int64_t begin, int64_t end) {
   const tnk_sdpa_args_t *a = p;
   int64_t e = a->e, ev = a->ev, group = a->heads / a->kv_heads;
-  float *s = malloc(sizeof(float) * (2 * QB * KB + QB * e + QB));
+  float *s = malloc(sizeof(float) * (2 * QB * KB + 2 * QB * e + QB));
   if (!s) return;
-  float *dp = s + QB * KB, *dq = dp + QB * KB, *dd = dq + QB * e;
+  float *dp = s + QB * KB, *dq = dp + QB * KB, *dd = dq + QB * e, *qs = dd + QB;
   for (int64_t t = begin; t < end; t++) {
     int64_t b = t / a->kv_heads, kvh = t % a->kv_heads;
     const float *kb = a->k + b * a->sk[0] + kvh * a->sk[1];
@@ -147,10 +156,11 @@ static void bwd_tasks(void *p, int64_t begin, int64_t end) {
           dd[r] = d;
         }
         memset(dq, 0, sizeof(float) * (size_t)(qn * e));
+        scaled_copy(a, q, qn, qs);
         int64_t kend = key_end(a, i0, qn);
         for (int64_t j0 = 0; j0 < kend; j0 += KB) {
           int64_t kn = kend - j0 < KB ? kend - j0 : KB;
-          tile_scores(a, b, h, i0, qn, j0, kn, q, kb + j0 * a->sk[2], s);
+          tile_scores(a, b, h, i0, qn, j0, kn, qs, kb + j0 * a->sk[2], s);
           for (int64_t r = 0; r < qn; r++) { /* P = exp(S - lse) */
             float *row = s + r * KB;
             if (lse[r] == -INFINITY) memset(row, 0, sizeof(float) * (size_t)kn);
@@ -165,15 +175,14 @@ static void bwd_tasks(void *p, int64_t begin, int64_t end) {
           for (int64_t r = 0; r < qn; r++)
             for (int64_t cc = 0; cc < kn; cc++)
               dp[r * KB + cc] = s[r * KB + cc] * (dp[r * KB + cc] - dd[r]);
-          /* dQ += scale dS K, dK += scale dS^T Q */
-          gemm_f32(qn, e, kn, dp, KB, 1, kb + j0 * a->sk[2], a->sk[2], 1, dq, e, a->scale,
+          /* dQ += dS K (scaled once below), dK += dS^T (scale Q) */
+          gemm_f32(qn, e, kn, dp, KB, 1, kb + j0 * a->sk[2], a->sk[2], 1, dq, e, 1.0f, 1.0f);
+          gemm_f32(kn, e, qn, dp, 1, KB, qs, e, 1, gk + j0 * a->sgk[2], a->sgk[2], 1.0f,
                    1.0f);
-          gemm_f32(kn, e, qn, dp, 1, KB, q, a->sq[2], 1, gk + j0 * a->sgk[2], a->sgk[2],
-                   a->scale, 1.0f);
         }
         float *gq = a->gq + b * a->sgq[0] + h * a->sgq[1] + i0 * a->sgq[2];
         for (int64_t r = 0; r < qn; r++)
-          memcpy(gq + r * a->sgq[2], dq + r * e, sizeof(float) * (size_t)e);
+          for (int64_t x = 0; x < e; x++) gq[r * a->sgq[2] + x] = a->scale * dq[r * e + x];
       }
     }
   }
