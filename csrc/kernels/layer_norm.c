@@ -5,6 +5,7 @@
 
 #include "dtype.h"
 #include "tnk.h"
+#include "vmath.h"
 
 int tnk_layer_norm_supported(int dt) {
   return dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16;
@@ -13,6 +14,18 @@ int tnk_layer_norm_supported(int dt) {
 static void ln_forward_rows(void *p, int64_t begin, int64_t end) {
   const tnk_layer_norm_args_t *a = p;
   int dt = a->dtype;
+  if (dt == TNK_F32) { /* two vector passes for the statistics, one to write */
+    for (int64_t r = begin; r < end; r++) {
+      const float *x = (const float *)a->x + r * a->n;
+      float mean = tnk_vsum_f32(x, a->n) / (float)a->n;
+      float var = tnk_vsumsqdev_f32(x, a->n, mean) / (float)a->n;
+      float rstd = 1.0f / sqrtf(var + (float)a->eps);
+      tnk_vnormalize_f32(x, (float *)a->y + r * a->n, a->n, mean, rstd, a->w, a->b);
+      ((float *)a->mean)[r] = mean;
+      ((float *)a->rstd)[r] = rstd;
+    }
+    return;
+  }
   for (int64_t r = begin; r < end; r++) {
     int64_t base = r * a->n;
     double mean = 0, var = 0;

@@ -24,13 +24,7 @@ static void softmax_rows_f32(const tnk_softmax_args_t *a, int64_t begin,
     float *restrict y = (float *)a->out + r * n;
     const float *restrict x = (const float *)a->in + r * n;
     if (!a->backward) {
-      float mx = -INFINITY;
-      int nan = 0;
-      for (int64_t k = 0; k < n; k++) {
-        mx = x[k] > mx ? x[k] : mx;
-        nan |= x[k] != x[k];
-      }
-      if (nan) mx = NAN;
+      float mx = tnk_vmax_f32(x, n);
       float sum = tnk_vexp_sum_f32(x, mx, a->log ? NULL : y, n);
       if (a->log) {
         float lsum = logf(sum);

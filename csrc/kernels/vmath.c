@@ -25,3 +25,41 @@ void tnk_vsigmoid_f32(const float *x, float *y, int64_t n, int silu) {
     y[k] = silu ? x[k] * s : s;
   }
 }
+
+float tnk_vsum_f32(const float *x, int64_t n) {
+  if (tnk_isa() >= TNK_ISA_AVX2) return tnk_vsum_f32_avx2(x, n);
+  double s = 0;
+  for (int64_t k = 0; k < n; k++) s += x[k];
+  return (float)s;
+}
+
+float tnk_vsumsqdev_f32(const float *x, int64_t n, float mean) {
+  if (tnk_isa() >= TNK_ISA_AVX2) return tnk_vsumsqdev_f32_avx2(x, n, mean);
+  double s = 0;
+  for (int64_t k = 0; k < n; k++) s += (double)(x[k] - mean) * (x[k] - mean);
+  return (float)s;
+}
+
+float tnk_vmax_f32(const float *x, int64_t n) {
+  if (tnk_isa() >= TNK_ISA_AVX2) return tnk_vmax_f32_avx2(x, n);
+  float m = -INFINITY;
+  for (int64_t k = 0; k < n; k++) {
+    if (x[k] != x[k]) return NAN;
+    m = x[k] > m ? x[k] : m;
+  }
+  return m;
+}
+
+void tnk_vnormalize_f32(const float *x, float *y, int64_t n, float mean, float rstd,
+                        const float *w, const float *b) {
+  if (tnk_isa() >= TNK_ISA_AVX2) {
+    tnk_vnormalize_f32_avx2(x, y, n, mean, rstd, w, b);
+    return;
+  }
+  for (int64_t k = 0; k < n; k++) {
+    float v = (x[k] - mean) * rstd;
+    if (w) v *= w[k];
+    if (b) v += b[k];
+    y[k] = v;
+  }
+}

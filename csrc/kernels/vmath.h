@@ -15,4 +15,18 @@ float tnk_vexp_sum_f32_avx2(const float *x, float sub, float *y, int64_t n);
 void tnk_vsigmoid_f32(const float *x, float *y, int64_t n, int silu);
 void tnk_vsigmoid_f32_avx2(const float *x, float *y, int64_t n, int silu);
 
+/* Row primitives of the normalisation and softmax kernels (fp32):
+ * the sum, the sum of squared deviations from mean, the maximum (NaN if any
+ * element is NaN), and y = (x - mean) * rstd * w + b (w, b may be NULL). */
+float tnk_vsum_f32(const float *x, int64_t n);
+float tnk_vsumsqdev_f32(const float *x, int64_t n, float mean);
+float tnk_vmax_f32(const float *x, int64_t n);
+void tnk_vnormalize_f32(const float *x, float *y, int64_t n, float mean, float rstd,
+                        const float *w, const float *b);
+float tnk_vsum_f32_avx2(const float *x, int64_t n);
+float tnk_vsumsqdev_f32_avx2(const float *x, int64_t n, float mean);
+float tnk_vmax_f32_avx2(const float *x, int64_t n);
+void tnk_vnormalize_f32_avx2(const float *x, float *y, int64_t n, float mean, float rstd,
+                             const float *w, const float *b);
+
 #endif

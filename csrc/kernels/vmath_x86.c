@@ -85,6 +85,77 @@ TGT void tnk_vsigmoid_f32_avx2(const float *x, float *y, int64_t n, int silu) {
   }
 }
 
+TGT static inline float hsum8(__m256 s) {
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+  return _mm_cvtss_f32(h);
+}
+
+TGT float tnk_vsum_f32_avx2(const float *x, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    s0 = _mm256_add_ps(s0, _mm256_loadu_ps(x + k));
+    s1 = _mm256_add_ps(s1, _mm256_loadu_ps(x + k + 8));
+  }
+  float s = hsum8(_mm256_add_ps(s0, s1));
+  for (; k < n; k++) s += x[k];
+  return s;
+}
+
+TGT float tnk_vsumsqdev_f32_avx2(const float *x, int64_t n, float mean) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), m = _mm256_set1_ps(mean);
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(x + k), m);
+    __m256 d1 = _mm256_sub_ps(_mm256_loadu_ps(x + k + 8), m);
+    s0 = _mm256_fmadd_ps(d0, d0, s0);
+    s1 = _mm256_fmadd_ps(d1, d1, s1);
+  }
+  float s = hsum8(_mm256_add_ps(s0, s1));
+  for (; k < n; k++) s += (x[k] - mean) * (x[k] - mean);
+  return s;
+}
+
+TGT float tnk_vmax_f32_avx2(const float *x, int64_t n) {
+  __m256 m = _mm256_set1_ps(-INFINITY), nan = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    __m256 v = _mm256_loadu_ps(x + k);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    m = _mm256_max_ps(m, v);
+  }
+  if (_mm256_movemask_ps(nan)) return NAN;
+  float r[8];
+  _mm256_storeu_ps(r, m);
+  float mx = r[0];
+  for (int l = 1; l < 8; l++) mx = r[l] > mx ? r[l] : mx;
+  for (; k < n; k++) {
+    if (x[k] != x[k]) return NAN;
+    mx = x[k] > mx ? x[k] : mx;
+  }
+  return mx;
+}
+
+TGT void tnk_vnormalize_f32_avx2(const float *x, float *y, int64_t n, float mean, float rstd,
+                                 const float *w, const float *b) {
+  __m256 vm = _mm256_set1_ps(mean), vr = _mm256_set1_ps(rstd);
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + k), vm), vr);
+    if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + k));
+    if (b) v = _mm256_add_ps(v, _mm256_loadu_ps(b + k));
+    _mm256_storeu_ps(y + k, v);
+  }
+  for (; k < n; k++) {
+    float v = (x[k] - mean) * rstd;
+    if (w) v *= w[k];
+    if (b) v += b[k];
+    y[k] = v;
+  }
+}
+
 #else /* tnk_isa() never selects these off x86 */
 float tnk_vexp_sum_f32_avx2(const float *x, float sub, float *y, int64_t n) {
   (void)x; (void)sub; (void)y; (void)n;
@@ -92,5 +163,15 @@ float tnk_vexp_sum_f32_avx2(const float *x, float sub, float *y, int64_t n) {
 }
 void tnk_vsigmoid_f32_avx2(const float *x, float *y, int64_t n, int silu) {
   (void)x; (void)y; (void)n; (void)silu;
+}
+float tnk_vsum_f32_avx2(const float *x, int64_t n) { (void)x; (void)n; return 0; }
+float tnk_vsumsqdev_f32_avx2(const float *x, int64_t n, float mean) {
+  (void)x; (void)n; (void)mean;
+  return 0;
+}
+float tnk_vmax_f32_avx2(const float *x, int64_t n) { (void)x; (void)n; return 0; }
+void tnk_vnormalize_f32_avx2(const float *x, float *y, int64_t n, float mean, float rstd,
+                             const float *w, const float *b) {
+  (void)x; (void)y; (void)n; (void)mean; (void)rstd; (void)w; (void)b;
 }
 #endif
