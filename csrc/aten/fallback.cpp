@@ -326,10 +326,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_backward_overrideable(
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  // The composite mse_loss writes through mse_loss.out into a 0-dim result
-  // that the kernel must first resize (a deprecation warning on every call);
-  // run the CPU's functional kernel instead.
-  m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&neuron_cpu_fallback>());
   m.impl("convolution_overrideable", conv_overrideable);
   m.impl("convolution_backward_overrideable", conv_backward_overrideable);
 }

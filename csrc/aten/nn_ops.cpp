@@ -310,6 +310,29 @@ at::Tensor sum_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype)
   return sum_dim(self, std::nullopt, false, dtype);
 }
 
+at::Tensor& prod_out(const at::Tensor& self, int64_t dim, bool keepdim,
+                     std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  c10::ScalarType odt = sum_dtype(self, dtype);
+  if (out.scalar_type() == odt) {
+    int64_t d = at::maybe_wrap_dim(dim, self.dim());
+    at::native::resize_output(out, reduced_shape(self, at::IntArrayRef{d}, keepdim));
+    if (launch_reduce(out, self, at::IntArrayRef{d}, keepdim, TNK_PROD, "aten::prod")) return out;
+  }
+  return FALLBACK(prod_int_out, self, dim, keepdim, dtype, out);
+}
+
+at::Tensor prod_dim(const at::Tensor& self, int64_t dim, bool keepdim,
+                    std::optional<c10::ScalarType> dtype) {
+  at::Tensor out = at::empty({0}, self.options().dtype(sum_dtype(self, dtype)));
+  return prod_out(self, dim, keepdim, dtype, out);
+}
+
+at::Tensor prod_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+  at::Tensor out = at::empty({}, self.options().dtype(sum_dtype(self, dtype)));
+  if (launch_reduce(out, self, std::nullopt, false, TNK_PROD, "aten::prod")) return out;
+  return FALLBACK(prod, self, dtype);
+}
+
 at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
                      std::optional<c10::ScalarType> dtype, at::Tensor& out) {
   c10::ScalarType odt = dtype.value_or(self.scalar_type());
@@ -542,6 +565,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sum.IntList_out", sum_out);
   m.impl("sum.dim_IntList", sum_dim);
   m.impl("sum", sum_all);
+  m.impl("prod", prod_all);
+  m.impl("prod.dim_int", prod_dim);
+  m.impl("prod.int_out", prod_out);
   m.impl("mean.out", mean_out);
   m.impl("mean.dim", mean_dim);
 }

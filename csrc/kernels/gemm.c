@@ -25,6 +25,12 @@ int tnk_gemm_supported(int dtype) {
          dtype == TNK_F16;
 }
 
+/* aligned_alloc wants a size that is a multiple of the alignment (C11). */
+static float *alloc_floats(int64_t n) {
+  size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
+  return aligned_alloc(64, bytes ? bytes : 64);
+}
+
 /* ---- portable reference --------------------------------------------------- */
 
 typedef struct ref_ctx {
@@ -222,7 +228,7 @@ static void macro_blocks(void *vp, int64_t begin, int64_t end) {
   const macro_ctx_t *c = vp;
   const f32_problem_t *p = c->p;
   int mr = c->uk->mr, nr = c->uk->nr;
-  float *apack = aligned_alloc(64, sizeof(float) * (size_t)(c->mc * c->kc + 64));
+  float *apack = alloc_floats(c->mc * c->kc + 64);
   if (!apack) return;
   for (int64_t blk = begin; blk < end; blk++) {
     int64_t ic = blk * c->mc, mc = p->m - ic < c->mc ? p->m - ic : c->mc;
@@ -255,7 +261,7 @@ static void gemm_packed(const f32_problem_t *p, const ukernel_desc_t *uk) {
    * for a full KC x NC panel */
   int64_t kcmax = p->k < KC ? p->k : KC, ncmax = p->n < NC ? p->n : NC;
   ncmax = (ncmax + uk->nr - 1) / uk->nr * uk->nr;
-  float *bpack = aligned_alloc(64, sizeof(float) * (size_t)(kcmax * ncmax + 64));
+  float *bpack = alloc_floats(kcmax * ncmax + 64);
   if (!bpack) return;
   for (int64_t jc = 0; jc < p->n; jc += NC) {
     int64_t nc = p->n - jc < NC ? p->n - jc : NC;

@@ -21,7 +21,7 @@ int tnk_reduce_supported(int op, int in_dtype, int out_dtype) {
   if (op == TNK_ALL || op == TNK_ANY)
     return in_dtype >= 0 && in_dtype < TNK_DTYPE_COUNT && out_dtype == TNK_BOOL;
   if (op == TNK_MEAN) return floating(in_dtype) && floating(out_dtype);
-  if (op != TNK_SUM) return 0;
+  if (op != TNK_SUM && op != TNK_PROD) return 0;
   return (floating(in_dtype) && floating(out_dtype)) ||
          (integral(in_dtype) && out_dtype == TNK_I64);
 }
@@ -48,8 +48,9 @@ static void red_range(void *p, int64_t begin, int64_t end) {
       in_off += idx * c->kin[d];
       out_off += idx * c->kout[d];
     }
-    double acc = 0;
-    uint64_t iacc = 0;
+    int prod = a->op == TNK_PROD;
+    double acc = prod ? 1.0 : 0.0;
+    uint64_t iacc = prod ? 1 : 0;
     int logical = a->op == TNK_ALL || a->op == TNK_ANY;
     int extreme = a->op == TNK_MAX || a->op == TNK_MIN;
     tnk_val_t best = {0, 0, 0, 0};
@@ -77,9 +78,9 @@ static void red_range(void *p, int64_t begin, int64_t end) {
         if (a->op == TNK_ALL && !nz) { flag = 0; break; }
         if (a->op == TNK_ANY && nz) { flag = 1; break; }
       } else if (is_int) {
-        iacc += (uint64_t)v.i;
+        iacc = prod ? iacc * (uint64_t)v.i : iacc + (uint64_t)v.i;
       } else {
-        acc += v.re;
+        acc = prod ? acc * v.re : acc + v.re;
       }
     }
     if (logical) {

@@ -279,6 +279,7 @@ typedef enum tnk_reduce_op {
   TNK_SUM = 0, TNK_MEAN,
   TNK_ALL, TNK_ANY, /* any input dtype, bool output */
   TNK_MAX, TNK_MIN, /* real dtypes, output dtype = input dtype; NaN wins */
+  TNK_PROD,         /* as TNK_SUM, multiplying */
   TNK_REDUCE_OP_COUNT
 } tnk_reduce_op_t;
 

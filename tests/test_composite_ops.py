@@ -1,0 +1,136 @@
+"""Ops composed from native kernels (variance, norms, dropout, mse_loss,
+softplus, log_sigmoid, sign, flip, eye, linspace, prod) against CPU, forward
+and backward, with no CPU fallback."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_neuronx
+from conftest import assert_same
+
+
+@pytest.fixture(autouse=True)
+def _no_fallback():
+    torch_neuronx.clear_op_tracking()
+    yield
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def grad_check(fn, *inputs, tol=None):
+    """fn on neuron and CPU: outputs and input gradients match."""
+    tol = tol or {}
+    cpu = [x.clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    neu = [x.neuron().requires_grad_(x.is_floating_point()) for x in inputs]
+    oc, on = fn(*cpu), fn(*neu)
+    assert_same(on, oc, **tol)
+    w = torch.linspace(-1, 1, oc.numel()).view(oc.shape) if oc.dim() else torch.tensor(1.5)
+    (oc * w).sum().backward()
+    (on * w.neuron()).sum().backward()
+    for a, b in zip(neu, cpu):
+        if b.grad is not None:
+            assert_same(a.grad, b.grad, **tol)
+
+
+X = torch.randn(4, 6, 5, generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize("dim", [None, 1, (0, 2)])
+@pytest.mark.parametrize("correction", [0, 1])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_var_std(dim, correction, keepdim):
+    grad_check(lambda x: torch.var(x, dim=dim, correction=correction, keepdim=keepdim), X)
+    grad_check(lambda x: torch.std(x, dim=dim, correction=correction, keepdim=keepdim), X)
+    v, m = torch.var_mean(X.neuron(), dim=dim, correction=correction, keepdim=keepdim)
+    vc, mc = torch.var_mean(X, dim=dim, correction=correction, keepdim=keepdim)
+    assert_same(v, vc)
+    assert_same(m, mc)
+
+
+def test_group_norm_and_batch_statistics():
+    x = torch.randn(2, 6, 4, 4)
+    gn = torch.nn.GroupNorm(3, 6)
+    grad_check(lambda t: F.group_norm(t, 3, gn.weight.detach().to(t.device),
+                                      gn.bias.detach().to(t.device)), x)
+
+
+@pytest.mark.parametrize("ord", [2, 1, float("inf"), -float("inf"), 0, 3.0])
+def test_vector_norm(ord):
+    fn = (lambda x: torch.linalg.vector_norm(x, ord=ord, dim=1)) if ord != 0 else \
+        (lambda x: torch.linalg.vector_norm(x.detach(), ord=0, dim=1))
+    if ord == 0:
+        assert_same(fn(X.neuron()), fn(X))
+    else:
+        grad_check(fn, X)
+
+
+def test_clip_grad_norm_runs_on_device():
+    lin_c = torch.nn.Linear(5, 3)
+    lin_n = torch.nn.Linear(5, 3).neuron()
+    lin_n.load_state_dict(lin_c.state_dict())
+    x = torch.randn(8, 5) * 10
+    lin_c(x).pow(2).sum().backward()
+    lin_n(x.neuron()).pow(2).sum().backward()
+    nc = torch.nn.utils.clip_grad_norm_(lin_c.parameters(), 1.0)
+    nn_ = torch.nn.utils.clip_grad_norm_(lin_n.parameters(), 1.0)
+    assert_same(nn_, nc, rtol=1e-5, atol=1e-5)
+    assert_same(lin_n.weight.grad, lin_c.weight.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_dropout_mask_scale_and_backward():
+    torch.manual_seed(0)
+    x = torch.randn(200, 100).neuron().requires_grad_()
+    y = F.dropout(x, p=0.3, training=True)
+    kept = y != 0
+    frac = kept.float().mean().item()
+    assert 0.67 < frac < 0.73  # 20000 draws: 5 sigma is about 0.016
+    torch.testing.assert_close(y[kept].cpu(), (x[kept] / 0.7).detach().cpu())
+    y.sum().backward()
+    torch.testing.assert_close(x.grad.cpu(), kept.float().cpu() / 0.7)
+    torch.manual_seed(0)
+    y2 = F.dropout(x.detach(), p=0.3, training=True)  # same seed, same mask (Philox)
+    assert torch.equal((y2 != 0).cpu(), kept.cpu())
+    assert_same(F.dropout(x.detach(), p=0.3, training=False), x.detach().cpu())
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss(reduction):
+    t = torch.randn(4, 6, 5)
+    grad_check(lambda a, b: F.mse_loss(a, b, reduction=reduction), X, t)
+
+
+def test_softplus_log_sigmoid_sign():
+    x = X * 10
+    grad_check(lambda t: F.softplus(t), x)
+    grad_check(lambda t: F.softplus(t, beta=2, threshold=5), x)
+    grad_check(lambda t: F.logsigmoid(t), x)
+    assert_same(torch.sign(x.neuron()), torch.sign(x))
+    assert_same(torch.sign(torch.tensor([-2, 0, 3]).neuron()), torch.sign(torch.tensor([-2, 0, 3])))
+
+
+def test_flip_eye_linspace_prod():
+    for dims in ((0,), (1, 2), (-1,)):
+        grad_check(lambda t: torch.flip(t, dims), X)
+    assert_same(torch.eye(3, 5, device="neuron"), torch.eye(3, 5))
+    assert_same(torch.eye(4, dtype=torch.int64, device="neuron"), torch.eye(4, dtype=torch.int64))
+    for a, b, n in ((0, 1, 7), (-3.5, 2.0, 10), (5, 5, 1), (0, 10, 0)):
+        assert_same(torch.linspace(a, b, n, device="neuron"), torch.linspace(a, b, n))
+    assert_same(torch.linspace(0, 10, 6, dtype=torch.int64, device="neuron"),
+                torch.linspace(0, 10, 6, dtype=torch.int64))
+    grad_check(lambda t: torch.prod(t, 1), X)
+    assert_same(torch.prod(X.neuron()), torch.prod(X), rtol=1e-4, atol=1e-30)
+    assert_same(torch.tensor([[2, 3], [4, 5]]).neuron().prod(0), torch.tensor([[2, 3], [4, 5]]).prod(0))
+
+
+def test_group_norm_module_parameter_grads():
+    gc = torch.nn.GroupNorm(2, 4)
+    with torch.no_grad():
+        gc.weight.uniform_(0.5, 1.5)
+        gc.bias.uniform_(-1, 1)
+    gn = torch.nn.GroupNorm(2, 4).neuron()
+    gn.load_state_dict(gc.state_dict())
+    x = torch.randn(3, 4, 5, 5)
+    w = torch.randn(3, 4, 5, 5)
+    (gc(x) * w).sum().backward()
+    (gn(x.neuron()) * w.neuron()).sum().backward()
+    assert_same(gn.weight.grad, gc.weight.grad, rtol=1e-4, atol=1e-5)
+    assert_same(gn.bias.grad, gc.bias.grad, rtol=1e-4, atol=1e-5)
