@@ -1,6 +1,7 @@
 // Ops composed from native neuron kernels (no dedicated kernel of their own
-// yet): variance and standard deviation, vector norms, dropout, mse_loss,
-// softplus, log_sigmoid, sign, flip, eye and linspace. Each runs as a few
+// yet): variance and standard deviation, vector norms, group norm, dropout,
+// mse_loss, softplus, log_sigmoid, sign, flip, eye, linspace and nearest
+// upsampling. Each runs as a few
 // element-wise/reduction launches on the device, never on the CPU; fusing
 // them into single kernels is a performance step, not a correctness one.
 // Argument checks follow ATen's messages.
@@ -299,7 +300,70 @@ at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64
   return out.copy_(r);
 }
 
+// Nearest-neighbour 2-D upsampling as two row gathers (index_select); the
+// backward sums the gradient back with index_add. Source indices as ATen
+// computes them (float scale, floor, clamped).
+namespace {
+at::Tensor nearest_index(int64_t in, int64_t out, std::optional<double> scale,
+                         c10::Device dev) {
+  std::vector<int64_t> idx(out);
+  float s = scale.has_value() && *scale > 0 ? static_cast<float>(1.0 / *scale)
+                                            : static_cast<float>(in) / static_cast<float>(out);
+  for (int64_t i = 0; i < out; i++) {
+    int64_t v = out == in ? i : out == 2 * in ? i >> 1
+                                              : static_cast<int64_t>(std::floor(i * s));
+    idx[i] = std::min(v, in - 1);
+  }
+  return at::tensor(idx, at::TensorOptions().dtype(at::kLong)).to(dev);
+}
+}  // namespace
+
+at::Tensor& upsample_nearest2d_out(const at::Tensor& self, at::IntArrayRef output_size,
+                                   std::optional<double> scales_h, std::optional<double> scales_w,
+                                   at::Tensor& out) {
+  TORCH_CHECK(self.dim() == 4 && output_size.size() == 2,
+              "upsample_nearest2d expects a 4-D input and 2 output sizes");
+  at::Tensor ih = nearest_index(self.size(2), output_size[0], scales_h, self.device());
+  at::Tensor iw = nearest_index(self.size(3), output_size[1], scales_w, self.device());
+  at::Tensor r = self.index_select(2, ih).index_select(3, iw);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+at::Tensor upsample_nearest2d(const at::Tensor& self, at::IntArrayRef output_size,
+                              std::optional<double> scales_h, std::optional<double> scales_w) {
+  at::Tensor out = at::empty({0}, self.options());
+  return upsample_nearest2d_out(self, output_size, scales_h, scales_w, out);
+}
+
+at::Tensor& upsample_nearest2d_backward_out(const at::Tensor& grad, at::IntArrayRef output_size,
+                                            at::IntArrayRef input_size,
+                                            std::optional<double> scales_h,
+                                            std::optional<double> scales_w,
+                                            at::Tensor& grad_input) {
+  at::Tensor ih = nearest_index(input_size[2], output_size[0], scales_h, grad.device());
+  at::Tensor iw = nearest_index(input_size[3], output_size[1], scales_w, grad.device());
+  at::Tensor g = grad.contiguous();
+  at::Tensor rows = at::zeros({input_size[0], input_size[1], output_size[0], input_size[3]},
+                              grad.options()).index_add_(3, iw, g);
+  at::Tensor r = at::zeros(input_size, grad.options()).index_add_(2, ih, rows);
+  at::native::resize_output(grad_input, r.sizes());
+  return grad_input.copy_(r);
+}
+
+at::Tensor upsample_nearest2d_backward(const at::Tensor& grad, at::IntArrayRef output_size,
+                                       at::IntArrayRef input_size,
+                                       std::optional<double> scales_h,
+                                       std::optional<double> scales_w) {
+  at::Tensor out = at::empty({0}, grad.options());
+  return upsample_nearest2d_backward_out(grad, output_size, input_size, scales_h, scales_w, out);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("upsample_nearest2d", upsample_nearest2d);
+  m.impl("upsample_nearest2d.out", upsample_nearest2d_out);
+  m.impl("upsample_nearest2d_backward", upsample_nearest2d_backward);
+  m.impl("upsample_nearest2d_backward.grad_input", upsample_nearest2d_backward_out);
   m.impl("var.correction", var_correction);
   m.impl("std.correction", std_correction);
   m.impl("var_mean.correction", var_mean_correction);

@@ -275,10 +275,9 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 }
 
 // ------------------------------------------------------------- convolution
-// ATen routes convolutions of backends it does not know to the
-// *_overrideable ops, whose default kernels raise. Until the kernel library
-// has convolutions they run as CPU convolutions on host aliases (counted as
-// fallbacks like any other).
+// The convolutions the native path (conv_ops.cpp) does not take, transposed
+// and 3-D ones, run as CPU convolutions on host aliases, counted as
+// fallbacks like any other.
 
 namespace {
 
@@ -289,7 +288,9 @@ at::Tensor sync_alias(const at::Tensor& t) {
   return host_alias(t);
 }
 
-at::Tensor conv_overrideable(const at::Tensor& input, const at::Tensor& weight,
+}  // namespace
+
+at::Tensor conv_cpu(const at::Tensor& input, const at::Tensor& weight,
                              const std::optional<at::Tensor>& bias,
                              at::IntArrayRef stride, at::IntArrayRef padding,
                              at::IntArrayRef dilation, bool transposed,
@@ -304,7 +305,7 @@ at::Tensor conv_overrideable(const at::Tensor& input, const at::Tensor& weight,
   return out.to(input.device());
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_backward_overrideable(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_cpu_backward(
     const at::Tensor& grad_output, const at::Tensor& input,
     const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
     at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding,
@@ -321,13 +322,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_backward_overrideable(
     return t.defined() ? t.to(input.device()) : t;
   };
   return {dev(std::get<0>(r)), dev(std::get<1>(r)), dev(std::get<2>(r))};
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("convolution_overrideable", conv_overrideable);
-  m.impl("convolution_backward_overrideable", conv_backward_overrideable);
 }
 
 // ---------------------------------------------------------------- autocast

@@ -475,6 +475,19 @@ typedef struct tnk_histc_args {
 int tnk_histc_supported(int dtype, int out_dtype);
 void tnk_histc(const tnk_histc_args_t *args);
 
+/* ---- convolution lowering ---------------------------------------------------- */
+
+/* im2col: image [batch, c, h, w] (contiguous) to columns [batch, c*kh*kw,
+ * oh*ow] (contiguous), zero where the window reads padding; any dtype.
+ * col2im (col2im = 1): the adjoint, image += columns summed back into their
+ * pixels; the caller zeroes the image first; floating dtypes. */
+typedef struct tnk_im2col_args {
+  void *im, *col;
+  int64_t batch, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
+  int32_t dtype, col2im;
+} tnk_im2col_args_t;
+void tnk_im2col(const tnk_im2col_args_t *args);
+
 /* ---- fused optimizers -------------------------------------------------------- */
 
 /* One Adam/AdamW step over n contiguous elements of one parameter, in one

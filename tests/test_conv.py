@@ -1,0 +1,79 @@
+"""Native convolutions (im2col + GEMM, col2im for the input gradient) against
+CPU: 1-D and 2-D, stride, padding, dilation, groups, bias, half precision."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_neuronx
+from conftest import assert_same
+
+CASES = [
+    dict(shape=(2, 3, 9, 11), w=(4, 3, 3, 3), kw=dict(padding=1)),
+    dict(shape=(2, 4, 10, 10), w=(6, 2, 3, 3), kw=dict(stride=2, padding=1, groups=2)),
+    dict(shape=(1, 3, 12, 12), w=(5, 3, 4, 4), kw=dict(stride=4)),  # ViT-style patches
+    dict(shape=(2, 2, 9, 9), w=(3, 2, 3, 3), kw=dict(dilation=2, padding=2)),
+    dict(shape=(2, 4, 7, 7), w=(4, 1, 3, 3), kw=dict(padding=1, groups=4)),  # depthwise
+    dict(shape=(3, 4, 15), w=(2, 4, 5), kw=dict(padding=2, stride=2)),  # 1-D
+    dict(shape=(2, 3, 6, 6), w=(5, 3, 1, 1), kw=dict()),  # 1x1
+]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv_forward_backward(case, bias):
+    c = CASES[case]
+    g = torch.Generator().manual_seed(case)
+    x, w = torch.randn(c["shape"], generator=g), torch.randn(c["w"], generator=g)
+    b = torch.randn(c["w"][0], generator=g) if bias else None
+    conv = F.conv1d if len(c["shape"]) == 3 else F.conv2d
+    torch_neuronx.clear_op_tracking()
+    xs = [x.clone().requires_grad_(), x.neuron().requires_grad_()]
+    ws = [w.clone().requires_grad_(), w.neuron().requires_grad_()]
+    bs = [None, None] if b is None else [b.clone().requires_grad_(), b.neuron().requires_grad_()]
+    outs = [conv(xs[i], ws[i], bs[i], **c["kw"]) for i in range(2)]
+    assert_same(outs[1], outs[0], rtol=1e-4, atol=1e-4)
+    gout = torch.randn(outs[0].shape, generator=g)
+    outs[0].backward(gout)
+    outs[1].backward(gout.neuron())
+    assert_same(xs[1].grad, xs[0].grad, rtol=1e-4, atol=1e-4)
+    assert_same(ws[1].grad, ws[0].grad, rtol=1e-4, atol=1e-4)
+    if bias:
+        assert_same(bs[1].grad, bs[0].grad, rtol=1e-4, atol=1e-4)
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_conv_bf16():
+    x, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
+    ref = F.conv2d(x.bfloat16(), w.bfloat16(), padding=1)
+    out = F.conv2d(x.bfloat16().neuron(), w.bfloat16().neuron(), padding=1)
+    assert_same(out, ref, rtol=3e-2, atol=3e-2)
+
+
+def test_transposed_conv_still_runs_via_fallback():
+    x, w = torch.randn(1, 2, 5, 5), torch.randn(2, 3, 3, 3)
+    torch_neuronx.clear_op_tracking()
+    assert_same(F.conv_transpose2d(x.neuron(), w.neuron()), F.conv_transpose2d(x, w),
+                rtol=1e-4, atol=1e-4)
+    assert "aten::convolution_overrideable" in torch_neuronx.get_fallback_ops()
+
+
+def test_conv_errors_like_cpu():
+    x = torch.randn(1, 3, 2, 2, device="neuron")
+    with pytest.raises(RuntimeError):
+        F.conv2d(x, torch.randn(4, 3, 3, 3, device="neuron"))  # kernel larger than input
+    with pytest.raises(RuntimeError):
+        F.conv2d(x, torch.randn(4, 2, 1, 1, device="neuron"))  # channel mismatch
+
+
+@pytest.mark.parametrize("kw", [dict(scale_factor=2), dict(size=(7, 5)), dict(scale_factor=1.5)])
+def test_upsample_nearest_forward_backward(kw):
+    x = torch.randn(2, 3, 4, 4)
+    torch_neuronx.clear_op_tracking()
+    xc, xn = x.clone().requires_grad_(), x.neuron().requires_grad_()
+    oc, on = F.interpolate(xc, mode="nearest", **kw), F.interpolate(xn, mode="nearest", **kw)
+    assert_same(on, oc)
+    w = torch.randn(oc.shape)
+    (oc * w).sum().backward()
+    (on * w.neuron()).sum().backward()
+    assert_same(xn.grad, xc.grad, rtol=1e-5, atol=1e-5)
+    assert torch_neuronx.get_fallback_ops() == {}
