@@ -63,3 +63,14 @@ void tnk_vnormalize_f32(const float *x, float *y, int64_t n, float mean, float r
     y[k] = v;
   }
 }
+
+void tnk_vsilu_bwd_f32(const float *g, const float *x, float *out, int64_t n) {
+  if (tnk_isa() >= TNK_ISA_AVX2) {
+    tnk_vsilu_bwd_f32_avx2(g, x, out, n);
+    return;
+  }
+  for (int64_t k = 0; k < n; k++) {
+    float s = 1.0f / (1.0f + expf(-x[k]));
+    out[k] = g[k] * s * (1.0f + x[k] * (1.0f - s));
+  }
+}

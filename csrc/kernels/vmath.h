@@ -15,6 +15,11 @@ float tnk_vexp_sum_f32_avx2(const float *x, float sub, float *y, int64_t n);
 void tnk_vsigmoid_f32(const float *x, float *y, int64_t n, int silu);
 void tnk_vsigmoid_f32_avx2(const float *x, float *y, int64_t n, int silu);
 
+/* out[k] = g[k] * s * (1 + x[k] * (1 - s)), s = sigmoid(x[k]): SiLU's
+ * backward. */
+void tnk_vsilu_bwd_f32(const float *g, const float *x, float *out, int64_t n);
+void tnk_vsilu_bwd_f32_avx2(const float *g, const float *x, float *out, int64_t n);
+
 /* Row primitives of the normalisation and softmax kernels (fp32):
  * the sum, the sum of squared deviations from mean, the maximum (NaN if any
  * element is NaN), and y = (x - mean) * rstd * w + b (w, b may be NULL). */

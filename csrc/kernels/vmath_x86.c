@@ -85,6 +85,21 @@ TGT void tnk_vsigmoid_f32_avx2(const float *x, float *y, int64_t n, int silu) {
   }
 }
 
+TGT void tnk_vsilu_bwd_f32_avx2(const float *g, const float *x, float *out, int64_t n) {
+  __m256 one = _mm256_set1_ps(1.0f);
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    __m256 xv = _mm256_loadu_ps(x + k);
+    __m256 s = sigmoid8(xv, 0);
+    __m256 d = _mm256_fmadd_ps(xv, _mm256_sub_ps(one, s), one);
+    _mm256_storeu_ps(out + k, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(g + k), s), d));
+  }
+  for (; k < n; k++) {
+    float s = 1.0f / (1.0f + expf(-x[k]));
+    out[k] = g[k] * s * (1.0f + x[k] * (1.0f - s));
+  }
+}
+
 TGT static inline float hsum8(__m256 s) {
   __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
   h = _mm_add_ps(h, _mm_movehl_ps(h, h));
@@ -165,6 +180,9 @@ void tnk_vsigmoid_f32_avx2(const float *x, float *y, int64_t n, int silu) {
   (void)x; (void)y; (void)n; (void)silu;
 }
 float tnk_vsum_f32_avx2(const float *x, int64_t n) { (void)x; (void)n; return 0; }
+void tnk_vsilu_bwd_f32_avx2(const float *g, const float *x, float *out, int64_t n) {
+  (void)g; (void)x; (void)out; (void)n;
+}
 float tnk_vsumsqdev_f32_avx2(const float *x, int64_t n, float mean) {
   (void)x; (void)n; (void)mean;
   return 0;

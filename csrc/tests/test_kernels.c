@@ -267,6 +267,16 @@ static void test_vmath(void) {
     if (fabsf(y[i - 2] - want) > 1e-6f * fabsf(want) + 1e-30f) bad++;
   }
   CHECK(bad == 0);
+  /* SiLU backward: g * s * (1 + x (1 - s)) */
+  static float g[N];
+  for (int i = 0; i < N; i++) g[i] = (float)((i * 7 % 11) - 5) / 5.0f;
+  tnk_vsilu_bwd_f32(g, x + 2, y, N - 2);
+  for (int i = 2; i < N; i++) {
+    double s = 1.0 / (1.0 + exp(-(double)x[i]));
+    double want = g[i - 2] * s * (1.0 + x[i] * (1.0 - s));
+    if (fabs(y[i - 2] - want) > 2e-6 * fabs(want) + 1e-6) bad++;
+  }
+  CHECK(bad == 0);
 }
 
 /* Fused attention against a naive softmax(q k^T s) v, with a causal mask,
