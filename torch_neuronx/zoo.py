@@ -92,6 +92,19 @@ def _shrink(cfg, variant=0, depth=0):
                 setattr(cfg, name, value)
             except Exception:  # some configs make derived attributes read-only
                 pass
+    # Size fields a default config leaves unset (None) for the model to derive
+    # from widths it no longer has after the shrink (head layouts, expert
+    # counts). A None sliding window means "none" and stays.
+    for name in tiny:
+        if name != "sliding_window" and hasattr(cfg, name) and getattr(cfg, name) is None:
+            try:
+                setattr(cfg, name, tiny[name])
+            except Exception:
+                pass
+    # A hybrid config without a layer list (LFM2-MoE): one attention layer,
+    # one convolution layer.
+    if getattr(cfg, "layer_types", 0) is None and hasattr(cfg, "conv_L_cache"):
+        cfg.layer_types = ["full_attention", "conv"]
     for tok in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
                 "sep_token_id", "cls_token_id", "mask_token_id", "unk_token_id"):
         v = getattr(cfg, tok, None)
