@@ -62,7 +62,7 @@ CHECKS = ("forward", "backward", "generate", "optimizer")
 
 
 _ATTENTION_TYPES = ("full_attention", "attention", "sliding_attention", "global", "local",
-                    "hybrid", "full", "sliding_window")
+                    "hybrid", "full", "sliding_window", "indexed_attention")
 
 
 def _two_layers(types):
