@@ -448,6 +448,25 @@ void check_mm(const at::Tensor& a, const at::Tensor& b, const char* op) {
 
 }  // namespace
 
+namespace {
+// out = beta * self (broadcast to shape) + alpha * a @ b for 3-D (batch
+// first) views a and b; through a temporary when out aliases an operand.
+void accumulate_product(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
+                        at::IntArrayRef shape, const c10::Scalar& beta,
+                        const c10::Scalar& alpha, at::Tensor& out, bool batched,
+                        const char* name) {
+  double bv = beta.toDouble();
+  bool in_place = out.is_same(self);
+  at::native::resize_output(out, shape);
+  at::Tensor o = out;
+  if (o.storage().is_alias_of(a.storage()) || o.storage().is_alias_of(b.storage()))
+    o = at::empty(shape, out.options());
+  if (bv != 0.0 && !(in_place && o.is_same(out))) o.copy_(self.expand(shape));
+  launch_gemm(batched ? o : o.unsqueeze(0), a, b, alpha.toDouble(), bv, name);
+  if (!o.is_same(out)) out.copy_(o);
+}
+}  // namespace
+
 at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   check_mm(a, b, "mm");
   check_same_device(a, out, "mm");
@@ -490,16 +509,8 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& a,
         self, a, b, beta, alpha, out);
   std::vector<int64_t> shape{a.size(0), b.size(1)};
   at::expand_size(self, shape, "addmm");  // checks that self broadcasts
-  double bv = beta.toDouble();
-  bool in_place = out.is_same(self);
-  at::native::resize_output(out, shape);
-  at::Tensor o = out;
-  if (o.storage().is_alias_of(a.storage()) || o.storage().is_alias_of(b.storage()))
-    o = at::empty(shape, out.options());
-  if (bv != 0.0 && !(in_place && o.is_same(out))) o.copy_(self.expand(shape));
-  launch_gemm(o.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), alpha.toDouble(),
-              bv, "aten::addmm");
-  if (!o.is_same(out)) out.copy_(o);
+  accumulate_product(self, a.unsqueeze(0), b.unsqueeze(0), shape, beta, alpha, out, false,
+                     "aten::addmm");
   return out;
 }
 
@@ -562,15 +573,7 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& a, const at::T
     return FALLBACK_CALL(baddbmm_out, self, a, b, beta, alpha, out);
   std::vector<int64_t> shape{a.size(0), a.size(1), b.size(2)};
   at::expand_size(self, shape, "baddbmm");
-  double bv = beta.toDouble();
-  bool in_place = out.is_same(self);
-  at::native::resize_output(out, shape);
-  at::Tensor o = out;
-  if (o.storage().is_alias_of(a.storage()) || o.storage().is_alias_of(b.storage()))
-    o = at::empty(shape, out.options());
-  if (bv != 0.0 && !(in_place && o.is_same(out))) o.copy_(self.expand(shape));
-  launch_gemm(o, a, b, alpha.toDouble(), bv, "aten::baddbmm");
-  if (!o.is_same(out)) out.copy_(o);
+  accumulate_product(self, a, b, shape, beta, alpha, out, true, "aten::baddbmm");
   return out;
 }
 
