@@ -92,6 +92,19 @@ typedef int64_t (*loop_fn)(char *o, const char *a, const char *b, int64_t so,
         po[i] = STORE(OP((C)LOAD(pa[i]), (C)LOAD(pb[i]), alpha));            \
       return 0;                                                              \
     }                                                                        \
+    if (so == sizeof(T) && (sa == 0) != (sb == 0) &&                         \
+        (sa == sizeof(T) || sb == sizeof(T))) { /* one scalar operand */     \
+      T *restrict po = (T *)o;                                               \
+      T sv;                                                                  \
+      memcpy(&sv, sa == 0 ? a : b, sizeof sv);                               \
+      const C k = (C)LOAD(sv);                                               \
+      const T *restrict pv = (const T *)(sa == 0 ? b : a);                   \
+      if (sa == 0)                                                           \
+        for (int64_t i = 0; i < n; i++) po[i] = STORE(OP(k, (C)LOAD(pv[i]), alpha)); \
+      else                                                                   \
+        for (int64_t i = 0; i < n; i++) po[i] = STORE(OP((C)LOAD(pv[i]), k, alpha)); \
+      return 0;                                                              \
+    }                                                                        \
     for (int64_t i = 0; i < n; i++) {                                        \
       T x, y;                                                                \
       memcpy(&x, a + i * sa, sizeof x);                                      \

@@ -4,6 +4,7 @@
  * in int64 (wrapping). */
 #include "dtype.h"
 #include "tnk.h"
+#include "vmath.h"
 
 static int floating(int dt) {
   return dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16;
@@ -102,6 +103,39 @@ static void red_range(void *p, int64_t begin, int64_t end) {
   }
 }
 
+/* fp32 sum/mean of a contiguous input over its trailing dims: each output is
+ * one contiguous run of rcount elements, summed by the vector body (double
+ * accumulation, as the generic walk). */
+static void red_rows_f32(void *p, int64_t begin, int64_t end) {
+  const red_ctx_t *c = p;
+  const tnk_reduce_args_t *a = c->a;
+  for (int64_t o = begin; o < end; o++) {
+    int64_t rem = o, out_off = 0;
+    for (int d = c->nk - 1; d >= 0; d--) {
+      out_off += (rem % c->ksize[d]) * c->kout[d];
+      rem /= c->ksize[d];
+    }
+    double s = tnk_vsum_f32_f64((const float *)a->in.data + o * c->rcount, c->rcount);
+    if (a->op == TNK_MEAN) s /= (double)c->rcount;
+    tnk_store_any((char *)a->out.data + out_off * (int64_t)c->oesz, a->out.dtype,
+                  (tnk_val_t){s, 0, 0, 0});
+  }
+}
+
+/* The input is row-major contiguous and every reduced dim comes after every
+ * kept one. */
+static int trailing_contiguous(const tnk_reduce_args_t *a) {
+  int64_t expect = 1;
+  int seen_kept = 0;
+  for (int d = a->shape.ndim - 1; d >= 0; d--) {
+    if (a->shape.sizes[d] != 1 && a->in.strides[d] != expect) return 0;
+    expect *= a->shape.sizes[d];
+    if (!a->reduced[d]) seen_kept = 1;
+    else if (seen_kept && a->shape.sizes[d] != 1) return 0;
+  }
+  return 1;
+}
+
 void tnk_reduce(const tnk_reduce_args_t *a) {
   if (!tnk_reduce_supported(a->op, a->in.dtype, a->out.dtype)) return;
   red_ctx_t c = {.a = a, .rcount = 1};
@@ -122,5 +156,10 @@ void tnk_reduce(const tnk_reduce_args_t *a) {
   c.iesz = tnk_dtype_size(a->in.dtype);
   c.oesz = tnk_dtype_size(a->out.dtype);
   int64_t grain = c.rcount >= 4096 ? 1 : 4096 / (c.rcount ? c.rcount : 1);
+  if ((a->op == TNK_SUM || a->op == TNK_MEAN) && a->in.dtype == TNK_F32 && c.rcount > 0 &&
+      trailing_contiguous(a)) {
+    tnk_parallel_for(outputs, grain, red_rows_f32, &c);
+    return;
+  }
   tnk_parallel_for(outputs, grain, red_range, &c);
 }

@@ -74,3 +74,10 @@ void tnk_vsilu_bwd_f32(const float *g, const float *x, float *out, int64_t n) {
     out[k] = g[k] * s * (1.0f + x[k] * (1.0f - s));
   }
 }
+
+double tnk_vsum_f32_f64(const float *x, int64_t n) {
+  if (tnk_isa() >= TNK_ISA_AVX2) return tnk_vsum_f32_f64_avx2(x, n);
+  double s = 0;
+  for (int64_t k = 0; k < n; k++) s += x[k];
+  return s;
+}

@@ -20,6 +20,10 @@ void tnk_vsigmoid_f32_avx2(const float *x, float *y, int64_t n, int silu);
 void tnk_vsilu_bwd_f32(const float *g, const float *x, float *out, int64_t n);
 void tnk_vsilu_bwd_f32_avx2(const float *g, const float *x, float *out, int64_t n);
 
+/* Sum of n floats accumulated in double (the reduction kernel's precision). */
+double tnk_vsum_f32_f64(const float *x, int64_t n);
+double tnk_vsum_f32_f64_avx2(const float *x, int64_t n);
+
 /* Row primitives of the normalisation and softmax kernels (fp32):
  * the sum, the sum of squared deviations from mean, the maximum (NaN if any
  * element is NaN), and y = (x - mean) * rstd * w + b (w, b may be NULL). */

@@ -100,6 +100,20 @@ TGT void tnk_vsilu_bwd_f32_avx2(const float *g, const float *x, float *out, int6
   }
 }
 
+TGT double tnk_vsum_f32_f64_avx2(const float *x, int64_t n) {
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm_loadu_ps(x + k)));
+    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm_loadu_ps(x + k + 4)));
+  }
+  double r[4];
+  _mm256_storeu_pd(r, _mm256_add_pd(s0, s1));
+  double s = (r[0] + r[1]) + (r[2] + r[3]);
+  for (; k < n; k++) s += x[k];
+  return s;
+}
+
 TGT static inline float hsum8(__m256 s) {
   __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
   h = _mm_add_ps(h, _mm_movehl_ps(h, h));
@@ -180,6 +194,7 @@ void tnk_vsigmoid_f32_avx2(const float *x, float *y, int64_t n, int silu) {
   (void)x; (void)y; (void)n; (void)silu;
 }
 float tnk_vsum_f32_avx2(const float *x, int64_t n) { (void)x; (void)n; return 0; }
+double tnk_vsum_f32_f64_avx2(const float *x, int64_t n) { (void)x; (void)n; return 0; }
 void tnk_vsilu_bwd_f32_avx2(const float *g, const float *x, float *out, int64_t n) {
   (void)g; (void)x; (void)out; (void)n;
 }
