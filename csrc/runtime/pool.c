@@ -17,6 +17,8 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_work = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t g_idle = PTHREAD_COND_INITIALIZER;
 static atomic_flag g_busy = ATOMIC_FLAG_INIT;
+/* g_job.generation, readable without g_mu by spinning helpers. */
+static _Atomic uint64_t g_generation;
 
 /* The current job; written by the owner of g_busy under g_mu. */
 static struct {
@@ -40,11 +42,26 @@ static void run_chunks(tnrt_range_fn fn, void *ctx, int64_t n, int64_t chunk,
   }
 }
 
+/* A helper that just finished a job spins this long for the next one before
+ * it sleeps: kernels arrive back to back in a training step, and a futex
+ * wake-up costs more than a small kernel. */
+#define POOL_SPIN_NS 30000
+
 static void *pool_worker(void *arg) {
   (void)arg;
   uint64_t seen = 0;
   pthread_mutex_lock(&g_mu);
   for (;;) {
+    if (g_job.generation == seen) {
+      pthread_mutex_unlock(&g_mu);
+      int64_t until = tnrt_now_ns() + POOL_SPIN_NS;
+      for (int spins = 0;; spins++) {
+        if (atomic_load_explicit(&g_generation, memory_order_acquire) != seen) break;
+        if (spins % 64 == 63 && tnrt_now_ns() > until) break;
+        sched_yield();
+      }
+      pthread_mutex_lock(&g_mu);
+    }
     while (g_job.generation == seen) pthread_cond_wait(&g_work, &g_mu);
     seen = g_job.generation;
     /* A worker that wakes after its job finished must not join it: the
@@ -115,6 +132,7 @@ void tnrt_parallel_for(int64_t n, int64_t grain, tnrt_range_fn fn, void *ctx) {
   atomic_store(&g_job.remaining, chunks);
   g_job.closed = 0;
   g_job.generation++;
+  atomic_store_explicit(&g_generation, g_job.generation, memory_order_release);
   pthread_cond_broadcast(&g_work);
   pthread_mutex_unlock(&g_mu);
 
