@@ -251,6 +251,16 @@ void tnk_gather(const tnk_gather_args_t *a) {
 
 int tnk_nll_supported(int dtype) { return floating(dtype); }
 
+typedef struct zero_ctx {
+  void *base;
+  int64_t row_bytes;
+} zero_ctx_t;
+
+static void zero_rows(void *p, int64_t begin, int64_t end) {
+  const zero_ctx_t *z = p;
+  memset((char *)z->base + begin * z->row_bytes, 0, (size_t)((end - begin) * z->row_bytes));
+}
+
 void tnk_nll(const tnk_nll_args_t *a) {
   const int64_t *tgt = a->target;
   int dt = a->dtype, reported = 0;
@@ -277,8 +287,8 @@ void tnk_nll(const tnk_nll_args_t *a) {
     tnk_stf(a->total_weight, dt, 0, a->reduction == 0 ? 0.0 : wsum);
     return;
   }
-  size_t esz = tnk_dtype_size(dt);
-  memset(a->out, 0, (size_t)(a->n * a->c) * esz);
+  zero_ctx_t z = {a->out, (int64_t)tnk_dtype_size(dt) * a->c};
+  tnk_parallel_for(a->n, 64, zero_rows, &z); /* [n, c] can be large: vocabulary */
   double g0 = a->reduction == 0 ? 0 : tnk_ldf(a->grad, dt, 0);
   if (a->reduction == 1) g0 /= tnk_ldf(a->total_weight, dt, 0);
   for (int64_t i = 0; i < a->n; i++) {
