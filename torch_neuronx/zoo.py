@@ -48,7 +48,8 @@ _TINY = {
     # sequence / vocabulary
     "max_position_embeddings": 128, "n_positions": 128, "n_ctx": 128, "seq_length": 128,
     "max_sequence_length": 128, "sliding_window": 64, "vocab_size": 256,
-    "decoder_vocab_size": 256, "embedding_dim": 64,
+    "decoder_vocab_size": 256, "embedding_dim": 64, "vocab_size_per_layer_input": 256,
+    "hidden_size_per_layer_input": 16,
     # rotary / recurrent widths
     "rotary_dim": 8, "attention_hidden_size": 64, "mamba_n_heads": 4, "mamba_d_state": 16,
     "state_size": 16, "conv_kernel": 4, "mamba_d_conv": 4, "n_groups": 1, "mamba_n_groups": 1,
@@ -79,15 +80,30 @@ def _shrink(cfg, variant=0, depth=0):
     and leaves head sizes to the model, for configs whose attention layout
     does not survive the default shrink."""
     tiny = dict(_TINY)
+    # Heterogeneous configs (Gemma 4) override fields per layer index; the
+    # indices do not survive the cut to two layers, and while overrides exist
+    # the global value cannot be read. Every layer takes the global values.
+    if "_heterogeneity_spec" in vars(cfg):
+        try:
+            cfg.allow_global_per_layer_attribute_access = True
+            plc = cfg.per_layer_config
+            if isinstance(plc, dict):
+                for key in list(plc):
+                    if int(key) >= 2:
+                        del plc[key]
+        except Exception:
+            pass
     if variant == 1:
         tiny["num_key_value_heads"] = 4
         for k in ("head_dim", "kv_channels", "attention_head_size", "qk_nope_head_dim",
                   "qk_rope_head_dim", "v_head_dim", "q_lora_rank", "kv_lora_rank"):
             tiny.pop(k)
     for name, value in tiny.items():
-        if hasattr(cfg, name) and isinstance(getattr(cfg, name), int) and not isinstance(
-            getattr(cfg, name), bool
-        ):
+        try:
+            current = getattr(cfg, name)
+        except Exception:  # absent, or not readable globally
+            continue
+        if isinstance(current, int) and not isinstance(current, bool):
             try:
                 setattr(cfg, name, value)
             except Exception:  # some configs make derived attributes read-only
