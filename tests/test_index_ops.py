@@ -450,3 +450,14 @@ def test_histc(dtype):
     with pytest.raises(RuntimeError, match="max must be larger"):
         torch.histc(x.neuron(), 4, 3, 1)
     no_fallback()
+
+
+def test_gather_scatter_int32_index_and_bad_dtype():
+    x = torch.randn(3, 4)
+    i32 = torch.tensor([[0, 3], [2, 0]], dtype=torch.int32)
+    assert_same(x.neuron().gather(1, i32.neuron()), x.gather(1, i32))
+    assert_same(x.neuron().scatter(1, i32.neuron(), 1.0), x.scatter(1, i32, 1.0))
+    assert_same(x.neuron().scatter_add(1, i32.neuron(), torch.ones(2, 2).neuron()),
+                x.scatter_add(1, i32, torch.ones(2, 2)))
+    with pytest.raises(RuntimeError, match="int32/int64"):
+        x.neuron().gather(1, i32.to(torch.int16).neuron())

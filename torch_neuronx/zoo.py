@@ -53,6 +53,9 @@ _TINY = {
     # rotary / recurrent widths
     "rotary_dim": 8, "attention_hidden_size": 64, "mamba_n_heads": 4, "mamba_d_state": 16,
     "state_size": 16, "conv_kernel": 4, "mamba_d_conv": 4, "n_groups": 1, "mamba_n_groups": 1,
+    # compressed / indexed attention budgets (Qwen4-exp)
+    "indexer_budget": 16, "indexer_compress_ratio": 4, "indexer_n_heads": 2,
+    "indexer_kv_heads": 1, "indexer_head_dim": 16,
 }
 
 VOCAB = 256
@@ -68,7 +71,10 @@ _ATTENTION_TYPES = ("full_attention", "attention", "sliding_attention", "global"
 
 def _two_layers(types):
     """Two layers that keep the mix: an attention layer plus the first layer
-    of another kind (hybrid models need an attention layer for the cache)."""
+    of another kind (hybrid models need an attention layer for the cache; a
+    default made only of linear-attention layers gets one)."""
+    if all(t == "linear_attention" for t in types):
+        return ["full_attention", "linear_attention"]
     attn = next((t for t in types if str(t) in _ATTENTION_TYPES), None)
     other = next((t for t in types if t != attn), None)
     picked = [t for t in (attn, other) if t is not None]
@@ -146,6 +152,12 @@ def _shrink(cfg, variant=0, depth=0):
                 setattr(cfg, dim, e * hs // h)
             except Exception:
                 pass
+    # index-list layouts (Bamba) that default to no attention layer at all
+    if hasattr(cfg, "attn_layer_indices") and getattr(cfg, "attn_layer_indices") is None:
+        try:
+            cfg.attn_layer_indices = [0]
+        except Exception:
+            pass
     # period/offset layouts (Jamba, Zamba...): an attention layer among two
     for name, value in (("attn_layer_period", 2), ("attn_layer_offset", 1),
                         ("expert_layer_period", 2), ("expert_layer_offset", 1)):

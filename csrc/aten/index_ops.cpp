@@ -235,9 +235,11 @@ void fill_view(const at::Tensor& t, int64_t nd, tnk_view_t* v) {
 
 // Launches one gather/scatter over index's shape. `indexed` is self for
 // the scatters (written in place) and the source of gather.
-void launch_gather(const at::Tensor& indexed, const at::Tensor& dense, const at::Tensor& index,
+void launch_gather(const at::Tensor& indexed, const at::Tensor& dense, const at::Tensor& index0,
                    int64_t dim, int mode, const c10::Scalar* value, const char* what) {
-  if (index.numel() == 0) return;
+  if (index0.numel() == 0) return;
+  // The kernel reads int64 indices; int32 ones (accepted, as on CPU) widen.
+  at::Tensor index = index0.scalar_type() == at::kLong ? index0 : index0.to(at::kLong);
   tnk_gather_args_t a{};
   int64_t nd = std::max<int64_t>(index.dim(), 1);
   a.shape.ndim = static_cast<int32_t>(nd);
@@ -260,7 +262,8 @@ void launch_gather(const at::Tensor& indexed, const at::Tensor& dense, const at:
 
 void check_gather_shapes(const char* name, const at::Tensor& self, int64_t dim,
                          const at::Tensor& index, const at::Tensor* src) {
-  TORCH_CHECK(index.scalar_type() == at::kLong, name, "(): Expected dtype int64 for index");
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, name,
+              "(): Expected dtype int32/int64 for index");
   int64_t sd = std::max<int64_t>(self.dim(), 1), id = std::max<int64_t>(index.dim(), 1);
   TORCH_CHECK(index.numel() == 0 || sd == id, "Index tensor must have the same number of "
               "dimensions as ", src ? "self" : "input", " tensor");
