@@ -77,7 +77,8 @@ void tnrt_stream_fault(void *stream, int kind, const char *what, int64_t value,
 tnrt_status_t tnrt_take_fault(int device) {
   if (device < 0 || device >= TNRT_MAX_DEVICES) return TNRT_OK;
   fault_t *f = &g_faults[device];
-  if (atomic_load(&f->state) != 2) return TNRT_OK;
+  int pending = 2; /* claim it, so two synchronising threads report it once */
+  if (!atomic_compare_exchange_strong(&f->state, &pending, 1)) return TNRT_OK;
   int kind = f->kind;
   const char *what = f->what;
   int64_t value = f->value, bound = f->bound;
