@@ -163,6 +163,14 @@ def _shrink(cfg, variant=0, depth=0):
                         ("expert_layer_period", 2), ("expert_layer_offset", 1)):
         if isinstance(getattr(cfg, name, None), int):
             setattr(cfg, name, value)
+    # A default config of this transformers release with an empty RoPE table
+    # its model reads per layer type (Cohere Compass).
+    rp, lt = getattr(cfg, "rope_parameters", None), getattr(cfg, "layer_types", None)
+    if rp == {} and isinstance(lt, list):
+        try:
+            cfg.rope_parameters = {t: {"rope_type": "default", "rope_theta": 10000.0} for t in set(lt)}
+        except Exception:
+            pass
     if hasattr(cfg, "use_cache"):
         cfg.use_cache = True
     if hasattr(cfg, "is_decoder") and depth == 0:
