@@ -449,6 +449,16 @@ void check_mm(const at::Tensor& a, const at::Tensor& b, const char* op) {
 }  // namespace
 
 namespace {
+// The batch shapes of bmm and baddbmm, with ATen's messages.
+void check_bmm(const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.dim() == 3, "batch1 must be a 3D tensor");
+  TORCH_CHECK(b.dim() == 3, "batch2 must be a 3D tensor");
+  TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1),
+              "Expected size for first two dimensions of batch2 tensor to be: [",
+              a.size(0), ", ", a.size(2), "] but got: [", b.size(0), ", ",
+              b.size(1), "].");
+}
+
 // out = beta * self (broadcast to shape) + alpha * a @ b for 3-D (batch
 // first) views a and b; through a temporary when out aliases an operand.
 void accumulate_product(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
@@ -529,12 +539,7 @@ at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
 }
 
 at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
-  TORCH_CHECK(a.dim() == 3, "batch1 must be a 3D tensor");
-  TORCH_CHECK(b.dim() == 3, "batch2 must be a 3D tensor");
-  TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1),
-              "Expected size for first two dimensions of batch2 tensor to be: [",
-              a.size(0), ", ", a.size(2), "] but got: [", b.size(0), ", ",
-              b.size(1), "].");
+  check_bmm(a, b);
   TORCH_CHECK(a.scalar_type() == b.scalar_type(),
               "expected scalar type ", a.scalar_type(), " but found ", b.scalar_type());
   check_same_device(a, b, "bmm");
@@ -557,12 +562,7 @@ at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
 
 at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
                         const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
-  TORCH_CHECK(a.dim() == 3, "batch1 must be a 3D tensor");
-  TORCH_CHECK(b.dim() == 3, "batch2 must be a 3D tensor");
-  TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1),
-              "Expected size for first two dimensions of batch2 tensor to be: [",
-              a.size(0), ", ", a.size(2), "] but got: [", b.size(0), ", ",
-              b.size(1), "].");
+  check_bmm(a, b);
   TORCH_CHECK(self.scalar_type() == a.scalar_type() && a.scalar_type() == b.scalar_type() &&
                   out.scalar_type() == a.scalar_type(),
               "expected scalar type ", a.scalar_type(), " but found ",
