@@ -1,6 +1,7 @@
 """Native unary math and activation backward against PyTorch CPU."""
 import pytest
 import torch
+import torch.nn.functional as F
 
 import torch_neuronx
 from conftest import assert_same
@@ -15,6 +16,18 @@ OPS = {
     "gelu_tanh": lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
     "pow2": lambda t: t.pow(2), "pow_half": lambda t: t ** 0.5,
     "ceil": torch.ceil, "floor": torch.floor, "trunc": torch.trunc, "round": torch.round,
+    "atan": torch.atan, "asin": lambda t: torch.asin(t / 7), "acos": lambda t: torch.acos(t / 7),
+    "tan": torch.tan, "sinh": torch.sinh, "cosh": torch.cosh, "asinh": torch.asinh,
+    "acosh": lambda t: torch.acosh(t.abs() + 1), "atanh": lambda t: torch.atanh(t / 7),
+    "exp2": torch.exp2, "log2": torch.log2, "log10": torch.log10, "frac": torch.frac,
+    "erfinv": lambda t: torch.erfinv(t / 7), "mish": F.mish, "hardswish": F.hardswish,
+    "hardsigmoid": F.hardsigmoid, "leaky_relu": lambda t: F.leaky_relu(t, 0.2),
+    "hardtanh": lambda t: F.hardtanh(t, -0.5, 2.0), "relu6": F.relu6, "elu": F.elu,
+    "celu": lambda t: F.celu(t, 0.7), "selu": F.selu,
+    "logit": lambda t: torch.logit(torch.sigmoid(t)),
+    "logit_eps": lambda t: torch.logit(torch.sigmoid(t), eps=0.1),
+    "nan_to_num": lambda t: torch.nan_to_num(t.exp() * (t.round() - 0.5).sign() * 1e38),
+    "nan_to_num_args": lambda t: torch.nan_to_num(t / 0, nan=1.5, posinf=7.0, neginf=-3.0),
 }
 
 
@@ -56,16 +69,41 @@ def test_inplace_out_and_integer_inputs():
     ref = x.clone()
     ref[:, 1:].sigmoid_()
     assert_same(v, ref)
-    i = torch.tensor([-3, 0, 2])
-    assert_same(i.neuron().abs(), i.abs())  # integer: CPU fallback, exact
-    assert_same(torch.exp(i.neuron()), torch.exp(i))  # int -> float promotion
-    assert torch_neuronx.get_fallback_ops()
+    assert torch_neuronx.get_fallback_ops() == {}
 
 
-@pytest.mark.parametrize("act", ["gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "relu"])
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int32, torch.int64, torch.uint8])
+def test_integer_inputs(dtype):
+    """As on CPU: math functions promote integers to the default float dtype,
+    neg/abs stay integer (wrapping), rounding is the identity."""
+    lo = 0 if dtype == torch.uint8 else -128
+    i = torch.arange(lo, lo + 256, dtype=torch.int64).to(dtype)
+    n = i.neuron()
+    for f in (torch.exp, torch.sin, torch.sqrt, torch.log2, torch.sigmoid, torch.atan):
+        assert_same(f(n), f(i), rtol=2e-6, atol=1e-6, equal_nan=True)
+    assert_same(torch.logit(n), torch.logit(i), equal_nan=True)
+    for f in (torch.neg, torch.abs, torch.floor, torch.round, torch.nan_to_num):
+        assert_same(f(n), f(i))
+    m = n.clone()
+    m.abs_()
+    assert_same(m, i.abs())
+    assert_same(torch.sin(n, out=torch.empty(0, device="neuron")), torch.sin(i))
+    assert torch_neuronx.get_fallback_ops() == {}
+    assert_same(torch.exp(torch.tensor([True, False]).neuron()),
+                torch.exp(torch.tensor([True, False])))
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        n.clone().sin_()  # float result into an integer tensor, as CPU refuses
+
+
+@pytest.mark.parametrize("act", ["gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "relu",
+                                 "mish", "hardswish", "hardsigmoid", "leaky_relu", "hardtanh",
+                                 "relu6", "elu", "celu", "selu", "logit", "logit_eps",
+                                 "elu_inplace", "leaky_relu_inplace"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_activation_backward_matches_cpu(act, dtype):
-    f = OPS[act]
+    inplace = {"elu_inplace": lambda t: F.elu(t * 1, 0.8, inplace=True),
+               "leaky_relu_inplace": lambda t: F.leaky_relu(t * 1, 0.1, inplace=True)}
+    f = inplace.get(act) or OPS[act]
     x = torch.randn(6, 5, generator=torch.Generator().manual_seed(1)).to(dtype).requires_grad_()
     xn = x.detach().neuron().requires_grad_()
     g = torch.randn(6, 5, generator=torch.Generator().manual_seed(2)).to(dtype)
@@ -90,3 +128,13 @@ def test_classification(dtype):
     assert torch_neuronx.get_fallback_ops() == {}
     i = torch.tensor([1, 2])
     assert_same(torch.isnan(i.neuron()), torch.isnan(i))  # integers: never NaN
+
+
+def test_inplace_activation_backward_with_negative_slope_raises():
+    """CPU refuses to differentiate an in-place leaky ReLU / ELU whose slope
+    is negative (the input's sign is lost); neuron raises the same error."""
+    for dev in ("cpu", "neuron"):
+        x = torch.randn(4, device=dev, requires_grad=True)
+        y = F.leaky_relu(x * 1, -0.1, inplace=True)
+        with pytest.raises(RuntimeError, match="negative slope"):
+            y.sum().backward()

@@ -62,7 +62,8 @@ void check_operand(const at::Tensor& t, c10::Device dev, const char* name) {
 bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
                    const at::Tensor& b0, tnk_binary_op_t op,
                    const c10::Scalar& alpha, const char* name,
-                   std::optional<c10::ScalarType> compute = std::nullopt) {
+                   std::optional<c10::ScalarType> compute = std::nullopt,
+                   double beta = 0, double gamma = 0) {
   // The kernel's dtype: the output's, or the operands' for comparisons.
   c10::ScalarType common = compute.value_or(out.scalar_type());
   bool ok;
@@ -109,6 +110,8 @@ bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
                      TNK_FAULT_ZERO_DIVISION, 0};
   if (c10::isIntegralType(common, true)) task.args.ialpha = alpha.toLong();
   else task.args.alpha = alpha.toDouble();
+  task.args.beta = beta;
+  task.args.gamma = gamma;
   if (out.numel() == 0) return true;
   launch(out.device().index(), binary_task, &task, sizeof task, name);
   return true;
@@ -598,9 +601,10 @@ at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
 namespace {
 at::Tensor& activation_backward_into(at::Tensor& out, const at::Tensor& grad,
                                      const at::Tensor& saved, tnk_binary_op_t op,
-                                     double alpha, const char* name) {
+                                     double alpha, const char* name, double beta = 0,
+                                     double gamma = 0) {
   at::native::resize_output(out, at::infer_size_dimvector(grad.sizes(), saved.sizes()));
-  launch_binary(out, grad, saved, op, c10::Scalar(alpha), name);
+  launch_binary(out, grad, saved, op, c10::Scalar(alpha), name, std::nullopt, beta, gamma);
   return out;
 }
 
@@ -612,20 +616,20 @@ bool activation_ok(const at::Tensor& grad, const at::Tensor& saved) {
 }
 }  // namespace
 
-#define NEURON_ACT_BWD(NAME, ATEN_FN, ATEN_OUT, OPEXPR, EXTRA_PARAM, EXTRA_ARG, ALPHA) \
+#define NEURON_ACT_BWD(NAME, ATEN_FN, ATEN_OUT, OPEXPR, EXTRA_PARAM, EXTRA_ARG, ALPHA, BETA) \
   at::Tensor NAME(const at::Tensor& grad, const at::Tensor& saved EXTRA_PARAM) {      \
     if (!activation_ok(grad, saved))                                                  \
       return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_FN)>::call( \
           grad, saved EXTRA_ARG);                                                     \
     at::Tensor out = at::empty_like(grad);                                            \
-    return activation_backward_into(out, grad, saved, OPEXPR, ALPHA, "aten::" #NAME); \
+    return activation_backward_into(out, grad, saved, OPEXPR, ALPHA, "aten::" #NAME, BETA); \
   }                                                                                   \
   at::Tensor& NAME##_out(const at::Tensor& grad, const at::Tensor& saved EXTRA_PARAM, \
                          at::Tensor& out) {                                           \
     if (!activation_ok(grad, saved) || out.scalar_type() != grad.scalar_type())       \
       return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_OUT)>::call( \
           grad, saved EXTRA_ARG, out);                                                \
-    return activation_backward_into(out, grad, saved, OPEXPR, ALPHA, "aten::" #NAME); \
+    return activation_backward_into(out, grad, saved, OPEXPR, ALPHA, "aten::" #NAME, BETA); \
   }
 
 #define NO_EXTRA
@@ -636,15 +640,91 @@ bool activation_ok(const at::Tensor& grad, const at::Tensor& saved) {
 
 NEURON_ACT_BWD(gelu_backward, gelu_backward, gelu_backward_grad_input,
                (approximate == "tanh" ? TNK_GELU_TANH_BWD : TNK_GELU_BWD), GELU_PARAM,
-               GELU_ARG, 0.0)
+               GELU_ARG, 0.0, 0.0)
 NEURON_ACT_BWD(silu_backward, silu_backward, silu_backward_grad_input, TNK_SILU_BWD,
-               NO_EXTRA, NO_EXTRA, 0.0)
+               NO_EXTRA, NO_EXTRA, 0.0, 0.0)
 NEURON_ACT_BWD(sigmoid_backward, sigmoid_backward, sigmoid_backward_grad_input,
-               TNK_SIGMOID_BWD, NO_EXTRA, NO_EXTRA, 0.0)
+               TNK_SIGMOID_BWD, NO_EXTRA, NO_EXTRA, 0.0, 0.0)
 NEURON_ACT_BWD(tanh_backward, tanh_backward, tanh_backward_grad_input, TNK_TANH_BWD,
-               NO_EXTRA, NO_EXTRA, 0.0)
+               NO_EXTRA, NO_EXTRA, 0.0, 0.0)
 NEURON_ACT_BWD(threshold_backward, threshold_backward, threshold_backward_grad_input,
-               TNK_THRESHOLD_BWD, THRESH_PARAM, THRESH_ARG, threshold.toDouble())
+               TNK_THRESHOLD_BWD, THRESH_PARAM, THRESH_ARG, threshold.toDouble(), 0.0)
+NEURON_ACT_BWD(hardsigmoid_backward, hardsigmoid_backward, hardsigmoid_backward_grad_input,
+               TNK_HARDSIGMOID_BWD, NO_EXTRA, NO_EXTRA, 0.0, 0.0)
+NEURON_ACT_BWD(hardswish_backward, hardswish_backward, hardswish_backward_out,
+               TNK_HARDSWISH_BWD, NO_EXTRA, NO_EXTRA, 0.0, 0.0)
+#define HT_PARAM , const c10::Scalar &lo, const c10::Scalar &hi
+#define HT_ARG , lo, hi
+NEURON_ACT_BWD(hardtanh_backward, hardtanh_backward, hardtanh_backward_grad_input,
+               TNK_HARDTANH_BWD, HT_PARAM, HT_ARG, lo.toDouble(), hi.toDouble())
+#define LOGIT_PARAM , std::optional<double> eps
+#define LOGIT_ARG , eps
+NEURON_ACT_BWD(logit_backward, logit_backward, logit_backward_grad_input, TNK_LOGIT_BWD,
+               LOGIT_PARAM, LOGIT_ARG, eps.has_value() ? *eps : -1.0, 0.0)
+
+#define LRELU_PARAM , const c10::Scalar &slope, bool self_is_result
+#define LRELU_ARG , slope, self_is_result
+// As on CPU: an in-place leaky ReLU cannot be differentiated for a negative
+// slope (the sign of the input is lost).
+#define LRELU_CHECK                                                                      \
+  TORCH_CHECK(!self_is_result || slope.toDouble() >= 0.0,                                \
+              "In-place leakyReLu backward calculation is triggered with a negative "   \
+              "slope which is not supported. This is caused by calling in-place "       \
+              "forward function with a negative slope, please call out-of-place "       \
+              "version instead. File an issue at https://github.com/pytorch/pytorch if " \
+              "you do require supporting in-place leakRelu backward calculation with "  \
+              "negative slope")
+at::Tensor leaky_relu_backward(const at::Tensor& grad, const at::Tensor& self LRELU_PARAM) {
+  LRELU_CHECK;
+  if (!activation_ok(grad, self))
+    return FALLBACK_CALL(leaky_relu_backward, grad, self LRELU_ARG);
+  at::Tensor out = at::empty_like(grad);
+  return activation_backward_into(out, grad, self, TNK_LEAKY_RELU_BWD, slope.toDouble(),
+                                  "aten::leaky_relu_backward");
+}
+at::Tensor& leaky_relu_backward_out(const at::Tensor& grad, const at::Tensor& self LRELU_PARAM,
+                                    at::Tensor& out) {
+  LRELU_CHECK;
+  if (!activation_ok(grad, self) || out.scalar_type() != grad.scalar_type())
+    return FALLBACK_CALL(leaky_relu_backward_grad_input, grad, self LRELU_ARG, out);
+  return activation_backward_into(out, grad, self, TNK_LEAKY_RELU_BWD, slope.toDouble(),
+                                  "aten::leaky_relu_backward");
+}
+
+#define ELU_BWD_PARAM                                                                   \
+  const c10::Scalar &alpha, const c10::Scalar &scale, const c10::Scalar &iscale,        \
+      bool is_result, const at::Tensor &saved
+#define ELU_BWD_ARG alpha, scale, iscale, is_result, saved
+#define ELU_BWD_CHECK                                                                   \
+  TORCH_CHECK(!is_result || alpha.toDouble() >= 0.0,                                    \
+              "In-place elu backward calculation is triggered with a negative slope "  \
+              "which is not supported. This is caused by calling in-place forward "    \
+              "function with a negative slope, please call out-of-place version "      \
+              "instead.")
+at::Tensor elu_backward(const at::Tensor& grad, ELU_BWD_PARAM) {
+  ELU_BWD_CHECK;
+  if (!activation_ok(grad, saved)) return FALLBACK_CALL(elu_backward, grad, ELU_BWD_ARG);
+  at::Tensor out = at::empty_like(grad);
+  return activation_backward_into(out, grad, saved,
+                                  is_result ? TNK_ELU_RESULT_BWD : TNK_ELU_BWD,
+                                  alpha.toDouble(), "aten::elu_backward", scale.toDouble(),
+                                  iscale.toDouble());
+}
+at::Tensor& elu_backward_out(const at::Tensor& grad, ELU_BWD_PARAM, at::Tensor& out) {
+  ELU_BWD_CHECK;
+  if (!activation_ok(grad, saved) || out.scalar_type() != grad.scalar_type())
+    return FALLBACK_CALL(elu_backward_grad_input, grad, ELU_BWD_ARG, out);
+  return activation_backward_into(out, grad, saved,
+                                  is_result ? TNK_ELU_RESULT_BWD : TNK_ELU_BWD,
+                                  alpha.toDouble(), "aten::elu_backward", scale.toDouble(),
+                                  iscale.toDouble());
+}
+
+at::Tensor mish_backward(const at::Tensor& grad, const at::Tensor& self) {
+  if (!activation_ok(grad, self)) return FALLBACK_CALL(mish_backward, grad, self);
+  at::Tensor out = at::empty_like(grad);
+  return activation_backward_into(out, grad, self, TNK_MISH_BWD, 0.0, "aten::mish_backward");
+}
 
 // ---------------------------------------------------------------- bitwise
 // and/or/xor of integer and bool tensors (floating ones raise on CPU).
@@ -738,6 +818,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("tanh_backward.grad_input", tanh_backward_out);
   m.impl("threshold_backward", threshold_backward);
   m.impl("threshold_backward.grad_input", threshold_backward_out);
+  m.impl("hardsigmoid_backward", hardsigmoid_backward);
+  m.impl("hardsigmoid_backward.grad_input", hardsigmoid_backward_out);
+  m.impl("hardswish_backward", hardswish_backward);
+  m.impl("hardswish_backward.out", hardswish_backward_out);
+  m.impl("hardtanh_backward", hardtanh_backward);
+  m.impl("hardtanh_backward.grad_input", hardtanh_backward_out);
+  m.impl("logit_backward", logit_backward);
+  m.impl("logit_backward.grad_input", logit_backward_out);
+  m.impl("leaky_relu_backward", leaky_relu_backward);
+  m.impl("leaky_relu_backward.grad_input", leaky_relu_backward_out);
+  m.impl("elu_backward", elu_backward);
+  m.impl("elu_backward.grad_input", elu_backward_out);
+  m.impl("mish_backward", mish_backward);
   m.impl("add.Tensor", add);
   m.impl("add_.Tensor", add_);
   m.impl("add.out", add_out);

@@ -9,6 +9,8 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <limits>
+
 namespace torch_neuronx {
 namespace {
 
@@ -22,7 +24,7 @@ bool float_kernel_ok(const at::Tensor& t) {
 void unary_task(void* p) { tnk_unary(static_cast<tnk_unary_args_t*>(p)); }
 
 void launch_unary(const at::Tensor& out, const at::Tensor& in0, tnk_unary_op_t op,
-                  double p0, const char* name) {
+                  double p0, const char* name, double p1 = 0, double p2 = 0) {
   if (out.numel() == 0) return;
   at::Tensor in = in0;
   if (!in.is_same(out) && in.storage().is_alias_of(out.storage()) &&
@@ -36,24 +38,58 @@ void launch_unary(const at::Tensor& out, const at::Tensor& in0, tnk_unary_op_t o
   a.op = op;
   a.dtype = a.out.dtype;
   a.p0 = p0;
+  a.p1 = p1;
+  a.p2 = p2;
   launch(out.device().index(), unary_task, &a, sizeof a, name);
 }
 
 at::Tensor unary_functional(const at::Tensor& x, tnk_unary_op_t op, double p0,
-                            const char* name) {
+                            const char* name, double p1 = 0, double p2 = 0) {
   at::Tensor out = at::empty_like(x);
-  launch_unary(out, x, op, p0, name);
+  launch_unary(out, x, op, p0, name, p1, p2);
   return out;
 }
 
 at::Tensor& unary_out(const at::Tensor& x, at::Tensor& out, tnk_unary_op_t op,
-                      double p0, const char* name) {
+                      double p0, const char* name, double p1 = 0, double p2 = 0) {
   TORCH_CHECK(out.device() == x.device(),
               "Expected all tensors to be on the same device, but found at "
               "least two devices, ", x.device(), " and ", out.device(), "!");
   at::native::resize_output(out, x.sizes());
-  launch_unary(out, x, op, p0, name);
+  launch_unary(out, x, op, p0, name, p1, p2);
   return out;
+}
+
+// Integer and bool inputs, as ATen treats them per op: math functions promote
+// to the default floating dtype (sin(int) is float), neg/abs stay integer,
+// rounding is the identity.
+enum class IntRule { kFallback, kPromote, kKernel, kIdentity };
+
+bool int_kernel_ok(const at::Tensor& t, bool allow_bool) {
+  at::ScalarType s = t.scalar_type();
+  return c10::isIntegralType(s, allow_bool) && t.dim() <= TNK_MAX_DIMS &&
+         s != at::kUInt16 && s != at::kUInt32 && s != at::kUInt64;
+}
+
+at::ScalarType default_float() { return c10::typeMetaToScalarType(c10::get_default_dtype()); }
+
+// The functional form for a non-floating input; undefined when it falls back.
+at::Tensor unary_int_functional(const at::Tensor& x, tnk_unary_op_t op, IntRule rule,
+                                const char* name) {
+  switch (rule) {
+    case IntRule::kPromote:
+      if (int_kernel_ok(x, true)) return unary_functional(x.to(default_float()), op, 0, name);
+      break;
+    case IntRule::kKernel:
+      if (int_kernel_ok(x, false)) return unary_functional(x, op, 0, name);
+      break;
+    case IntRule::kIdentity:
+      if (int_kernel_ok(x, false)) return x.clone();
+      break;
+    default:
+      break;
+  }
+  return at::Tensor();
 }
 
 }  // namespace
@@ -61,41 +97,194 @@ at::Tensor& unary_out(const at::Tensor& x, at::Tensor& out, tnk_unary_op_t op,
 #define FALLBACK(OPNAME, ...) \
   at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(OPNAME)>::call(__VA_ARGS__)
 
-#define NEURON_UNARY(NAME, OP)                                                    \
+#define NEURON_UNARY(NAME, OP, RULE)                                              \
   at::Tensor NAME(const at::Tensor& x) {                                          \
-    if (!float_kernel_ok(x)) return FALLBACK(NAME, x);                            \
-    return unary_functional(x, OP, 0, "aten::" #NAME);                            \
+    if (float_kernel_ok(x)) return unary_functional(x, OP, 0, "aten::" #NAME);    \
+    at::Tensor r = unary_int_functional(x, OP, IntRule::RULE, "aten::" #NAME);    \
+    return r.defined() ? r : FALLBACK(NAME, x);                                   \
   }                                                                               \
   at::Tensor& NAME##_(at::Tensor& x) {                                            \
-    if (!float_kernel_ok(x)) return FALLBACK(NAME##_, x);                         \
-    launch_unary(x, x, OP, 0, "aten::" #NAME "_");                                \
+    bool int_ok = (IntRule::RULE == IntRule::kKernel ||                           \
+                   IntRule::RULE == IntRule::kIdentity) && int_kernel_ok(x, false); \
+    if (!float_kernel_ok(x) && !int_ok) return FALLBACK(NAME##_, x);              \
+    if (IntRule::RULE != IntRule::kIdentity || !int_ok)                           \
+      launch_unary(x, x, OP, 0, "aten::" #NAME "_");                              \
     return x;                                                                     \
   }                                                                               \
   at::Tensor& NAME##_out(const at::Tensor& x, at::Tensor& out) {                  \
-    if (!float_kernel_ok(x) || out.scalar_type() != x.scalar_type())              \
-      return FALLBACK(NAME##_out, x, out);                                        \
-    return unary_out(x, out, OP, 0, "aten::" #NAME);                              \
+    if (out.scalar_type() == x.scalar_type() &&                                   \
+        (float_kernel_ok(x) ||                                                    \
+         (IntRule::RULE == IntRule::kKernel && int_kernel_ok(x, false))))         \
+      return unary_out(x, out, OP, 0, "aten::" #NAME);                            \
+    if (IntRule::RULE == IntRule::kPromote && int_kernel_ok(x, true) &&           \
+        float_kernel_ok(out) && out.device() == x.device())                       \
+      return unary_out(x.to(out.scalar_type()), out, OP, 0, "aten::" #NAME);      \
+    return FALLBACK(NAME##_out, x, out);                                          \
   }
 
-NEURON_UNARY(exp, TNK_EXP)
-NEURON_UNARY(log, TNK_LOG)
-NEURON_UNARY(log1p, TNK_LOG1P)
-NEURON_UNARY(expm1, TNK_EXPM1)
-NEURON_UNARY(tanh, TNK_TANH)
-NEURON_UNARY(sigmoid, TNK_SIGMOID)
-NEURON_UNARY(sqrt, TNK_SQRT)
-NEURON_UNARY(rsqrt, TNK_RSQRT)
-NEURON_UNARY(neg, TNK_NEG)
-NEURON_UNARY(abs, TNK_ABS)
-NEURON_UNARY(sin, TNK_SIN)
-NEURON_UNARY(cos, TNK_COS)
-NEURON_UNARY(erf, TNK_ERF)
-NEURON_UNARY(reciprocal, TNK_RECIPROCAL)
-NEURON_UNARY(silu, TNK_SILU)
-NEURON_UNARY(ceil, TNK_CEIL)
-NEURON_UNARY(floor, TNK_FLOOR)
-NEURON_UNARY(trunc, TNK_TRUNC)
-NEURON_UNARY(round, TNK_ROUND)
+NEURON_UNARY(exp, TNK_EXP, kPromote)
+NEURON_UNARY(log, TNK_LOG, kPromote)
+NEURON_UNARY(log1p, TNK_LOG1P, kPromote)
+NEURON_UNARY(expm1, TNK_EXPM1, kPromote)
+NEURON_UNARY(tanh, TNK_TANH, kPromote)
+NEURON_UNARY(sigmoid, TNK_SIGMOID, kPromote)
+NEURON_UNARY(sqrt, TNK_SQRT, kPromote)
+NEURON_UNARY(rsqrt, TNK_RSQRT, kPromote)
+NEURON_UNARY(neg, TNK_NEG, kKernel)
+NEURON_UNARY(abs, TNK_ABS, kKernel)
+NEURON_UNARY(sin, TNK_SIN, kPromote)
+NEURON_UNARY(cos, TNK_COS, kPromote)
+NEURON_UNARY(erf, TNK_ERF, kPromote)
+NEURON_UNARY(reciprocal, TNK_RECIPROCAL, kPromote)
+NEURON_UNARY(silu, TNK_SILU, kFallback)
+NEURON_UNARY(ceil, TNK_CEIL, kIdentity)
+NEURON_UNARY(floor, TNK_FLOOR, kIdentity)
+NEURON_UNARY(trunc, TNK_TRUNC, kIdentity)
+NEURON_UNARY(round, TNK_ROUND, kIdentity)
+NEURON_UNARY(atan, TNK_ATAN, kPromote)
+NEURON_UNARY(asin, TNK_ASIN, kPromote)
+NEURON_UNARY(acos, TNK_ACOS, kPromote)
+NEURON_UNARY(tan, TNK_TAN, kPromote)
+NEURON_UNARY(sinh, TNK_SINH, kPromote)
+NEURON_UNARY(cosh, TNK_COSH, kPromote)
+NEURON_UNARY(asinh, TNK_ASINH, kPromote)
+NEURON_UNARY(acosh, TNK_ACOSH, kPromote)
+NEURON_UNARY(atanh, TNK_ATANH, kPromote)
+NEURON_UNARY(exp2, TNK_EXP2, kPromote)
+NEURON_UNARY(log2, TNK_LOG2, kPromote)
+NEURON_UNARY(log10, TNK_LOG10, kPromote)
+NEURON_UNARY(erfinv, TNK_ERFINV, kPromote)
+NEURON_UNARY(frac, TNK_FRAC, kFallback)
+NEURON_UNARY(mish, TNK_MISH, kFallback)
+NEURON_UNARY(hardswish, TNK_HARDSWISH, kFallback)
+NEURON_UNARY(hardsigmoid, TNK_HARDSIGMOID, kFallback)
+
+// ------------------------------------------- activations with parameters
+// Functional, in-place and out= forms share one body: `out` undefined means
+// a new tensor, `out` == x in place.
+namespace {
+at::Tensor param_unary(const at::Tensor& x, at::Tensor* out, tnk_unary_op_t op,
+                       const char* name, double p0, double p1 = 0, double p2 = 0) {
+  if (out == nullptr) return unary_functional(x, op, p0, name, p1, p2);
+  if (out->is_same(x)) {
+    launch_unary(x, x, op, p0, name, p1, p2);
+    return x;
+  }
+  return unary_out(x, *out, op, p0, name, p1, p2);
+}
+bool param_ok(const at::Tensor& x, const at::Tensor* out) {
+  return float_kernel_ok(x) && (out == nullptr || out->scalar_type() == x.scalar_type());
+}
+}  // namespace
+
+at::Tensor leaky_relu(const at::Tensor& x, const c10::Scalar& slope) {
+  if (!param_ok(x, nullptr)) return FALLBACK(leaky_relu, x, slope);
+  return param_unary(x, nullptr, TNK_LEAKY_RELU, "aten::leaky_relu", slope.toDouble());
+}
+at::Tensor& leaky_relu_(at::Tensor& x, const c10::Scalar& slope) {
+  if (!param_ok(x, &x)) return FALLBACK(leaky_relu_, x, slope);
+  param_unary(x, &x, TNK_LEAKY_RELU, "aten::leaky_relu_", slope.toDouble());
+  return x;
+}
+at::Tensor& leaky_relu_out(const at::Tensor& x, const c10::Scalar& slope, at::Tensor& out) {
+  if (!param_ok(x, &out)) return FALLBACK(leaky_relu_out, x, slope, out);
+  param_unary(x, &out, TNK_LEAKY_RELU, "aten::leaky_relu", slope.toDouble());
+  return out;
+}
+
+at::Tensor hardtanh(const at::Tensor& x, const c10::Scalar& lo, const c10::Scalar& hi) {
+  if (!param_ok(x, nullptr)) return FALLBACK(hardtanh, x, lo, hi);
+  return param_unary(x, nullptr, TNK_HARDTANH, "aten::hardtanh", lo.toDouble(), hi.toDouble());
+}
+at::Tensor& hardtanh_(at::Tensor& x, const c10::Scalar& lo, const c10::Scalar& hi) {
+  if (!param_ok(x, &x)) return FALLBACK(hardtanh_, x, lo, hi);
+  param_unary(x, &x, TNK_HARDTANH, "aten::hardtanh_", lo.toDouble(), hi.toDouble());
+  return x;
+}
+at::Tensor& hardtanh_out(const at::Tensor& x, const c10::Scalar& lo, const c10::Scalar& hi,
+                         at::Tensor& out) {
+  if (!param_ok(x, &out)) return FALLBACK(hardtanh_out, x, lo, hi, out);
+  param_unary(x, &out, TNK_HARDTANH, "aten::hardtanh", lo.toDouble(), hi.toDouble());
+  return out;
+}
+
+#define ELU_ARGS const c10::Scalar &alpha, const c10::Scalar &scale, const c10::Scalar &iscale
+#define ELU_PARAMS alpha.toDouble(), scale.toDouble(), iscale.toDouble()
+at::Tensor elu(const at::Tensor& x, ELU_ARGS) {
+  if (!param_ok(x, nullptr)) return FALLBACK(elu, x, alpha, scale, iscale);
+  return param_unary(x, nullptr, TNK_ELU, "aten::elu", ELU_PARAMS);
+}
+at::Tensor& elu_(at::Tensor& x, ELU_ARGS) {
+  if (!param_ok(x, &x)) return FALLBACK(elu_, x, alpha, scale, iscale);
+  param_unary(x, &x, TNK_ELU, "aten::elu_", ELU_PARAMS);
+  return x;
+}
+at::Tensor& elu_out(const at::Tensor& x, ELU_ARGS, at::Tensor& out) {
+  if (!param_ok(x, &out)) return FALLBACK(elu_out, x, alpha, scale, iscale, out);
+  param_unary(x, &out, TNK_ELU, "aten::elu", ELU_PARAMS);
+  return out;
+}
+
+double logit_eps(std::optional<double> eps) { return eps.has_value() ? *eps : -1.0; }
+at::Tensor logit(const at::Tensor& x, std::optional<double> eps) {
+  if (!param_ok(x, nullptr)) {
+    if (int_kernel_ok(x, true))  // logit(int) promotes like the math functions
+      return param_unary(x.to(default_float()), nullptr, TNK_LOGIT, "aten::logit",
+                         logit_eps(eps));
+    return FALLBACK(logit, x, eps);
+  }
+  return param_unary(x, nullptr, TNK_LOGIT, "aten::logit", logit_eps(eps));
+}
+at::Tensor& logit_(at::Tensor& x, std::optional<double> eps) {
+  if (!param_ok(x, &x)) return FALLBACK(logit_, x, eps);
+  param_unary(x, &x, TNK_LOGIT, "aten::logit_", logit_eps(eps));
+  return x;
+}
+at::Tensor& logit_out(const at::Tensor& x, std::optional<double> eps, at::Tensor& out) {
+  if (!param_ok(x, &out)) return FALLBACK(logit_out, x, eps, out);
+  param_unary(x, &out, TNK_LOGIT, "aten::logit", logit_eps(eps));
+  return out;
+}
+
+// nan_to_num: defaults are the dtype's largest finite values, as on CPU.
+namespace {
+void nan_to_num_params(const at::Tensor& x, std::optional<double> nan,
+                       std::optional<double> pinf, std::optional<double> ninf, double* p) {
+  double big = 0;
+  switch (x.scalar_type()) {
+    case at::kHalf: big = 65504.0; break;
+    case at::kBFloat16: big = static_cast<double>(std::numeric_limits<c10::BFloat16>::max()); break;
+    case at::kFloat: big = std::numeric_limits<float>::max(); break;
+    default: big = std::numeric_limits<double>::max(); break;
+  }
+  p[0] = nan.value_or(0.0);
+  p[1] = pinf.value_or(big);
+  p[2] = ninf.value_or(-big);
+}
+}  // namespace
+#define NTN_ARGS std::optional<double> nan, std::optional<double> pinf, std::optional<double> ninf
+at::Tensor nan_to_num(const at::Tensor& x, NTN_ARGS) {
+  if (int_kernel_ok(x, true)) return x.clone();  // integers have no NaN or inf
+  if (!param_ok(x, nullptr)) return FALLBACK(nan_to_num, x, nan, pinf, ninf);
+  double p[3];
+  nan_to_num_params(x, nan, pinf, ninf, p);
+  return param_unary(x, nullptr, TNK_NAN_TO_NUM, "aten::nan_to_num", p[0], p[1], p[2]);
+}
+at::Tensor& nan_to_num_(at::Tensor& x, NTN_ARGS) {
+  if (int_kernel_ok(x, true)) return x;
+  if (!param_ok(x, &x)) return FALLBACK(nan_to_num_, x, nan, pinf, ninf);
+  double p[3];
+  nan_to_num_params(x, nan, pinf, ninf, p);
+  param_unary(x, &x, TNK_NAN_TO_NUM, "aten::nan_to_num_", p[0], p[1], p[2]);
+  return x;
+}
+at::Tensor& nan_to_num_out(const at::Tensor& x, NTN_ARGS, at::Tensor& out) {
+  if (!param_ok(x, &out)) return FALLBACK(nan_to_num_out, x, nan, pinf, ninf, out);
+  double p[3];
+  nan_to_num_params(x, nan, pinf, ninf, p);
+  param_unary(x, &out, TNK_NAN_TO_NUM, "aten::nan_to_num", p[0], p[1], p[2]);
+  return out;
+}
 
 tnk_unary_op_t gelu_op(c10::string_view approximate) {
   TORCH_CHECK(approximate == "none" || approximate == "tanh",
@@ -267,6 +456,28 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REGISTER_UNARY(m, floor)
   REGISTER_UNARY(m, trunc)
   REGISTER_UNARY(m, round)
+  REGISTER_UNARY(m, atan)
+  REGISTER_UNARY(m, asin)
+  REGISTER_UNARY(m, acos)
+  REGISTER_UNARY(m, tan)
+  REGISTER_UNARY(m, sinh)
+  REGISTER_UNARY(m, cosh)
+  REGISTER_UNARY(m, asinh)
+  REGISTER_UNARY(m, acosh)
+  REGISTER_UNARY(m, atanh)
+  REGISTER_UNARY(m, exp2)
+  REGISTER_UNARY(m, log2)
+  REGISTER_UNARY(m, log10)
+  REGISTER_UNARY(m, erfinv)
+  REGISTER_UNARY(m, frac)
+  REGISTER_UNARY(m, mish)
+  REGISTER_UNARY(m, hardswish)
+  REGISTER_UNARY(m, hardsigmoid)
+  REGISTER_UNARY(m, leaky_relu)
+  REGISTER_UNARY(m, hardtanh)
+  REGISTER_UNARY(m, elu)
+  REGISTER_UNARY(m, logit)
+  REGISTER_UNARY(m, nan_to_num)
   m.impl("bitwise_not", bitwise_not);
   m.impl("bitwise_not_", bitwise_not_);
   m.impl("bitwise_not.out", bitwise_not_out);

@@ -31,6 +31,19 @@
 #define OP_SIGMOID_BWD(g, y, al) ((g) * (1 - (y)) * (y))
 #define OP_TANH_BWD(g, y, al) ((g) * (1 - (y) * (y)))
 #define OP_THRESHOLD_BWD(g, x, al) ((x) <= (al) ? 0 : (g))
+#define OP_LEAKY_RELU_BWD(g, x, al) ((x) > 0 ? (g) : (g) * (al))
+#define OP_HARDTANH_BWD(g, x, al) ((x) <= (al) || (x) >= beta ? 0 : (g))
+#define OP_HARDSWISH_BWD(g, x, al) \
+  ((x) < -3 ? 0 : (x) <= 3 ? (g) * ((x) / 3 + (ctype_t)0.5) : (g))
+#define OP_HARDSIGMOID_BWD(g, x, al) ((x) > -3 && (x) < 3 ? (g) * ((ctype_t)1 / 6) : 0)
+#define OP_MISH_BWD(g, x, al) mish_bwd((g), (x))
+/* ELU: al = alpha, beta = scale, gamma = input_scale; from the input or, for
+ * the _RESULT form, from the output y (then exp(x * is) - 1 = y / (al*sc)) */
+#define OP_ELU_BWD(g, x, al) \
+  ((x) <= 0 ? (g) * gamma * ((al) * beta) * EXP_C((x) * gamma) : (g) * beta)
+#define OP_ELU_RESULT_BWD(g, y, al) \
+  ((y) <= 0 ? (g) * gamma * ((y) + (al) * beta) : (g) * beta)
+#define OP_LOGIT_BWD(g, x, al) logit_bwd((g), (x), (al))
 
 static inline double gelu_tanh_bwd(double g, double x) {
   const double k = 0.7978845608028654, c = 0.044715;
@@ -39,6 +52,16 @@ static inline double gelu_tanh_bwd(double g, double x) {
   double left = 0.5 * x, right = 1.0 + t;
   double dinner = k * (1.0 + 3.0 * c * x * x);
   return g * (0.5 * right + left * (1.0 - t * t) * dinner);
+}
+
+static inline double mish_bwd(double g, double x) {
+  double sig = 1.0 / (1.0 + exp(-x));
+  double tsp = tanh(log1p(exp(x)));
+  return g * (tsp + x * sig * (1.0 - tsp * tsp));
+}
+static inline double logit_bwd(double g, double x, double eps) {
+  if (eps < 0) return x < 0 || x > 1 ? NAN : g / (x * (1 - x));
+  return x < eps || x > 1 - eps ? 0 : g / (x * (1 - x));
 }
 
 /* Python's floor division and modulo on floats, as PyTorch computes them
@@ -73,18 +96,20 @@ static inline double pow_f(double a, double b, double al) {
 #define IOP_MINIMUM(x, y, al) ((x) < (y) ? (x) : (y))
 
 typedef int64_t (*loop_fn)(char *o, const char *a, const char *b, int64_t so,
-                        int64_t sa, int64_t sb, int64_t n, double al,
+                        int64_t sa, int64_t sb, int64_t n, const double *al,
                         int64_t ial);
 
 /* T: storage type, C: compute type, LOAD/STORE convert between them. */
 #define FLOAT_LOOP(NAME, OP, T, C, LOAD, STORE)                              \
   static int64_t NAME(char *o, const char *a, const char *b, int64_t so,        \
-                   int64_t sa, int64_t sb, int64_t n, double al,             \
+                   int64_t sa, int64_t sb, int64_t n, const double *al,             \
                    int64_t ial) {                                            \
     (void)ial;                                                               \
     typedef C ctype_t __attribute__((unused)); /* compute type, for op macros */ \
-    C alpha = (C)al;                                                         \
+    C alpha = (C)al[0], beta = (C)al[1], gamma = (C)al[2];                   \
     (void)alpha;                                                             \
+    (void)beta;                                                              \
+    (void)gamma;                                                             \
     if (so == sizeof(T) && sa == sizeof(T) && sb == sizeof(T)) {             \
       T *restrict po = (T *)o;                                               \
       const T *restrict pa = (const T *)a, *restrict pb = (const T *)b;      \
@@ -123,7 +148,7 @@ typedef int64_t (*loop_fn)(char *o, const char *a, const char *b, int64_t so,
 
 #define INT_LOOP(NAME, OP, T)                                                \
   static int64_t NAME(char *o, const char *a, const char *b, int64_t so,        \
-                   int64_t sa, int64_t sb, int64_t n, double al,             \
+                   int64_t sa, int64_t sb, int64_t n, const double *al,             \
                    int64_t ial) {                                            \
     (void)al;                                                                \
     for (int64_t i = 0; i < n; i++) {                                        \
@@ -157,6 +182,14 @@ FLOAT_OPS(silu_bwd, OP_SILU_BWD)
 FLOAT_OPS(sigmoid_bwd, OP_SIGMOID_BWD)
 FLOAT_OPS(tanh_bwd, OP_TANH_BWD)
 FLOAT_OPS(threshold_bwd, OP_THRESHOLD_BWD)
+FLOAT_OPS(leaky_relu_bwd, OP_LEAKY_RELU_BWD)
+FLOAT_OPS(hardtanh_bwd, OP_HARDTANH_BWD)
+FLOAT_OPS(hardswish_bwd, OP_HARDSWISH_BWD)
+FLOAT_OPS(hardsigmoid_bwd, OP_HARDSIGMOID_BWD)
+FLOAT_OPS(mish_bwd, OP_MISH_BWD)
+FLOAT_OPS(elu_bwd, OP_ELU_BWD)
+FLOAT_OPS(elu_result_bwd, OP_ELU_RESULT_BWD)
+FLOAT_OPS(logit_bwd, OP_LOGIT_BWD)
 
 /* Integer floor/trunc division and remainder; a zero divisor is counted
  * (reported as a fault by the caller) and gives 0. */
@@ -175,7 +208,7 @@ static inline int64_t iremainder(int64_t a, int64_t b) {
 }
 #define IDIV_LOOP(NAME, FN, T)                                               \
   static int64_t NAME(char *o, const char *a, const char *b, int64_t so,     \
-                      int64_t sa, int64_t sb, int64_t n, double al,          \
+                      int64_t sa, int64_t sb, int64_t n, const double *al,          \
                       int64_t ial) {                                         \
     (void)al;                                                                \
     (void)ial;                                                               \
@@ -212,7 +245,7 @@ INT_OPS(minimum, IOP_MINIMUM)
 /* comparisons: out is bool whatever the input dtype */
 #define CMP_LOOP(NAME, CMP, T, C, LOAD)                                      \
   static int64_t NAME(char *o, const char *a, const char *b, int64_t so,        \
-                   int64_t sa, int64_t sb, int64_t n, double al,             \
+                   int64_t sa, int64_t sb, int64_t n, const double *al,             \
                    int64_t ial) {                                            \
     (void)al;                                                                \
     (void)ial;                                                               \
@@ -246,7 +279,7 @@ CMP_ALL(ge, >=)
 /* bool arithmetic as PyTorch defines it: + is or, * is and, max/min too */
 #define BOOL_LOOP(NAME, EXPR)                                                \
   static int64_t NAME(char *o, const char *a, const char *b, int64_t so,        \
-                   int64_t sa, int64_t sb, int64_t n, double al,             \
+                   int64_t sa, int64_t sb, int64_t n, const double *al,             \
                    int64_t ial) {                                            \
     (void)al;                                                                \
     (void)ial;                                                               \
@@ -308,6 +341,14 @@ static const loop_fn k_loops[TNK_BINARY_OP_COUNT][TNK_DTYPE_COUNT] = {
     [TNK_TRUNCDIV] = ROW(truncdiv, 0),
     [TNK_REMAINDER] = ROW(remainder, 0),
     [TNK_POW] = FROW(pow),
+    [TNK_LEAKY_RELU_BWD] = FROW(leaky_relu_bwd),
+    [TNK_HARDTANH_BWD] = FROW(hardtanh_bwd),
+    [TNK_HARDSWISH_BWD] = FROW(hardswish_bwd),
+    [TNK_HARDSIGMOID_BWD] = FROW(hardsigmoid_bwd),
+    [TNK_MISH_BWD] = FROW(mish_bwd),
+    [TNK_ELU_BWD] = FROW(elu_bwd),
+    [TNK_ELU_RESULT_BWD] = FROW(elu_result_bwd),
+    [TNK_LOGIT_BWD] = FROW(logit_bwd),
 };
 
 int tnk_binary_supported(int op, int dtype) {
@@ -320,7 +361,7 @@ typedef struct bin_ctx {
   tnk_view_t v[3]; /* out, a, b */
   loop_fn fn;
   int64_t esz, oesz; /* input / output element sizes (bool for comparisons) */
-  double alpha;
+  double alpha[3]; /* alpha, beta, gamma */
   int64_t ialpha;
   _Atomic int64_t zero_divisions;
   int vsilu; /* contiguous fp32 SiLU backward: the vector body */
@@ -375,7 +416,9 @@ void tnk_binary(const tnk_binary_args_t *a) {
   c.fn = k_loops[a->op][a->dtype];
   c.esz = (int64_t)tnk_dtype_size(a->dtype);
   c.oesz = a->op >= TNK_EQ && a->op <= TNK_GE ? 1 : c.esz;
-  c.alpha = a->alpha;
+  c.alpha[0] = a->alpha;
+  c.alpha[1] = a->beta;
+  c.alpha[2] = a->gamma;
   c.ialpha = a->ialpha;
   int64_t inner = c.shape.sizes[c.shape.ndim - 1];
   c.vsilu = a->op == TNK_SILU_BWD && a->dtype == TNK_F32 && c.shape.ndim == 1 &&

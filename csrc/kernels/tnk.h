@@ -167,6 +167,15 @@ typedef enum tnk_binary_op {
    * (result 0); floats follow IEEE */
   TNK_FLOORDIV, TNK_TRUNCDIV, TNK_REMAINDER,
   TNK_POW, /* floating dtypes */
+  /* more activation backward (a = grad_output, b = the input unless noted) */
+  TNK_LEAKY_RELU_BWD,  /* slope alpha */
+  TNK_HARDTANH_BWD,    /* 0 outside (alpha, beta) = (min, max) */
+  TNK_HARDSWISH_BWD,
+  TNK_HARDSIGMOID_BWD,
+  TNK_MISH_BWD,
+  TNK_ELU_BWD,         /* alpha, beta = scale, gamma = input_scale */
+  TNK_ELU_RESULT_BWD,  /* as TNK_ELU_BWD with b = the output */
+  TNK_LOGIT_BWD,       /* eps alpha (< 0: none) */
   TNK_BINARY_OP_COUNT
 } tnk_binary_op_t;
 
@@ -181,6 +190,7 @@ typedef struct tnk_binary_args {
   int32_t op, dtype;
   double alpha;     /* for floating dtypes */
   int64_t ialpha;   /* for integer dtypes */
+  double beta, gamma; /* more parameters of activation backward ops */
   tnk_fault_t fault; /* integer division by zero (value and bound 0) */
 } tnk_binary_args_t;
 int tnk_binary_supported(int op, int dtype);
@@ -194,16 +204,25 @@ typedef enum tnk_unary_op {
   TNK_ABS, TNK_SIN, TNK_COS, TNK_ERF, TNK_RECIPROCAL,
   TNK_POW_SCALAR, /* x ** p0 */
   TNK_CEIL, TNK_FLOOR, TNK_TRUNC, TNK_ROUND, /* round: half to even */
+  TNK_ATAN, TNK_ASIN, TNK_ACOS, TNK_TAN, TNK_SINH, TNK_COSH, TNK_ASINH,
+  TNK_ACOSH, TNK_ATANH, TNK_EXP2, TNK_LOG2, TNK_LOG10, TNK_FRAC, TNK_ERFINV,
+  TNK_MISH, TNK_HARDSWISH, TNK_HARDSIGMOID,
+  TNK_LEAKY_RELU,  /* slope p0 */
+  TNK_HARDTANH,    /* clamp to [p0, p1], NaN kept */
+  TNK_ELU,         /* alpha p0, scale p1, input_scale p2 */
+  TNK_LOGIT,       /* eps p0 (< 0: no clamp) */
+  TNK_NAN_TO_NUM,  /* NaN -> p0, +inf -> p1, -inf -> p2 */
   TNK_UNARY_OP_COUNT
 } tnk_unary_op_t;
 
 /* out = op(in) elementwise, same floating dtype (f16, bf16, f32, f64) for
- * both; half types compute in fp32 and round once. */
+ * both; half types compute in fp32 and round once. TNK_NEG and TNK_ABS also
+ * take integer dtypes (wrapping). */
 typedef struct tnk_unary_args {
   tnk_shape_t shape;
   tnk_view_t out, in;
   int32_t op, dtype;
-  double p0;
+  double p0, p1, p2; /* op parameters */
 } tnk_unary_args_t;
 /* Bitwise not of an integer or bool view (same layout as tnk_unary). */
 void tnk_bitwise_not(const tnk_unary_args_t *args);

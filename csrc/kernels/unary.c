@@ -8,6 +8,48 @@
 #include "vmath.h"
 
 #define SIGMOID(x) (1 / (1 + EXP(-(x))))
+/* clamp to [0, 6], NaN kept (hardswish / hardsigmoid, as ATen writes them) */
+#define CLAMP06(v) ((v) < 0 ? 0 : (v) > 6 ? 6 : (v))
+#define LOGIT_CLAMP(x) ((x) < (C)p0 ? (C)p0 : (x) > 1 - (C)p0 ? 1 - (C)p0 : (x))
+
+/* Inverse error function: a rational first guess (Giles, "Approximating the
+ * erfinv function", GPU Gems 2012) refined by two Newton steps on erf. */
+static double erfinv_d(double y) {
+  if (y != y || y < -1 || y > 1) return NAN;
+  if (y == 1) return INFINITY;
+  if (y == -1) return -INFINITY;
+  double w = -log((1.0 - y) * (1.0 + y)), p;
+  if (w < 5.0) {
+    w -= 2.5;
+    p = 2.81022636e-08;
+    p = 3.43273939e-07 + p * w;
+    p = -3.5233877e-06 + p * w;
+    p = -4.39150654e-06 + p * w;
+    p = 0.00021858087 + p * w;
+    p = -0.00125372503 + p * w;
+    p = -0.00417768164 + p * w;
+    p = 0.246640727 + p * w;
+    p = 1.50140941 + p * w;
+  } else {
+    w = sqrt(w) - 3.0;
+    p = -0.000200214257;
+    p = 0.000100950558 + p * w;
+    p = 0.00134934322 + p * w;
+    p = -0.00367342844 + p * w;
+    p = 0.00573950773 + p * w;
+    p = -0.0076224613 + p * w;
+    p = 0.00943887047 + p * w;
+    p = 1.00167406 + p * w;
+    p = 2.83297682 + p * w;
+  }
+  double x = p * y;
+  for (int it = 0; it < 2; it++) {
+    double d = 1.1283791670955126 * exp(-x * x); /* erf'(x) */
+    if (d == 0) break;
+    x -= (erf(x) - y) / d;
+  }
+  return x;
+}
 
 #define UNARY_OPS(X)                                                          \
   X(exp, EXP(x))                                                              \
@@ -34,15 +76,42 @@
   X(ceil, CEIL(x))                                                            \
   X(floor, FLOOR(x))                                                          \
   X(trunc, TRUNC(x))                                                          \
-  X(round, NEARBYINT(x))
+  X(round, NEARBYINT(x))                                                      \
+  X(atan, ATAN(x))                                                            \
+  X(asin, ASIN(x))                                                            \
+  X(acos, ACOS(x))                                                            \
+  X(tan, TAN(x))                                                              \
+  X(sinh, SINH(x))                                                            \
+  X(cosh, COSH(x))                                                            \
+  X(asinh, ASINH(x))                                                          \
+  X(acosh, ACOSH(x))                                                          \
+  X(atanh, ATANH(x))                                                          \
+  X(exp2, EXP2(x))                                                            \
+  X(log2, LOG2(x))                                                            \
+  X(log10, LOG10(x))                                                          \
+  X(frac, (x) - TRUNC(x))                                                     \
+  X(erfinv, (C)erfinv_d((double)(x)))                                         \
+  X(mish, (x) * TANH(LOG1P(EXP(x))))                                          \
+  X(hardswish, (x) * CLAMP06((x) + 3) / 6)                                    \
+  X(hardsigmoid, CLAMP06((x) + 3) / 6)                                        \
+  X(leaky_relu, (x) > 0 ? (x) : (x) * (C)p0)                                  \
+  X(hardtanh, (x) < (C)p0 ? (C)p0 : (x) > (C)p1 ? (C)p1 : (x))                \
+  X(elu, (x) <= 0 ? EXPM1((x) * (C)p2) * ((C)p0 * (C)p1) : (x) * (C)p1)       \
+  X(logit, p0 < 0 ? LOG((x) / (1 - (x)))                                      \
+                  : LOG(LOGIT_CLAMP(x) / (1 - LOGIT_CLAMP(x))))               \
+  X(nan_to_num, (x) != (x) ? (C)p0 : (x) == (C)INFINITY ? (C)p1               \
+                : (x) == -(C)INFINITY ? (C)p2 : (x))
 
 typedef void (*uloop_fn)(char *o, const char *i, int64_t so, int64_t si,
-                         int64_t n, double p0);
+                         int64_t n, const double *p);
 
 #define DEFINE_LOOP(T, C, LOAD, STORE, NAME, EXPR)                            \
   static void NAME(char *o, const char *in, int64_t so, int64_t si,          \
-                   int64_t n, double p0) {                                    \
+                   int64_t n, const double *p) {                              \
+    const double p0 = p[0], p1 = p[1], p2 = p[2];                             \
     (void)p0;                                                                 \
+    (void)p1;                                                                 \
+    (void)p2;                                                                 \
     if (so == sizeof(T) && si == sizeof(T)) {                                 \
       T *restrict po = (T *)o;                                                \
       const T *restrict pi = (const T *)in;                                   \
@@ -79,6 +148,18 @@ typedef void (*uloop_fn)(char *o, const char *i, int64_t so, int64_t si,
 #define TRUNC truncf
 #define FLOOR floorf
 #define CEIL ceilf
+#define ATAN atanf
+#define ASIN asinf
+#define ACOS acosf
+#define TAN tanf
+#define SINH sinhf
+#define COSH coshf
+#define ASINH asinhf
+#define ACOSH acoshf
+#define ATANH atanhf
+#define EXP2 exp2f
+#define LOG2 log2f
+#define LOG10 log10f
 #define C float
 #define F32_LOOP(N, E) DEFINE_LOOP(float, float, ID, ID, f32_##N, E)
 #define BF16_LOOP(N, E) \
@@ -103,6 +184,18 @@ UNARY_OPS(F16_LOOP)
 #undef TRUNC
 #undef FLOOR
 #undef CEIL
+#undef ATAN
+#undef ASIN
+#undef ACOS
+#undef TAN
+#undef SINH
+#undef COSH
+#undef ASINH
+#undef ACOSH
+#undef ATANH
+#undef EXP2
+#undef LOG2
+#undef LOG10
 #undef C
 
 /* fp64 */
@@ -121,6 +214,18 @@ UNARY_OPS(F16_LOOP)
 #define TRUNC trunc
 #define FLOOR floor
 #define CEIL ceil
+#define ATAN atan
+#define ASIN asin
+#define ACOS acos
+#define TAN tan
+#define SINH sinh
+#define COSH cosh
+#define ASINH asinh
+#define ACOSH acosh
+#define ATANH atanh
+#define EXP2 exp2
+#define LOG2 log2
+#define LOG10 log10
 #define C double
 #define F64_LOOP(N, E) DEFINE_LOOP(double, double, ID, ID, f64_##N, E)
 UNARY_OPS(F64_LOOP)
@@ -131,17 +236,38 @@ UNARY_OPS(F64_LOOP)
 static const uloop_fn k_uloops[TNK_UNARY_OP_COUNT][TNK_DTYPE_COUNT] = {
     UNARY_OPS(TABLE_ROW)};
 
-int tnk_unary_supported(int op, int dtype) {
-  return op >= 0 && op < TNK_UNARY_OP_COUNT && dtype >= 0 &&
-         dtype < TNK_DTYPE_COUNT && k_uloops[op][dtype] != NULL;
+/* Integer negation and absolute value, wrapping as PyTorch's do. */
+#define INEG(x) ((int64_t)(0 - (uint64_t)(x)))
+#define IABS(x) ((x) < 0 ? INEG(x) : (x))
+#define INT_LOOP(T, NAME, EXPR) DEFINE_LOOP(T, int64_t, ID, (T), NAME, EXPR)
+#define INT_UNARY(T, SFX) INT_LOOP(T, neg_##SFX, INEG(x)) INT_LOOP(T, abs_##SFX, IABS(x))
+INT_UNARY(uint8_t, u8)
+INT_UNARY(int8_t, i8)
+INT_UNARY(int16_t, i16)
+INT_UNARY(int32_t, i32)
+INT_UNARY(int64_t, i64)
+static const uloop_fn k_int_uloops[2][TNK_DTYPE_COUNT] = {
+    {[TNK_U8] = neg_u8, [TNK_I8] = neg_i8, [TNK_I16] = neg_i16, [TNK_I32] = neg_i32,
+     [TNK_I64] = neg_i64},
+    {[TNK_U8] = abs_u8, [TNK_I8] = abs_i8, [TNK_I16] = abs_i16, [TNK_I32] = abs_i32,
+     [TNK_I64] = abs_i64}};
+
+static uloop_fn uloop(int op, int dtype) {
+  if (op < 0 || op >= TNK_UNARY_OP_COUNT || dtype < 0 || dtype >= TNK_DTYPE_COUNT) return NULL;
+  if (k_uloops[op][dtype]) return k_uloops[op][dtype];
+  if (op == TNK_NEG) return k_int_uloops[0][dtype];
+  if (op == TNK_ABS) return k_int_uloops[1][dtype];
+  return NULL;
 }
+
+int tnk_unary_supported(int op, int dtype) { return uloop(op, dtype) != NULL; }
 
 typedef struct un_ctx {
   tnk_shape_t shape;
   tnk_view_t v[2];
   uloop_fn fn;
   int64_t esz;
-  double p0;
+  double p[3];
   int vsigmoid; /* 1 sigmoid, 2 silu, 3 exp: contiguous fp32 vector bodies */
 } un_ctx_t;
 
@@ -160,7 +286,7 @@ static void un_rows(void *p, int64_t begin, int64_t end) {
     c->fn((char *)c->v[0].data + off[0] * c->esz,
           (const char *)c->v[1].data + off[1] * c->esz,
           c->v[0].strides[nd - 1] * c->esz, c->v[1].strides[nd - 1] * c->esz,
-          inner, c->p0);
+          inner, c->p);
   }
 }
 
@@ -179,7 +305,7 @@ static void un_chunks(void *p, int64_t begin, int64_t end) {
   c->fn((char *)c->v[0].data + begin * c->v[0].strides[0] * c->esz,
         (const char *)c->v[1].data + begin * c->v[1].strides[0] * c->esz,
         c->v[0].strides[0] * c->esz, c->v[1].strides[0] * c->esz, end - begin,
-        c->p0);
+        c->p);
 }
 
 void tnk_unary(const tnk_unary_args_t *a) {
@@ -193,9 +319,11 @@ void tnk_unary(const tnk_unary_args_t *a) {
     c.shape.sizes[0] = 1;
     c.v[0].strides[0] = c.v[1].strides[0] = 0;
   }
-  c.fn = k_uloops[a->op][a->dtype];
+  c.fn = uloop(a->op, a->dtype);
   c.esz = (int64_t)tnk_dtype_size(a->dtype);
-  c.p0 = a->p0;
+  c.p[0] = a->p0;
+  c.p[1] = a->p1;
+  c.p[2] = a->p2;
   int64_t inner = c.shape.sizes[c.shape.ndim - 1];
   if (c.shape.ndim == 1 && a->dtype == TNK_F32 && c.v[0].strides[0] == 1 &&
       c.v[1].strides[0] == 1 && (a->op == TNK_SIGMOID || a->op == TNK_SILU || a->op == TNK_EXP))
