@@ -420,7 +420,8 @@ static void test_unary(void) {
   int bad = 0;
   for (int op = 0; op < TNK_UNARY_OP_COUNT; op++) {
     tnk_unary_args_t a = {.shape = {1, 0, {7}}, .out = {out, TNK_F32, 0, {1}},
-                          .in = {x, TNK_F32, 0, {1}}, .op = op, .dtype = TNK_F32, .p0 = 2.0};
+                          .in = {x, TNK_F32, 0, {1}}, .op = op, .dtype = TNK_F32, .p0 = 2.0,
+                          .p1 = 3.0, .p2 = 0.5};
     tnk_unary(&a);
     tnk_unary_args_t b = a;
     b.out = (tnk_view_t){ob, TNK_BF16, 0, {1}};
@@ -452,17 +453,55 @@ static void test_unary(void) {
         case TNK_FLOOR: w = floor(v); break;
         case TNK_TRUNC: w = trunc(v); break;
         case TNK_ROUND: w = nearbyint(v); break; /* half to even */
+        case TNK_ATAN: w = atan(v); break;
+        case TNK_ASIN: w = asin(v); break;
+        case TNK_ACOS: w = acos(v); break;
+        case TNK_TAN: w = tan(v); break;
+        case TNK_SINH: w = sinh(v); break;
+        case TNK_COSH: w = cosh(v); break;
+        case TNK_ASINH: w = asinh(v); break;
+        case TNK_ACOSH: w = acosh(v); break;
+        case TNK_ATANH: w = atanh(v); break;
+        case TNK_EXP2: w = exp2(v); break;
+        case TNK_LOG2: w = log2(v); break;
+        case TNK_LOG10: w = log10(v); break;
+        case TNK_FRAC: w = v - trunc(v); break;
+        /* erf(erfinv(v)) == v: checked through erf below */
+        case TNK_ERFINV: w = fabs(v) < 1 ? v : fabs(v) == 1 ? copysign(INFINITY, v) : NAN; break;
+        case TNK_MISH: w = v * tanh(log1p(exp(v))); break;
+        case TNK_HARDSWISH: w = v * fmin(fmax(v + 3, 0), 6) / 6; break;
+        case TNK_HARDSIGMOID: w = fmin(fmax(v + 3, 0), 6) / 6; break;
+        case TNK_LEAKY_RELU: w = v > 0 ? v : 2.0 * v; break;
+        case TNK_HARDTANH: w = fmin(fmax(v, 2.0), 3.0); break;
+        case TNK_ELU: w = v <= 0 ? expm1(v * 0.5) * 2.0 * 3.0 : v * 3.0; break;
+        case TNK_LOGIT: w = NAN; break; /* eps 2 clamps to [2, -1]: log(-2) */
+        case TNK_NAN_TO_NUM: w = v; break;
         default: w = pow(v, 2.0); break;
       }
       double got = out[i], gotb = tnk_bf16_to_f32(ob[i]);
+      if (op == TNK_ERFINV && fabs(v) < 1) {
+        got = erf(got);
+        gotb = erf(gotb);
+      }
       if (isnan(w)) { bad += !isnan(got) + !isnan(gotb); continue; }
       if (isinf(w)) { bad += got != (float)w; continue; }
-      if (fabs(got - w) > 1e-5 * (1 + fabs(w))) bad++;
-      if (fabs(gotb - w) > 2e-2 * (1 + fabs(w))) bad++;
+      if (fabs(got - w) > 1e-5 * (1 + fabs(w)) || fabs(gotb - w) > 2e-2 * (1 + fabs(w))) {
+        printf("  unary op %d at %g: %g (bf16 %g), want %g\n", op, v, got, gotb, w);
+        bad++;
+      }
     }
   }
   CHECK(bad == 0);
   CHECK(!tnk_unary_supported(TNK_EXP, TNK_I32));
+  /* integer neg/abs wrap as PyTorch's do */
+  int8_t i8[4] = {-128, -3, 0, 127}, o8[4];
+  tnk_unary_args_t ia = {.shape = {1, 0, {4}}, .out = {o8, TNK_I8, 0, {1}},
+                         .in = {i8, TNK_I8, 0, {1}}, .op = TNK_ABS, .dtype = TNK_I8};
+  tnk_unary(&ia);
+  CHECK(o8[0] == -128 && o8[1] == 3 && o8[2] == 0 && o8[3] == 127);
+  ia.op = TNK_NEG;
+  tnk_unary(&ia);
+  CHECK(o8[0] == -128 && o8[1] == 3 && o8[2] == 0 && o8[3] == -127);
 }
 
 static void test_activation_backward(void) {
