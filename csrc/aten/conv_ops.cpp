@@ -4,6 +4,11 @@
 // CPU through the counted fallback (fallback.cpp).
 #include "neuron.h"
 
+#include <ATen/Operators.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Pool.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/UpSample.h>
 #include <torch/library.h>
 
 namespace torch_neuronx {
@@ -149,9 +154,427 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_native_backward(
   return {gx, gw, gb};
 }
 
+// ------------------------------------------------ pooling and resampling
+// Inputs are [C, H, W] or [N, C, H, W]; the kernels read and write NCHW
+// planes, so other layouts go through a contiguous copy, and results land in
+// the layout ATen gives the input (channels-last stays channels-last).
+
+namespace {
+void pool_task(void* p) { tnk_pool2d(static_cast<tnk_pool2d_args_t*>(p)); }
+void bilinear_task(void* p) {
+  tnk_upsample_bilinear2d(static_cast<tnk_upsample2d_args_t*>(p));
+}
+
+bool spatial_ok(const at::Tensor& t) {
+  bool ok;
+  tnk_dtype_t dt = to_tnk(t.scalar_type(), &ok);
+  return ok && tnk_pool2d_supported(dt) && (t.dim() == 3 || t.dim() == 4);
+}
+
+// Writes the NCHW result `r` into `out` (resized to r's shape in `fmt`).
+at::Tensor& deliver(at::Tensor& out, const at::Tensor& r, at::MemoryFormat fmt) {
+  if (out.is_same(r)) return out;
+  if (at::native::resize_output(out, r.sizes()) && fmt != at::MemoryFormat::Contiguous)
+    out.resize_(r.sizes(), fmt);  // a fresh output takes the input's layout
+  out.copy_(r);
+  return out;
+}
+
+at::MemoryFormat format_of(const at::Tensor& t) {
+  return t.dim() == 4 ? t.suggest_memory_format() : at::MemoryFormat::Contiguous;
+}
+
+// Result tensor of `shape` in `fmt`, and the NCHW buffer the kernel writes.
+std::pair<at::Tensor, at::Tensor> result_pair(at::IntArrayRef shape, const at::TensorOptions& o,
+                                             at::MemoryFormat fmt) {
+  at::Tensor nchw = at::empty(shape, o);
+  if (fmt == at::MemoryFormat::Contiguous) return {nchw, nchw};
+  return {at::empty(shape, o.memory_format(fmt)), nchw};
+}
+
+struct PoolGeom {
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw, c, h, w, oh, ow, planes;
+};
+
+int64_t pick(at::IntArrayRef v, int i, int64_t dflt) {
+  if (v.empty()) return dflt;
+  return v.size() > static_cast<size_t>(i) ? v[i] : v[0];
+}
+
+PoolGeom pool_geometry(const at::Tensor& x, at::IntArrayRef k, at::IntArrayRef st,
+                       at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode,
+                       const char* name) {
+  TORCH_CHECK(k.size() == 1 || k.size() == 2, name,
+              ": kernel_size must either be a single int, or a tuple of two ints");
+  TORCH_CHECK(st.empty() || st.size() == 1 || st.size() == 2, name,
+              ": stride must either be omitted, a single int, or a tuple of two ints");
+  TORCH_CHECK(pad.size() == 1 || pad.size() == 2, name,
+              ": padding must either be a single int, or a tuple of two ints");
+  TORCH_CHECK(dil.size() == 1 || dil.size() == 2, name,
+              ": dilation must be either a single int, or a tuple of two ints");
+  PoolGeom g{};
+  g.kh = k[0];
+  g.kw = pick(k, 1, g.kh);
+  g.sh = st.empty() ? g.kh : st[0];
+  g.sw = st.empty() ? g.kw : pick(st, 1, g.sh);
+  g.ph = pad[0];
+  g.pw = pick(pad, 1, g.ph);
+  g.dh = dil[0];
+  g.dw = pick(dil, 1, g.dh);
+  TORCH_CHECK(g.sh != 0 && g.sw != 0, "stride should not be zero");
+  TORCH_CHECK(x.dim() == 3 || x.dim() == 4, "Expected 3D or 4D (batch mode) tensor with "
+              "optional 0 dim batch size for input, but got:", x.sizes());
+  g.c = x.size(-3);
+  g.h = x.size(-2);
+  g.w = x.size(-1);
+  g.planes = x.numel() / std::max<int64_t>(1, g.h * g.w);
+  if (x.dim() == 4) g.planes = x.size(0) * g.c;
+  g.oh = at::native::pooling_output_shape<int64_t>(g.h, g.kh, g.ph, g.sh, g.dh, ceil_mode);
+  g.ow = at::native::pooling_output_shape<int64_t>(g.w, g.kw, g.pw, g.sw, g.dw, ceil_mode);
+  at::native::pool2d_shape_check(x, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.c, g.h,
+                                 g.w, g.oh, g.ow, format_of(x));
+  return g;
+}
+
+std::vector<int64_t> pooled_shape(const at::Tensor& x, int64_t oh, int64_t ow) {
+  std::vector<int64_t> s(x.sizes().begin(), x.sizes().end());
+  s[s.size() - 2] = oh;
+  s[s.size() - 1] = ow;
+  return s;
+}
+
+tnk_pool2d_args_t pool_args(const PoolGeom& g, int kind, const at::Tensor& x) {
+  tnk_pool2d_args_t a{};
+  a.planes = g.planes;
+  a.h = g.h;
+  a.w = g.w;
+  a.oh = g.oh;
+  a.ow = g.ow;
+  a.kh = static_cast<int32_t>(g.kh);
+  a.kw = static_cast<int32_t>(g.kw);
+  a.sh = static_cast<int32_t>(g.sh);
+  a.sw = static_cast<int32_t>(g.sw);
+  a.ph = static_cast<int32_t>(g.ph);
+  a.pw = static_cast<int32_t>(g.pw);
+  a.dh = static_cast<int32_t>(g.dh);
+  a.dw = static_cast<int32_t>(g.dw);
+  bool ok;
+  a.dtype = to_tnk(x.scalar_type(), &ok);
+  a.kind = kind;
+  return a;
+}
+}  // namespace
+
+std::tuple<at::Tensor&, at::Tensor&> max_pool2d_with_indices_out(
+    const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef pad,
+    at::IntArrayRef dil, bool ceil_mode, at::Tensor& out, at::Tensor& indices) {
+  if (!spatial_ok(self))
+    return at::native::call_fallback_fn<&neuron_cpu_fallback,
+                                        ATEN_OP(max_pool2d_with_indices_out)>::call(
+        self, k, st, pad, dil, ceil_mode, out, indices);
+  PoolGeom g = pool_geometry(self, k, st, pad, dil, ceil_mode, "max_pool2d");
+  at::MemoryFormat fmt = format_of(self);
+  auto shape = pooled_shape(self, g.oh, g.ow);
+  auto [res, buf] = result_pair(shape, self.options(), fmt);
+  auto [ires, ibuf] = result_pair(shape, self.options().dtype(at::kLong), fmt);
+  if (buf.numel()) {
+    at::Tensor x = self.contiguous();
+    tnk_pool2d_args_t a = pool_args(g, TNK_POOL_MAX, self);
+    a.in = x.const_data_ptr();
+    a.out = buf.data_ptr();
+    a.indices = ibuf.data_ptr<int64_t>();
+    launch(self.device().index(), pool_task, &a, sizeof a, "aten::max_pool2d_with_indices");
+    if (!res.is_same(buf)) {
+      res.copy_(buf);
+      ires.copy_(ibuf);
+    }
+  }
+  deliver(out, res, fmt);
+  deliver(indices, ires, fmt);
+  return {out, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> max_pool2d_with_indices(const at::Tensor& self,
+                                                           at::IntArrayRef k,
+                                                           at::IntArrayRef st,
+                                                           at::IntArrayRef pad,
+                                                           at::IntArrayRef dil, bool ceil_mode) {
+  at::Tensor out = at::empty({0}, self.options());
+  at::Tensor idx = at::empty({0}, self.options().dtype(at::kLong));
+  max_pool2d_with_indices_out(self, k, st, pad, dil, ceil_mode, out, idx);
+  return {out, idx};
+}
+
+at::Tensor& max_pool2d_with_indices_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                                 at::IntArrayRef k, at::IntArrayRef st,
+                                                 at::IntArrayRef pad, at::IntArrayRef dil,
+                                                 bool ceil_mode, const at::Tensor& indices,
+                                                 at::Tensor& gin) {
+  if (!spatial_ok(self) || grad.scalar_type() != self.scalar_type() ||
+      indices.scalar_type() != at::kLong)
+    return at::native::call_fallback_fn<&neuron_cpu_fallback,
+                                        ATEN_OP(max_pool2d_with_indices_backward_grad_input)>::
+        call(grad, self, k, st, pad, dil, ceil_mode, indices, gin);
+  PoolGeom g = pool_geometry(self, k, st, pad, dil, ceil_mode, "max_pool2d_backward");
+  at::native::max_pool2d_backward_shape_check(
+      self, grad, indices, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.c, g.h, g.w, g.oh,
+      g.ow, format_of(self));
+  at::MemoryFormat fmt = format_of(self);
+  auto [res, buf] = result_pair(self.sizes(), self.options(), fmt);
+  if (buf.numel()) {
+    at::Tensor go = grad.contiguous(), ix = indices.contiguous();
+    tnk_pool2d_args_t a = pool_args(g, TNK_POOL_MAX, self);
+    a.backward = 1;
+    a.in = go.const_data_ptr();
+    a.out = buf.data_ptr();
+    a.indices = const_cast<int64_t*>(ix.const_data_ptr<int64_t>());
+    a.fault = fault_sink(self.device().index(), "max_pool2d_backward", false);
+    launch(self.device().index(), pool_task, &a, sizeof a,
+           "aten::max_pool2d_with_indices_backward");
+    if (!res.is_same(buf)) res.copy_(buf);
+  }
+  return deliver(gin, res, fmt);
+}
+
+at::Tensor max_pool2d_with_indices_backward(const at::Tensor& grad, const at::Tensor& self,
+                                            at::IntArrayRef k, at::IntArrayRef st,
+                                            at::IntArrayRef pad, at::IntArrayRef dil,
+                                            bool ceil_mode, const at::Tensor& indices) {
+  at::Tensor gin = at::empty({0}, self.options());
+  return max_pool2d_with_indices_backward_out(grad, self, k, st, pad, dil, ceil_mode, indices,
+                                              gin);
+}
+
+namespace {
+void check_divisor(std::optional<int64_t> d) {
+  TORCH_CHECK(!d.has_value() || *d != 0, "divisor must be not zero");
+}
+
+// The average-pool forward or backward (grad defined) into a new tensor.
+at::Tensor avg_pool_run(const at::Tensor& self, const at::Tensor* grad, at::IntArrayRef k,
+                        at::IntArrayRef st, at::IntArrayRef pad, bool ceil_mode,
+                        bool count_include_pad, std::optional<int64_t> divisor) {
+  check_divisor(divisor);
+  PoolGeom g = pool_geometry(self, k, st, pad, at::IntArrayRef{1}, ceil_mode,
+                             grad ? "avg_pool2d_backward" : "avg_pool2d");
+  at::MemoryFormat fmt = format_of(self);
+  if (grad)
+    at::native::avg_pool2d_backward_shape_check(
+        self, *grad, self.dim() == 4 ? self.size(0) : 1, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw,
+        g.c, g.h, g.w, g.oh, g.ow, fmt);
+  auto [res, buf] = result_pair(grad ? self.sizes().vec() : pooled_shape(self, g.oh, g.ow),
+                                self.options(), fmt);
+  if (buf.numel()) {
+    at::Tensor in = grad ? grad->contiguous() : self.contiguous();
+    tnk_pool2d_args_t a = pool_args(g, TNK_POOL_AVG, self);
+    a.backward = grad != nullptr;
+    a.count_include_pad = count_include_pad;
+    a.divisor = divisor.value_or(0);
+    a.in = in.const_data_ptr();
+    a.out = buf.data_ptr();
+    launch(self.device().index(), pool_task, &a, sizeof a,
+           grad ? "aten::avg_pool2d_backward" : "aten::avg_pool2d");
+    if (!res.is_same(buf)) res.copy_(buf);
+  }
+  return res;
+}
+}  // namespace
+
+at::Tensor avg_pool2d(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef st,
+                      at::IntArrayRef pad, bool ceil_mode, bool cip,
+                      std::optional<int64_t> divisor) {
+  if (!spatial_ok(self))
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(avg_pool2d)>::call(
+        self, k, st, pad, ceil_mode, cip, divisor);
+  return avg_pool_run(self, nullptr, k, st, pad, ceil_mode, cip, divisor);
+}
+
+at::Tensor& avg_pool2d_out(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef st,
+                           at::IntArrayRef pad, bool ceil_mode, bool cip,
+                           std::optional<int64_t> divisor, at::Tensor& out) {
+  if (!spatial_ok(self) || out.scalar_type() != self.scalar_type())
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(avg_pool2d_out)>::call(
+        self, k, st, pad, ceil_mode, cip, divisor, out);
+  return deliver(out, avg_pool_run(self, nullptr, k, st, pad, ceil_mode, cip, divisor),
+                 format_of(self));
+}
+
+at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& self,
+                               at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef pad,
+                               bool ceil_mode, bool cip, std::optional<int64_t> divisor) {
+  if (!spatial_ok(self) || grad.scalar_type() != self.scalar_type())
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(avg_pool2d_backward)>::
+        call(grad, self, k, st, pad, ceil_mode, cip, divisor);
+  return avg_pool_run(self, &grad, k, st, pad, ceil_mode, cip, divisor);
+}
+
+at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                    at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef pad,
+                                    bool ceil_mode, bool cip, std::optional<int64_t> divisor,
+                                    at::Tensor& gin) {
+  if (!spatial_ok(self) || grad.scalar_type() != self.scalar_type())
+    return at::native::call_fallback_fn<&neuron_cpu_fallback,
+                                        ATEN_OP(avg_pool2d_backward_grad_input)>::
+        call(grad, self, k, st, pad, ceil_mode, cip, divisor, gin);
+  return deliver(gin, avg_pool_run(self, &grad, k, st, pad, ceil_mode, cip, divisor),
+                 format_of(self));
+}
+
+namespace {
+at::Tensor adaptive_avg_run(const at::Tensor& self, const at::Tensor* grad, int64_t oh,
+                            int64_t ow) {
+  for (int64_t i = 1; i < self.dim(); i++)
+    TORCH_CHECK(self.size(i) > 0, "adaptive_avg_pool2d(): Expected input to have non-zero "
+                "size for non-batch dimensions, but input has sizes ", self.sizes(),
+                " with dimension ", i, " being empty");
+  TORCH_CHECK(oh >= 0 && ow >= 0, "adaptive_avg_pool2d: elements of output_size must be "
+              "greater than or equal to 0 but received {", oh, ", ", ow, "}");
+  PoolGeom g{};
+  g.h = self.size(-2);
+  g.w = self.size(-1);
+  g.oh = oh;
+  g.ow = ow;
+  g.planes = self.dim() == 4 ? self.size(0) * self.size(1) : self.size(0);
+  at::MemoryFormat fmt = format_of(self);
+  auto [res, buf] = result_pair(grad ? self.sizes().vec() : pooled_shape(self, oh, ow),
+                                self.options(), fmt);
+  if (buf.numel()) {
+    at::Tensor in = grad ? grad->contiguous() : self.contiguous();
+    tnk_pool2d_args_t a = pool_args(g, TNK_POOL_ADAPTIVE_AVG, self);
+    a.backward = grad != nullptr;
+    a.in = in.const_data_ptr();
+    a.out = buf.data_ptr();
+    launch(self.device().index(), pool_task, &a, sizeof a,
+           grad ? "aten::_adaptive_avg_pool2d_backward" : "aten::_adaptive_avg_pool2d");
+    if (!res.is_same(buf)) res.copy_(buf);
+  }
+  return res;
+}
+}  // namespace
+
+at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef size) {
+  TORCH_CHECK(size.size() == 2, "adaptive_avg_pool2d: output_size must be 2");
+  TORCH_CHECK(self.dim() == 3 || self.dim() == 4, "adaptive_avg_pool2d(): Expected 3D or 4D "
+              "tensor, but got ", self.sizes());
+  if (!spatial_ok(self))
+    return at::native::call_fallback_fn_symint<&neuron_cpu_fallback, ATEN_OP(_adaptive_avg_pool2d)>::
+        call(self, size);
+  return adaptive_avg_run(self, nullptr, size[0].expect_int(), size[1].expect_int());
+}
+
+at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& self) {
+  if (!spatial_ok(self) || grad.scalar_type() != self.scalar_type())
+    return at::native::call_fallback_fn<&neuron_cpu_fallback,
+                                        ATEN_OP(_adaptive_avg_pool2d_backward)>::call(grad, self);
+  TORCH_CHECK(grad.dim() == self.dim(), "adaptive_avg_pool2d_backward(): gradient and input "
+              "ranks differ: ", grad.sizes(), " vs ", self.sizes());
+  return adaptive_avg_run(self, &grad, grad.size(-2), grad.size(-1));
+}
+
+// upsample_bilinear2d: ATen's shape checks and scale rules, our kernel.
+namespace {
+at::Tensor bilinear_run(const at::Tensor& in, const at::Tensor& like, int64_t oh, int64_t ow,
+                        int64_t h, int64_t w, bool align, std::optional<double> sh,
+                        std::optional<double> sw, bool backward) {
+  at::MemoryFormat fmt = format_of(like);
+  std::vector<int64_t> shape = {like.size(0), like.size(1), backward ? h : oh, backward ? w : ow};
+  auto [res, buf] = result_pair(shape, like.options(), fmt);
+  if (buf.numel() && in.numel()) {
+    at::Tensor x = in.contiguous();
+    tnk_upsample2d_args_t a{};
+    a.in = x.const_data_ptr();
+    a.out = buf.data_ptr();
+    a.planes = like.size(0) * like.size(1);
+    a.h = h;
+    a.w = w;
+    a.oh = oh;
+    a.ow = ow;
+    a.scale_h = at::native::area_pixel_compute_scale<double>(h, oh, align, sh);
+    a.scale_w = at::native::area_pixel_compute_scale<double>(w, ow, align, sw);
+    bool ok;
+    a.dtype = to_tnk(like.scalar_type(), &ok);
+    a.align_corners = align;
+    a.backward = backward;
+    launch(like.device().index(), bilinear_task, &a, sizeof a,
+           backward ? "aten::upsample_bilinear2d_backward" : "aten::upsample_bilinear2d");
+    if (!res.is_same(buf)) res.copy_(buf);
+  } else if (buf.numel()) {
+    res.zero_();
+  }
+  return res;
+}
+}  // namespace
+
+at::Tensor& upsample_bilinear2d_out(const at::Tensor& self, c10::SymIntArrayRef osize,
+                                    bool align, std::optional<double> sh,
+                                    std::optional<double> sw, at::Tensor& out) {
+  if (!spatial_ok(self) || self.dim() != 4 || out.scalar_type() != self.scalar_type())
+    return at::native::call_fallback_fn_symint<&neuron_cpu_fallback, ATEN_OP(upsample_bilinear2d_out)>::
+        call(self, osize, align, sh, sw, out);
+  auto full = at::native::upsample_2d_common_check(self.sizes(), C10_AS_INTARRAYREF_SLOW(osize));
+  at::Tensor r = bilinear_run(self, self, full[2], full[3], self.size(2), self.size(3), align,
+                              sh, sw, false);
+  return deliver(out, r, format_of(self));
+}
+
+at::Tensor upsample_bilinear2d(const at::Tensor& self, c10::SymIntArrayRef osize, bool align,
+                               std::optional<double> sh, std::optional<double> sw) {
+  at::Tensor out = at::empty({0}, self.options());
+  if (!spatial_ok(self) || self.dim() != 4)
+    return at::native::call_fallback_fn_symint<&neuron_cpu_fallback, ATEN_OP(upsample_bilinear2d)>::
+        call(self, osize, align, sh, sw);
+  return upsample_bilinear2d_out(self, osize, align, sh, sw, out);
+}
+
+at::Tensor& upsample_bilinear2d_backward_out(const at::Tensor& grad, c10::SymIntArrayRef osize,
+                                             c10::SymIntArrayRef isize, bool align,
+                                             std::optional<double> sh,
+                                             std::optional<double> sw, at::Tensor& gin) {
+  if (!spatial_ok(grad) || grad.dim() != 4 || gin.scalar_type() != grad.scalar_type())
+    return at::native::call_fallback_fn_symint<&neuron_cpu_fallback,
+                                        ATEN_OP(upsample_bilinear2d_backward_grad_input)>::
+        call(grad, osize, isize, align, sh, sw, gin);
+  TORCH_CHECK(osize.size() == 2, "It is expected output_size equals to 2, but got size ",
+              osize.size());
+  TORCH_CHECK(isize.size() == 4, "It is expected input_size equals to 4, but got size ",
+              isize.size());
+  int64_t oh = osize[0].expect_int(), ow = osize[1].expect_int();
+  std::vector<int64_t> in_sizes = {isize[0].expect_int(), isize[1].expect_int(),
+                                   isize[2].expect_int(), isize[3].expect_int()};
+  TORCH_CHECK(grad.size(0) == in_sizes[0] && grad.size(1) == in_sizes[1] &&
+                  grad.size(2) == oh && grad.size(3) == ow,
+              "Expected grad_output to have the shape [", in_sizes[0], ", ", in_sizes[1], ", ",
+              oh, ", ", ow, "], but got ", grad.sizes());
+  at::Tensor like = at::empty(in_sizes, grad.options().memory_format(format_of(grad)));
+  at::Tensor r = bilinear_run(grad, like, oh, ow, in_sizes[2], in_sizes[3], align, sh, sw,
+                              true);
+  return deliver(gin, r, format_of(grad));
+}
+
+at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad, c10::SymIntArrayRef osize,
+                                        c10::SymIntArrayRef isize, bool align,
+                                        std::optional<double> sh, std::optional<double> sw) {
+  at::Tensor gin = at::empty({0}, grad.options());
+  return upsample_bilinear2d_backward_out(grad, osize, isize, align, sh, sw, gin);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", conv_native_forward);
   m.impl("convolution_backward_overrideable", conv_native_backward);
+  m.impl("max_pool2d_with_indices", max_pool2d_with_indices);
+  m.impl("max_pool2d_with_indices.out", max_pool2d_with_indices_out);
+  m.impl("max_pool2d_with_indices_backward", max_pool2d_with_indices_backward);
+  m.impl("max_pool2d_with_indices_backward.grad_input", max_pool2d_with_indices_backward_out);
+  m.impl("avg_pool2d", avg_pool2d);
+  m.impl("avg_pool2d.out", avg_pool2d_out);
+  m.impl("avg_pool2d_backward", avg_pool2d_backward);
+  m.impl("avg_pool2d_backward.grad_input", avg_pool2d_backward_out);
+  m.impl("_adaptive_avg_pool2d", adaptive_avg_pool2d);
+  m.impl("_adaptive_avg_pool2d_backward", adaptive_avg_pool2d_backward);
+  m.impl("upsample_bilinear2d", upsample_bilinear2d);
+  m.impl("upsample_bilinear2d.out", upsample_bilinear2d_out);
+  m.impl("upsample_bilinear2d_backward", upsample_bilinear2d_backward);
+  m.impl("upsample_bilinear2d_backward.grad_input", upsample_bilinear2d_backward_out);
 }
 
 }  // namespace torch_neuronx

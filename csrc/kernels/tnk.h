@@ -507,6 +507,45 @@ typedef struct tnk_im2col_args {
 } tnk_im2col_args_t;
 void tnk_im2col(const tnk_im2col_args_t *args);
 
+/* ---- pooling and resampling (kernels/spatial.c) ----------------------------- */
+
+/* 2-D pooling over `planes` contiguous [h, w] planes (N*C of an NCHW
+ * tensor) into [oh, ow] planes; floating dtypes, fp64 accumulation.
+ * Windows follow ATen: start o*s - p, dilation d (max only); average:
+ * divisor_override when nonzero, else the window size with
+ * (count_include_pad) or without the padding; adaptive average: window
+ * [floor(o*h/oh), ceil((o+1)*h/oh)). Max keeps the first maximum, NaN wins;
+ * indices are flat offsets h*w_in + w in the input plane.
+ * Backward: `in` is the output gradient, `out` the input gradient (written
+ * whole); max reads `indices` and reports an index outside the plane as a
+ * fault (skipped). */
+enum { TNK_POOL_MAX = 0, TNK_POOL_AVG, TNK_POOL_ADAPTIVE_AVG };
+typedef struct tnk_pool2d_args {
+  const void *in;
+  void *out;
+  int64_t *indices;
+  int64_t planes, h, w, oh, ow, divisor;
+  int32_t kh, kw, sh, sw, ph, pw, dh, dw;
+  int32_t dtype, kind, backward, count_include_pad;
+  tnk_fault_t fault;
+} tnk_pool2d_args_t;
+int tnk_pool2d_supported(int dtype);
+void tnk_pool2d(const tnk_pool2d_args_t *args);
+
+/* Bilinear resampling of `planes` contiguous [h, w] planes to [oh, ow], as
+ * ATen's upsample_bilinear2d: source = scale * dst with align_corners,
+ * else max(scale * (dst + 0.5) - 0.5, 0); scale_h/scale_w are ATen's
+ * area_pixel_compute_scale. Backward (in = output gradient, out = input
+ * gradient, written whole) scatters each gradient to its four taps. */
+typedef struct tnk_upsample2d_args {
+  const void *in;
+  void *out;
+  int64_t planes, h, w, oh, ow;
+  double scale_h, scale_w;
+  int32_t dtype, align_corners, backward, pad_;
+} tnk_upsample2d_args_t;
+void tnk_upsample_bilinear2d(const tnk_upsample2d_args_t *args);
+
 /* ---- fused optimizers -------------------------------------------------------- */
 
 /* One Adam/AdamW step over n contiguous elements of one parameter, in one

@@ -616,6 +616,50 @@ static void test_ternary_softmax_reduce_layernorm(void) {
   CHECK(bad == 0);
 }
 
+static void test_pool_upsample(void) {
+  /* 4x5 plane: max 2x2 stride 2 with padding 1, avg and bilinear; backward
+   * passes conserve the gradient's sum (avg without padding, bilinear) */
+  float x[20], out[12], gout[12], gin[20];
+  int64_t idx[12];
+  for (int i = 0; i < 20; i++) x[i] = (float)((i * 7) % 11) - 5.0f;
+  tnk_pool2d_args_t a = {.in = x, .out = out, .indices = idx, .planes = 1, .h = 4, .w = 5,
+                         .oh = 3, .ow = 3, .kh = 2, .kw = 2, .sh = 2, .sw = 2, .ph = 1,
+                         .pw = 1, .dh = 1, .dw = 1, .dtype = TNK_F32, .kind = TNK_POOL_MAX};
+  tnk_pool2d(&a);
+  int bad = 0;
+  for (int oh = 0; oh < 3; oh++)
+    for (int ow = 0; ow < 3; ow++) {
+      float best = -INFINITY;
+      for (int y = oh * 2 - 1; y < oh * 2 + 1; y++)
+        for (int xx = ow * 2 - 1; xx < ow * 2 + 1; xx++)
+          if (y >= 0 && y < 4 && xx >= 0 && xx < 5 && x[y * 5 + xx] > best) best = x[y * 5 + xx];
+      bad += out[oh * 3 + ow] != best || x[idx[oh * 3 + ow]] != best;
+    }
+  CHECK(bad == 0);
+  for (int i = 0; i < 12; i++) gout[i] = 1.0f + (float)i;
+  a.backward = 1;
+  a.in = gout;
+  a.out = gin;
+  tnk_pool2d(&a);
+  double s = 0;
+  for (int i = 0; i < 20; i++) s += gin[i];
+  CHECK(s == 45.0); /* each of the 9 output gradients lands on one input */
+  tnk_upsample2d_args_t u = {.in = x, .out = gin, .planes = 1, .h = 4, .w = 5, .oh = 2,
+                             .ow = 2, .scale_h = 2.0, .scale_w = 2.5, .dtype = TNK_F32};
+  tnk_upsample_bilinear2d(&u);
+  u.backward = 1;
+  u.in = gout;
+  u.out = gin;
+  u.oh = 3;
+  u.ow = 4;
+  u.scale_h = 4.0 / 3;
+  u.scale_w = 5.0 / 4;
+  tnk_upsample_bilinear2d(&u);
+  s = 0;
+  for (int i = 0; i < 20; i++) s += gin[i];
+  CHECK(fabs(s - 78.0) < 1e-4); /* tap weights sum to one */
+}
+
 int main(void) {
   RUN(test_philox_known_answers);
   RUN(test_half_conversions);
@@ -627,6 +671,7 @@ int main(void) {
   RUN(test_attention);
   RUN(test_gemm_variants);
   RUN(test_unary);
+  RUN(test_pool_upsample);
   RUN(test_activation_backward);
   RUN(test_ternary_softmax_reduce_layernorm);
   return REPORT("test_kernels");

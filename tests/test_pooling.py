@@ -1,0 +1,110 @@
+"""Native 2-D pooling (max with indices, average, adaptive average) and
+bilinear upsampling, forward and backward, against PyTorch CPU."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_neuronx
+from conftest import assert_same
+
+POOLS = {
+    "max2": lambda t: F.max_pool2d(t, 2),
+    "max3s2p1": lambda t: F.max_pool2d(t, 3, stride=2, padding=1),
+    "max_dil_ceil": lambda t: F.max_pool2d(t, (3, 2), stride=(2, 1), padding=1, dilation=2,
+                                           ceil_mode=True),
+    "max_indices": lambda t: F.max_pool2d(t, 3, stride=2, return_indices=True)[1].float(),
+    "avg2": lambda t: F.avg_pool2d(t, 2),
+    "avg3s2p1": lambda t: F.avg_pool2d(t, 3, stride=2, padding=1),
+    "avg_nopad_ceil": lambda t: F.avg_pool2d(t, 3, stride=2, padding=1, ceil_mode=True,
+                                             count_include_pad=False),
+    "avg_divisor": lambda t: F.avg_pool2d(t, (2, 3), stride=1, divisor_override=5),
+    "adaptive_1": lambda t: F.adaptive_avg_pool2d(t, 1),
+    "adaptive_3x4": lambda t: F.adaptive_avg_pool2d(t, (3, 4)),
+    "adaptive_up": lambda t: F.adaptive_avg_pool2d(t, (11, 13)),
+    "bilinear_x2": lambda t: F.interpolate(t, scale_factor=2, mode="bilinear"),
+    "bilinear_size": lambda t: F.interpolate(t, size=(5, 13), mode="bilinear"),
+    "bilinear_align": lambda t: F.interpolate(t, size=(17, 4), mode="bilinear",
+                                              align_corners=True),
+    "bilinear_frac": lambda t: F.interpolate(t, scale_factor=(1.7, 0.6), mode="bilinear"),
+    "upsample_module": lambda t: torch.nn.Upsample(scale_factor=2, mode="bilinear")(t),
+}
+
+
+def tol(dtype):
+    if dtype in (torch.bfloat16, torch.float16):
+        return {"rtol": 2e-2, "atol": 2e-2}
+    return {"rtol": 1e-5, "atol": 1e-5}
+
+
+@pytest.mark.parametrize("name", list(POOLS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_pool_forward_backward(name, dtype):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 3, 9, 11, generator=g).to(dtype)
+    f = POOLS[name]
+    torch_neuronx.clear_op_tracking()
+    xc, xn = x.clone().requires_grad_(), x.neuron().requires_grad_()
+    yc, yn = f(xc), f(xn)
+    assert_same(yn, yc, **tol(dtype))
+    if yc.requires_grad:
+        gy = torch.randn(yc.shape, generator=g).to(dtype)
+        yc.backward(gy)
+        yn.backward(gy.neuron())
+        assert_same(xn.grad, xc.grad, **tol(dtype))
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_layouts_and_unbatched():
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 4, 8, 6, generator=g)
+    cl = x.to(memory_format=torch.channels_last)
+    for f in (lambda t: F.max_pool2d(t, 2), lambda t: F.avg_pool2d(t, 3, 1, 1),
+              lambda t: F.interpolate(t, scale_factor=2, mode="bilinear")):
+        yc, yn = f(cl), f(cl.neuron())
+        assert_same(yn, yc)
+        assert yn.stride() == yc.stride()  # channels-last stays channels-last
+        if "interpolate" not in f.__code__.co_names:
+            assert_same(f(x[0].neuron()), f(x[0]))  # [C, H, W]
+        assert_same(f(x.transpose(2, 3).neuron()), f(x.transpose(2, 3)))  # strided
+    xn = x.neuron()
+    xn[0, 0, 0, 0] = float("nan")
+    xc = xn.cpu()
+    v, i = F.max_pool2d(xn, 2, return_indices=True)
+    vc, ic = F.max_pool2d(xc, 2, return_indices=True)
+    assert_same(v, vc, equal_nan=True)
+    assert torch.equal(i.cpu(), ic)
+    out = torch.empty(0, device="neuron")
+    torch._C._nn.avg_pool2d(x.neuron(), 2, out=out)
+    assert_same(out, F.avg_pool2d(x, 2))
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_zero_batch_and_bad_arguments():
+    x = torch.randn(0, 3, 8, 8)
+    assert_same(F.max_pool2d(x.neuron(), 2), F.max_pool2d(x, 2))
+    assert_same(F.interpolate(x.neuron(), scale_factor=2, mode="bilinear"),
+                F.interpolate(x, scale_factor=2, mode="bilinear"))
+    y = torch.randn(1, 2, 4, 4)
+    for dev in ("cpu", "neuron"):
+        t = y.to(dev)
+        with pytest.raises(RuntimeError, match="pad should be"):
+            F.max_pool2d(t, 2, padding=2)
+        with pytest.raises(RuntimeError, match="Output size is too small"):
+            F.avg_pool2d(t, 5)
+        with pytest.raises(RuntimeError, match="divisor must be not zero"):
+            F.avg_pool2d(t, 2, divisor_override=0)
+        with pytest.raises(RuntimeError, match="stride should"):
+            torch.ops.aten.max_pool2d_with_indices(t, [2, 2], [0, 0])
+
+
+def test_bad_max_pool_indices_fault():
+    """Backward with indices outside the plane: a RuntimeError at the next
+    synchronisation, never a write outside the gradient."""
+    x = torch.randn(1, 1, 4, 4, device="neuron")
+    grad = torch.ones(1, 1, 2, 2, device="neuron")
+    idx = torch.tensor([[[[0, 1], [99, 2]]]], device="neuron")
+    with pytest.raises(RuntimeError, match="max_pool2d_backward"):
+        g = torch.ops.aten.max_pool2d_with_indices_backward(grad, x, [2, 2], [2, 2], [0, 0],
+                                                            [1, 1], False, idx)
+        g.cpu()
+    torch.neuron.synchronize()
