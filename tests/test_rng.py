@@ -1,6 +1,7 @@
 """On-device RNG: seeding, state, generators, distributions."""
 import pytest
 import torch
+import torch_neuronx
 
 
 def test_manual_seed_reproduces():
@@ -95,3 +96,42 @@ def test_seed_and_seed_all_are_nondeterministic_and_recorded():
     s2 = torch.neuron.initial_seed()
     assert s1 != s2
     assert torch.neuron.default_generators[1].initial_seed() == s2
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.float32,
+                                   torch.float64, torch.bfloat16])
+def test_randperm_on_device(dtype):
+    """A permutation of 0..n-1, reproducible from the seed, new each call,
+    uniform (every value visits every position), never a CPU fallback."""
+    torch_neuronx.clear_op_tracking()
+    n = 200 if dtype == torch.bfloat16 else 1000
+    torch.neuron.manual_seed(5)
+    a = torch.randperm(n, device="neuron", dtype=dtype)
+    b = torch.randperm(n, device="neuron", dtype=dtype)
+    torch.neuron.manual_seed(5)
+    assert torch.equal(torch.randperm(n, device="neuron", dtype=dtype).cpu(), a.cpu())
+    assert a.dtype == dtype and a.device.type == "neuron"
+    for p in (a, b):
+        assert torch.equal(p.cpu().sort().values, torch.arange(n, dtype=dtype))
+    assert not torch.equal(a.cpu(), b.cpu())
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_randperm_statistics_and_errors():
+    counts = torch.zeros(4, 4)
+    torch.neuron.manual_seed(0)
+    for _ in range(2000):
+        p = torch.randperm(4, device="neuron").cpu()
+        counts[torch.arange(4), p] += 1
+    assert (counts - 500).abs().max() < 100  # ~4.4 sigma of a binomial(2000, 1/4)
+    out = torch.empty(3, 2, device="neuron", dtype=torch.int64)[:, 0]  # strided out
+    torch.randperm(3, out=out)
+    assert sorted(out.cpu().tolist()) == [0, 1, 2]
+    assert torch.randperm(0, device="neuron").numel() == 0
+    for dev in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError, match="negative"):
+            torch.randperm(-1, device=dev)
+        with pytest.raises(RuntimeError, match="cannot be greater than 2049"):
+            torch.randperm(3000, device=dev, dtype=torch.float16)
+        with pytest.raises(RuntimeError, match="int8_t without overflow"):
+            torch.randperm(3000, device=dev, dtype=torch.int8)

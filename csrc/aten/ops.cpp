@@ -556,6 +556,60 @@ at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p_,
   return launch_random(self, a, gen, "aten::bernoulli_");
 }
 
+void randperm_task(void* p) { tnk_randperm(static_cast<tnk_randperm_args_t*>(p)); }
+
+// randperm on the device: n values, each dtype checked as ATen does (a
+// float type must represent every integer up to n exactly).
+at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  TORCH_CHECK(!out.is_complex() && out.scalar_type() != at::kBool,
+              "randperm is not implemented for ", out.scalar_type());
+  auto limit = [&]() -> double {
+    switch (out.scalar_type()) {
+      case at::kHalf: return (1 << 11) + 1;
+      case at::kBFloat16: return (1 << 8) + 1;
+      case at::kFloat: return (1 << 24) + 1;
+      case at::kDouble: return 9007199254740993.0;  // 2^53 + 1
+      default: return static_cast<double>(std::numeric_limits<int64_t>::max());
+    }
+  }();
+  if (at::isFloatingType(out.scalar_type()))
+    TORCH_CHECK(static_cast<double>(n) <= limit, "n cannot be greater than ",
+                static_cast<int64_t>(limit), " for ", out.scalar_type(), " type.");
+  if (!at::isFloatingType(out.scalar_type())) {
+    int64_t top = std::numeric_limits<int64_t>::max();
+    const char* type = "int64_t";
+    switch (out.scalar_type()) {
+      case at::kByte: top = 255, type = "uint8_t"; break;
+      case at::kChar: top = 127, type = "int8_t"; break;
+      case at::kShort: top = 32767, type = "int16_t"; break;
+      case at::kInt: top = std::numeric_limits<int32_t>::max(), type = "int32_t"; break;
+      default: break;
+    }
+    TORCH_CHECK(n == 0 || n - 1 <= top, "value cannot be converted to type ", type,
+                " without overflow");
+  }
+  at::native::resize_output(out, {n});
+  if (n == 0) return out;
+  at::Tensor dst = out.is_contiguous() ? out : at::empty({n}, out.options());
+  at::Tensor scratch = dst.scalar_type() == at::kLong
+                           ? dst
+                           : at::empty({n}, out.options().dtype(at::kLong));
+  tnk_randperm_args_t a{};
+  a.dst = dst.data_ptr();
+  a.scratch = scratch.data_ptr<int64_t>();
+  a.n = n;
+  bool ok;
+  a.dtype = to_tnk(dst.scalar_type(), &ok);
+  TORCH_CHECK_TYPE(ok, "randperm: unsupported dtype ", dst.scalar_type());
+  auto so = philox_next(gen, out.device().index());
+  a.seed = so.first;
+  a.offset = so.second;
+  launch(out.device().index(), randperm_task, &a, sizeof a, "aten::randperm");
+  if (!dst.is_same(out)) out.copy_(dst);
+  return out;
+}
+
 // Module.to() moves parameters with `param.data = moved` (keeping the
 // Parameter objects, hence tied weights such as embeddings shared with an
 // LM head) only if this says the two tensors may share a TensorImpl type.
@@ -598,6 +652,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("cat", cat);
   m.impl("cat.out", cat_out);
+  m.impl("randperm.generator_out", randperm_out);
   m.impl("uniform_", uniform_);
   m.impl("normal_", normal_);
   m.impl("random_", random_);

@@ -143,3 +143,30 @@ void tnk_random(const tnk_random_args_t *a) {
   c.psz = a->has_prob ? tnk_dtype_size(a->prob.dtype) : 0;
   tnk_parallel_for(tnk_numel(&c.shape), 4096, rand_range, &c);
 }
+
+/* A uniformly random permutation of 0..n-1 (Fisher-Yates): step i draws
+ * Philox with counter (i, 0, offset, 0x5045524d "PERM") so the result
+ * depends only on (seed, offset, n). Serial: O(n), one pass. The shuffle
+ * runs on int64 values in `scratch` (n elements; may be dst when dst is
+ * int64), then stores in dst's dtype. */
+void tnk_randperm(const tnk_randperm_args_t *a) {
+  if (a->n <= 0) return;
+  int64_t *v = a->scratch;
+  for (int64_t i = 0; i < a->n; i++) v[i] = i;
+  const uint32_t key[2] = {(uint32_t)a->seed, (uint32_t)(a->seed >> 32)};
+  for (int64_t i = a->n - 1; i > 0; i--) {
+    uint32_t ctr[4] = {(uint32_t)i, (uint32_t)((uint64_t)i >> 32), (uint32_t)a->offset,
+                       0x5045524du ^ (uint32_t)(a->offset >> 32)}, w[4];
+    tnk_philox(ctr, key, w);
+    uint64_t r = ((uint64_t)w[0] << 32) | w[1];
+    int64_t j = (int64_t)(r % (uint64_t)(i + 1));
+    int64_t t = v[i];
+    v[i] = v[j];
+    v[j] = t;
+  }
+  if ((void *)v == a->dst && a->dtype == TNK_I64) return;
+  size_t esz = tnk_dtype_size(a->dtype);
+  for (int64_t i = 0; i < a->n; i++)
+    tnk_store_any((char *)a->dst + (size_t)i * esz, a->dtype,
+                  (tnk_val_t){.i = v[i], .isint = 1});
+}

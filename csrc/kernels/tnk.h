@@ -123,6 +123,16 @@ typedef struct tnk_random_args {
   uint64_t irange;
 } tnk_random_args_t;
 void tnk_random(const tnk_random_args_t *a);
+/* A random permutation of 0..n-1 into contiguous dst (any real dtype that
+ * holds n), shuffled in `scratch` (n int64; may alias dst for int64). */
+typedef struct tnk_randperm_args {
+  void *dst;
+  int64_t *scratch;
+  int64_t n;
+  int32_t dtype, pad_;
+  uint64_t seed, offset;
+} tnk_randperm_args_t;
+void tnk_randperm(const tnk_randperm_args_t *args);
 /* One Philox4x32-10 block; exposed for tests. */
 void tnk_philox(uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
