@@ -134,3 +134,100 @@ def test_group_norm_module_parameter_grads():
     (gn(x.neuron()) * w.neuron()).sum().backward()
     assert_same(gn.weight.grad, gc.weight.grad, rtol=1e-4, atol=1e-5)
     assert_same(gn.bias.grad, gc.bias.grad, rtol=1e-4, atol=1e-5)
+
+
+R = torch.Generator().manual_seed(11)
+
+
+def rnd(*shape):
+    return torch.randn(*shape, generator=R)
+
+
+@pytest.mark.parametrize("name", ["atan2", "xlogy", "xlogy_zero", "glu", "prelu", "prelu_c",
+                                  "smooth_l1", "smooth_l1_b0", "huber_sum", "roll", "roll_flat",
+                                  "reflect1d", "reflect2d", "replicate1d", "replicate2d",
+                                  "kl_div"])
+def test_more_composites(name):
+    x, y = rnd(3, 4, 6), rnd(3, 4, 6)
+    fns = {
+        "atan2": lambda a, b: torch.atan2(a, b),
+        "xlogy": lambda a, b: torch.xlogy(a, b.abs() + 0.1),
+        "xlogy_zero": lambda a, b: torch.xlogy(a * (a > 0), b.abs() + 0.1),
+        "glu": lambda a, b: torch.cat([F.glu(a, -1).flatten(), F.glu(b, 1).flatten()]),
+        "prelu": lambda a, b: F.prelu(a, b[0, :, 0].clone()),
+        "prelu_c": lambda a, b: F.prelu(a, b[0, 0, :1].clone()),
+        "smooth_l1": lambda a, b: F.smooth_l1_loss(a, b, beta=0.7),
+        "smooth_l1_b0": lambda a, b: F.smooth_l1_loss(a, b, beta=0.0, reduction="sum"),
+        "huber_sum": lambda a, b: F.smooth_l1_loss(a, b, reduction="none"),
+        "roll": lambda a, b: a.roll((2, -1), (1, 2)) + b,
+        "roll_flat": lambda a, b: a.roll(5) * b,
+        "reflect1d": lambda a, b: F.pad(a, (2, 3), mode="reflect"),
+        "reflect2d": lambda a, b: F.pad(a, (2, 3, 1, 2), mode="reflect"),
+        "replicate1d": lambda a, b: F.pad(a, (3, 1), mode="replicate"),
+        "replicate2d": lambda a, b: F.pad(a[None], (1, 4, 2, 0), mode="replicate"),
+        "kl_div": lambda a, b: F.kl_div(F.log_softmax(a, -1), F.softmax(b, -1),
+                                        reduction="batchmean"),
+    }
+    grad_check(fns[name], x, y, tol={"rtol": 1e-5, "atol": 1e-5})
+
+
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_batch_norm(train, dtype):
+    m = torch.nn.BatchNorm2d(4)
+    with torch.no_grad():
+        m.weight.uniform_(0.5, 1.5)
+        m.bias.uniform_(-0.5, 0.5)
+        m.running_mean.uniform_(-0.1, 0.1)
+        m.running_var.uniform_(0.8, 1.2)
+    mn = torch.nn.BatchNorm2d(4)
+    mn.load_state_dict(m.state_dict())
+    mn = mn.neuron()
+    m.train(train)
+    mn.train(train)
+    x = (rnd(3, 4, 5, 5) * 2 + 1).to(dtype)
+    xc, xn = x.clone().requires_grad_(), x.neuron().requires_grad_()
+    with torch.autocast("cpu", enabled=False):
+        yc = m.to(dtype)(xc) if dtype != torch.float32 else m(xc)
+    yn = mn.to(dtype)(xn) if dtype != torch.float32 else mn(xn)
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {"rtol": 1e-5, "atol": 1e-5}
+    assert_same(yn, yc, **tol)
+    gy = rnd(*yc.shape).to(dtype)
+    yc.backward(gy)
+    yn.backward(gy.neuron())
+    assert_same(xn.grad, xc.grad, **tol)
+    assert_same(mn.weight.grad, m.weight.grad, **tol)
+    assert_same(mn.bias.grad, m.bias.grad, **tol)
+    assert_same(mn.running_mean, m.running_mean, **tol)
+    assert_same(mn.running_var, m.running_var, **tol)
+
+
+def test_median_kthvalue_bincount():
+    x = rnd(4, 7)
+    x[1, 3] = float("nan")
+    xn = x.neuron()
+    for f in (lambda t: t.median(1), lambda t: t.median(0, keepdim=True),
+              lambda t: t.kthvalue(3, 1), lambda t: t.kthvalue(2, 0, keepdim=True)):
+        vc, ic = f(x)
+        vn, in_ = f(xn)
+        assert_same(vn, vc, equal_nan=True)
+        # indices of the selected values (ties aside, random data has none)
+        assert torch.equal(in_.cpu(), ic)
+    assert_same(x[0].neuron().median(), x[0].median())
+    assert_same(xn.median(), x.median(), equal_nan=True)
+    i = torch.tensor([0, 3, 3, 1, 7])
+    w = torch.rand(5)
+    assert_same(torch.bincount(i.neuron()), torch.bincount(i))
+    assert_same(torch.bincount(i.neuron(), w.neuron(), minlength=10),
+                torch.bincount(i, w, minlength=10))
+    for dev in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError, match="non-negative"):
+            torch.bincount(torch.tensor([1, -1], device=dev))
+        with pytest.raises(RuntimeError, match="out of range"):
+            torch.zeros(3, 4, device=dev).kthvalue(5, 1)
+        with pytest.raises(RuntimeError, match="Halving dimension must be even"):
+            F.glu(torch.zeros(3, 5, device=dev))
+        with pytest.raises(RuntimeError, match="Padding size should be less"):
+            F.pad(torch.zeros(1, 2, 3, device=dev), (3, 0), mode="reflect")
+        with pytest.raises(RuntimeError, match="negative values for beta"):
+            F.smooth_l1_loss(torch.zeros(3, device=dev), torch.zeros(3, device=dev), beta=-1.0)

@@ -359,6 +359,365 @@ at::Tensor upsample_nearest2d_backward(const at::Tensor& grad, at::IntArrayRef o
   return upsample_nearest2d_backward_out(grad, output_size, input_size, scales_h, scales_w, out);
 }
 
+// --------------------------------------------------------- more composites
+
+// glu: first half times the sigmoid of the second, along `dim`.
+at::Tensor& glu_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  TORCH_CHECK(self.dim() > 0, "glu does not support scalars because halving size must be even");
+  int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  int64_t n = self.size(d);
+  TORCH_CHECK(n % 2 == 0, "Halving dimension must be even, but dimension ", d, " is size ", n);
+  at::Tensor r = self.narrow(d, 0, n / 2) * at::sigmoid(self.narrow(d, n / 2, n / 2));
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+at::Tensor glu_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim) {
+  int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  int64_t h = self.size(d) / 2;
+  at::Tensor a = self.narrow(d, 0, h), sb = at::sigmoid(self.narrow(d, h, h));
+  at::Tensor ga = grad * sb;
+  at::Tensor gb = ga * a * (1 - sb);
+  return at::cat({ga, gb}, d);
+}
+
+at::Tensor& glu_backward_out(const at::Tensor& grad, const at::Tensor& self, int64_t dim,
+                             at::Tensor& out) {
+  at::Tensor r = torch_neuronx::glu_backward(grad, self, dim);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+// PReLU's kernel: the weight arrives broadcastable to the input.
+at::Tensor prelu_kernel(const at::Tensor& self, const at::Tensor& weight) {
+  return at::where(self > 0, self, weight * self);
+}
+
+std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor& grad,
+                                                         const at::Tensor& self,
+                                                         const at::Tensor& weight) {
+  at::Tensor pos = self > 0;
+  at::Tensor gs = at::where(pos, grad, weight * grad);
+  at::Tensor gw = at::where(pos, at::zeros_like(gs), self * grad);
+  return {gs, gw};
+}
+
+// smooth L1 (Huber with 1/beta scaling): quadratic below beta.
+at::Tensor smooth_l1(const at::Tensor& self, const at::Tensor& target, int64_t reduction,
+                     double beta) {
+  TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
+  at::Tensor d = (self - target).abs();
+  at::Tensor l = beta == 0 ? d : at::where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta);
+  if (reduction == 1) return l.mean();
+  if (reduction == 2) return l.sum();
+  return l;
+}
+
+at::Tensor& smooth_l1_loss_out(const at::Tensor& self, const at::Tensor& target,
+                               int64_t reduction, double beta, at::Tensor& out) {
+  at::Tensor r = smooth_l1(self, target, reduction, beta);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+at::Tensor& smooth_l1_loss_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                        const at::Tensor& target, int64_t reduction,
+                                        double beta, at::Tensor& gin) {
+  TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
+  at::Tensor x = self - target;
+  at::Tensor g = beta == 0 ? at::sign(x) : at::clamp(x / beta, -1.0, 1.0);
+  double norm = reduction == 1 ? 1.0 / static_cast<double>(self.numel()) : 1.0;
+  at::Tensor r = g * grad * norm;
+  at::native::resize_output(gin, self.sizes());
+  return gin.copy_(r.expand(self.sizes()));
+}
+
+// roll: two slice copies per rolled dimension.
+at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims) {
+  TORCH_CHECK(!shifts.empty(), "`shifts` required");
+  if (dims.empty() && shifts.size() == 1)
+    return torch_neuronx::roll(self.flatten(), shifts, at::IntArrayRef{0}).view(self.sizes());
+  TORCH_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ",
+              shifts.size(), ", dims:", dims.size());
+  at::Tensor r = self;
+  for (size_t k = 0; k < dims.size(); k++) {
+    int64_t d = at::maybe_wrap_dim(dims[k], self.dim());
+    int64_t n = r.size(d);
+    if (n == 0) continue;
+    int64_t sft = ((shifts[k] % n) + n) % n;
+    if (sft == 0) continue;
+    r = at::cat({r.narrow(d, n - sft, sft), r.narrow(d, 0, n - sft)}, d);
+  }
+  return r.is_same(self) ? self.clone() : r;
+}
+
+// Batch norm over every dim but 1, statistics in fp32 (fp64 for fp64), as
+// CPU computes them; running statistics take the unbiased variance.
+namespace {
+at::ScalarType stat_type(const at::Tensor& x) {
+  return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
+std::vector<int64_t> bn_dims(const at::Tensor& x) {
+  std::vector<int64_t> d;
+  for (int64_t i = 0; i < x.dim(); i++)
+    if (i != 1) d.push_back(i);
+  return d;
+}
+std::vector<int64_t> bn_shape(const at::Tensor& x) {
+  std::vector<int64_t> s(x.dim(), 1);
+  s[1] = x.size(1);
+  return s;
+}
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& rmean,
+    const std::optional<at::Tensor>& rvar, bool training, double momentum, double eps) {
+  TORCH_CHECK(input.dim() >= 2, "batch_norm: expected input with at least 2 dims, got ",
+              input.dim());
+  at::ScalarType st = stat_type(input);
+  at::Tensor x = input.to(st);
+  auto dims = bn_dims(input);
+  auto shape = bn_shape(input);
+  int64_t n = input.numel() / std::max<int64_t>(1, input.size(1));
+  at::Tensor mean, invstd, save_mean, save_invstd;
+  if (training) {
+    TORCH_CHECK(n > 1 || input.numel() == 0,
+                "Expected more than 1 value per channel when training, got input size ",
+                input.sizes());
+    mean = at::mean(x, dims);
+    at::Tensor dev = x - mean.view(shape);
+    at::Tensor var = at::sum(dev * dev, dims).div_(std::max<int64_t>(1, n));
+    invstd = at::rsqrt(var + eps);
+    if (rmean.has_value() && rmean->defined())
+      rmean->mul_(1 - momentum).add_(mean.to(rmean->scalar_type()), momentum);
+    if (rvar.has_value() && rvar->defined()) {
+      at::Tensor unbiased = var * (static_cast<double>(n) / std::max<int64_t>(1, n - 1));
+      rvar->mul_(1 - momentum).add_(unbiased.to(rvar->scalar_type()), momentum);
+    }
+    save_mean = mean;
+    save_invstd = invstd;
+  } else {
+    TORCH_CHECK(rmean.has_value() && rmean->defined() && rvar.has_value() && rvar->defined(),
+                "running_mean and running_var must be defined in evaluation mode");
+    mean = rmean->to(st);
+    invstd = at::rsqrt(rvar->to(st) + eps);
+    save_mean = at::empty({0}, input.options().dtype(st));
+    save_invstd = at::empty({0}, input.options().dtype(st));
+  }
+  at::Tensor y = (x - mean.view(shape)) * invstd.view(shape);
+  if (weight.has_value() && weight->defined()) y = y * weight->to(st).view(shape);
+  if (bias.has_value() && bias->defined()) y = y + bias->to(st).view(shape);
+  return {y.to(input.scalar_type()).contiguous(input.suggest_memory_format()), save_mean,
+          save_invstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
+    const at::Tensor& grad, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& rmean, const std::optional<at::Tensor>& rvar,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd,
+    bool train, double eps, std::array<bool, 3> mask) {
+  at::ScalarType st = stat_type(input);
+  at::Tensor x = input.to(st), g = grad.to(st);
+  auto dims = bn_dims(input);
+  auto shape = bn_shape(input);
+  int64_t n = input.numel() / std::max<int64_t>(1, input.size(1));
+  at::Tensor mean = train ? save_mean->to(st) : rmean->to(st);
+  at::Tensor invstd = train ? save_invstd->to(st) : at::rsqrt(rvar->to(st) + eps);
+  at::Tensor xhat = (x - mean.view(shape)) * invstd.view(shape);
+  at::Tensor gb = at::sum(g, dims), gw = at::sum(g * xhat, dims);
+  bool has_w = weight.has_value() && weight->defined();
+  at::Tensor w = has_w ? weight->to(st) : at::ones({input.size(1)}, x.options());
+  at::Tensor gx, rw, rb;
+  if (mask[0]) {
+    at::Tensor k = (w * invstd).view(shape);
+    gx = train ? k * (g - gb.view(shape) / n - xhat * (gw.view(shape) / n)) : k * g;
+    gx = gx.to(input.scalar_type()).contiguous(input.suggest_memory_format());
+  }
+  at::ScalarType wt = has_w ? weight->scalar_type() : input.scalar_type();
+  if (mask[1]) rw = gw.to(wt);
+  if (mask[2]) rb = gb.to(wt);
+  return {gx, rw, rb};
+}
+
+// kthvalue / median along a dim from the stable sort: NaN sorts last, so
+// kthvalue treats it as the largest value and median returns the first NaN
+// of the row, as CPU does.
+namespace {
+std::tuple<at::Tensor, at::Tensor> pick_sorted(const at::Tensor& self, int64_t dim,
+                                               const at::Tensor& pos, bool keepdim) {
+  auto [v, i] = at::sort(self, /*stable=*/true, dim, /*descending=*/false);
+  at::Tensor p = pos.unsqueeze(dim);
+  at::Tensor rv = v.gather(dim, p), ri = i.gather(dim, p);
+  if (!keepdim) {
+    rv = rv.squeeze(dim);
+    ri = ri.squeeze(dim);
+  }
+  return {rv, ri};
+}
+at::Tensor position(const at::Tensor& self, int64_t dim, int64_t k) {
+  auto sizes = self.sizes().vec();
+  if (self.dim() > 0) sizes.erase(sizes.begin() + dim);
+  return at::full(sizes, k, self.options().dtype(at::kLong));
+}
+void deliver2(const std::tuple<at::Tensor, at::Tensor>& r, at::Tensor& v, at::Tensor& i) {
+  at::native::resize_output(v, std::get<0>(r).sizes());
+  at::native::resize_output(i, std::get<1>(r).sizes());
+  v.copy_(std::get<0>(r));
+  i.copy_(std::get<1>(r));
+}
+}  // namespace
+
+std::tuple<at::Tensor&, at::Tensor&> kthvalue_out(const at::Tensor& self, int64_t k, int64_t dim,
+                                                  bool keepdim, at::Tensor& values,
+                                                  at::Tensor& indices) {
+  int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  int64_t n = self.dim() ? self.size(d) : 1;
+  TORCH_CHECK(k >= 1 && k <= n, "kthvalue(): selected number k out of range for dimension ", d);
+  at::Tensor x = self.dim() ? self : self.view({1});
+  auto r = pick_sorted(x, d, position(x, d, k - 1), keepdim || self.dim() == 0);
+  if (self.dim() == 0) r = {std::get<0>(r).view({}), std::get<1>(r).view({})};
+  deliver2(r, values, indices);
+  return {values, indices};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> median_dim_out(const at::Tensor& self, int64_t dim,
+                                                    bool keepdim, at::Tensor& values,
+                                                    at::Tensor& indices) {
+  int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  at::Tensor x = self.dim() ? self : self.view({1});
+  int64_t n = x.size(d);
+  TORCH_CHECK(n > 0, "median() cannot compute median for a dimension of size 0 because ",
+              "the operation does not have an identity");
+  at::Tensor pos = position(x, d, (n - 1) / 2);
+  if (at::isFloatingType(self.scalar_type())) {
+    at::Tensor nans = at::isnan(x).sum(d);
+    pos = at::where(nans > 0, n - nans, pos);
+  }
+  auto r = pick_sorted(x, d, pos, keepdim || self.dim() == 0);
+  if (self.dim() == 0) r = {std::get<0>(r).view({}), std::get<1>(r).view({})};
+  deliver2(r, values, indices);
+  return {values, indices};
+}
+
+at::Tensor median_all(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() > 0, "median() input tensor cannot be empty");
+  at::Tensor v = at::empty({0}, self.options()), i = at::empty({0}, self.options().dtype(at::kLong));
+  median_dim_out(self.reshape({-1}), 0, false, v, i);
+  return v;
+}
+
+// bincount: the output length needs the largest value (a sync, as on CPU).
+at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights,
+                    int64_t minlength) {
+  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+  TORCH_CHECK(self.dim() == 1 && c10::isIntegralType(self.scalar_type(), false),
+              "bincount only supports 1-d non-negative integral inputs.");
+  bool has_w = weights.has_value() && weights->defined();
+  if (has_w)
+    TORCH_CHECK(weights->dim() == 1 && weights->size(0) == self.size(0),
+                "weights should be 1-d and have the same length as input");
+  int64_t len = minlength;
+  if (self.numel()) {
+    TORCH_CHECK(self.min().item<int64_t>() >= 0,
+                "bincount only supports 1-d non-negative integral inputs.");
+    len = std::max(len, self.max().item<int64_t>() + 1);
+  }
+  at::ScalarType ot = !has_w ? at::kLong
+                      : weights->scalar_type() == at::kFloat ? at::kFloat : at::kDouble;
+  at::Tensor out = at::zeros({len}, self.options().dtype(ot));
+  if (!self.numel()) return out;
+  at::Tensor src = has_w ? weights->to(ot) : at::ones({self.size(0)}, out.options());
+  return out.index_add_(0, self.to(at::kLong), src);
+}
+
+// Reflection / replication padding as an index gather per padded dim (the
+// index lists are shape metadata, built on the host); backward scatter-adds.
+namespace {
+at::Tensor pad_index(int64_t n, int64_t lo, int64_t hi, bool reflect, const at::Tensor& like) {
+  std::vector<int64_t> idx;
+  idx.reserve(n + lo + hi);
+  for (int64_t o = -lo; o < n + hi; o++) {
+    int64_t j = o;
+    if (reflect) {
+      int64_t period = 2 * (n - 1);
+      j = period ? ((o % period) + period) % period : 0;
+      if (j >= n) j = period - j;
+    } else {
+      j = o < 0 ? 0 : o >= n ? n - 1 : o;
+    }
+    idx.push_back(j);
+  }
+  return at::tensor(idx, at::kLong).to(like.device());
+}
+
+void check_pad(const at::Tensor& x, at::IntArrayRef pad, int64_t k, bool reflect, const char* name) {
+  TORCH_CHECK(static_cast<int64_t>(pad.size()) == 2 * k, name, ": padding size is expected to be ",
+              2 * k, ", but got: ", pad.size());
+  TORCH_CHECK(x.dim() == k + 1 || x.dim() == k + 2, "Expected ", k + 1, "D or ", k + 2,
+              "D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions "
+              "for input, but got: ", x.sizes());
+  for (int64_t i = 0; i < k; i++) {
+    int64_t d = x.dim() - 1 - i, n = x.size(d);
+    int64_t lo = pad[2 * i], hi = pad[2 * i + 1];
+    if (reflect)
+      TORCH_CHECK(lo < n && hi < n, "Argument #", 4 + 2 * i,
+                  ": Padding size should be less than the corresponding input dimension, but "
+                  "got: padding (", lo, ", ", hi, ") at dimension ", d, " of input ", x.sizes());
+    TORCH_CHECK(n + lo + hi >= 1, "input (", x.sizes(), ") is too small. Calculated output ",
+                "size: ", n + lo + hi);
+  }
+}
+
+at::Tensor pad_forward(const at::Tensor& x, at::IntArrayRef pad, int64_t k, bool reflect,
+                       const char* name) {
+  check_pad(x, pad, k, reflect, name);
+  at::Tensor r = x;
+  for (int64_t i = 0; i < k; i++) {
+    int64_t d = x.dim() - 1 - i;
+    r = r.index_select(d, pad_index(x.size(d), pad[2 * i], pad[2 * i + 1], reflect, x));
+  }
+  return r;
+}
+
+at::Tensor pad_backward(const at::Tensor& g, const at::Tensor& x, at::IntArrayRef pad, int64_t k,
+                        bool reflect) {
+  at::Tensor r = g;
+  for (int64_t i = k - 1; i >= 0; i--) {
+    int64_t d = x.dim() - 1 - i;
+    auto sizes = r.sizes().vec();
+    sizes[d] = x.size(d);
+    r = at::zeros(sizes, g.options())
+            .index_add_(d, pad_index(x.size(d), pad[2 * i], pad[2 * i + 1], reflect, x), r);
+  }
+  return r;
+}
+}  // namespace
+
+#define NEURON_PAD(NAME, K, REFLECT)                                                        \
+  at::Tensor& NAME##_out(const at::Tensor& x, at::IntArrayRef pad, at::Tensor& out) {      \
+    at::Tensor r = pad_forward(x, pad, K, REFLECT, #NAME);                                  \
+    at::native::resize_output(out, r.sizes());                                              \
+    return out.copy_(r);                                                                    \
+  }                                                                                         \
+  at::Tensor NAME(const at::Tensor& x, at::IntArrayRef pad) {                               \
+    return pad_forward(x, pad, K, REFLECT, #NAME);                                          \
+  }                                                                                         \
+  at::Tensor& NAME##_backward_out(const at::Tensor& g, const at::Tensor& x,                 \
+                                  at::IntArrayRef pad, at::Tensor& gin) {                   \
+    at::Tensor r = pad_backward(g, x, pad, K, REFLECT);                                     \
+    at::native::resize_output(gin, r.sizes());                                              \
+    return gin.copy_(r);                                                                    \
+  }                                                                                         \
+  at::Tensor NAME##_backward(const at::Tensor& g, const at::Tensor& x, at::IntArrayRef pad) { \
+    return pad_backward(g, x, pad, K, REFLECT);                                             \
+  }
+NEURON_PAD(reflection_pad1d, 1, true)
+NEURON_PAD(reflection_pad2d, 2, true)
+NEURON_PAD(replication_pad1d, 1, false)
+NEURON_PAD(replication_pad2d, 2, false)
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("upsample_nearest2d", upsample_nearest2d);
   m.impl("upsample_nearest2d.out", upsample_nearest2d_out);
@@ -387,6 +746,29 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("eye.out", eye_out);
   m.impl("eye.m_out", eye_m_out);
   m.impl("linspace.out", linspace_out);
+  m.impl("glu.out", glu_out);
+  m.impl("glu_backward", glu_backward);
+  m.impl("glu_backward.grad_input", glu_backward_out);
+  m.impl("_prelu_kernel", prelu_kernel);
+  m.impl("_prelu_kernel_backward", prelu_kernel_backward);
+  m.impl("smooth_l1_loss.out", smooth_l1_loss_out);
+  m.impl("smooth_l1_loss_backward.grad_input", smooth_l1_loss_backward_out);
+  m.impl("roll", roll);
+  m.impl("native_batch_norm", native_batch_norm);
+  m.impl("native_batch_norm_backward", native_batch_norm_backward);
+  m.impl("kthvalue.values", kthvalue_out);
+  m.impl("median.dim_values", median_dim_out);
+  m.impl("median", median_all);
+  m.impl("bincount", bincount);
+#define REGISTER_PAD(NAME)                                 \
+  m.impl(#NAME, NAME);                                     \
+  m.impl(#NAME ".out", NAME##_out);                        \
+  m.impl(#NAME "_backward", NAME##_backward);              \
+  m.impl(#NAME "_backward.grad_input", NAME##_backward_out);
+  REGISTER_PAD(reflection_pad1d)
+  REGISTER_PAD(reflection_pad2d)
+  REGISTER_PAD(replication_pad1d)
+  REGISTER_PAD(replication_pad2d)
 }
 
 }  // namespace torch_neuronx

@@ -120,7 +120,7 @@ bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
 c10::ScalarType promoted(const at::Tensor& a, const at::Tensor& b,
                          tnk_binary_op_t op) {
   c10::ScalarType t = at::result_type(a, b);
-  if (op == TNK_DIV && c10::isIntegralType(t, true))
+  if ((op == TNK_DIV || op == TNK_ATAN2 || op == TNK_XLOGY) && c10::isIntegralType(t, true))
     t = c10::typeMetaToScalarType(c10::get_default_dtype());
   return t;
 }
@@ -196,6 +196,9 @@ NEURON_BINARY(div_trunc, TNK_TRUNCDIV, div_Tensor, div__Tensor, div_out, NO_ALPH
               ONE)
 NEURON_BINARY(remainder, TNK_REMAINDER, remainder_Tensor, remainder__Tensor,
               remainder_Tensor_out, NO_ALPHA, NO_ALPHA, ONE)
+NEURON_BINARY(atan2, TNK_ATAN2, atan2, atan2_, atan2_out, NO_ALPHA, NO_ALPHA, ONE)
+NEURON_BINARY(xlogy, TNK_XLOGY, xlogy_Tensor, xlogy__Tensor, xlogy_OutTensor, NO_ALPHA,
+              NO_ALPHA, ONE)
 NEURON_BINARY(pow_tt, TNK_POW, pow_Tensor_Tensor, pow__Tensor, pow_Tensor_Tensor_out, NO_ALPHA,
               NO_ALPHA, ONE)
 
@@ -861,6 +864,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("div.Tensor_mode", div_mode);
   m.impl("div_.Tensor_mode", div__mode);
   m.impl("div.out_mode", div_out_mode);
+  m.impl("atan2", atan2);
+  m.impl("atan2_", atan2_);
+  m.impl("atan2.out", atan2_out);
+  m.impl("xlogy.Tensor", xlogy);
+  m.impl("xlogy_.Tensor", xlogy_);
+  m.impl("xlogy.OutTensor", xlogy_out);
   m.impl("remainder.Tensor", remainder);
   m.impl("remainder_.Tensor", remainder_);
   m.impl("remainder.Tensor_out", remainder_out);

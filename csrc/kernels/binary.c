@@ -44,6 +44,10 @@
 #define OP_ELU_RESULT_BWD(g, y, al) \
   ((y) <= 0 ? (g) * gamma * ((y) + (al) * beta) : (g) * beta)
 #define OP_LOGIT_BWD(g, x, al) logit_bwd((g), (x), (al))
+#define OP_ATAN2(x, y, al) \
+  (sizeof(x) == sizeof(float) ? atan2f((float)(x), (float)(y)) : atan2((double)(x), (double)(y)))
+#define LOG_C(x) (sizeof(x) == sizeof(float) ? logf((float)(x)) : log((double)(x)))
+#define OP_XLOGY(x, y, al) ((y) != (y) ? (y) : (x) == 0 ? 0 : (x) * LOG_C(y))
 
 static inline double gelu_tanh_bwd(double g, double x) {
   const double k = 0.7978845608028654, c = 0.044715;
@@ -190,6 +194,8 @@ FLOAT_OPS(mish_bwd, OP_MISH_BWD)
 FLOAT_OPS(elu_bwd, OP_ELU_BWD)
 FLOAT_OPS(elu_result_bwd, OP_ELU_RESULT_BWD)
 FLOAT_OPS(logit_bwd, OP_LOGIT_BWD)
+FLOAT_OPS(atan2, OP_ATAN2)
+FLOAT_OPS(xlogy, OP_XLOGY)
 
 /* Integer floor/trunc division and remainder; a zero divisor is counted
  * (reported as a fault by the caller) and gives 0. */
@@ -349,6 +355,8 @@ static const loop_fn k_loops[TNK_BINARY_OP_COUNT][TNK_DTYPE_COUNT] = {
     [TNK_ELU_BWD] = FROW(elu_bwd),
     [TNK_ELU_RESULT_BWD] = FROW(elu_result_bwd),
     [TNK_LOGIT_BWD] = FROW(logit_bwd),
+    [TNK_ATAN2] = FROW(atan2),
+    [TNK_XLOGY] = FROW(xlogy),
 };
 
 int tnk_binary_supported(int op, int dtype) {

@@ -186,6 +186,7 @@ typedef enum tnk_binary_op {
   TNK_ELU_BWD,         /* alpha, beta = scale, gamma = input_scale */
   TNK_ELU_RESULT_BWD,  /* as TNK_ELU_BWD with b = the output */
   TNK_LOGIT_BWD,       /* eps alpha (< 0: none) */
+  TNK_ATAN2, TNK_XLOGY, /* floating dtypes; xlogy(0, y) = 0 unless y is NaN */
   TNK_BINARY_OP_COUNT
 } tnk_binary_op_t;
 
