@@ -49,11 +49,10 @@ def test_conv_bf16():
     assert_same(out, ref, rtol=3e-2, atol=3e-2)
 
 
-def test_transposed_conv_still_runs_via_fallback():
-    x, w = torch.randn(1, 2, 5, 5), torch.randn(2, 3, 3, 3)
+def test_conv3d_still_runs_via_fallback():
+    x, w = torch.randn(1, 2, 4, 5, 5), torch.randn(3, 2, 3, 3, 3)
     torch_neuronx.clear_op_tracking()
-    assert_same(F.conv_transpose2d(x.neuron(), w.neuron()), F.conv_transpose2d(x, w),
-                rtol=1e-4, atol=1e-4)
+    assert_same(F.conv3d(x.neuron(), w.neuron()), F.conv3d(x, w), rtol=1e-4, atol=1e-4)
     assert "aten::convolution_overrideable" in torch_neuronx.get_fallback_ops()
 
 
@@ -77,3 +76,55 @@ def test_upsample_nearest_forward_backward(kw):
     (on * w.neuron()).sum().backward()
     assert_same(xn.grad, xc.grad, rtol=1e-5, atol=1e-5)
     assert torch_neuronx.get_fallback_ops() == {}
+
+
+TCASES = [
+    dict(shape=(2, 4, 5, 6), w=(4, 3, 3, 3), kw=dict(stride=2, padding=1, output_padding=1)),
+    dict(shape=(1, 4, 4, 4), w=(4, 2, 4, 4), kw=dict(stride=2, padding=1, groups=2)),  # VAE up
+    dict(shape=(2, 3, 5, 5), w=(3, 2, 3, 2), kw=dict(dilation=2)),
+    dict(shape=(2, 3, 7), w=(3, 5, 4), kw=dict(stride=3, padding=1, output_padding=2)),  # 1-D
+]
+
+
+@pytest.mark.parametrize("case", range(len(TCASES)))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_conv_transpose_forward_backward(case, dtype):
+    c = TCASES[case]
+    g = torch.Generator().manual_seed(10 + case)
+    x, w = torch.randn(c["shape"], generator=g), torch.randn(c["w"], generator=g)
+    groups = c["kw"].get("groups", 1)
+    b = torch.randn(c["w"][1] * groups, generator=g)
+    conv = F.conv_transpose1d if len(c["shape"]) == 3 else F.conv_transpose2d
+    torch_neuronx.clear_op_tracking()
+    ins = [[t.clone().to(dtype).requires_grad_() for t in (x, w, b)],
+           [t.to(dtype).neuron().requires_grad_() for t in (x, w, b)]]
+    outs = [conv(*i, **c["kw"]) for i in ins]
+    tol = dict(rtol=3e-2, atol=3e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-4)
+    assert_same(outs[1], outs[0], **tol)
+    gout = torch.randn(outs[0].shape, generator=g).to(dtype)
+    outs[0].backward(gout)
+    outs[1].backward(gout.neuron())
+    for a, r in zip(ins[1], ins[0]):
+        assert_same(a.grad, r.grad, **(dict(rtol=5e-2, atol=1e-1) if dtype == torch.bfloat16
+                                       else tol))
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_unfold_fold():
+    g = torch.Generator().manual_seed(20)
+    x = torch.randn(2, 3, 7, 8, generator=g)
+    torch_neuronx.clear_op_tracking()
+    xc, xn = x.clone().requires_grad_(), x.neuron().requires_grad_()
+    kw = dict(kernel_size=(3, 2), dilation=(1, 2), padding=1, stride=(2, 1))
+    uc, un = F.unfold(xc, **kw), F.unfold(xn, **kw)
+    assert_same(un, uc)
+    fc, fn = F.fold(uc, (7, 8), **kw), F.fold(un, (7, 8), **kw)
+    assert_same(fn, fc, rtol=1e-5, atol=1e-5)
+    fc.sum().backward()
+    fn.sum().backward()
+    assert_same(xn.grad, xc.grad)
+    assert_same(F.unfold(x[0].neuron(), 2), F.unfold(x[0], 2))  # unbatched
+    assert torch_neuronx.get_fallback_ops() == {}
+    for dev in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError, match="kernel size should be greater than zero"):
+            F.unfold(torch.zeros(1, 1, 4, 4, device=dev), (0, 2))

@@ -1,12 +1,14 @@
-// Native 1-D and 2-D convolution (forward and backward) lowered to im2col /
-// col2im (kernels/conv.c) and the batched GEMM; grouped convolutions run one
-// GEMM per group. Transposed convolutions and other layouts still run on the
-// CPU through the counted fallback (fallback.cpp).
+// Native 1-D and 2-D convolution, regular and transposed (forward and
+// backward), lowered to im2col / col2im (kernels/conv.c) and the batched GEMM;
+// grouped convolutions run one GEMM per group. 3-D convolutions still run on
+// the CPU through the counted fallback (fallback.cpp). Also 2-D pooling and
+// bilinear upsampling (kernels/spatial.c).
 #include "neuron.h"
 
 #include <ATen/Operators.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Pool.h>
+#include <ATen/native/im2col_shape_check.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/UpSample.h>
 #include <torch/library.h>
@@ -24,7 +26,8 @@ struct ConvGeom {
 bool conv_native(const at::Tensor& input, const at::Tensor& weight, bool transposed,
                  int64_t groups) {
   auto t = input.scalar_type();
-  return !transposed && (input.dim() == 3 || input.dim() == 4) && weight.dim() == input.dim() &&
+  (void)transposed;  // both directions run natively
+  return (input.dim() == 3 || input.dim() == 4) && weight.dim() == input.dim() &&
          (t == at::kFloat || t == at::kBFloat16 || t == at::kHalf) &&
          weight.scalar_type() == t && weight.device() == input.device() && groups >= 1;
 }
@@ -87,6 +90,67 @@ at::Tensor columns(const ConvGeom& g, const at::Tensor& x) {
   return col;
 }
 
+// A 1-D convolution as a 2-D one of height 1: the extra leading entry of each
+// parameter list is the identity for the height axis.
+std::vector<int64_t> with_unit(at::IntArrayRef v, int64_t unit) {
+  return {unit, v.empty() ? unit : v[0]};
+}
+
+// The geometry of a transposed convolution as the regular convolution it is
+// the adjoint of: the image is the transposed convolution's output
+// [n, cout, OH, OW], the column grid its input's [h, w].
+ConvGeom transposed_geometry(const at::Tensor& input, const at::Tensor& weight,
+                             at::IntArrayRef stride, at::IntArrayRef padding,
+                             at::IntArrayRef dilation, at::IntArrayRef out_pad,
+                             int64_t groups) {
+  ConvGeom g{};
+  auto at2 = [](at::IntArrayRef v, int i, int64_t dflt) {
+    return v.size() > static_cast<size_t>(i) ? v[i] : (v.empty() ? dflt : v[0]);
+  };
+  g.n = input.size(0);
+  g.o = input.size(1);
+  g.c = weight.size(1) * groups;
+  g.kh = weight.size(2);
+  g.kw = weight.size(3);
+  g.sh = at2(stride, 0, 1);
+  g.sw = at2(stride, 1, 1);
+  g.ph = at2(padding, 0, 0);
+  g.pw = at2(padding, 1, 0);
+  g.dh = at2(dilation, 0, 1);
+  g.dw = at2(dilation, 1, 1);
+  g.oh = input.size(2);
+  g.ow = input.size(3);
+  g.h = (g.oh - 1) * g.sh - 2 * g.ph + g.dh * (g.kh - 1) + at2(out_pad, 0, 0) + 1;
+  g.w = (g.ow - 1) * g.sw - 2 * g.pw + g.dw * (g.kw - 1) + at2(out_pad, 1, 0) + 1;
+  g.groups = groups;
+  TORCH_CHECK(g.h > 0 && g.w > 0, "Given transposed convolution input of shape ",
+              input.sizes(), " and weight of shape ", weight.sizes(),
+              ", the calculated output size is too small");
+  return g;
+}
+
+// conv_transpose2d: per group, columns = W_g^T x_g (fp32), then col2im.
+at::Tensor transposed_forward(const at::Tensor& input, const at::Tensor& weight,
+                              const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                              at::IntArrayRef padding, at::IntArrayRef dilation,
+                              at::IntArrayRef out_pad, int64_t groups) {
+  ConvGeom g = transposed_geometry(input, weight, stride, padding, dilation, out_pad, groups);
+  int64_t cin_g = g.o / groups, kg = g.c / groups * g.kh * g.kw, L = g.oh * g.ow;
+  at::Tensor xf = input.contiguous().view({g.n, g.o, L}).to(at::kFloat);
+  at::Tensor wf = weight.contiguous().view({g.o, kg}).to(at::kFloat);
+  at::Tensor col = at::empty({g.n, g.c * g.kh * g.kw, L}, xf.options());
+  for (int64_t gi = 0; gi < groups; gi++) {
+    at::Tensor c = col.narrow(1, gi * kg, kg);
+    at::bmm_out(c, wf.narrow(0, gi * cin_g, cin_g).t().unsqueeze(0).expand({g.n, kg, cin_g}),
+                xf.narrow(1, gi * cin_g, cin_g));
+  }
+  at::Tensor img = at::zeros({g.n, g.c, g.h, g.w}, xf.options());
+  lower(g, img, col, true);
+  at::Tensor out = img.to(input.scalar_type());
+  if (bias.has_value() && bias->defined()) out.add_(bias->view({1, g.c, 1, 1}));
+  return out;
+}
+
 }  // namespace
 
 at::Tensor conv_native_forward(const at::Tensor& input, const at::Tensor& weight,
@@ -96,6 +160,15 @@ at::Tensor conv_native_forward(const at::Tensor& input, const at::Tensor& weight
   if (!conv_native(input, weight, transposed, groups))
     return conv_cpu(input, weight, bias, stride, padding, dilation, transposed, output_padding,
                     groups);
+  if (transposed) {
+    if (input.dim() == 3)
+      return transposed_forward(input.unsqueeze(2), weight.unsqueeze(2), bias,
+                                with_unit(stride, 1), with_unit(padding, 0),
+                                with_unit(dilation, 1), with_unit(output_padding, 0), groups)
+          .squeeze(2);
+    return transposed_forward(input, weight, bias, stride, padding, dilation, output_padding,
+                              groups);
+  }
   ConvGeom g = geometry(input, weight, stride, padding, dilation, groups);
   TORCH_CHECK(g.oh > 0 && g.ow > 0, "Calculated output size is too small for the input of "
               "shape ", input.sizes(), " and kernel of shape ", weight.sizes());
@@ -121,6 +194,37 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_native_backward(
       grad_output.scalar_type() != input.scalar_type())
     return conv_cpu_backward(grad_output, input, weight, stride, padding, dilation, transposed,
                              output_padding, groups, mask);
+  if (transposed) {
+    if (input.dim() == 3) {
+      auto [gx, gw, gb] = conv_native_backward(
+          grad_output.unsqueeze(2), input.unsqueeze(2), weight.unsqueeze(2),
+          with_unit(stride, 1), with_unit(padding, 0), with_unit(dilation, 1), true,
+          with_unit(output_padding, 0), groups, mask);
+      return {gx.defined() ? gx.squeeze(2) : gx, gw.defined() ? gw.squeeze(2) : gw, gb};
+    }
+    // The input gradient is the regular convolution of the output gradient;
+    // the weight gradient pairs the input with the output gradient's columns.
+    ConvGeom g = transposed_geometry(input, weight, stride, padding, dilation, output_padding,
+                                     groups);
+    at::Tensor gx, gw, gb;
+    if (mask[0])
+      gx = conv_native_forward(grad_output, weight, std::nullopt, stride, padding, dilation,
+                               false, at::IntArrayRef{0, 0}, groups);
+    if (mask[1]) {
+      int64_t cin_g = g.o / groups, kg = g.c / groups * g.kh * g.kw, L = g.oh * g.ow;
+      at::Tensor col = columns(g, grad_output.contiguous());
+      at::Tensor x = input.contiguous().view({g.n, g.o, L});
+      gw = at::empty({g.o, kg}, weight.options());
+      for (int64_t gi = 0; gi < groups; gi++) {
+        at::Tensor per_image = at::bmm(x.narrow(1, gi * cin_g, cin_g),
+                                       col.narrow(1, gi * kg, kg).transpose(1, 2));
+        gw.narrow(0, gi * cin_g, cin_g).copy_(per_image.sum(0));
+      }
+      gw = gw.view(weight.sizes());
+    }
+    if (mask[2]) gb = grad_output.sum({0, 2, 3});
+    return {gx, gw, gb};
+  }
   ConvGeom g = geometry(input, weight, stride, padding, dilation, groups);
   int64_t og = g.o / groups, kg = g.c / groups * g.kh * g.kw, L = g.oh * g.ow;
   at::Tensor go = grad_output.contiguous().view({g.n, g.o, L});
@@ -152,6 +256,92 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_native_backward(
   }
   if (mask[2]) gb = go.sum({0, 2});
   return {gx, gw, gb};
+}
+
+// --------------------------------------------------- unfold / fold
+// im2col (F.unfold) and col2im (F.fold) on the convolution lowering kernels.
+
+namespace {
+void check_pairs(at::IntArrayRef k, at::IntArrayRef d, at::IntArrayRef p, at::IntArrayRef s,
+                 const char* name) {
+  TORCH_CHECK(k.size() == 2, "It is expected kernel_size equals to 2, but got size ", k.size());
+  TORCH_CHECK(d.size() == 2, "It is expected dilation equals to 2, but got size ", d.size());
+  TORCH_CHECK(p.size() == 2, "It is expected padding equals to 2, but got size ", p.size());
+  TORCH_CHECK(s.size() == 2, "It is expected stride equals to 2, but got size ", s.size());
+  (void)name;
+}
+ConvGeom fold_geometry(int64_t n, int64_t c, int64_t h, int64_t w, at::IntArrayRef k,
+                       at::IntArrayRef d, at::IntArrayRef p, at::IntArrayRef s) {
+  ConvGeom g{};
+  g.n = n;
+  g.c = c;
+  g.h = h;
+  g.w = w;
+  g.kh = k[0];
+  g.kw = k[1];
+  g.dh = d[0];
+  g.dw = d[1];
+  g.ph = p[0];
+  g.pw = p[1];
+  g.sh = s[0];
+  g.sw = s[1];
+  g.oh = (h + 2 * g.ph - g.dh * (g.kh - 1) - 1) / g.sh + 1;
+  g.ow = (w + 2 * g.pw - g.dw * (g.kw - 1) - 1) / g.sw + 1;
+  return g;
+}
+}  // namespace
+
+at::Tensor& im2col_out(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef d,
+                       at::IntArrayRef p, at::IntArrayRef s, at::Tensor& out) {
+  check_pairs(k, d, p, s, "im2col");
+  at::native::im2col_shape_check(self, at::Tensor(), k[0], k[1], d[0], d[1], p[0], p[1], s[0],
+                                 s[1]);
+  bool batched = self.dim() == 4;
+  at::Tensor x = (batched ? self : self.unsqueeze(0)).contiguous();
+  ConvGeom g = fold_geometry(x.size(0), x.size(1), x.size(2), x.size(3), k, d, p, s);
+  at::Tensor col = at::empty({g.n, g.c * g.kh * g.kw, g.oh * g.ow}, x.options());
+  if (col.numel()) lower(g, x, col, false);
+  if (!batched) col = col.squeeze(0);
+  at::native::resize_output(out, col.sizes());
+  return out.copy_(col);
+}
+
+at::Tensor im2col(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef d,
+                  at::IntArrayRef p, at::IntArrayRef s) {
+  at::Tensor out = at::empty({0}, self.options());
+  return im2col_out(self, k, d, p, s, out);
+}
+
+at::Tensor& col2im_out(const at::Tensor& self, c10::SymIntArrayRef osize, at::IntArrayRef k,
+                       at::IntArrayRef d, at::IntArrayRef p, at::IntArrayRef s,
+                       at::Tensor& out) {
+  TORCH_CHECK(osize.size() == 2, "It is expected output_size equals to 2, but got size ",
+              osize.size());
+  check_pairs(k, d, p, s, "col2im");
+  int64_t oh = osize[0].expect_int(), ow = osize[1].expect_int();
+  at::native::col2im_shape_check(self, at::Tensor(), oh, ow, k[0], k[1], d[0], d[1], p[0], p[1],
+                                 s[0], s[1]);
+  auto st = self.scalar_type();
+  if (st != at::kFloat && st != at::kDouble && st != at::kBFloat16 && st != at::kHalf)
+    return at::native::call_fallback_fn_symint<&neuron_cpu_fallback, ATEN_OP(col2im_out)>::call(
+        self, osize, k, d, p, s, out);
+  bool batched = self.dim() == 3;
+  at::Tensor col = (batched ? self : self.unsqueeze(0)).contiguous();
+  int64_t c = col.size(1) / (k[0] * k[1]);
+  ConvGeom g = fold_geometry(col.size(0), c, oh, ow, k, d, p, s);
+  at::Tensor accf = at::zeros({g.n, c, oh, ow}, col.options().dtype(
+      col.scalar_type() == at::kDouble ? at::kDouble : at::kFloat));
+  if (col.numel()) lower(g, accf, col.to(accf.scalar_type()), true);
+  at::Tensor r = accf.to(self.scalar_type());
+  if (!batched) r = r.squeeze(0);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+at::Tensor col2im(const at::Tensor& self, c10::SymIntArrayRef osize, at::IntArrayRef k,
+                  at::IntArrayRef d, at::IntArrayRef p, at::IntArrayRef s) {
+  at::Tensor out = at::empty({0}, self.options());
+  return col2im_out(self, osize, k, d, p, s, out);
 }
 
 // ------------------------------------------------ pooling and resampling
@@ -561,6 +751,10 @@ at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad, c10::SymIntArray
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", conv_native_forward);
   m.impl("convolution_backward_overrideable", conv_native_backward);
+  m.impl("im2col", im2col);
+  m.impl("im2col.out", im2col_out);
+  m.impl("col2im", col2im);
+  m.impl("col2im.out", col2im_out);
   m.impl("max_pool2d_with_indices", max_pool2d_with_indices);
   m.impl("max_pool2d_with_indices.out", max_pool2d_with_indices_out);
   m.impl("max_pool2d_with_indices_backward", max_pool2d_with_indices_backward);
