@@ -5,6 +5,7 @@
 #include "vmath.h"
 
 float tnk_vexp_sum_f32(const float *x, float sub, float *y, int64_t n) {
+  if (tnk_isa() >= TNK_ISA_AVX512) return tnk_vexp_sum_f32_avx512(x, sub, y, n);
   if (tnk_isa() >= TNK_ISA_AVX2) return tnk_vexp_sum_f32_avx2(x, sub, y, n);
   float sum = 0;
   for (int64_t k = 0; k < n; k++) {
@@ -16,6 +17,10 @@ float tnk_vexp_sum_f32(const float *x, float sub, float *y, int64_t n) {
 }
 
 void tnk_vsigmoid_f32(const float *x, float *y, int64_t n, int silu) {
+  if (tnk_isa() >= TNK_ISA_AVX512) {
+    tnk_vsigmoid_f32_avx512(x, y, n, silu);
+    return;
+  }
   if (tnk_isa() >= TNK_ISA_AVX2) {
     tnk_vsigmoid_f32_avx2(x, y, n, silu);
     return;
@@ -65,6 +70,10 @@ void tnk_vnormalize_f32(const float *x, float *y, int64_t n, float mean, float r
 }
 
 void tnk_vsilu_bwd_f32(const float *g, const float *x, float *out, int64_t n) {
+  if (tnk_isa() >= TNK_ISA_AVX512) {
+    tnk_vsilu_bwd_f32_avx512(g, x, out, n);
+    return;
+  }
   if (tnk_isa() >= TNK_ISA_AVX2) {
     tnk_vsilu_bwd_f32_avx2(g, x, out, n);
     return;

@@ -1,5 +1,6 @@
 /* Vectorised fp32 math shared by the kernels (internal to the library).
- * Each function has an AVX2+FMA body and a portable one; tnk_isa() picks. */
+ * Each function has an AVX2+FMA body and a portable one (the exp family an
+ * AVX-512 one too); tnk_isa() picks. */
 #ifndef TNK_VMATH_H
 #define TNK_VMATH_H
 
@@ -10,15 +11,18 @@
  * propagates. */
 float tnk_vexp_sum_f32(const float *x, float sub, float *y, int64_t n);
 float tnk_vexp_sum_f32_avx2(const float *x, float sub, float *y, int64_t n);
+float tnk_vexp_sum_f32_avx512(const float *x, float sub, float *y, int64_t n);
 
 /* y[k] = x[k] * sigmoid(x[k]) (silu) when silu, else sigmoid(x[k]). */
 void tnk_vsigmoid_f32(const float *x, float *y, int64_t n, int silu);
 void tnk_vsigmoid_f32_avx2(const float *x, float *y, int64_t n, int silu);
+void tnk_vsigmoid_f32_avx512(const float *x, float *y, int64_t n, int silu);
 
 /* out[k] = g[k] * s * (1 + x[k] * (1 - s)), s = sigmoid(x[k]): SiLU's
  * backward. */
 void tnk_vsilu_bwd_f32(const float *g, const float *x, float *out, int64_t n);
 void tnk_vsilu_bwd_f32_avx2(const float *g, const float *x, float *out, int64_t n);
+void tnk_vsilu_bwd_f32_avx512(const float *g, const float *x, float *out, int64_t n);
 
 /* Sum of n floats accumulated in double (the reduction kernel's precision). */
 double tnk_vsum_f32_f64(const float *x, int64_t n);

@@ -185,7 +185,89 @@ TGT void tnk_vnormalize_f32_avx2(const float *x, float *y, int64_t n, float mean
   }
 }
 
+/* ---- AVX-512 ---------------------------------------------------------------
+ * exp16 scales by 2^n with vscalefps, which rounds overflow to inf and
+ * underflow through the subnormals to 0 exactly as IEEE does, so the only
+ * special handling is a clamp that keeps n finite (NaN passes the clamp:
+ * vminps/vmaxps return their second operand when either is NaN). */
+#define TGT512 __attribute__((target("avx512f")))
+
+TGT512 static inline __m512 exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), r);
+  y = _mm512_add_ps(y, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(y, n);
+}
+
+TGT512 float tnk_vexp_sum_f32_avx512(const float *x, float sub, float *y, int64_t n) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps(), vs = _mm512_set1_ps(sub);
+  int64_t k = 0;
+  for (; k + 32 <= n; k += 32) {
+    __m512 e0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + k), vs));
+    __m512 e1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + k + 16), vs));
+    if (y) {
+      _mm512_storeu_ps(y + k, e0);
+      _mm512_storeu_ps(y + k + 16, e1);
+    }
+    s0 = _mm512_add_ps(s0, e0);
+    s1 = _mm512_add_ps(s1, e1);
+  }
+  for (; k < n; k += 16) { /* masked tail: lanes past n read nothing, add 0 */
+    __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1);
+    __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + k), vs));
+    if (y) _mm512_mask_storeu_ps(y + k, m, e);
+    s0 = _mm512_add_ps(s0, _mm512_maskz_mov_ps(m, e));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
+TGT512 static inline __m512 sigmoid16(__m512 x, int silu) {
+  __m512 one = _mm512_set1_ps(1.0f);
+  __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+  return silu ? _mm512_mul_ps(x, s) : s;
+}
+
+TGT512 void tnk_vsigmoid_f32_avx512(const float *x, float *y, int64_t n, int silu) {
+  for (int64_t k = 0; k < n; k += 16) {
+    __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1);
+    _mm512_mask_storeu_ps(y + k, m, sigmoid16(_mm512_maskz_loadu_ps(m, x + k), silu));
+  }
+}
+
+TGT512 void tnk_vsilu_bwd_f32_avx512(const float *g, const float *x, float *out, int64_t n) {
+  __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t k = 0; k < n; k += 16) {
+    __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1);
+    __m512 xv = _mm512_maskz_loadu_ps(m, x + k);
+    __m512 s = sigmoid16(xv, 0);
+    __m512 d = _mm512_fmadd_ps(xv, _mm512_sub_ps(one, s), one);
+    _mm512_mask_storeu_ps(out + k, m,
+                          _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, g + k), s), d));
+  }
+}
+
 #else /* tnk_isa() never selects these off x86 */
+float tnk_vexp_sum_f32_avx512(const float *x, float sub, float *y, int64_t n) {
+  (void)x; (void)sub; (void)y; (void)n;
+  return 0;
+}
+void tnk_vsigmoid_f32_avx512(const float *x, float *y, int64_t n, int silu) {
+  (void)x; (void)y; (void)n; (void)silu;
+}
+void tnk_vsilu_bwd_f32_avx512(const float *g, const float *x, float *out, int64_t n) {
+  (void)g; (void)x; (void)out; (void)n;
+}
 float tnk_vexp_sum_f32_avx2(const float *x, float sub, float *y, int64_t n) {
   (void)x; (void)sub; (void)y; (void)n;
   return 0;
