@@ -46,9 +46,8 @@ static void tile_scores(const tnk_sdpa_args_t *a, int64_t b, int64_t h, int64_t 
         }
       }
     }
-    if (a->causal)
-      for (int64_t c = 0; c < kn; c++)
-        if (j0 + c > i) row[c] = -INFINITY;
+    if (a->causal) /* keys after the query: only diagonal tiles have any */
+      for (int64_t c = i - j0 + 1 < 0 ? 0 : i - j0 + 1; c < kn; c++) row[c] = -INFINITY;
   }
 }
 
