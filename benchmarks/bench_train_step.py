@@ -42,6 +42,7 @@ def train_step(model, opt, ids):
 
 def timed(fn, device):
     sync(device)
+    time.sleep(0.03)  # settle: CPU's OpenMP workers spin a few ms after their last region
     t0 = time.perf_counter()
     out = fn()
     sync(device)

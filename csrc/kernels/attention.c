@@ -26,11 +26,21 @@ static void gemm_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t sa
   tnk_gemm(&g);
 }
 
-/* Scores of one tile: s = scale * q k^T, then the mask and causality. */
+/* t[x][c] = src[c][x] for c < kn, x < w: a key/value tile transposed into
+ * rows of KB, so products with its transpose read contiguous B rows and run
+ * the GEMM's no-packing path. */
+static void transpose_tile(const float *src, int64_t stride, int64_t kn, int64_t w, float *t) {
+  for (int64_t c = 0; c < kn; c++)
+    for (int64_t x = 0; x < w; x++) t[x * KB + c] = src[c * stride + x];
+}
+
+/* Scores of one tile: s = scale * q k^T, then the mask and causality. kt is
+ * scratch for the transposed key tile (e rows of KB). */
 static void tile_scores(const tnk_sdpa_args_t *a, int64_t b, int64_t h, int64_t i0,
                         int64_t qn, int64_t j0, int64_t kn, const float *qs,
-                        const float *k, float *s) {
-  gemm_f32(qn, kn, a->e, qs, a->e, 1, k, 1, a->sk[2], s, KB, 1.0f, 0.0f);
+                        const float *k, float *s, float *kt) {
+  transpose_tile(k, a->sk[2], kn, a->e, kt);
+  gemm_f32(qn, kn, a->e, qs, a->e, 1, kt, KB, 1, s, KB, 1.0f, 0.0f);
   for (int64_t r = 0; r < qn; r++) {
     float *row = s + r * KB;
     int64_t i = i0 + r;
@@ -72,9 +82,10 @@ typedef struct fwd_ctx {
 static void fwd_tasks(void *p, int64_t begin, int64_t end) {
   const fwd_ctx_t *c = p;
   const tnk_sdpa_args_t *a = c->a;
-  float *s = malloc(sizeof(float) * (QB * KB + QB * a->ev + 2 * QB + QB * a->e));
+  float *s = malloc(sizeof(float) * (QB * KB + QB * a->ev + 2 * QB + QB * a->e + a->e * KB));
   if (!s) return;
   float *acc = s + QB * KB, *m = acc + QB * a->ev, *l = m + QB, *qs = l + QB;
+  float *kt = qs + QB * a->e;
   int64_t group = a->heads / a->kv_heads;
   for (int64_t t = begin; t < end; t++) {
     int64_t b = t / (a->heads * c->qblocks), h = t / c->qblocks % a->heads;
@@ -89,7 +100,7 @@ static void fwd_tasks(void *p, int64_t begin, int64_t end) {
     int64_t kend = key_end(a, i0, qn);
     for (int64_t j0 = 0; j0 < kend; j0 += KB) {
       int64_t kn = kend - j0 < KB ? kend - j0 : KB;
-      tile_scores(a, b, h, i0, qn, j0, kn, qs, kb + j0 * a->sk[2], s);
+      tile_scores(a, b, h, i0, qn, j0, kn, qs, kb + j0 * a->sk[2], s, kt);
       for (int64_t r = 0; r < qn; r++) {
         float *row = s + r * KB, mx = m[r];
         for (int64_t cc = 0; cc < kn; cc++) mx = row[cc] > mx ? row[cc] : mx;
@@ -129,9 +140,10 @@ void tnk_sdpa_forward(const tnk_sdpa_args_t *a) {
 static void bwd_tasks(void *p, int64_t begin, int64_t end) {
   const tnk_sdpa_args_t *a = p;
   int64_t e = a->e, ev = a->ev, group = a->heads / a->kv_heads;
-  float *s = malloc(sizeof(float) * (2 * QB * KB + 2 * QB * e + QB));
+  float *s = malloc(sizeof(float) * (2 * QB * KB + 2 * QB * e + QB + (e + ev) * KB));
   if (!s) return;
   float *dp = s + QB * KB, *dq = dp + QB * KB, *dd = dq + QB * e, *qs = dd + QB;
+  float *kt = qs + QB * e, *vt = kt + e * KB;
   for (int64_t t = begin; t < end; t++) {
     int64_t b = t / a->kv_heads, kvh = t % a->kv_heads;
     const float *kb = a->k + b * a->sk[0] + kvh * a->sk[1];
@@ -159,7 +171,7 @@ static void bwd_tasks(void *p, int64_t begin, int64_t end) {
         int64_t kend = key_end(a, i0, qn);
         for (int64_t j0 = 0; j0 < kend; j0 += KB) {
           int64_t kn = kend - j0 < KB ? kend - j0 : KB;
-          tile_scores(a, b, h, i0, qn, j0, kn, qs, kb + j0 * a->sk[2], s);
+          tile_scores(a, b, h, i0, qn, j0, kn, qs, kb + j0 * a->sk[2], s, kt);
           for (int64_t r = 0; r < qn; r++) { /* P = exp(S - lse) */
             float *row = s + r * KB;
             if (lse[r] == -INFINITY) memset(row, 0, sizeof(float) * (size_t)kn);
@@ -169,8 +181,8 @@ static void bwd_tasks(void *p, int64_t begin, int64_t end) {
           gemm_f32(kn, ev, qn, s, 1, KB, go, a->sgo[2], 1, gv + j0 * a->sgv[2], a->sgv[2],
                    1.0f, 1.0f);
           /* dP = dO V^T, dS = P * (dP - D) */
-          gemm_f32(qn, kn, ev, go, a->sgo[2], 1, vb + j0 * a->sv[2], 1, a->sv[2], dp, KB,
-                   1.0f, 0.0f);
+          transpose_tile(vb + j0 * a->sv[2], a->sv[2], kn, ev, vt);
+          gemm_f32(qn, kn, ev, go, a->sgo[2], 1, vt, KB, 1, dp, KB, 1.0f, 0.0f);
           for (int64_t r = 0; r < qn; r++)
             for (int64_t cc = 0; cc < kn; cc++)
               dp[r * KB + cc] = s[r * KB + cc] * (dp[r * KB + cc] - dd[r]);
