@@ -21,8 +21,11 @@
   _mm256_storeu_ps(c + (r) * ldc + 8, _mm256_add_ps(c##r##1, _mm256_loadu_ps(c + (r) * ldc + 8)));
 #define ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
-__attribute__((target("avx2,fma")))
-void tnk_ukernel_f32_avx2_6x16(TNK_UKERNEL_ARGS) {
+/* The bodies are inlined twice: once with the packed-panel strides as
+ * constants (A broadcasts become immediate-offset loads folded into the
+ * FMAs, no stride registers to spill), once generic for unpacked operands. */
+__attribute__((target("avx2,fma"), always_inline))
+static inline void ukernel_avx2_6x16(TNK_UKERNEL_ARGS) {
   ROWS6(AVX2_DECL)
   for (int64_t k = 0; k < kc; k++) {
     __m256 b0 = _mm256_loadu_ps(b + k * b_rs);
@@ -35,6 +38,14 @@ void tnk_ukernel_f32_avx2_6x16(TNK_UKERNEL_ARGS) {
   } else {
     ROWS6(AVX2_STORE)
   }
+}
+
+__attribute__((target("avx2,fma")))
+void tnk_ukernel_f32_avx2_6x16(TNK_UKERNEL_ARGS) {
+  if (a_rs == 1 && a_cs == 6 && b_rs == 16)
+    ukernel_avx2_6x16(kc, a, 1, 6, b, 16, c, ldc, accumulate);
+  else
+    ukernel_avx2_6x16(kc, a, a_rs, a_cs, b, b_rs, c, ldc, accumulate);
 }
 
 #define AVX512_DECL(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
@@ -52,8 +63,8 @@ void tnk_ukernel_f32_avx2_6x16(TNK_UKERNEL_ARGS) {
   _mm512_storeu_ps(c + (r) * ldc + 16, _mm512_add_ps(c##r##1, _mm512_loadu_ps(c + (r) * ldc + 16)));
 #define ROWS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 
-__attribute__((target("avx512f")))
-void tnk_ukernel_f32_avx512_12x32(TNK_UKERNEL_ARGS) {
+__attribute__((target("avx512f"), always_inline))
+static inline void ukernel_avx512_12x32(TNK_UKERNEL_ARGS) {
   ROWS12(AVX512_DECL)
   for (int r = 0; r < 12; r++) _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
 #pragma GCC unroll 4
@@ -68,6 +79,14 @@ void tnk_ukernel_f32_avx512_12x32(TNK_UKERNEL_ARGS) {
   } else {
     ROWS12(AVX512_STORE)
   }
+}
+
+__attribute__((target("avx512f")))
+void tnk_ukernel_f32_avx512_12x32(TNK_UKERNEL_ARGS) {
+  if (a_rs == 1 && a_cs == 12 && b_rs == 32)
+    ukernel_avx512_12x32(kc, a, 1, 12, b, 32, c, ldc, accumulate);
+  else
+    ukernel_avx512_12x32(kc, a, a_rs, a_cs, b, b_rs, c, ldc, accumulate);
 }
 __attribute__((target("avx2,fma")))
 void tnk_dot_rows_f32_avx2(int64_t k, const float *x, const float *w, int64_t ldw,
