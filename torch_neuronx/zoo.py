@@ -171,6 +171,38 @@ def _shrink(cfg, variant=0, depth=0):
             cfg.rope_parameters = {t: {"rope_type": "default", "rope_theta": 10000.0} for t in set(lt)}
         except Exception:
             pass
+    # Reformer's axial position embeddings: their widths must sum to the
+    # hidden size, their grid must cover the positions.
+    if isinstance(getattr(cfg, "axial_pos_embds_dim", None), (list, tuple)):
+        hs = cfg.hidden_size
+        cfg.axial_pos_embds_dim = (hs // 2, hs - hs // 2)
+        # training needs sequences of exactly the grid's size; generation
+        # then starts from half of one so that it ends inside the grid
+        cfg.axial_pos_shape = (4, 4)
+        cfg.max_position_embeddings = 16
+        cfg.zoo_seq, cfg.zoo_prompt = 16, 8
+        # LSH layers hash with random rotations drawn on the model's device
+        # (CPU and neuron generators differ); local attention is exact. Its
+        # reversible layers only run backward in training mode: no dropout.
+        cfg.attn_layers = ["local", "local"]
+        for name in list(vars(cfg)):
+            if "dropout" in name and isinstance(getattr(cfg, name), float):
+                setattr(cfg, name, 0.0)
+        cfg.zoo_train_mode = True
+    # DBRX's model reads rope_theta from its attention sub-config, which a
+    # default config of this transformers release does not carry (released
+    # checkpoints do): the value of the top-level RoPE table.
+    ac = getattr(cfg, "attn_config", None)
+    if ac is not None and hasattr(ac, "to_dict") and not hasattr(ac, "rope_theta"):
+        theta = (getattr(cfg, "rope_parameters", None) or {}).get("rope_theta", 10000.0)
+        try:
+            ac.rope_theta = theta
+        except Exception:
+            pass
+    # ...and clamps q/k/v with clip_qkv unconditionally (None fails): the
+    # released checkpoints' value.
+    if ac is not None and getattr(ac, "clip_qkv", 0) is None:
+        ac.clip_qkv = 8.0
     if hasattr(cfg, "use_cache"):
         cfg.use_cache = True
     if hasattr(cfg, "is_decoder") and depth == 0:
@@ -196,16 +228,27 @@ def build(model_type, variant=0):
     from transformers import AutoConfig, AutoModelForCausalLM
 
     cfg = _shrink(AutoConfig.for_model(model_type), variant)
+    make = AutoModelForCausalLM.from_config
+    # A composite config whose causal-LM class takes one of its parts
+    # (MusicGen's decoder): build that class from the part.
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    cls = getattr(transformers, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type, ""), None)
+    want = getattr(cls, "config_class", None)
+    if isinstance(want, type) and not isinstance(cfg, want):
+        part = next((v for v in vars(cfg).values() if isinstance(v, want)), None)
+        if part is not None:
+            cfg, make = part, cls._from_config
     # Size it on the meta device first: a config the shrinker does not know
     # how to make small must not take the machine's memory down with it.
     with torch.device("meta"):
-        probe = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+        probe = make(cfg, attn_implementation="eager")
     n = sum(p.numel() for p in probe.parameters())
     del probe
     if n > MAX_PARAMS:
         raise ValueError(f"the shrunk config still has {n / 1e6:.0f}M parameters")
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+    model = make(cfg, attn_implementation="eager")
     # Zero-initialised matrices (some MoE routers) make every router score
     # equal, and the order topk returns among ties is unspecified (CPU and
     # CUDA differ); small random values make routing decided by the data.
@@ -214,6 +257,11 @@ def build(model_type, variant=0):
         for p in model.parameters():
             if p.dim() >= 2 and p.is_floating_point() and not p.any():
                 p.copy_(torch.randn(p.shape, generator=g).to(p.dtype) * 0.02)
+    # Codebook decoders start generation from decoder_start_token_id, which
+    # released MusicGen checkpoints set (to bos) in their generation config.
+    gc = getattr(model, "generation_config", None)
+    if getattr(cfg, "num_codebooks", None) and gc is not None and gc.decoder_start_token_id is None:
+        gc.decoder_start_token_id = cfg.bos_token_id
     languages = getattr(cfg, "languages", None)
     if languages and hasattr(model, "set_default_language"):  # X-MOD adapters
         model.set_default_language(list(languages)[0])
@@ -241,7 +289,7 @@ def _logits(out):
     return out.logits if hasattr(out, "logits") else out[0]
 
 
-def run_on(model, device, ids, step_grads=None):
+def run_on(model, device, ids, step_grads=None, labels=None):
     """Forward, backward, generate, AdamW step, second forward.
 
     step_grads: gradients (by parameter name) to take the AdamW step with.
@@ -251,15 +299,18 @@ def run_on(model, device, ids, step_grads=None):
     the second forward differ for reasons that are not the optimizer's."""
     model = model.to(device)
     x = ids.to(device)
-    model.train(False)
-    out = model(input_ids=x, labels=x)
+    model.train(bool(getattr(model.config, "zoo_train_mode", False)))
+    prompt = x[:, : getattr(model.config, "zoo_prompt", x.shape[1])]
+    out = model(input_ids=x, labels=x if labels is None else labels.to(device))
     loss = out.loss
     logits = _logits(out)
     loss.backward()
     grads = {n: (p.grad.detach().cpu() if p.grad is not None else None)
              for n, p in model.named_parameters()}
+    model.train(False)
     with torch.no_grad():
-        gen = model.generate(x, max_new_tokens=NEW_TOKENS, do_sample=False, num_beams=1,
+        gen = model.generate(prompt, max_new_tokens=NEW_TOKENS, do_sample=False, num_beams=1,
+                             num_return_sequences=1,
                              pad_token_id=0, min_new_tokens=NEW_TOKENS)
     if step_grads is not None:
         for n, p in model.named_parameters():
@@ -278,7 +329,6 @@ def check(model_type):
     """One row of the sweep."""
     row = {"model_type": model_type, "status": "", "detail": "", "fallbacks": {}, "seconds": 0.0}
     t0 = time.time()
-    ids = torch.randint(3, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(1))
     ref = None
     for variant in (0, 1):  # the first tiny config that runs on CPU
         try:
@@ -286,8 +336,15 @@ def check(model_type):
         except Exception as e:  # cannot even be built: not a neuron problem
             row.update(status="skipped", detail=f"cannot build a tiny config: {_first_line(e)}")
             continue
+        # multi-codebook decoders (MusicGen) take one row per codebook and
+        # labels as [batch, seq, codebooks]
+        books = getattr(base.config, "num_codebooks", None)
+        rows = BATCH * (books or 1)
+        seq = getattr(base.config, "zoo_seq", SEQ)
+        ids = torch.randint(3, VOCAB, (rows, seq), generator=torch.Generator().manual_seed(1))
+        labels = ids.view(BATCH, books, seq).transpose(1, 2) if books else None
         try:
-            ref = run_on(copy.deepcopy(base), "cpu", ids)
+            ref = run_on(copy.deepcopy(base), "cpu", ids, labels=labels)
             break
         except Exception as e:
             row.update(status="skipped", detail=f"fails on CPU too: {_first_line(e)}")
@@ -296,7 +353,7 @@ def check(model_type):
     row.update(status="", detail="")
     torch_neuronx.clear_op_tracking()
     try:
-        got = run_on(copy.deepcopy(base), "neuron", ids, step_grads=ref["grads"])
+        got = run_on(copy.deepcopy(base), "neuron", ids, step_grads=ref["grads"], labels=labels)
     except Exception as e:
         row.update(status="error", detail=_first_line(e), fallbacks=torch_neuronx.get_fallback_ops())
         row["trace"] = traceback.format_exc(limit=-3)
