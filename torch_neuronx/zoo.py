@@ -56,6 +56,8 @@ _TINY = {
     # compressed / indexed attention budgets (Qwen4-exp)
     "indexer_budget": 16, "indexer_compress_ratio": 4, "indexer_n_heads": 2,
     "indexer_kv_heads": 1, "indexer_head_dim": 16,
+    # byte-latent models (BLT): hash-embedding tables and the global width
+    "encoder_hash_byte_group_vocab": 512, "hidden_size_global": 64,
 }
 
 VOCAB = 256
@@ -203,6 +205,16 @@ def _shrink(cfg, variant=0, depth=0):
     # released checkpoints' value.
     if ac is not None and getattr(ac, "clip_qkv", 0) is None:
         ac.clip_qkv = 8.0
+    # A composite config without a depth of its own (BLT), whose model builds
+    # its cache from it: the deepest part's.
+    if depth == 0 and not hasattr(cfg, "num_hidden_layers"):
+        depths = [getattr(v, "num_hidden_layers", 0) for v in vars(cfg).values()
+                  if hasattr(v, "to_dict") and isinstance(getattr(v, "num_hidden_layers", 0), int)]
+        if any(depths):
+            try:
+                cfg.num_hidden_layers = max(depths)
+            except Exception:
+                pass
     if hasattr(cfg, "use_cache"):
         cfg.use_cache = True
     if hasattr(cfg, "is_decoder") and depth == 0:
@@ -218,6 +230,13 @@ def _shrink(cfg, variant=0, depth=0):
             c = getattr(cfg, sub, None)
             if c is not None and c is not cfg and hasattr(c, "to_dict") and hasattr(c, "model_type"):
                 _shrink(c, variant, depth + 1)
+    # With the parts shrunk: BLT derives the width its global transformer
+    # projects from at init (local encoder width x cross_attn_k); derive it
+    # again for the new widths.
+    gc_, ec_ = getattr(cfg, "global_config", None), getattr(cfg, "encoder_config", None)
+    if hasattr(gc_, "encoder_cross_output_size") and hasattr(ec_, "hidden_size"):
+        out = ec_.hidden_size * getattr(cfg, "cross_attn_k", 1)
+        gc_.encoder_cross_output_size = out if out != gc_.hidden_size else None
     return cfg
 
 
