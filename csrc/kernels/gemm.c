@@ -310,6 +310,126 @@ static void gemm_small(const f32_problem_t *p, const ukernel_desc_t *uk) {
   }
 }
 
+/* ---- bf16 with AVX512-BF16 dot products ------------------------------------
+ * A and B are packed as pairs of consecutive-k bf16 values in 32-bit words
+ * (an odd k pads the last pair with 0); vdpbf16ps multiplies two pairs per
+ * lane and accumulates in fp32, twice the fp32 FMA rate. Tiles go through
+ * store_tile (alpha, beta, accumulation over k blocks, the bf16 rounding). */
+#define KCB 1024 /* depth per packed block: bf16 panels are half the bytes */
+
+static inline uint32_t bf16_pair(const uint16_t *s, int64_t step, int has_second) {
+  return (uint32_t)s[0] | (has_second ? (uint32_t)s[step] << 16 : 0u);
+}
+
+typedef struct pack_b16_ctx {
+  const f32_problem_t *p;
+  int64_t pc, kc, jc, nc;
+  uint32_t *dst;
+} pack_b16_ctx_t;
+
+static void pack_b_bf16_panels(void *vp, int64_t begin, int64_t end) {
+  const pack_b16_ctx_t *c = vp;
+  const f32_problem_t *p = c->p;
+  int64_t kp = (c->kc + 1) / 2;
+  for (int64_t j0 = begin * 32; j0 < c->nc && j0 < end * 32; j0 += 32) {
+    int64_t w = c->nc - j0 < 32 ? c->nc - j0 : 32;
+    uint32_t *d = c->dst + j0 * kp;
+    for (int64_t q = 0; q < kp; q++) {
+      int64_t k = c->pc + 2 * q;
+      int second = 2 * q + 1 < c->kc;
+      const uint16_t *src = p->b16 + k * p->sb_r + (c->jc + j0) * p->sb_c;
+      for (int64_t j = 0; j < w; j++) d[q * 32 + j] = bf16_pair(src + j * p->sb_c, p->sb_r, second);
+      for (int64_t j = w; j < 32; j++) d[q * 32 + j] = 0;
+    }
+  }
+}
+
+static void pack_a_bf16(const f32_problem_t *p, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
+                        uint32_t *dst) {
+  int64_t kp = (kc + 1) / 2;
+  for (int64_t i0 = 0; i0 < mc; i0 += 12) {
+    int64_t h = mc - i0 < 12 ? mc - i0 : 12;
+    uint32_t *d = dst + i0 * kp;
+    for (int64_t q = 0; q < kp; q++) {
+      int second = 2 * q + 1 < kc;
+      const uint16_t *src = p->a16 + (ic + i0) * p->sa_r + (pc + 2 * q) * p->sa_c;
+      for (int64_t r = 0; r < h; r++) d[q * 12 + r] = bf16_pair(src + r * p->sa_r, p->sa_c, second);
+      for (int64_t r = h; r < 12; r++) d[q * 12 + r] = 0;
+    }
+  }
+}
+
+typedef struct macro16_ctx {
+  const f32_problem_t *p;
+  const uint32_t *bpack;
+  int64_t pc, kc, jc, nc, mc;
+} macro16_ctx_t;
+
+static void macro_blocks_bf16(void *vp, int64_t begin, int64_t end) {
+  const macro16_ctx_t *c = vp;
+  const f32_problem_t *p = c->p;
+  int64_t kp = (c->kc + 1) / 2;
+  uint32_t *apack = aligned_alloc(64, ((size_t)(c->mc * kp) * 4 + 63) / 64 * 64 + 64);
+  if (!apack) return;
+  float acc[12 * 32] __attribute__((aligned(64)));
+  for (int64_t blk = begin; blk < end; blk++) {
+    int64_t ic = blk * c->mc, mc = p->m - ic < c->mc ? p->m - ic : c->mc;
+    pack_a_bf16(p, ic, mc, c->pc, c->kc, apack);
+    for (int64_t j0 = 0; j0 < c->nc; j0 += 32) {
+      int64_t w = c->nc - j0 < 32 ? c->nc - j0 : 32;
+      for (int64_t i0 = 0; i0 < mc; i0 += 12) {
+        int64_t h = mc - i0 < 12 ? mc - i0 : 12;
+        tnk_ukernel_bf16_avx512_12x32(kp, apack + i0 * kp, c->bpack + j0 * kp, acc, 32, 0);
+        store_tile(p, acc, 32, ic + i0, c->jc + j0, h, w, c->pc > 0);
+      }
+    }
+  }
+  free(apack);
+}
+
+static void gemm_packed_bf16_blocks(const f32_problem_t *p);
+
+/* Depths over one packed block accumulate in an fp32 copy of the product
+ * (bf16 C would round after every block), then C = alpha T + beta C once. */
+static void gemm_packed_bf16(const f32_problem_t *p) {
+  if (p->k <= KCB) {
+    gemm_packed_bf16_blocks(p);
+    return;
+  }
+  float *t = alloc_floats(p->m * p->n);
+  if (!t) return;
+  f32_problem_t q = *p;
+  q.c = (char *)t;
+  q.sc_r = p->n;
+  q.sc_c = 1;
+  q.dtype = TNK_F32;
+  q.alpha = 1.0f;
+  q.beta = 0.0f;
+  gemm_packed_bf16_blocks(&q);
+  for (int64_t i = 0; i < p->m; i++) store_tile(p, t + i * p->n, (int)p->n, i, 0, 1, p->n, 0);
+  free(t);
+}
+
+static void gemm_packed_bf16_blocks(const f32_problem_t *p) {
+  int64_t mcb = block_rows(p->m, 12);
+  int64_t kcmax = p->k < KCB ? p->k : KCB, ncmax = p->n < NC ? p->n : NC;
+  ncmax = (ncmax + 31) / 32 * 32;
+  int64_t kpmax = (kcmax + 1) / 2;
+  uint32_t *bpack = aligned_alloc(64, ((size_t)(kpmax * ncmax) * 4 + 63) / 64 * 64 + 64);
+  if (!bpack) return;
+  for (int64_t jc = 0; jc < p->n; jc += NC) {
+    int64_t nc = p->n - jc < NC ? p->n - jc : NC;
+    for (int64_t pc = 0; pc < p->k; pc += KCB) {
+      int64_t kc = p->k - pc < KCB ? p->k - pc : KCB;
+      pack_b16_ctx_t b = {p, pc, kc, jc, nc, bpack};
+      tnk_parallel_for((nc + 31) / 32, 4, pack_b_bf16_panels, &b);
+      macro16_ctx_t c = {p, bpack, pc, kc, jc, nc, mcb};
+      tnk_parallel_for((p->m + mcb - 1) / mcb, 1, macro_blocks_bf16, &c);
+    }
+  }
+  free(bpack);
+}
+
 /* ---- skinny products (decoding): m <= 4, B with contiguous columns ---------- */
 
 typedef struct gemv_ctx {
@@ -384,10 +504,14 @@ void tnk_gemm_isa(const tnk_gemm_args_t *g, int isa) {
     if (g->dtype == TNK_F32) {
       p.a = (const float *)g->a + bi * g->sa_b;
       p.b = (const float *)g->b + bi * g->sb_b;
-    } else { /* bf16/fp16: converted to fp32 while packing */
+    } else { /* bf16/fp16: bf16 dot products, or converted to fp32 while packing */
       p.a16 = (const uint16_t *)g->a + bi * g->sa_b;
       p.b16 = (const uint16_t *)g->b + bi * g->sb_b;
-      gemm_packed(&p, &uk);
+      if (g->dtype == TNK_BF16 && isa == TNK_ISA_AVX512 &&
+          (tnk_cpu_features() & TNK_FEAT_AVX512BF16))
+        gemm_packed_bf16(&p);
+      else
+        gemm_packed(&p, &uk);
       continue;
     }
     if (gemv_applies(&p, isa))

@@ -17,6 +17,12 @@ typedef void (*tnk_ukernel_fn)(TNK_UKERNEL_ARGS);
 
 void tnk_ukernel_f32_avx2_6x16(TNK_UKERNEL_ARGS);
 void tnk_ukernel_f32_avx512_12x32(TNK_UKERNEL_ARGS);
+/* bf16 micro-kernel (AVX512-BF16): T[12][32] = sum over kp k-pairs of
+ * A pair (r) . B pair (column), with a[p * 12 + r] = A[r][2p] | A[r][2p+1]
+ * << 16 and b[p * 32 + j] the same for B[2p][j], B[2p+1][j] (bf16 bits);
+ * fp32 accumulation; c as in the fp32 kernels. */
+void tnk_ukernel_bf16_avx512_12x32(int64_t kp, const uint32_t *a, const uint32_t *b, float *c,
+                                   int64_t ldc, int accumulate);
 /* Dot products for skinny products (GEMV): out[j] = sum_i x[i] * w[j][i]
  * for j < n, w rows ldw floats apart (contiguous along i). */
 void tnk_dot_rows_f32_avx2(int64_t k, const float *x, const float *w, int64_t ldw,

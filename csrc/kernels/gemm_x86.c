@@ -88,6 +88,31 @@ void tnk_ukernel_f32_avx512_12x32(TNK_UKERNEL_ARGS) {
   else
     ukernel_avx512_12x32(kc, a, a_rs, a_cs, b, b_rs, c, ldc, accumulate);
 }
+#define BF16_STEP(r)                                                       \
+  {                                                                        \
+    __m512bh av = (__m512bh)_mm512_set1_epi32((int)ap[(r)]);               \
+    c##r##0 = _mm512_dpbf16_ps(c##r##0, av, b0);                           \
+    c##r##1 = _mm512_dpbf16_ps(c##r##1, av, b1);                           \
+  }
+
+__attribute__((target("avx512f,avx512bf16")))
+void tnk_ukernel_bf16_avx512_12x32(int64_t kp, const uint32_t *a, const uint32_t *b, float *c,
+                                   int64_t ldc, int accumulate) {
+  ROWS12(AVX512_DECL)
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < kp; p++) {
+    __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + p * 32);
+    __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + p * 32 + 16);
+    const uint32_t *ap = a + p * 12;
+    ROWS12(BF16_STEP)
+  }
+  if (accumulate) {
+    ROWS12(AVX512_ACCUM)
+  } else {
+    ROWS12(AVX512_STORE)
+  }
+}
+
 __attribute__((target("avx2,fma")))
 void tnk_dot_rows_f32_avx2(int64_t k, const float *x, const float *w, int64_t ldw,
                            int64_t n, float *out) {
@@ -138,6 +163,10 @@ void tnk_ukernel_f32_avx512_12x32(TNK_UKERNEL_ARGS) {
 void tnk_dot_rows_f32_avx2(int64_t k, const float *x, const float *w, int64_t ldw,
                            int64_t n, float *out) {
   (void)k; (void)x; (void)w; (void)ldw; (void)n; (void)out;
+}
+void tnk_ukernel_bf16_avx512_12x32(int64_t kp, const uint32_t *a, const uint32_t *b, float *c,
+                                   int64_t ldc, int accumulate) {
+  (void)kp; (void)a; (void)b; (void)c; (void)ldc; (void)accumulate;
 }
 void tnk_dot_rows_f32_avx512(int64_t k, const float *x, const float *w, int64_t ldw,
                              int64_t n, float *out) {

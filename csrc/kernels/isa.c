@@ -15,6 +15,7 @@ static int detect(void) {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl"))
     f |= TNK_ISA_AVX512;
+  if ((f & TNK_ISA_AVX512) && __builtin_cpu_supports("avx512bf16")) f |= TNK_FEAT_AVX512BF16;
 #endif
   return f;
 }

@@ -38,6 +38,9 @@ const char *tnk_dtype_name(tnk_dtype_t dt);
  * tnk_isa() the variant chosen for this process (TORCH_NEURONX_ISA forces
  * "reference", "avx2" or "avx512" when the CPU has it). */
 enum { TNK_ISA_REFERENCE = 0, TNK_ISA_AVX2 = 1, TNK_ISA_AVX512 = 2 };
+/* Extra feature bit of tnk_cpu_features(): AVX512-BF16 dot products (the
+ * bf16 GEMM micro-kernel, used with the avx512 ISA). */
+enum { TNK_FEAT_AVX512BF16 = 4 };
 int tnk_cpu_features(void);
 int tnk_isa(void);
 const char *tnk_isa_name(int isa);

@@ -674,6 +674,47 @@ static void test_pool_upsample(void) {
   CHECK(fabs(s - 78.0) < 1e-4); /* tap weights sum to one */
 }
 
+/* bf16 GEMM: the AVX512-BF16 dot-product kernel (when the CPU has it) and
+ * the fp32-converting path (avx2) against the reference, odd depths, edge
+ * tiles, transposed operands, alpha/beta and depths over one packed block. */
+static void test_gemm_bf16_variants(void) {
+  const int64_t shapes[][3] = {{13, 7, 33}, {25, 64, 70}, {12, 1101, 32}, {3, 5, 2}, {40, 300, 64}};
+  int bad = 0;
+  for (int s = 0; s < 5; s++)
+    for (int trans = 0; trans < 4; trans++) {
+      int64_t m = shapes[s][0], k = shapes[s][1], n = shapes[s][2];
+      uint16_t *A = malloc(2 * m * k), *B = malloc(2 * k * n), *C0 = malloc(2 * m * n),
+               *C1 = malloc(2 * m * n);
+      for (int64_t i = 0; i < m * k; i++) A[i] = tnk_f32_to_bf16((float)((i * 7 % 13) - 6) / 8.0f);
+      for (int64_t i = 0; i < k * n; i++) B[i] = tnk_f32_to_bf16((float)((i * 5 % 11) - 5) / 4.0f);
+      for (int64_t i = 0; i < m * n; i++) C0[i] = tnk_f32_to_bf16((float)(i % 3));
+      memcpy(C1, C0, 2 * m * n);
+      tnk_gemm_args_t g = {.batch = 1, .m = m, .n = n, .k = k, .a = A, .b = B, .c = C0,
+                           .dtype = TNK_BF16, .alpha = 1.5, .beta = 0.5, .sc_r = n, .sc_c = 1};
+      g.sa_r = trans & 1 ? 1 : k; g.sa_c = trans & 1 ? m : 1;
+      g.sb_r = trans & 2 ? 1 : n; g.sb_c = trans & 2 ? k : 1;
+      tnk_gemm_isa(&g, TNK_ISA_REFERENCE);
+      const int isas[2] = {TNK_ISA_AVX2, TNK_ISA_AVX512};
+      for (int v = 0; v < 2; v++) {
+        if (!(tnk_cpu_features() & isas[v])) continue;
+        uint16_t *Cv = malloc(2 * m * n);
+        memcpy(Cv, C1, 2 * m * n);
+        g.c = Cv;
+        tnk_gemm_isa(&g, isas[v]);
+        for (int64_t i = 0; i < m * n; i++) {
+          float got = tnk_bf16_to_f32(Cv[i]), want = tnk_bf16_to_f32(C0[i]);
+          /* sums of up to 1101 terms of size ~2: a few bf16 ulps of the
+           * partial sums (fp32 accumulation differs only in order) */
+          if (fabsf(got - want) > 2e-2f * (1.0f + fabsf(want)) + 1e-3f * (float)k / 64) bad++;
+        }
+        free(Cv);
+        g.c = C0;
+      }
+      free(A); free(B); free(C0); free(C1);
+    }
+  CHECK(bad == 0);
+}
+
 int main(void) {
   RUN(test_philox_known_answers);
   RUN(test_half_conversions);
@@ -684,6 +725,7 @@ int main(void) {
   RUN(test_vmath);
   RUN(test_attention);
   RUN(test_gemm_variants);
+  RUN(test_gemm_bf16_variants);
   RUN(test_unary);
   RUN(test_pool_upsample);
   RUN(test_activation_backward);
