@@ -372,6 +372,8 @@ static void macro_blocks_bf16(void *vp, int64_t begin, int64_t end) {
   uint32_t *apack = aligned_alloc(64, ((size_t)(c->mc * kp) * 4 + 63) / 64 * 64 + 64);
   if (!apack) return;
   float acc[12 * 32] __attribute__((aligned(64)));
+  int direct = p->dtype == TNK_BF16 && p->sc_c == 1 && p->alpha == 1.0f && p->beta == 0.0f &&
+               c->pc == 0 && c->kc == p->k;
   for (int64_t blk = begin; blk < end; blk++) {
     int64_t ic = blk * c->mc, mc = p->m - ic < c->mc ? p->m - ic : c->mc;
     pack_a_bf16(p, ic, mc, c->pc, c->kc, apack);
@@ -379,6 +381,13 @@ static void macro_blocks_bf16(void *vp, int64_t begin, int64_t end) {
       int64_t w = c->nc - j0 < 32 ? c->nc - j0 : 32;
       for (int64_t i0 = 0; i0 < mc; i0 += 12) {
         int64_t h = mc - i0 < 12 ? mc - i0 : 12;
+        if (direct) { /* full tile, C = A B in bf16: rounded straight into C */
+          uint16_t *o = (uint16_t *)p->c + (ic + i0) * p->sc_r + c->jc + j0;
+          if (h == 12 && w == 32) {
+            tnk_ukernel_bf16_avx512_12x32(kp, apack + i0 * kp, c->bpack + j0 * kp, o, p->sc_r, 2);
+            continue;
+          }
+        }
         tnk_ukernel_bf16_avx512_12x32(kp, apack + i0 * kp, c->bpack + j0 * kp, acc, 32, 0);
         store_tile(p, acc, 32, ic + i0, c->jc + j0, h, w, c->pc > 0);
       }

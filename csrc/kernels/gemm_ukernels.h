@@ -20,9 +20,10 @@ void tnk_ukernel_f32_avx512_12x32(TNK_UKERNEL_ARGS);
 /* bf16 micro-kernel (AVX512-BF16): T[12][32] = sum over kp k-pairs of
  * A pair (r) . B pair (column), with a[p * 12 + r] = A[r][2p] | A[r][2p+1]
  * << 16 and b[p * 32 + j] the same for B[2p][j], B[2p+1][j] (bf16 bits);
- * fp32 accumulation; c as in the fp32 kernels. */
-void tnk_ukernel_bf16_avx512_12x32(int64_t kp, const uint32_t *a, const uint32_t *b, float *c,
-                                   int64_t ldc, int accumulate);
+ * fp32 accumulation. mode 0: fp32 c = T, 1: fp32 c += T, 2: c is bf16 and
+ * takes T rounded to nearest even (ldc in elements either way). */
+void tnk_ukernel_bf16_avx512_12x32(int64_t kp, const uint32_t *a, const uint32_t *b, void *c,
+                                   int64_t ldc, int mode);
 /* Dot products for skinny products (GEMV): out[j] = sum_i x[i] * w[j][i]
  * for j < n, w rows ldw floats apart (contiguous along i). */
 void tnk_dot_rows_f32_avx2(int64_t k, const float *x, const float *w, int64_t ldw,

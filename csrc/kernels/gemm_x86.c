@@ -95,9 +95,15 @@ void tnk_ukernel_f32_avx512_12x32(TNK_UKERNEL_ARGS) {
     c##r##1 = _mm512_dpbf16_ps(c##r##1, av, b1);                           \
   }
 
+#define BF16_STORE(r)                                                             \
+  _mm256_storeu_si256((__m256i *)(o + (r) * ldc), (__m256i)_mm512_cvtneps_pbh(c##r##0));  \
+  _mm256_storeu_si256((__m256i *)(o + (r) * ldc + 16), (__m256i)_mm512_cvtneps_pbh(c##r##1));
+
 __attribute__((target("avx512f,avx512bf16")))
-void tnk_ukernel_bf16_avx512_12x32(int64_t kp, const uint32_t *a, const uint32_t *b, float *c,
-                                   int64_t ldc, int accumulate) {
+void tnk_ukernel_bf16_avx512_12x32(int64_t kp, const uint32_t *a, const uint32_t *b, void *cv,
+                                   int64_t ldc, int mode) {
+  float *c = cv;
+  uint16_t *o = cv;
   ROWS12(AVX512_DECL)
 #pragma GCC unroll 2
   for (int64_t p = 0; p < kp; p++) {
@@ -106,7 +112,9 @@ void tnk_ukernel_bf16_avx512_12x32(int64_t kp, const uint32_t *a, const uint32_t
     const uint32_t *ap = a + p * 12;
     ROWS12(BF16_STEP)
   }
-  if (accumulate) {
+  if (mode == 2) {
+    ROWS12(BF16_STORE)
+  } else if (mode == 1) {
     ROWS12(AVX512_ACCUM)
   } else {
     ROWS12(AVX512_STORE)
@@ -164,9 +172,9 @@ void tnk_dot_rows_f32_avx2(int64_t k, const float *x, const float *w, int64_t ld
                            int64_t n, float *out) {
   (void)k; (void)x; (void)w; (void)ldw; (void)n; (void)out;
 }
-void tnk_ukernel_bf16_avx512_12x32(int64_t kp, const uint32_t *a, const uint32_t *b, float *c,
-                                   int64_t ldc, int accumulate) {
-  (void)kp; (void)a; (void)b; (void)c; (void)ldc; (void)accumulate;
+void tnk_ukernel_bf16_avx512_12x32(int64_t kp, const uint32_t *a, const uint32_t *b, void *c,
+                                   int64_t ldc, int mode) {
+  (void)kp; (void)a; (void)b; (void)c; (void)ldc; (void)mode;
 }
 void tnk_dot_rows_f32_avx512(int64_t k, const float *x, const float *w, int64_t ldw,
                              int64_t n, float *out) {

@@ -678,9 +678,10 @@ static void test_pool_upsample(void) {
  * the fp32-converting path (avx2) against the reference, odd depths, edge
  * tiles, transposed operands, alpha/beta and depths over one packed block. */
 static void test_gemm_bf16_variants(void) {
-  const int64_t shapes[][3] = {{13, 7, 33}, {25, 64, 70}, {12, 1101, 32}, {3, 5, 2}, {40, 300, 64}};
+  const int64_t shapes[][3] = {{13, 7, 33}, {25, 64, 70}, {12, 1101, 32}, {3, 5, 2}, {40, 300, 64},
+                               {36, 33, 96}};
   int bad = 0;
-  for (int s = 0; s < 5; s++)
+  for (int s = 0; s < 6; s++)
     for (int trans = 0; trans < 4; trans++) {
       int64_t m = shapes[s][0], k = shapes[s][1], n = shapes[s][2];
       uint16_t *A = malloc(2 * m * k), *B = malloc(2 * k * n), *C0 = malloc(2 * m * n),
@@ -691,6 +692,10 @@ static void test_gemm_bf16_variants(void) {
       memcpy(C1, C0, 2 * m * n);
       tnk_gemm_args_t g = {.batch = 1, .m = m, .n = n, .k = k, .a = A, .b = B, .c = C0,
                            .dtype = TNK_BF16, .alpha = 1.5, .beta = 0.5, .sc_r = n, .sc_c = 1};
+      if (trans == 0 || s == 1) { /* plain C = A B: full tiles round straight into C */
+        g.alpha = 1.0;
+        g.beta = 0.0;
+      }
       g.sa_r = trans & 1 ? 1 : k; g.sa_c = trans & 1 ? m : 1;
       g.sb_r = trans & 2 ? 1 : n; g.sb_c = trans & 2 ? k : 1;
       tnk_gemm_isa(&g, TNK_ISA_REFERENCE);
