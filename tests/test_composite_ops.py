@@ -231,3 +231,42 @@ def test_median_kthvalue_bincount():
             F.pad(torch.zeros(1, 2, 3, device=dev), (3, 0), mode="reflect")
         with pytest.raises(RuntimeError, match="negative values for beta"):
             F.smooth_l1_loss(torch.zeros(3, device=dev), torch.zeros(3, device=dev), beta=-1.0)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin", "max"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce(reduce, include_self):
+    g = torch.Generator().manual_seed(5)
+    self_ = torch.randn(4, 6, generator=g)
+    src = torch.randn(4, 5, generator=g)
+    src[1, 2] = float("nan") if reduce in ("amax", "amin", "max") else src[1, 2]
+    index = torch.randint(0, 6, (4, 5), generator=g)
+    ref = self_.scatter_reduce(1, index, src, reduce, include_self=include_self)
+    got = self_.neuron().scatter_reduce(1, index.neuron(), src.neuron(), reduce,
+                                        include_self=include_self)
+    assert_same(got, ref, rtol=1e-5, atol=1e-6, equal_nan=True)
+    iself = torch.randint(-5, 5, (3, 4), generator=g)
+    isrc = torch.randint(-5, 5, (3, 4), generator=g)
+    iidx = torch.randint(0, 4, (3, 4), generator=g)
+    assert_same(iself.neuron().scatter_reduce(0, iidx.neuron() % 3, isrc.neuron(), reduce,
+                                              include_self=include_self),
+                iself.scatter_reduce(0, iidx % 3, isrc, reduce, include_self=include_self))
+
+
+def test_scatter_reduce_backward_unfold_backward_and_integer_pow():
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(2, 9, generator=g)
+    idx = torch.randint(0, 3, (2, 9), generator=g)
+    grad_check(lambda t: torch.zeros(2, 3, device=t.device).scatter_reduce(
+        1, idx.to(t.device), t, "amax", include_self=False), x)
+    grad_check(lambda t: t.unfold(1, 4, 2).pow(2).sum(-1), x)  # overlapping windows
+    grad_check(lambda t: t.unfold(0, 2, 1), x)
+    a = torch.randint(-4, 5, (20,), generator=g)
+    b = torch.randint(-2, 6, (20,), generator=g)
+    assert_same(a.neuron() ** b.neuron(), a ** b)
+    assert_same(a.to(torch.int8).neuron() ** b.to(torch.int8).neuron(),
+                a.to(torch.int8) ** b.to(torch.int8))
+    for dev in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError, match="reduce argument must be"):
+            torch.zeros(3, device=dev).scatter_reduce(0, torch.zeros(3, dtype=torch.long, device=dev),
+                                                      torch.ones(3, device=dev), "foo")

@@ -632,6 +632,27 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
   return out.index_add_(0, self.to(at::kLong), src);
 }
 
+// unfold's backward: each window's gradient added back at its positions
+// (one index_add over all windows; overlapping windows accumulate).
+at::Tensor unfold_backward(const at::Tensor& grad, c10::SymIntArrayRef input_sizes, int64_t dim,
+                           int64_t size, int64_t step) {
+  std::vector<int64_t> sizes;
+  for (const auto& v : input_sizes) sizes.push_back(v.expect_int());
+  int64_t nd = static_cast<int64_t>(sizes.size());
+  int64_t d = nd ? at::maybe_wrap_dim(dim, nd) : 0;
+  at::Tensor out = at::zeros(sizes, grad.options());
+  if (grad.numel() == 0 || nd == 0) return nd ? out : grad.view({});
+  int64_t windows = grad.size(d);
+  std::vector<int64_t> idx;
+  idx.reserve(windows * size);
+  for (int64_t w = 0; w < windows; w++)
+    for (int64_t j = 0; j < size; j++) idx.push_back(w * step + j);
+  at::Tensor index = at::tensor(idx, at::kLong).to(grad.device());
+  // [..., windows, ..., size] -> [..., windows * size, ...]
+  at::Tensor g = grad.movedim(-1, d + 1).flatten(d, d + 1);
+  return out.index_add_(d, index, g);
+}
+
 // Reflection / replication padding as an index gather per padded dim (the
 // index lists are shape metadata, built on the host); backward scatter-adds.
 namespace {
@@ -760,6 +781,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("median.dim_values", median_dim_out);
   m.impl("median", median_all);
   m.impl("bincount", bincount);
+  m.impl("unfold_backward", unfold_backward);
 #define REGISTER_PAD(NAME)                                 \
   m.impl(#NAME, NAME);                                     \
   m.impl(#NAME ".out", NAME##_out);                        \

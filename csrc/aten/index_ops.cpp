@@ -14,6 +14,7 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <limits>
 
 namespace torch_neuronx {
 namespace {
@@ -353,6 +354,69 @@ at::Tensor& scatter_core(const at::Tensor& self, int64_t dim, const at::Tensor& 
 NEURON_SCATTER_SRC(scatter_src, scatter_src_out, TNK_SCATTER, "scatter")
 NEURON_SCATTER_SRC(scatter_add, scatter_add_out, TNK_SCATTER_ADD, "scatter_add")
 #undef NEURON_SCATTER_SRC
+
+// scatter_reduce: sum / prod / mean / amax / amin, with or without self's
+// values. Without them, the scattered positions start from the reduction's
+// identity; mean divides by the count of contributions (floor for integers).
+namespace {
+int scatter_reduce_mode(c10::string_view reduce) {
+  if (reduce == "sum" || reduce == "mean") return TNK_SCATTER_ADD;
+  if (reduce == "prod") return TNK_SCATTER_MUL;
+  if (reduce == "amax" || reduce == "max") return TNK_SCATTER_AMAX;  // max/min: ATen's aliases
+  if (reduce == "amin" || reduce == "min") return TNK_SCATTER_AMIN;
+  TORCH_CHECK(false, "reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
+}
+
+c10::Scalar reduce_identity(int mode, at::ScalarType t) {
+  if (mode == TNK_SCATTER_ADD) return 0;
+  if (mode == TNK_SCATTER_MUL) return 1;
+  bool hi = mode == TNK_SCATTER_AMIN;
+  if (at::isFloatingType(t)) return hi ? INFINITY : -INFINITY;
+  switch (t) {
+    case at::kBool: return hi;
+    case at::kByte: return hi ? 255 : 0;
+    case at::kChar: return hi ? 127 : -128;
+    case at::kShort: return hi ? 32767 : -32768;
+    case at::kInt: return hi ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int32_t>::min();
+    default: return hi ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+  }
+}
+}  // namespace
+
+at::Tensor& scatter_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                               const at::Tensor& src, c10::string_view reduce, bool include_self,
+                               at::Tensor& out) {
+  int mode = scatter_reduce_mode(reduce);
+  if (!gather_native(self, index, &src, mode) || out.scalar_type() != self.scalar_type())
+    return FALLBACK(scatter_reduce_two_out, self, dim, index, src, reduce, include_self, out);
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  if (!out.is_same(self)) {
+    at::native::resize_output(out, self.sizes());
+    out.copy_(self);
+  }
+  if (!include_self && index.numel()) {
+    c10::Scalar id = reduce_identity(mode, self.scalar_type());
+    scatter_core(out, dim, index, nullptr, &id, TNK_SCATTER_VALUE, out, "scatter_reduce");
+  }
+  scatter_core(out, dim, index, &src, nullptr, mode, out, "scatter_reduce");
+  if (reduce == "mean") {
+    at::Tensor count = include_self ? at::ones_like(out) : at::zeros_like(out);
+    count.scatter_add_(dim, index, at::ones_like(src));
+    count.masked_fill_(count == 0, 1);
+    if (at::isFloatingType(out.scalar_type())) out.div_(count);
+    else out.div_(count, "floor");
+  }
+  return out;
+}
+at::Tensor& scatter_reduce_(at::Tensor& self, int64_t dim, const at::Tensor& index,
+                            const at::Tensor& src, c10::string_view reduce, bool include_self) {
+  return scatter_reduce_out(self, dim, index, src, reduce, include_self, self);
+}
+at::Tensor scatter_reduce(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                          const at::Tensor& src, c10::string_view reduce, bool include_self) {
+  at::Tensor out = at::empty({0}, self.options());
+  return scatter_reduce_out(self, dim, index, src, reduce, include_self, out);
+}
 
 at::Tensor& scatter_value_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                               const c10::Scalar& value, at::Tensor& out) {
@@ -1119,6 +1183,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter_add", scatter_add);
   m.impl("scatter_add_", scatter_add_);
   m.impl("scatter_add.out", scatter_add_out);
+  m.impl("scatter_reduce.two", scatter_reduce);
+  m.impl("scatter_reduce_.two", scatter_reduce_);
+  m.impl("scatter_reduce.two_out", scatter_reduce_out);
   m.impl("nll_loss_forward", nll_loss_forward);
   m.impl("nll_loss_backward", nll_loss_backward);
   m.impl("argmax", argmax);

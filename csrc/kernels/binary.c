@@ -248,6 +248,21 @@ INT_OPS(mul, IOP_MUL)
 INT_OPS(maximum, IOP_MAXIMUM)
 INT_OPS(minimum, IOP_MINIMUM)
 
+/* Integer powers by squaring, wrapping; negative exponents as PyTorch's
+ * integer pow defines them (1 and -1 keep magnitude, the rest give 0). */
+static inline int64_t ipow(int64_t a, int64_t b) {
+  if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
+  uint64_t r = 1, base = (uint64_t)a;
+  while (b) {
+    if (b & 1) r *= base;
+    base *= base;
+    b >>= 1;
+  }
+  return (int64_t)r;
+}
+#define IOP_POW(x, y, al) ipow((x), (y))
+INT_OPS(pow, IOP_POW)
+
 /* comparisons: out is bool whatever the input dtype */
 #define CMP_LOOP(NAME, CMP, T, C, LOAD)                                      \
   static int64_t NAME(char *o, const char *a, const char *b, int64_t so,        \
@@ -346,7 +361,7 @@ static const loop_fn k_loops[TNK_BINARY_OP_COUNT][TNK_DTYPE_COUNT] = {
     [TNK_FLOORDIV] = ROW(floordiv, 0),
     [TNK_TRUNCDIV] = ROW(truncdiv, 0),
     [TNK_REMAINDER] = ROW(remainder, 0),
-    [TNK_POW] = FROW(pow),
+    [TNK_POW] = ROW(pow, 0),
     [TNK_LEAKY_RELU_BWD] = FROW(leaky_relu_bwd),
     [TNK_HARDTANH_BWD] = FROW(hardtanh_bwd),
     [TNK_HARDSWISH_BWD] = FROW(hardswish_bwd),

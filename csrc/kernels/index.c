@@ -40,6 +40,25 @@ static void accumulate(char *dst, const char *src, int dt, double alpha) {
   }
 }
 
+/* dst = dst op src for the scatter reductions (real dtypes): products wrap
+ * for integers; max/min keep a NaN from either side. */
+static void combine(char *dst, const char *src, int dt, int mode) {
+  if (floating(dt)) {
+    double a = tnk_ldf(dst, dt, 0), b = tnk_ldf(src, dt, 0), r;
+    if (mode == TNK_SCATTER_MUL) r = a * b;
+    else if (a != a || b != b) r = a != a ? a : b;
+    else r = mode == TNK_SCATTER_AMAX ? (a > b ? a : b) : (a < b ? a : b);
+    tnk_stf(dst, dt, 0, r);
+    return;
+  }
+  tnk_val_t a = tnk_load_any(dst, dt), b = tnk_load_any(src, dt);
+  int64_t r;
+  if (mode == TNK_SCATTER_MUL) r = (int64_t)((uint64_t)a.i * (uint64_t)b.i);
+  else r = mode == TNK_SCATTER_AMAX ? (a.i > b.i ? a.i : b.i) : (a.i < b.i ? a.i : b.i);
+  if (dt == TNK_BOOL) r = r != 0;
+  tnk_store_any(dst, dt, (tnk_val_t){(double)r, 0, r, 1});
+}
+
 /* ---- index_select / index_add / index_put ---------------------------------- */
 
 int tnk_index_supported(int dtype, int index_dtype, int mode) {
@@ -176,7 +195,7 @@ void tnk_nonzero(const tnk_nonzero_args_t *a) {
 
 int tnk_gather_supported(int mode, int dtype) {
   if (dtype < 0 || dtype >= TNK_DTYPE_COUNT) return 0;
-  return mode == TNK_SCATTER_ADD ? real_dtype(dtype) : 1;
+  return mode == TNK_SCATTER_ADD || mode >= TNK_SCATTER_MUL ? real_dtype(dtype) : 1;
 }
 
 typedef struct gather_ctx {
@@ -218,7 +237,8 @@ static void gather_range(void *p, int64_t begin, int64_t end) {
         case TNK_GATHER: memcpy(den, ind, c->esz); break;
         case TNK_SCATTER: memcpy(ind, den, c->esz); break;
         case TNK_SCATTER_ADD: accumulate(ind, den, a->indexed.dtype, 1.0); break;
-        default: tnk_store_any(ind, a->indexed.dtype, c->value); break;
+        case TNK_SCATTER_VALUE: tnk_store_any(ind, a->indexed.dtype, c->value); break;
+        default: combine(ind, den, a->indexed.dtype, a->mode); break;
       }
     }
   }

@@ -179,7 +179,7 @@ typedef enum tnk_binary_op {
   /* Python semantics; integer dtypes count a zero divisor as a fault
    * (result 0); floats follow IEEE */
   TNK_FLOORDIV, TNK_TRUNCDIV, TNK_REMAINDER,
-  TNK_POW, /* floating dtypes */
+  TNK_POW, /* integers: by squaring, wrapping */
   /* more activation backward (a = grad_output, b = the input unless noted) */
   TNK_LEAKY_RELU_BWD,  /* slope alpha */
   TNK_HARDTANH_BWD,    /* 0 outside (alpha, beta) = (min, max) */
@@ -394,11 +394,14 @@ void tnk_index(const tnk_index_args_t *args);
  *   TNK_SCATTER:       out[p with p[dim] = index[p]] = src[p]
  *   TNK_SCATTER_ADD:   out[p with p[dim] = index[p]] += src[p]
  *   TNK_SCATTER_VALUE: out[p with p[dim] = index[p]] = value
+ *   TNK_SCATTER_MUL / _AMAX / _AMIN: out[...] = out[...] * / max / min src[p]
+ *     (real dtypes; max and min propagate NaN)
  * `indexed` is src for gather and out for the scatters; dim_size is the size
  * of its dimension dim. Views give per-dimension element strides over the
  * index shape (the indexed view's stride at dim is its stride along dim).
  * Writes along one dim happen in index order (last write wins). */
-enum { TNK_GATHER = 0, TNK_SCATTER, TNK_SCATTER_ADD, TNK_SCATTER_VALUE };
+enum { TNK_GATHER = 0, TNK_SCATTER, TNK_SCATTER_ADD, TNK_SCATTER_VALUE, TNK_SCATTER_MUL,
+       TNK_SCATTER_AMAX, TNK_SCATTER_AMIN };
 typedef struct tnk_gather_args {
   tnk_shape_t shape;
   tnk_view_t indexed, dense, index;
