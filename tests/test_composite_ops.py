@@ -270,3 +270,32 @@ def test_scatter_reduce_backward_unfold_backward_and_integer_pow():
         with pytest.raises(RuntimeError, match="reduce argument must be"):
             torch.zeros(3, device=dev).scatter_reduce(0, torch.zeros(3, dtype=torch.long, device=dev),
                                                       torch.ones(3, device=dev), "foo")
+
+
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("unit", [False, True])
+def test_solve_triangular(upper, left, unit):
+    """As the gated delta-rule layers (Qwen3-Next) call it: batched, unit
+    diagonal, broadcast batch dims; forward and both gradients."""
+    g = torch.Generator().manual_seed(7)
+    A = torch.randn(2, 3, 8, 8, generator=g) * 0.3 + torch.eye(8) * 2
+    A = A.triu() if upper else A.tril()
+    B = torch.randn(3, 8, 5, generator=g) if left else torch.randn(3, 5, 8, generator=g)
+    grad_check(lambda a, b: torch.linalg.solve_triangular(a, b, upper=upper, left=left,
+                                                          unitriangular=unit),
+               A, B, tol={"rtol": 1e-4, "atol": 1e-5})
+
+
+def test_solve_triangular_errors_and_float64():
+    A = torch.randn(4, 4, dtype=torch.float64).tril() + 3 * torch.eye(4, dtype=torch.float64)
+    B = torch.randn(4, 2, dtype=torch.float64)
+    assert_same(torch.linalg.solve_triangular(A.neuron(), B.neuron(), upper=False),
+                torch.linalg.solve_triangular(A, B, upper=False))
+    for dev in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError, match="square"):
+            torch.linalg.solve_triangular(torch.zeros(3, 4, device=dev),
+                                          torch.zeros(3, 2, device=dev), upper=True)
+        with pytest.raises(RuntimeError, match="Incompatible shapes"):
+            torch.linalg.solve_triangular(torch.eye(3, device=dev),
+                                          torch.zeros(4, 2, device=dev), upper=True)

@@ -632,6 +632,70 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
   return out.index_add_(0, self.to(at::kLong), src);
 }
 
+// linalg.solve_triangular: A X = B (left) by substitution on the device;
+// X A = B is the transposed problem A^T X^T = B^T.
+namespace {
+void trsm_task(void* p) { tnk_trsm(static_cast<tnk_trsm_args_t*>(p)); }
+
+at::Tensor solve_triangular_left(const at::Tensor& A, const at::Tensor& B, bool upper, bool unit) {
+  int64_t n = A.size(-1), k = B.size(-1);
+  TORCH_CHECK(B.size(-2) == n, "Incompatible shapes of A and B for the equation AX = B (", A.size(-2),
+              "x", n, " and ", B.size(-2), "x", k, ")");
+  auto batch = at::infer_size(A.sizes().slice(0, A.dim() - 2), B.sizes().slice(0, B.dim() - 2));
+  std::vector<int64_t> as(batch), bs(batch);
+  as.insert(as.end(), {n, n});
+  bs.insert(bs.end(), {n, k});
+  at::Tensor a = A.expand(as).reshape({-1, n, n});
+  at::Tensor x = B.expand(bs).reshape({-1, n, k}).clone(at::MemoryFormat::Contiguous);
+  if (x.numel()) {
+    tnk_trsm_args_t t{};
+    t.batch = x.size(0);
+    t.n = n;
+    t.k = k;
+    t.a = a.const_data_ptr();
+    t.x = x.data_ptr();
+    t.sa_b = a.stride(0);
+    t.sa_r = a.stride(1);
+    t.sa_c = a.stride(2);
+    t.sx_b = x.stride(0);
+    t.sx_r = x.stride(1);
+    t.sx_c = x.stride(2);
+    t.dtype = A.scalar_type() == at::kDouble ? TNK_F64 : TNK_F32;
+    t.upper = upper;
+    t.unit = unit;
+    launch(A.device().index(), trsm_task, &t, sizeof t, "aten::linalg_solve_triangular");
+  }
+  return x.view(bs);
+}
+}  // namespace
+
+at::Tensor& linalg_solve_triangular_out(const at::Tensor& A, const at::Tensor& B, bool upper,
+                                        bool left, bool unit, at::Tensor& out) {
+  auto t = A.scalar_type();
+  if ((t != at::kFloat && t != at::kDouble) || B.scalar_type() != t || out.scalar_type() != t ||
+      B.device() != A.device())
+    return FALLBACK(linalg_solve_triangular_out, A, B, upper, left, unit, out);
+  TORCH_CHECK(A.dim() >= 2, "linalg.solve_triangular: The input tensor A must have at least 2 "
+              "dimensions.");
+  TORCH_CHECK(B.dim() >= 2, "linalg.solve_triangular: The input tensor B must have at least 2 "
+              "dimensions.");
+  TORCH_CHECK(A.size(-1) == A.size(-2), "linalg.solve_triangular: A must be batches of square "
+              "matrices, but they are ", A.size(-2), " by ", A.size(-1), " matrices");
+  at::Tensor r = left ? solve_triangular_left(A, B, upper, unit)
+                      : solve_triangular_left(A.mT(), B.mT(), !upper, unit).mT();
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+at::Tensor linalg_solve_triangular(const at::Tensor& A, const at::Tensor& B, bool upper,
+                                   bool left, bool unit) {
+  at::Tensor out = at::empty({0}, A.options());
+  if (A.scalar_type() != B.scalar_type() ||
+      (A.scalar_type() != at::kFloat && A.scalar_type() != at::kDouble))
+    return FALLBACK(linalg_solve_triangular, A, B, upper, left, unit);
+  return linalg_solve_triangular_out(A, B, upper, left, unit, out);
+}
+
 // unfold's backward: each window's gradient added back at its positions
 // (one index_add over all windows; overlapping windows accumulate).
 at::Tensor unfold_backward(const at::Tensor& grad, c10::SymIntArrayRef input_sizes, int64_t dim,
@@ -782,6 +846,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("median", median_all);
   m.impl("bincount", bincount);
   m.impl("unfold_backward", unfold_backward);
+  m.impl("linalg_solve_triangular", linalg_solve_triangular);
+  m.impl("linalg_solve_triangular.out", linalg_solve_triangular_out);
 #define REGISTER_PAD(NAME)                                 \
   m.impl(#NAME, NAME);                                     \
   m.impl(#NAME ".out", NAME##_out);                        \

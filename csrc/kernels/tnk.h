@@ -563,6 +563,22 @@ typedef struct tnk_upsample2d_args {
 } tnk_upsample2d_args_t;
 void tnk_upsample_bilinear2d(const tnk_upsample2d_args_t *args);
 
+/* ---- triangular solve ---------------------------------------------------------- */
+
+/* Solves A X = B in place (x holds B on entry) for `batch` triangular n x n
+ * matrices A (lower, or upper when `upper`; unit diagonal assumed when
+ * `unit`) and n x k right-hand sides, by substitution; fp32 (fp32
+ * accumulation) or fp64. Strides in elements. */
+typedef struct tnk_trsm_args {
+  int64_t batch, n, k;
+  const void *a;
+  void *x;
+  int64_t sa_b, sa_r, sa_c, sx_b, sx_r, sx_c;
+  int32_t dtype, upper, unit, pad_;
+} tnk_trsm_args_t;
+int tnk_trsm_supported(int dtype);
+void tnk_trsm(const tnk_trsm_args_t *args);
+
 /* ---- fused optimizers -------------------------------------------------------- */
 
 /* One Adam/AdamW step over n contiguous elements of one parameter, in one

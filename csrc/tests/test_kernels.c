@@ -720,6 +720,46 @@ static void test_gemm_bf16_variants(void) {
   CHECK(bad == 0);
 }
 
+/* Triangular solves: A X = B for lower/upper, unit or not, checked by
+ * multiplying back; strided (transposed) A. */
+static void test_trsm(void) {
+  enum { N = 7, K = 70 };
+  static double A[N * N], X[N * K], B[N * K];
+  int bad = 0;
+  for (int upper = 0; upper < 2; upper++)
+    for (int unit = 0; unit < 2; unit++)
+      for (int dt = 0; dt < 2; dt++) {
+        for (int i = 0; i < N; i++)
+          for (int j = 0; j < N; j++)
+            A[i * N + j] = ((upper ? j >= i : j <= i) ? (i == j ? 2.0 + i : 0.3 * ((i + 2 * j) % 5) - 0.6) : 0);
+        for (int i = 0; i < N * K; i++) B[i] = (double)((i * 7) % 11) - 5;
+        float Af[N * N], Xf[N * K];
+        for (int i = 0; i < N * N; i++) Af[i] = (float)A[i];
+        for (int i = 0; i < N * K; i++) { X[i] = B[i]; Xf[i] = (float)B[i]; }
+        /* A read through its transpose's strides: (sa_r, sa_c) = (1, N) of A^T */
+        double At[N * N];
+        float Aft[N * N];
+        for (int i = 0; i < N; i++)
+          for (int j = 0; j < N; j++) { At[j * N + i] = A[i * N + j]; Aft[j * N + i] = Af[i * N + j]; }
+        tnk_trsm_args_t t = {.batch = 1, .n = N, .k = K, .a = dt ? (void *)At : (void *)Aft,
+                             .x = dt ? (void *)X : (void *)Xf, .sa_r = 1, .sa_c = N, .sx_r = K,
+                             .sx_c = 1, .dtype = dt ? TNK_F64 : TNK_F32, .upper = upper,
+                             .unit = unit};
+        tnk_trsm(&t);
+        for (int i = 0; i < N; i++)
+          for (int c = 0; c < K; c++) {
+            double s = 0;
+            for (int j = 0; j < N; j++) {
+              double a = i == j && unit ? 1.0 : A[i * N + j];
+              s += a * (dt ? X[j * K + c] : Xf[j * K + c]);
+            }
+            if (fabs(s - B[i * K + c]) > (dt ? 1e-9 : 1e-3) * (1 + fabs(B[i * K + c]))) bad++;
+          }
+      }
+  CHECK(bad == 0);
+  CHECK(!tnk_trsm_supported(TNK_BF16));
+}
+
 int main(void) {
   RUN(test_philox_known_answers);
   RUN(test_half_conversions);
@@ -733,6 +773,7 @@ int main(void) {
   RUN(test_gemm_bf16_variants);
   RUN(test_unary);
   RUN(test_pool_upsample);
+  RUN(test_trsm);
   RUN(test_activation_backward);
   RUN(test_ternary_softmax_reduce_layernorm);
   return REPORT("test_kernels");
