@@ -102,6 +102,7 @@ PYBIND11_MODULE(_C, m) {
     py::list out;
     if (f & TNK_ISA_AVX2) out.append("avx2+fma");
     if (f & TNK_ISA_AVX512) out.append("avx512");
+    if (f & TNK_FEAT_AVX512BF16) out.append("avx512-bf16");
     return out;
   });
 }
