@@ -2,6 +2,7 @@
  * contiguous tensor viewed as (outer, len, inner). One row per task index;
  * fp32 accumulation (fp64 for fp64). */
 #include <math.h>
+#include <stdlib.h>
 
 #include "dtype.h"
 #include "tnk.h"
@@ -15,14 +16,30 @@ int tnk_softmax_supported(int dtype, int out_dtype) {
   return floating(dtype) && (out_dtype == dtype || out_dtype == TNK_F32);
 }
 
+/* Outputs larger than this go out with streaming stores (softmax forward):
+ * they leave the caches anyway, and streaming saves reading every
+ * destination line before writing it. */
+#define STREAM_BYTES (16 << 20)
+
 /* fp32 rows along the last dimension: the common case, without per-element
  * dtype dispatch. */
 static void softmax_rows_f32(const tnk_softmax_args_t *a, int64_t begin,
                              int64_t end) {
   int64_t n = a->len;
+  /* streaming: exponentials go to a row of scratch (in L1/L2), the scaled
+   * row straight to memory */
+  float *scratch = NULL;
+  if (!a->backward && !a->log && a->outer * n * 4 > STREAM_BYTES)
+    scratch = malloc(sizeof(float) * (size_t)n);
   for (int64_t r = begin; r < end; r++) {
     float *restrict y = (float *)a->out + r * n;
     const float *restrict x = (const float *)a->in + r * n;
+    if (scratch) {
+      float mx = tnk_vmax_f32(x, n);
+      float sum = tnk_vexp_sum_f32(x, mx, scratch, n);
+      tnk_vscale_stream_f32(scratch, 1.0f / sum, y, n);
+      continue;
+    }
     if (!a->backward) {
       float mx = tnk_vmax_f32(x, n);
       float sum = tnk_vexp_sum_f32(x, mx, a->log ? NULL : y, n);
@@ -50,6 +67,7 @@ static void softmax_rows_f32(const tnk_softmax_args_t *a, int64_t begin,
       }
     }
   }
+  free(scratch);
 }
 
 static void softmax_rows(void *p, int64_t begin, int64_t end) {

@@ -90,3 +90,15 @@ double tnk_vsum_f32_f64(const float *x, int64_t n) {
   for (int64_t k = 0; k < n; k++) s += x[k];
   return s;
 }
+
+void tnk_vscale_stream_f32(const float *x, float s, float *y, int64_t n) {
+  if (tnk_isa() >= TNK_ISA_AVX512) {
+    tnk_vscale_stream_f32_avx512(x, s, y, n);
+    return;
+  }
+  if (tnk_isa() >= TNK_ISA_AVX2) {
+    tnk_vscale_stream_f32_avx2(x, s, y, n);
+    return;
+  }
+  for (int64_t k = 0; k < n; k++) y[k] = x[k] * s;
+}

@@ -42,4 +42,11 @@ float tnk_vmax_f32_avx2(const float *x, int64_t n);
 void tnk_vnormalize_f32_avx2(const float *x, float *y, int64_t n, float mean, float rstd,
                              const float *w, const float *b);
 
+/* y[k] = x[k] * s with non-temporal (streaming) stores when y is 64-byte
+ * aligned: for large outputs that are not read back soon, it saves the
+ * read-for-ownership of every destination line. Ends with a store fence. */
+void tnk_vscale_stream_f32(const float *x, float s, float *y, int64_t n);
+void tnk_vscale_stream_f32_avx2(const float *x, float s, float *y, int64_t n);
+void tnk_vscale_stream_f32_avx512(const float *x, float s, float *y, int64_t n);
+
 #endif

@@ -257,7 +257,37 @@ TGT512 void tnk_vsilu_bwd_f32_avx512(const float *g, const float *x, float *out,
   }
 }
 
+/* Streaming scale: scalar head up to 64-byte alignment, non-temporal
+ * vector body, scalar tail, then sfence (streaming stores are weakly
+ * ordered; the fence orders them before the task's completion is signalled). */
+TGT void tnk_vscale_stream_f32_avx2(const float *x, float s, float *y, int64_t n) {
+  int64_t k = 0;
+  for (; k < n && ((uintptr_t)(y + k) & 63); k++) y[k] = x[k] * s;
+  __m256 vs = _mm256_set1_ps(s);
+  for (; k + 16 <= n; k += 16) {
+    _mm256_stream_ps(y + k, _mm256_mul_ps(_mm256_loadu_ps(x + k), vs));
+    _mm256_stream_ps(y + k + 8, _mm256_mul_ps(_mm256_loadu_ps(x + k + 8), vs));
+  }
+  for (; k < n; k++) y[k] = x[k] * s;
+  _mm_sfence();
+}
+
+TGT512 void tnk_vscale_stream_f32_avx512(const float *x, float s, float *y, int64_t n) {
+  int64_t k = 0;
+  for (; k < n && ((uintptr_t)(y + k) & 63); k++) y[k] = x[k] * s;
+  __m512 vs = _mm512_set1_ps(s);
+  for (; k + 16 <= n; k += 16) _mm512_stream_ps(y + k, _mm512_mul_ps(_mm512_loadu_ps(x + k), vs));
+  for (; k < n; k++) y[k] = x[k] * s;
+  _mm_sfence();
+}
+
 #else /* tnk_isa() never selects these off x86 */
+void tnk_vscale_stream_f32_avx2(const float *x, float s, float *y, int64_t n) {
+  (void)x; (void)s; (void)y; (void)n;
+}
+void tnk_vscale_stream_f32_avx512(const float *x, float s, float *y, int64_t n) {
+  (void)x; (void)s; (void)y; (void)n;
+}
 float tnk_vexp_sum_f32_avx512(const float *x, float sub, float *y, int64_t n) {
   (void)x; (void)sub; (void)y; (void)n;
   return 0;

@@ -286,6 +286,19 @@ static void check_vmath(vexp_fn vexp, vsig_fn vsig, vsilu_fn vsilu) {
 
 static void test_vmath(void) {
   check_vmath(tnk_vexp_sum_f32, tnk_vsigmoid_f32, tnk_vsilu_bwd_f32); /* dispatched */
+  /* streaming scale: unaligned heads and odd tails land exactly */
+  static float src[300], dst[310];
+  for (int i = 0; i < 300; i++) src[i] = (float)i - 7.5f;
+  for (int off = 0; off < 5; off++) {
+    for (int i = 0; i < 310; i++) dst[i] = -1.0f;
+    tnk_vscale_stream_f32(src, 0.5f, dst + off, 300 - off);
+    int bad = 0;
+    for (int i = 0; i < 310; i++) {
+      float want = i >= off && i < 300 ? src[i - off] * 0.5f : -1.0f;
+      bad += dst[i] != want;
+    }
+    CHECK(bad == 0);
+  }
   int f = tnk_cpu_features();
   if (f & TNK_ISA_AVX2)
     check_vmath(tnk_vexp_sum_f32_avx2, tnk_vsigmoid_f32_avx2, tnk_vsilu_bwd_f32_avx2);
