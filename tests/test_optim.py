@@ -80,3 +80,45 @@ def test_fused_adam_rejects_mismatched_lists():
     with pytest.raises(RuntimeError, match="same length"):
         torch._fused_adamw_([p], [], [p], [p], [], [p], lr=0.1, beta1=0.9, beta2=0.999,
                             weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+
+
+@pytest.mark.parametrize("cfg", [dict(momentum=0.9), dict(momentum=0.9, nesterov=True, weight_decay=0.1),
+                                 dict(momentum=0.8, dampening=0.3, maximize=True), dict(),
+                                 dict(momentum=0.9, lr_tensor=True)])
+def test_fused_sgd_matches_cpu(cfg):
+    """torch.optim.SGD(fused=True): ATen's _fused_sgd_ on neuron, step for
+    step as the CPU fused kernel, without a CPU fallback."""
+    cfg = dict(cfg)
+    lr = torch.tensor(0.05) if cfg.pop("lr_tensor", False) else 0.05
+    g = torch.Generator().manual_seed(3)
+    w0 = [torch.randn(7, 5, generator=g), torch.randn(11, generator=g)]
+    grads = [[torch.randn(w.shape, generator=g) for w in w0] for _ in range(3)]
+    torch_neuronx.clear_op_tracking()
+    results = {}
+    for dev in ("cpu", "neuron"):
+        ps = [torch.nn.Parameter(w.clone().to(dev)) for w in w0]
+        opt = torch.optim.SGD(ps, lr=lr, fused=True, **cfg)
+        for step in grads:
+            for p, gr in zip(ps, step):
+                p.grad = gr.to(dev)
+            opt.step()
+        results[dev] = [p.detach().cpu() for p in ps]
+    for a, b in zip(results["neuron"], results["cpu"]):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_fused_sgd_grad_scale_and_found_inf():
+    for found in (0.0, 1.0):
+        outs = {}
+        for dev in ("cpu", "neuron"):
+            p = torch.ones(4, device=dev)
+            gr = torch.full((4,), 8.0, device=dev)
+            buf = torch.full((4,), 0.5, device=dev)
+            torch._fused_sgd_([p], [gr], [buf], weight_decay=0.0, momentum=0.9, lr=0.1,
+                              dampening=0.0, nesterov=False, maximize=False, is_first_step=False,
+                              grad_scale=torch.tensor(4.0, device=dev),
+                              found_inf=torch.tensor(found, device=dev))
+            outs[dev] = (p.cpu(), gr.cpu(), buf.cpu())
+        for a, b in zip(outs["neuron"], outs["cpu"]):
+            torch.testing.assert_close(a, b)

@@ -632,6 +632,58 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
   return out.index_add_(0, self.to(at::kLong), src);
 }
 
+// Fused SGD (torch.optim.SGD(fused=True)), step for step as ATen's CPU
+// kernel: grads are unscaled in place by grad_scale, a nonzero found_inf
+// leaves everything untouched (decided on the device, without a sync).
+namespace {
+void fused_sgd_impl(at::TensorList params, at::TensorList grads, at::TensorList bufs, double wd,
+                    double mom, const at::Tensor& lr, double damp, bool nesterov, bool maximize,
+                    bool first, const std::optional<at::Tensor>& grad_scale,
+                    const std::optional<at::Tensor>& found_inf) {
+  TORCH_CHECK(params.size() == grads.size(), "_fused_sgd_: expected as many grads as params");
+  TORCH_CHECK(mom == 0.0 || bufs.size() == params.size(),
+              "_fused_sgd_: expected as many momentum buffers as params");
+  for (size_t i = 0; i < params.size(); i++) {
+    at::Tensor p = params[i], g = grads[i];
+    at::Tensor skip;
+    if (found_inf.has_value() && found_inf->defined())
+      skip = found_inf->to(p.device()).ne(0).reshape({});
+    auto keep_or = [&](const at::Tensor& old, const at::Tensor& upd) {
+      return skip.defined() ? at::where(skip, old, upd) : upd;
+    };
+    if (grad_scale.has_value() && grad_scale->defined())
+      g.copy_(keep_or(g, g / grad_scale->to(p.device())));
+    at::Tensor d = maximize ? g.neg() : g;
+    if (wd != 0.0) d = d + p * wd;
+    if (mom != 0.0) {
+      at::Tensor buf = bufs[i];
+      at::Tensor nb = first ? d : buf * mom + d * (1.0 - damp);
+      buf.copy_(keep_or(buf, nb));
+      d = nesterov ? d + nb * mom : nb;
+    }
+    p.copy_(keep_or(p, p - lr * d));
+  }
+}
+}  // namespace
+
+void fused_sgd(at::TensorList params, at::TensorList grads, at::TensorList bufs, double wd,
+               double mom, double lr, double damp, bool nesterov, bool maximize, bool first,
+               const std::optional<at::Tensor>& grad_scale,
+               const std::optional<at::Tensor>& found_inf) {
+  if (params.empty()) return;
+  fused_sgd_impl(params, grads, bufs, wd, mom, at::scalar_tensor(lr, at::kDouble), damp,
+                 nesterov, maximize, first, grad_scale, found_inf);
+}
+
+void fused_sgd_tensor_lr(at::TensorList params, at::TensorList grads, at::TensorList bufs,
+                         double wd, double mom, const at::Tensor& lr, double damp, bool nesterov,
+                         bool maximize, bool first, const std::optional<at::Tensor>& grad_scale,
+                         const std::optional<at::Tensor>& found_inf) {
+  if (params.empty()) return;
+  fused_sgd_impl(params, grads, bufs, wd, mom, lr, damp, nesterov, maximize, first, grad_scale,
+                 found_inf);
+}
+
 // linalg.solve_triangular: A X = B (left) by substitution on the device;
 // X A = B is the transposed problem A^T X^T = B^T.
 namespace {
@@ -847,6 +899,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bincount", bincount);
   m.impl("unfold_backward", unfold_backward);
   m.impl("linalg_solve_triangular", linalg_solve_triangular);
+  m.impl("_fused_sgd_", fused_sgd);
+  m.impl("_fused_sgd_.tensor_lr", fused_sgd_tensor_lr);
   m.impl("linalg_solve_triangular.out", linalg_solve_triangular_out);
 #define REGISTER_PAD(NAME)                                 \
   m.impl(#NAME, NAME);                                     \
