@@ -299,3 +299,27 @@ def test_solve_triangular_errors_and_float64():
         with pytest.raises(RuntimeError, match="Incompatible shapes"):
             torch.linalg.solve_triangular(torch.eye(3, device=dev),
                                           torch.zeros(4, 2, device=dev), upper=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_arithmetic_and_polar(dtype):
+    """Complex add/sub/mul/div and polar run natively, and so does complex
+    rotary embedding (Llama 4, DeepSeek-V2) forward and backward."""
+    g = torch.Generator().manual_seed(8)
+    a = torch.randn(3, 5, dtype=dtype, generator=g)
+    b = torch.randn(3, 5, dtype=dtype, generator=g)
+    b[0, 0] = complex(0.0, 1e-3)  # |imag| >> |real|: the other division branch
+    for f in (lambda x, y: x + y, lambda x, y: x - y * 2, lambda x, y: x * y, lambda x, y: x / y,
+              lambda x, y: x * y[:1]):  # broadcast
+        assert_same(f(a.neuron(), b.neuron()), f(a, b), rtol=1e-5, atol=1e-6)
+    real = torch.float32 if dtype == torch.complex64 else torch.float64
+    m, ang = torch.rand(6, dtype=real, generator=g), torch.randn(6, dtype=real, generator=g)
+    assert_same(torch.polar(m.neuron(), ang.neuron()), torch.polar(m, ang))
+
+    def rope(x, freqs):
+        xc = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(xc * freqs).flatten(-2)
+
+    freqs = torch.polar(torch.ones(4, 4, dtype=real), torch.randn(4, 4, dtype=real, generator=g))
+    x = torch.randn(2, 4, 8, dtype=real, generator=g)
+    grad_check(lambda t, f: rope(t, f), x, freqs, tol={"rtol": 1e-5, "atol": 1e-6})

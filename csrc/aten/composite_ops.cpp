@@ -632,6 +632,24 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
   return out.index_add_(0, self.to(at::kLong), src);
 }
 
+// polar(abs, angle) = abs * (cos angle + i sin angle), written through the
+// real view of the complex result.
+at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor& out) {
+  TORCH_CHECK(abs.scalar_type() == angle.scalar_type(), "Expected object of scalar type ",
+              abs.scalar_type(), " but got scalar type ", angle.scalar_type(),
+              " for second argument");
+  TORCH_CHECK(abs.scalar_type() == at::kFloat || abs.scalar_type() == at::kDouble,
+              "polar: expected abs and angle to be float or double, got ", abs.scalar_type());
+  auto shape = at::infer_size(abs.sizes(), angle.sizes());
+  at::native::resize_output(out, shape);
+  if (out.numel() == 0) return out;
+  at::Tensor ri = at::view_as_real(out);
+  at::Tensor c = abs * at::cos(angle), sn = abs * at::sin(angle);
+  ri.select(-1, 0).copy_(c);
+  ri.select(-1, 1).copy_(sn);
+  return out;
+}
+
 // Fused SGD (torch.optim.SGD(fused=True)), step for step as ATen's CPU
 // kernel: grads are unscaled in place by grad_scale, a nonzero found_inf
 // leaves everything untouched (decided on the device, without a sync).
@@ -900,6 +918,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("unfold_backward", unfold_backward);
   m.impl("linalg_solve_triangular", linalg_solve_triangular);
   m.impl("_fused_sgd_", fused_sgd);
+  m.impl("polar.out", polar_out);
   m.impl("_fused_sgd_.tensor_lr", fused_sgd_tensor_lr);
   m.impl("linalg_solve_triangular.out", linalg_solve_triangular_out);
 #define REGISTER_PAD(NAME)                                 \

@@ -325,16 +325,62 @@ BOOL_LOOP(bool_bitand, x & y)
 BOOL_LOOP(bool_bitor, x | y)
 BOOL_LOOP(bool_bitxor, x ^ y)
 
+/* Complex arithmetic (interleaved re, im): add/sub (real alpha), mul, and
+ * division in the scaled (Smith) form, as C99's _Complex would without its
+ * inf/NaN recovery pass. */
+#define CPLX_LOOP(NAME, T, BODY)                                             \
+  static int64_t NAME(char *o, const char *a, const char *b, int64_t so,     \
+                      int64_t sa, int64_t sb, int64_t n, const double *al,   \
+                      int64_t ial) {                                         \
+    (void)ial;                                                               \
+    const T alpha = (T)al[0];                                                \
+    (void)alpha;                                                             \
+    for (int64_t i = 0; i < n; i++) {                                        \
+      T x[2], y[2], r[2];                                                    \
+      memcpy(x, a + i * sa, sizeof x);                                       \
+      memcpy(y, b + i * sb, sizeof y);                                       \
+      BODY;                                                                  \
+      memcpy(o + i * so, r, sizeof r);                                       \
+    }                                                                        \
+    return 0;                                                                \
+  }
+/* (bodies without top-level commas: they travel as macro arguments) */
+#define C_ADD r[0] = x[0] + alpha * y[0]; r[1] = x[1] + alpha * y[1]
+#define C_SUB r[0] = x[0] - alpha * y[0]; r[1] = x[1] - alpha * y[1]
+#define C_MUL r[0] = x[0] * y[0] - x[1] * y[1]; r[1] = x[0] * y[1] + x[1] * y[0]
+#define C_DIV                                                                \
+  if ((y[0] < 0 ? -y[0] : y[0]) >= (y[1] < 0 ? -y[1] : y[1])) {              \
+    double q = (double)y[1] / y[0];                                          \
+    double d = y[0] + y[1] * q;                                              \
+    r[0] = (x[0] + x[1] * q) / d;                                            \
+    r[1] = (x[1] - x[0] * q) / d;                                            \
+  } else {                                                                   \
+    double q = (double)y[0] / y[1];                                          \
+    double d = y[0] * q + y[1];                                              \
+    r[0] = (x[0] * q + x[1]) / d;                                            \
+    r[1] = (x[1] * q - x[0]) / d;                                            \
+  }
+#define CPLX_OPS(OPN, BODY) CPLX_LOOP(c64_##OPN, float, BODY) CPLX_LOOP(c128_##OPN, double, BODY)
+CPLX_OPS(add, C_ADD)
+CPLX_OPS(sub, C_SUB)
+CPLX_OPS(mul, C_MUL)
+CPLX_OPS(div, C_DIV)
+
 #define ROW(OPN, DIVF)                                                       \
   {[TNK_BOOL] = DIVF, [TNK_U8] = u8_##OPN, [TNK_I8] = i8_##OPN, [TNK_I16] = i16_##OPN,          \
    [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN, [TNK_F16] = f16_##OPN,      \
    [TNK_BF16] = bf16_##OPN, [TNK_F32] = f32_##OPN, [TNK_F64] = f64_##OPN}
+#define CPLX(OPN) , [TNK_C64] = c64_##OPN, [TNK_C128] = c128_##OPN
+#define ROWC(OPN, DIVF)                                                      \
+  {[TNK_BOOL] = DIVF, [TNK_U8] = u8_##OPN, [TNK_I8] = i8_##OPN, [TNK_I16] = i16_##OPN,          \
+   [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN, [TNK_F16] = f16_##OPN,      \
+   [TNK_BF16] = bf16_##OPN, [TNK_F32] = f32_##OPN, [TNK_F64] = f64_##OPN CPLX(OPN)}
 static const loop_fn k_loops[TNK_BINARY_OP_COUNT][TNK_DTYPE_COUNT] = {
-    [TNK_ADD] = ROW(add, bool_add),
-    [TNK_SUB] = ROW(sub, 0),
-    [TNK_MUL] = ROW(mul, bool_mul),
+    [TNK_ADD] = ROWC(add, bool_add),
+    [TNK_SUB] = ROWC(sub, 0),
+    [TNK_MUL] = ROWC(mul, bool_mul),
     [TNK_DIV] = {[TNK_F16] = f16_div, [TNK_BF16] = bf16_div,
-                 [TNK_F32] = f32_div, [TNK_F64] = f64_div},
+                 [TNK_F32] = f32_div, [TNK_F64] = f64_div CPLX(div)},
     [TNK_MAXIMUM] = ROW(maximum, bool_maximum),
     [TNK_MINIMUM] = ROW(minimum, bool_minimum),
 #define FROW(OPN)                                                            \
