@@ -61,3 +61,9 @@ EXPECTED_SKIPS = {"gemma3n", "gemma4_assistant", "gemma4_unified_assistant"}
 def test_skips_stay_a_known_handful(rows):
     skipped = {k for k, r in rows.items() if r["status"] == "skipped"}
     assert skipped <= EXPECTED_SKIPS, skipped - EXPECTED_SKIPS
+
+
+def test_every_passing_architecture_runs_without_cpu_fallback(rows):
+    with_fallbacks = {k: r["fallbacks"] for k, r in rows.items()
+                      if r["status"] == "pass" and r["fallbacks"]}
+    assert with_fallbacks == {}
