@@ -154,3 +154,12 @@ def test_large_softmax_streams_its_output():
         x = torch.randn(1100, cols, generator=torch.Generator().manual_seed(cols))
         assert_same(x.neuron().softmax(-1), x.softmax(-1), rtol=1e-5, atol=1e-7)
     assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_large_layer_norm_streams_its_output():
+    torch_neuronx.clear_op_tracking()
+    x = torch.randn(1100, 4099, generator=torch.Generator().manual_seed(9))
+    w, b = torch.randn(4099), torch.randn(4099)
+    assert_same(torch.nn.functional.layer_norm(x.neuron(), (4099,), w.neuron(), b.neuron()),
+                torch.nn.functional.layer_norm(x, (4099,), w, b), rtol=1e-4, atol=1e-4)
+    assert torch_neuronx.get_fallback_ops() == {}

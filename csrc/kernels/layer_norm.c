@@ -2,6 +2,7 @@
  * are independent tasks; the weight and bias gradients reduce over rows per
  * column, as a second parallel pass. Statistics in double. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "dtype.h"
 #include "tnk.h"
@@ -15,15 +16,25 @@ static void ln_forward_rows(void *p, int64_t begin, int64_t end) {
   const tnk_layer_norm_args_t *a = p;
   int dt = a->dtype;
   if (dt == TNK_F32) { /* two vector passes for the statistics, one to write */
+    /* outputs over 16 MiB: rows normalised into scratch (L1), then streamed
+     * out, saving the read of every destination line */
+    float *scratch = a->rows * a->n * 4 > (16 << 20) ? malloc(sizeof(float) * (size_t)a->n) : NULL;
     for (int64_t r = begin; r < end; r++) {
       const float *x = (const float *)a->x + r * a->n;
       float mean = tnk_vsum_f32(x, a->n) / (float)a->n;
       float var = tnk_vsumsqdev_f32(x, a->n, mean) / (float)a->n;
       float rstd = 1.0f / sqrtf(var + (float)a->eps);
-      tnk_vnormalize_f32(x, (float *)a->y + r * a->n, a->n, mean, rstd, a->w, a->b);
+      float *y = (float *)a->y + r * a->n;
+      if (scratch) {
+        tnk_vnormalize_f32(x, scratch, a->n, mean, rstd, a->w, a->b);
+        tnk_vscale_stream_f32(scratch, 1.0f, y, a->n);
+      } else {
+        tnk_vnormalize_f32(x, y, a->n, mean, rstd, a->w, a->b);
+      }
       ((float *)a->mean)[r] = mean;
       ((float *)a->rstd)[r] = rstd;
     }
+    free(scratch);
     return;
   }
   for (int64_t r = begin; r < end; r++) {
