@@ -11,6 +11,21 @@
 
 #define TGT __attribute__((target("avx2,fma")))
 
+/* Horner steps of the Cephes exp(r) polynomial on [-ln2/2, ln2/2], shared by
+ * the AVX2 and AVX-512 bodies: ((((c0 r + c1) r + c2) r + c3) r + c4) r + c5;
+ * the caller finishes y r^2 + r + 1. A statement expression over the ISA's
+ * vector type, fmadd and broadcast. */
+#define EXP_POLY(V, FMA, SET1, r)                                  \
+  ({                                                               \
+    V p_ = SET1(1.9875691500e-4f);                                 \
+    p_ = FMA(p_, (r), SET1(1.3981999507e-3f));                     \
+    p_ = FMA(p_, (r), SET1(8.3334519073e-3f));                     \
+    p_ = FMA(p_, (r), SET1(4.1665795894e-2f));                     \
+    p_ = FMA(p_, (r), SET1(1.6666665459e-1f));                     \
+    p_ = FMA(p_, (r), SET1(5.0000001201e-1f));                     \
+    p_;                                                            \
+  })
+
 TGT static inline __m256 exp8(__m256 x) {
   const __m256 hi = _mm256_set1_ps(88.3762626647949f); /* 2^n stays finite */
   const __m256 lo = _mm256_set1_ps(-87.3365447504019f); /* 2^n stays normal */
@@ -27,12 +42,7 @@ TGT static inline __m256 exp8(__m256 x) {
                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
   x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+  __m256 y = EXP_POLY(__m256, _mm256_fmadd_ps, _mm256_set1_ps, x);
   y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), x);
   y = _mm256_add_ps(y, _mm256_set1_ps(1.0f));
   __m256i e = _mm256_slli_epi32(
@@ -199,12 +209,7 @@ TGT512 static inline __m512 exp16(__m512 x) {
                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
-  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+  __m512 y = EXP_POLY(__m512, _mm512_fmadd_ps, _mm512_set1_ps, r);
   y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), r);
   y = _mm512_add_ps(y, _mm512_set1_ps(1.0f));
   return _mm512_scalef_ps(y, n);
