@@ -163,3 +163,16 @@ def test_large_layer_norm_streams_its_output():
     assert_same(torch.nn.functional.layer_norm(x.neuron(), (4099,), w.neuron(), b.neuron()),
                 torch.nn.functional.layer_norm(x, (4099,), w, b), rtol=1e-4, atol=1e-4)
     assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_sum_mean_over_leading_dims():
+    """The column-block path (bias / norm-weight gradients): leading dims of
+    a contiguous input, into contiguous and strided outputs."""
+    x = torch.randn(3, 70, 300, generator=torch.Generator().manual_seed(10))
+    n = x.neuron()
+    for dims in ((0,), (0, 1)):
+        assert_same(n.sum(dims), x.sum(dims), rtol=1e-5, atol=1e-5)
+        assert_same(n.mean(dims, keepdim=True), x.mean(dims, keepdim=True), rtol=1e-5, atol=1e-6)
+    out = torch.empty(300, 70, device="neuron").t()  # strided output
+    torch.sum(n, (0,), out=out)
+    assert_same(out, x.sum(0), rtol=1e-5, atol=1e-5)

@@ -32,7 +32,8 @@ typedef struct red_ctx {
   int nk, nr;
   int64_t ksize[TNK_MAX_DIMS], kin[TNK_MAX_DIMS], kout[TNK_MAX_DIMS];
   int64_t rsize[TNK_MAX_DIMS], rin[TNK_MAX_DIMS];
-  int64_t rcount;
+  int64_t rcount, outputs;
+  int out_f32_contig; /* fp32 output whose kept dims are row-major contiguous */
   size_t iesz, oesz;
 } red_ctx_t;
 
@@ -122,6 +123,54 @@ static void red_rows_f32(void *p, int64_t begin, int64_t end) {
   }
 }
 
+/* fp32 sum/mean of a contiguous input over its leading dims (bias and norm
+ * weight gradients): rows of `outputs` elements added into a block of
+ * double accumulators, one block of columns per task. */
+#define LEAD_COLS 256
+static void red_lead_f32(void *p, int64_t begin, int64_t end) {
+  const red_ctx_t *c = p;
+  const tnk_reduce_args_t *a = c->a;
+  int64_t cols = c->outputs;
+  double acc[LEAD_COLS];
+  for (int64_t blk = begin; blk < end; blk++) {
+    int64_t j0 = blk * LEAD_COLS, w = cols - j0 < LEAD_COLS ? cols - j0 : LEAD_COLS;
+    for (int64_t j = 0; j < w; j++) acc[j] = 0.0;
+    const float *x = (const float *)a->in.data + j0;
+    for (int64_t r = 0; r < c->rcount; r++, x += cols)
+      for (int64_t j = 0; j < w; j++) acc[j] += x[j];
+    if (c->out_f32_contig) {
+      float *o = (float *)a->out.data + j0;
+      for (int64_t j = 0; j < w; j++)
+        o[j] = (float)(a->op == TNK_MEAN ? acc[j] / (double)c->rcount : acc[j]);
+      continue;
+    }
+    for (int64_t j = 0; j < w; j++) {
+      int64_t rem = j0 + j, out_off = 0;
+      for (int d = c->nk - 1; d >= 0; d--) {
+        out_off += (rem % c->ksize[d]) * c->kout[d];
+        rem /= c->ksize[d];
+      }
+      double v = a->op == TNK_MEAN ? acc[j] / (double)c->rcount : acc[j];
+      tnk_store_any((char *)a->out.data + out_off * (int64_t)c->oesz, a->out.dtype,
+                    (tnk_val_t){v, 0, 0, 0});
+    }
+  }
+}
+
+/* The input is row-major contiguous and every reduced dim comes before every
+ * kept one. */
+static int leading_contiguous(const tnk_reduce_args_t *a) {
+  int64_t expect = 1;
+  int seen_reduced = 0;
+  for (int d = a->shape.ndim - 1; d >= 0; d--) {
+    if (a->shape.sizes[d] != 1 && a->in.strides[d] != expect) return 0;
+    expect *= a->shape.sizes[d];
+    if (a->reduced[d]) seen_reduced = 1;
+    else if (seen_reduced && a->shape.sizes[d] != 1) return 0;
+  }
+  return 1;
+}
+
 /* The input is row-major contiguous and every reduced dim comes after every
  * kept one. */
 static int trailing_contiguous(const tnk_reduce_args_t *a) {
@@ -159,6 +208,18 @@ void tnk_reduce(const tnk_reduce_args_t *a) {
   if ((a->op == TNK_SUM || a->op == TNK_MEAN) && a->in.dtype == TNK_F32 && c.rcount > 0 &&
       trailing_contiguous(a)) {
     tnk_parallel_for(outputs, grain, red_rows_f32, &c);
+    return;
+  }
+  if ((a->op == TNK_SUM || a->op == TNK_MEAN) && a->in.dtype == TNK_F32 && c.rcount > 1 &&
+      leading_contiguous(a)) {
+    c.outputs = outputs;
+    c.out_f32_contig = a->out.dtype == TNK_F32;
+    int64_t expect = 1;
+    for (int d = c.nk - 1; d >= 0; expect *= c.ksize[d], d--)
+      if (c.ksize[d] != 1 && c.kout[d] != expect) c.out_f32_contig = 0;
+    int64_t blocks = (outputs + LEAD_COLS - 1) / LEAD_COLS;
+    int64_t work = c.rcount * LEAD_COLS;
+    tnk_parallel_for(blocks, work >= 65536 ? 1 : 65536 / work + 1, red_lead_f32, &c);
     return;
   }
   tnk_parallel_for(outputs, grain, red_range, &c);
