@@ -21,6 +21,13 @@ namespace {
 #define FALLBACK(OPNAME, ...) \
   at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(OPNAME)>::call(__VA_ARGS__)
 
+// An out= argument takes a result computed into a new tensor: resized as
+// ATen resizes outputs, then written.
+at::Tensor& assign_result(at::Tensor& out, const at::Tensor& r) {
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
 bool floating(const at::Tensor& t) {
   return t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble ||
          t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf;
@@ -106,8 +113,7 @@ at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const c10::Scalar& or
   else if (std::isinf(p)) r = p > 0 ? at::amax(a, dims, keepdim) : at::amin(a, dims, keepdim);
   else if (p == 0.0) r = at::sum(x.ne(0).to(x.scalar_type()), dims, keepdim);
   else r = at::sum(a.pow(p), dims, keepdim).pow_(1.0 / p);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return assign_result(out, r);
 }
 
 at::Tensor linalg_vector_norm(const at::Tensor& self, const c10::Scalar& ord,
@@ -199,8 +205,7 @@ at::Tensor mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t re
 at::Tensor& mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction,
                          at::Tensor& out) {
   at::Tensor r = torch_neuronx::mse_loss(self, target, reduction);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return assign_result(out, r);
 }
 
 at::Tensor mse_loss_backward(const at::Tensor& grad, const at::Tensor& self,
@@ -215,8 +220,7 @@ at::Tensor& softplus_out(const at::Tensor& self, const c10::Scalar& beta,
   double b = beta.toDouble(), t = threshold.toDouble();
   at::Tensor bx = self * b;
   at::Tensor r = at::where(bx > t, self, bx.exp().log1p() / b);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return assign_result(out, r);
 }
 
 at::Tensor& softplus_backward_out(const at::Tensor& grad, const at::Tensor& self,
@@ -225,8 +229,7 @@ at::Tensor& softplus_backward_out(const at::Tensor& grad, const at::Tensor& self
   double b = beta.toDouble(), t = threshold.toDouble();
   at::Tensor bx = self * b;
   at::Tensor r = at::where(bx > t, grad, grad * bx.sigmoid());
-  at::native::resize_output(grad_input, r.sizes());
-  return grad_input.copy_(r);
+  return assign_result(grad_input, r);
 }
 
 // log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|)); the buffer is exp(-|x|).
@@ -249,8 +252,7 @@ at::Tensor& sign_out(const at::Tensor& self, at::Tensor& out) {
     return out.copy_(self);
   }
   at::Tensor r = (self > 0).to(self.scalar_type()) - (self < 0).to(self.scalar_type());
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return assign_result(out, r);
 }
 
 // sgn: sign for real tensors (abs's backward uses it).
@@ -326,8 +328,7 @@ at::Tensor& upsample_nearest2d_out(const at::Tensor& self, at::IntArrayRef outpu
   at::Tensor ih = nearest_index(self.size(2), output_size[0], scales_h, self.device());
   at::Tensor iw = nearest_index(self.size(3), output_size[1], scales_w, self.device());
   at::Tensor r = self.index_select(2, ih).index_select(3, iw);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return assign_result(out, r);
 }
 
 at::Tensor upsample_nearest2d(const at::Tensor& self, at::IntArrayRef output_size,
@@ -347,8 +348,7 @@ at::Tensor& upsample_nearest2d_backward_out(const at::Tensor& grad, at::IntArray
   at::Tensor rows = at::zeros({input_size[0], input_size[1], output_size[0], input_size[3]},
                               grad.options()).index_add_(3, iw, g);
   at::Tensor r = at::zeros(input_size, grad.options()).index_add_(2, ih, rows);
-  at::native::resize_output(grad_input, r.sizes());
-  return grad_input.copy_(r);
+  return assign_result(grad_input, r);
 }
 
 at::Tensor upsample_nearest2d_backward(const at::Tensor& grad, at::IntArrayRef output_size,
@@ -368,8 +368,7 @@ at::Tensor& glu_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
   int64_t n = self.size(d);
   TORCH_CHECK(n % 2 == 0, "Halving dimension must be even, but dimension ", d, " is size ", n);
   at::Tensor r = self.narrow(d, 0, n / 2) * at::sigmoid(self.narrow(d, n / 2, n / 2));
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return assign_result(out, r);
 }
 
 at::Tensor glu_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim) {
@@ -384,8 +383,7 @@ at::Tensor glu_backward(const at::Tensor& grad, const at::Tensor& self, int64_t 
 at::Tensor& glu_backward_out(const at::Tensor& grad, const at::Tensor& self, int64_t dim,
                              at::Tensor& out) {
   at::Tensor r = torch_neuronx::glu_backward(grad, self, dim);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return assign_result(out, r);
 }
 
 // PReLU's kernel: the weight arrives broadcastable to the input.
@@ -416,8 +414,7 @@ at::Tensor smooth_l1(const at::Tensor& self, const at::Tensor& target, int64_t r
 at::Tensor& smooth_l1_loss_out(const at::Tensor& self, const at::Tensor& target,
                                int64_t reduction, double beta, at::Tensor& out) {
   at::Tensor r = smooth_l1(self, target, reduction, beta);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return assign_result(out, r);
 }
 
 at::Tensor& smooth_l1_loss_backward_out(const at::Tensor& grad, const at::Tensor& self,
@@ -753,8 +750,7 @@ at::Tensor& linalg_solve_triangular_out(const at::Tensor& A, const at::Tensor& B
               "matrices, but they are ", A.size(-2), " by ", A.size(-1), " matrices");
   at::Tensor r = left ? solve_triangular_left(A, B, upper, unit)
                       : solve_triangular_left(A.mT(), B.mT(), !upper, unit).mT();
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return assign_result(out, r);
 }
 
 at::Tensor linalg_solve_triangular(const at::Tensor& A, const at::Tensor& B, bool upper,
@@ -853,8 +849,7 @@ at::Tensor pad_backward(const at::Tensor& g, const at::Tensor& x, at::IntArrayRe
 #define NEURON_PAD(NAME, K, REFLECT)                                                        \
   at::Tensor& NAME##_out(const at::Tensor& x, at::IntArrayRef pad, at::Tensor& out) {      \
     at::Tensor r = pad_forward(x, pad, K, REFLECT, #NAME);                                  \
-    at::native::resize_output(out, r.sizes());                                              \
-    return out.copy_(r);                                                                    \
+    return assign_result(out, r);                                                           \
   }                                                                                         \
   at::Tensor NAME(const at::Tensor& x, at::IntArrayRef pad) {                               \
     return pad_forward(x, pad, K, REFLECT, #NAME);                                          \
@@ -862,8 +857,7 @@ at::Tensor pad_backward(const at::Tensor& g, const at::Tensor& x, at::IntArrayRe
   at::Tensor& NAME##_backward_out(const at::Tensor& g, const at::Tensor& x,                 \
                                   at::IntArrayRef pad, at::Tensor& gin) {                   \
     at::Tensor r = pad_backward(g, x, pad, K, REFLECT);                                     \
-    at::native::resize_output(gin, r.sizes());                                              \
-    return gin.copy_(r);                                                                    \
+    return assign_result(gin, r);                                                           \
   }                                                                                         \
   at::Tensor NAME##_backward(const at::Tensor& g, const at::Tensor& x, at::IntArrayRef pad) { \
     return pad_backward(g, x, pad, K, REFLECT);                                             \
