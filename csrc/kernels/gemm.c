@@ -158,6 +158,25 @@ typedef struct pack_b_ctx {
   float *dst;
 } pack_b_ctx_t;
 
+/* One packed panel d[k][width] from an fp32 source whose lanes (the rows of
+ * A, or the columns of B) each hold their k values contiguously:
+ * d[k * width + l] = src[l * ld + k], lanes w..width zero. Each lane's next
+ * 16 values are read as one cache line; walking k one at a time across the
+ * lanes instead reads lines a lane stride apart, which for power-of-two
+ * strides fall into the same few L1 sets and miss on nearly every element. */
+static void pack_k_contiguous(float *d, const float *src, int64_t ld, int64_t w,
+                              int width, int64_t kc) {
+  for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+    int64_t kb = kc - k0 < 16 ? kc - k0 : 16;
+    for (int64_t l = 0; l < w; l++) {
+      const float *s = src + l * ld + k0;
+      for (int64_t kk = 0; kk < kb; kk++) d[(k0 + kk) * width + l] = s[kk];
+    }
+    for (int64_t l = w; l < width; l++)
+      for (int64_t kk = 0; kk < kb; kk++) d[(k0 + kk) * width + l] = 0.0f;
+  }
+}
+
 /* Panels [begin, end) of B[pc:pc+kc, jc:jc+nc], nr columns each, zero padded. */
 static void pack_b_panels(void *vp, int64_t begin, int64_t end) {
   const pack_b_ctx_t *c = vp;
@@ -167,6 +186,10 @@ static void pack_b_panels(void *vp, int64_t begin, int64_t end) {
   float *dst = c->dst;
   for (int64_t j0 = begin * nr; j0 < nc && j0 < end * nr; j0 += nr) {
     int64_t w = nc - j0 < nr ? nc - j0 : nr;
+    if (!p->b16 && p->sb_r == 1 && p->sb_c != 1) {
+      pack_k_contiguous(dst + j0 * kc, p->b + pc + (jc + j0) * p->sb_c, p->sb_c, w, nr, kc);
+      continue;
+    }
     for (int64_t k = 0; k < kc; k++) {
       float *d = dst + j0 * kc + k * nr;
       if (p->b16) {
@@ -200,6 +223,10 @@ static void pack_a(const f32_problem_t *p, int mr, int64_t ic, int64_t mc,
   for (int64_t i0 = 0; i0 < mc; i0 += mr) {
     int64_t h = mc - i0 < mr ? mc - i0 : mr;
     float *d = dst + i0 * kc;
+    if (!p->a16 && p->sa_c == 1 && p->sa_r != 1) {
+      pack_k_contiguous(d, p->a + (ic + i0) * p->sa_r + pc, p->sa_r, h, mr, kc);
+      continue;
+    }
     for (int64_t k = 0; k < kc; k++) {
       if (p->a16) {
         const uint16_t *s16 = p->a16 + (ic + i0) * p->sa_r + (pc + k) * p->sa_c;
