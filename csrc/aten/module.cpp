@@ -97,6 +97,11 @@ PYBIND11_MODULE(_C, m) {
     double per_cycle = tnk_measure_fma_peak(tnk_isa(), &ghz);
     return std::make_pair(ghz, per_cycle);
   });
+  m.def("_time_memcpy", [](uintptr_t dst, uintptr_t src, int64_t bytes) {
+    TORCH_CHECK(bytes >= 0, "_time_memcpy: bytes must be >= 0");
+    py::gil_scoped_release no_gil;
+    return tnk_time_memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+  });
   m.def("_cpu_features", [] {
     int f = tnk_cpu_features();
     py::list out;

@@ -1,6 +1,8 @@
-/* The machine's fp32 FMA peak, measured rather than looked up (a VM does
- * not report its boost clock): the clock from a dependent add chain, the
- * FMA throughput from 12 independent accumulator chains per ISA. */
+/* The machine's limits, measured rather than looked up (a VM does not
+ * report its boost clock): the fp32 FMA peak, from the clock of a dependent
+ * add chain and the FMA throughput of 12 independent accumulator chains per
+ * ISA; and a plain libc memcpy timing, the benchmarks' bandwidth anchor. */
+#include <string.h>
 #include <time.h>
 
 #include "tnk.h"
@@ -59,7 +61,28 @@ double tnk_measure_fma_peak(int isa, double *ghz) {
 double tnk_measure_fma_peak(int isa, double *ghz) {
   (void)isa;
   *ghz = 0.0;
-  (void)seconds;
   return 0.0;
 }
 #endif
+
+typedef struct memcpy_ctx {
+  char *dst;
+  const char *src;
+  int64_t bytes, part;
+} memcpy_ctx_t;
+
+static void memcpy_parts(void *p, int64_t begin, int64_t end) {
+  const memcpy_ctx_t *c = p;
+  for (int64_t i = begin; i < end; i++) {
+    int64_t off = i * c->part, n = c->bytes - off < c->part ? c->bytes - off : c->part;
+    memcpy(c->dst + off, c->src + off, (size_t)n);
+  }
+}
+
+double tnk_time_memcpy(void *dst, const void *src, int64_t bytes) {
+  int64_t parts = tnk_num_threads();
+  memcpy_ctx_t c = {dst, src, bytes, (bytes + parts - 1) / parts};
+  double t = seconds();
+  if (bytes > 0) tnk_parallel_for(parts, 1, memcpy_parts, &c);
+  return seconds() - t;
+}

@@ -49,6 +49,10 @@ const char *tnk_isa_name(int isa);
  * per cycle that independent FMA chains of the ISA's vector width sustain
  * (0 for the reference ISA or off x86). Peak = ghz * flops/cycle. */
 double tnk_measure_fma_peak(int isa, double *ghz);
+/* Seconds one libc memcpy of `bytes` takes, split evenly over the kernel
+ * threads as the kernels split their work: the memory-bandwidth anchor the
+ * benchmarks compare memory-bound kernels with. */
+double tnk_time_memcpy(void *dst, const void *src, int64_t bytes);
 
 typedef void (*tnk_range_fn)(void *ctx, int64_t begin, int64_t end);
 typedef void (*tnk_parallel_fn)(int64_t n, int64_t grain, tnk_range_fn fn,

@@ -103,6 +103,9 @@ static void test_alloc_large_and_oom(void) {
   void *p, *q;
   tnrt_block_t *b, *bq;
   CHECK(tnrt_malloc(1, 5 << 20, NULL, &p, &b) == TNRT_OK);
+  /* large segments start on a 2 MiB (huge page) boundary; all of it usable */
+  CHECK(((uintptr_t)p & ((2u << 20) - 1)) == 0);
+  memset(p, 0x5a, 5 << 20);
   tnrt_memory_stats_t st;
   tnrt_memory_stats(1, &st);
   CHECK(st.reserved_bytes[TNRT_POOL_LARGE].current == (20 << 20));
