@@ -1,5 +1,5 @@
 """Native convolutions (im2col + GEMM, col2im for the input gradient) against
-CPU: 1-D and 2-D, stride, padding, dilation, groups, bias, half precision."""
+CPU: 1-D, 2-D and 3-D, stride, padding, dilation, groups, bias, half precision."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -15,7 +15,12 @@ CASES = [
     dict(shape=(2, 4, 7, 7), w=(4, 1, 3, 3), kw=dict(padding=1, groups=4)),  # depthwise
     dict(shape=(3, 4, 15), w=(2, 4, 5), kw=dict(padding=2, stride=2)),  # 1-D
     dict(shape=(2, 3, 6, 6), w=(5, 3, 1, 1), kw=dict()),  # 1x1
+    dict(shape=(1, 2, 4, 5, 5), w=(3, 2, 3, 3, 3), kw=dict()),  # 3-D
+    dict(shape=(2, 4, 5, 6, 7), w=(6, 2, 3, 2, 3),  # video VAE style: groups, per-dim params
+         kw=dict(stride=(1, 2, 2), padding=(1, 0, 1), dilation=(2, 1, 1), groups=2)),
+    dict(shape=(1, 3, 3, 8, 8), w=(4, 3, 1, 3, 3), kw=dict(padding=(0, 1, 1))),  # per-frame
 ]
+CONV = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
@@ -25,7 +30,7 @@ def test_conv_forward_backward(case, bias):
     g = torch.Generator().manual_seed(case)
     x, w = torch.randn(c["shape"], generator=g), torch.randn(c["w"], generator=g)
     b = torch.randn(c["w"][0], generator=g) if bias else None
-    conv = F.conv1d if len(c["shape"]) == 3 else F.conv2d
+    conv = CONV[len(c["shape"])]
     torch_neuronx.clear_op_tracking()
     xs = [x.clone().requires_grad_(), x.neuron().requires_grad_()]
     ws = [w.clone().requires_grad_(), w.neuron().requires_grad_()]
@@ -49,19 +54,15 @@ def test_conv_bf16():
     assert_same(out, ref, rtol=3e-2, atol=3e-2)
 
 
-def test_conv3d_still_runs_via_fallback():
-    x, w = torch.randn(1, 2, 4, 5, 5), torch.randn(3, 2, 3, 3, 3)
-    torch_neuronx.clear_op_tracking()
-    assert_same(F.conv3d(x.neuron(), w.neuron()), F.conv3d(x, w), rtol=1e-4, atol=1e-4)
-    assert "aten::convolution_overrideable" in torch_neuronx.get_fallback_ops()
-
-
 def test_conv_errors_like_cpu():
     x = torch.randn(1, 3, 2, 2, device="neuron")
     with pytest.raises(RuntimeError):
         F.conv2d(x, torch.randn(4, 3, 3, 3, device="neuron"))  # kernel larger than input
     with pytest.raises(RuntimeError):
         F.conv2d(x, torch.randn(4, 2, 1, 1, device="neuron"))  # channel mismatch
+    with pytest.raises(RuntimeError):  # 3-D kernel deeper than the input
+        F.conv3d(torch.randn(1, 2, 2, 4, 4, device="neuron"),
+                 torch.randn(3, 2, 3, 3, 3, device="neuron"))
 
 
 @pytest.mark.parametrize("kw", [dict(scale_factor=2), dict(size=(7, 5)), dict(scale_factor=1.5)])
@@ -83,7 +84,10 @@ TCASES = [
     dict(shape=(1, 4, 4, 4), w=(4, 2, 4, 4), kw=dict(stride=2, padding=1, groups=2)),  # VAE up
     dict(shape=(2, 3, 5, 5), w=(3, 2, 3, 2), kw=dict(dilation=2)),
     dict(shape=(2, 3, 7), w=(3, 5, 4), kw=dict(stride=3, padding=1, output_padding=2)),  # 1-D
+    dict(shape=(1, 4, 3, 4, 4), w=(4, 2, 3, 4, 4),  # 3-D: video VAE upsampling
+         kw=dict(stride=(1, 2, 2), padding=(1, 1, 1), groups=2)),
 ]
+TCONV = {3: F.conv_transpose1d, 4: F.conv_transpose2d, 5: F.conv_transpose3d}
 
 
 @pytest.mark.parametrize("case", range(len(TCASES)))
@@ -94,7 +98,7 @@ def test_conv_transpose_forward_backward(case, dtype):
     x, w = torch.randn(c["shape"], generator=g), torch.randn(c["w"], generator=g)
     groups = c["kw"].get("groups", 1)
     b = torch.randn(c["w"][1] * groups, generator=g)
-    conv = F.conv_transpose1d if len(c["shape"]) == 3 else F.conv_transpose2d
+    conv = TCONV[len(c["shape"])]
     torch_neuronx.clear_op_tracking()
     ins = [[t.clone().to(dtype).requires_grad_() for t in (x, w, b)],
            [t.to(dtype).neuron().requires_grad_() for t in (x, w, b)]]

@@ -196,8 +196,8 @@ def test_fallback_orders_after_pending_stream_work():
 
 def test_convolution_through_overrideable_ops():
     # ATen sends convolutions of unknown backends to *_overrideable ops,
-    # whose default kernels raise; neuron runs 1-D/2-D ones (regular and
-    # transposed) natively and 3-D ones on the CPU
+    # whose default kernels raise; neuron runs 1-D/2-D/3-D ones (regular and
+    # transposed) natively in fp32/bf16/fp16 and fp64 ones on the CPU
     torch.manual_seed(0)
     for transposed in (False, True):
         x = torch.randn(2, 4, 7, 7, requires_grad=True)
@@ -218,4 +218,8 @@ def test_convolution_through_overrideable_ops():
     x3, w3 = torch.randn(1, 2, 4, 5, 5), torch.randn(3, 2, 3, 3, 3)
     assert_same(torch.nn.functional.conv3d(x3.neuron(), w3.neuron()),
                 torch.nn.functional.conv3d(x3, w3), rtol=1e-4, atol=1e-4)
+    assert "aten::convolution_overrideable" not in torch_neuronx.get_fallback_ops()
+    x3, w3 = x3.double(), w3.double()
+    assert_same(torch.nn.functional.conv3d(x3.neuron(), w3.neuron()),
+                torch.nn.functional.conv3d(x3, w3), rtol=1e-10, atol=1e-10)
     assert "aten::convolution_overrideable" in torch_neuronx.get_fallback_ops()

@@ -18,66 +18,102 @@ namespace {
 
 void im2col_task(void* p) { tnk_im2col(static_cast<tnk_im2col_args_t*>(p)); }
 
+// A convolution's geometry over three spatial dims (depth, height, width):
+// a 1-D or 2-D convolution has unit leading dims (size, kernel, stride and
+// dilation 1, padding 0), so one lowering serves conv1d/2d/3d.
 struct ConvGeom {
-  int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, groups;
-  bool one_d;
+  int64_t n = 0, c = 0, o = 0, groups = 1;
+  int spatial = 2;  // 1, 2 or 3: how many trailing dims are real
+  int64_t in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, p[3] = {0, 0, 0},
+          dil[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+  int64_t taps() const { return k[0] * k[1] * k[2]; }
+  int64_t pixels() const { return out[0] * out[1] * out[2]; }
+  // {n, ch, <the real spatial dims of `v`>}
+  std::vector<int64_t> shape(int64_t ch, const int64_t* v) const {
+    std::vector<int64_t> r{n, ch};
+    for (int i = 3 - spatial; i < 3; i++) r.push_back(v[i]);
+    return r;
+  }
 };
+
+int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t dil) {
+  return (in + 2 * p - dil * (k - 1) - 1) / s + 1;
+}
+
+// {1, ch, 1, ...}: a per-channel vector broadcast over the spatial dims.
+std::vector<int64_t> per_channel(const ConvGeom& g) {
+  std::vector<int64_t> r{1, g.c};
+  r.resize(2 + g.spatial, 1);
+  return r;
+}
+
+// One entry per real spatial dim from a parameter list of that many entries
+// (or one, applied to all); the leading unit dims keep their defaults.
+void set_params(ConvGeom& g, at::IntArrayRef stride, at::IntArrayRef padding,
+                at::IntArrayRef dilation) {
+  auto pick = [&](at::IntArrayRef v, int i, int64_t dflt) {
+    return v.size() > static_cast<size_t>(i) ? v[i] : (v.empty() ? dflt : v[0]);
+  };
+  for (int i = 0; i < g.spatial; i++) {
+    int slot = 3 - g.spatial + i;
+    g.s[slot] = pick(stride, i, 1);
+    g.p[slot] = pick(padding, i, 0);
+    g.dil[slot] = pick(dilation, i, 1);
+  }
+}
 
 bool conv_native(const at::Tensor& input, const at::Tensor& weight, bool transposed,
                  int64_t groups) {
   auto t = input.scalar_type();
   (void)transposed;  // both directions run natively
-  return (input.dim() == 3 || input.dim() == 4) && weight.dim() == input.dim() &&
+  return input.dim() >= 3 && input.dim() <= 5 && weight.dim() == input.dim() &&
          (t == at::kFloat || t == at::kBFloat16 || t == at::kHalf) &&
          weight.scalar_type() == t && weight.device() == input.device() && groups >= 1;
 }
 
 ConvGeom geometry(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
                   at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  ConvGeom g{};
-  g.one_d = input.dim() == 3;
+  ConvGeom g;
+  g.spatial = static_cast<int>(input.dim()) - 2;
   g.n = input.size(0);
   g.c = input.size(1);
-  g.h = g.one_d ? 1 : input.size(2);
-  g.w = input.size(-1);
   g.o = weight.size(0);
-  g.kh = g.one_d ? 1 : weight.size(2);
-  g.kw = weight.size(-1);
-  auto at2 = [&](at::IntArrayRef v, int i, int64_t dflt) {
-    if (g.one_d) return i == 0 ? dflt : (v.empty() ? dflt : v[0]);
-    return v.size() > static_cast<size_t>(i) ? v[i] : (v.empty() ? dflt : v[0]);
-  };
-  g.sh = at2(stride, 0, 1);
-  g.sw = at2(stride, 1, 1);
-  g.ph = g.one_d ? 0 : at2(padding, 0, 0);
-  g.pw = at2(padding, 1, 0);
-  g.dh = g.one_d ? 1 : at2(dilation, 0, 1);
-  g.dw = at2(dilation, 1, 1);
   g.groups = groups;
-  g.oh = (g.h + 2 * g.ph - g.dh * (g.kh - 1) - 1) / g.sh + 1;
-  g.ow = (g.w + 2 * g.pw - g.dw * (g.kw - 1) - 1) / g.sw + 1;
+  set_params(g, stride, padding, dilation);
+  for (int i = 0; i < g.spatial; i++) {
+    int slot = 3 - g.spatial + i;
+    g.in[slot] = input.size(2 + i);
+    g.k[slot] = weight.size(2 + i);
+    g.out[slot] = conv_out_size(g.in[slot], g.k[slot], g.s[slot], g.p[slot], g.dil[slot]);
+  }
   return g;
 }
 
-// columns [n, c*kh*kw, oh*ow] of x, or (col2im) x += columns.
+// columns [n, c*taps, pixels] of x, or (col2im) x += columns.
 void lower(const ConvGeom& g, const at::Tensor& im, const at::Tensor& col, bool col2im) {
   tnk_im2col_args_t a{};
   a.im = const_cast<void*>(im.const_data_ptr());
   a.col = const_cast<void*>(col.const_data_ptr());
   a.batch = g.n;
   a.c = g.c;
-  a.h = g.h;
-  a.w = g.w;
-  a.kh = g.kh;
-  a.kw = g.kw;
-  a.sh = g.sh;
-  a.sw = g.sw;
-  a.ph = g.ph;
-  a.pw = g.pw;
-  a.dh = g.dh;
-  a.dw = g.dw;
-  a.oh = g.oh;
-  a.ow = g.ow;
+  a.d = g.in[0];
+  a.h = g.in[1];
+  a.w = g.in[2];
+  a.kd = g.k[0];
+  a.kh = g.k[1];
+  a.kw = g.k[2];
+  a.sd = g.s[0];
+  a.sh = g.s[1];
+  a.sw = g.s[2];
+  a.pd = g.p[0];
+  a.ph = g.p[1];
+  a.pw = g.p[2];
+  a.dd = g.dil[0];
+  a.dh = g.dil[1];
+  a.dw = g.dil[2];
+  a.od = g.out[0];
+  a.oh = g.out[1];
+  a.ow = g.out[2];
   bool ok;
   a.dtype = to_tnk(im.scalar_type(), &ok);
   a.col2im = col2im;
@@ -85,15 +121,9 @@ void lower(const ConvGeom& g, const at::Tensor& im, const at::Tensor& col, bool 
 }
 
 at::Tensor columns(const ConvGeom& g, const at::Tensor& x) {
-  at::Tensor col = at::empty({g.n, g.c * g.kh * g.kw, g.oh * g.ow}, x.options());
+  at::Tensor col = at::empty({g.n, g.c * g.taps(), g.pixels()}, x.options());
   lower(g, x, col, false);
   return col;
-}
-
-// A 1-D convolution as a 2-D one of height 1: the extra leading entry of each
-// parameter list is the identity for the height axis.
-std::vector<int64_t> with_unit(at::IntArrayRef v, int64_t unit) {
-  return {unit, v.empty() ? unit : v[0]};
 }
 
 // The geometry of a transposed convolution as the regular convolution it is
@@ -103,51 +133,48 @@ ConvGeom transposed_geometry(const at::Tensor& input, const at::Tensor& weight,
                              at::IntArrayRef stride, at::IntArrayRef padding,
                              at::IntArrayRef dilation, at::IntArrayRef out_pad,
                              int64_t groups) {
-  ConvGeom g{};
-  auto at2 = [](at::IntArrayRef v, int i, int64_t dflt) {
-    return v.size() > static_cast<size_t>(i) ? v[i] : (v.empty() ? dflt : v[0]);
-  };
+  ConvGeom g;
+  g.spatial = static_cast<int>(input.dim()) - 2;
   g.n = input.size(0);
   g.o = input.size(1);
   g.c = weight.size(1) * groups;
-  g.kh = weight.size(2);
-  g.kw = weight.size(3);
-  g.sh = at2(stride, 0, 1);
-  g.sw = at2(stride, 1, 1);
-  g.ph = at2(padding, 0, 0);
-  g.pw = at2(padding, 1, 0);
-  g.dh = at2(dilation, 0, 1);
-  g.dw = at2(dilation, 1, 1);
-  g.oh = input.size(2);
-  g.ow = input.size(3);
-  g.h = (g.oh - 1) * g.sh - 2 * g.ph + g.dh * (g.kh - 1) + at2(out_pad, 0, 0) + 1;
-  g.w = (g.ow - 1) * g.sw - 2 * g.pw + g.dw * (g.kw - 1) + at2(out_pad, 1, 0) + 1;
   g.groups = groups;
-  TORCH_CHECK(g.h > 0 && g.w > 0, "Given transposed convolution input of shape ",
-              input.sizes(), " and weight of shape ", weight.sizes(),
-              ", the calculated output size is too small");
+  set_params(g, stride, padding, dilation);
+  bool positive = true;
+  for (int i = 0; i < g.spatial; i++) {
+    int slot = 3 - g.spatial + i;
+    int64_t op = out_pad.size() > static_cast<size_t>(i) ? out_pad[i]
+                                                         : (out_pad.empty() ? 0 : out_pad[0]);
+    g.k[slot] = weight.size(2 + i);
+    g.out[slot] = input.size(2 + i);
+    g.in[slot] = (g.out[slot] - 1) * g.s[slot] - 2 * g.p[slot] + g.dil[slot] * (g.k[slot] - 1) +
+                 op + 1;
+    positive = positive && g.in[slot] > 0;
+  }
+  TORCH_CHECK(positive, "Given transposed convolution input of shape ", input.sizes(),
+              " and weight of shape ", weight.sizes(), ", the calculated output size is too small");
   return g;
 }
 
-// conv_transpose2d: per group, columns = W_g^T x_g (fp32), then col2im.
+// conv_transpose1d/2d/3d: per group, columns = W_g^T x_g (fp32), then col2im.
 at::Tensor transposed_forward(const at::Tensor& input, const at::Tensor& weight,
                               const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                               at::IntArrayRef padding, at::IntArrayRef dilation,
                               at::IntArrayRef out_pad, int64_t groups) {
   ConvGeom g = transposed_geometry(input, weight, stride, padding, dilation, out_pad, groups);
-  int64_t cin_g = g.o / groups, kg = g.c / groups * g.kh * g.kw, L = g.oh * g.ow;
+  int64_t cin_g = g.o / groups, kg = g.c / groups * g.taps(), L = g.pixels();
   at::Tensor xf = input.contiguous().view({g.n, g.o, L}).to(at::kFloat);
   at::Tensor wf = weight.contiguous().view({g.o, kg}).to(at::kFloat);
-  at::Tensor col = at::empty({g.n, g.c * g.kh * g.kw, L}, xf.options());
+  at::Tensor col = at::empty({g.n, g.c * g.taps(), L}, xf.options());
   for (int64_t gi = 0; gi < groups; gi++) {
     at::Tensor c = col.narrow(1, gi * kg, kg);
     at::bmm_out(c, wf.narrow(0, gi * cin_g, cin_g).t().unsqueeze(0).expand({g.n, kg, cin_g}),
                 xf.narrow(1, gi * cin_g, cin_g));
   }
-  at::Tensor img = at::zeros({g.n, g.c, g.h, g.w}, xf.options());
+  at::Tensor img = at::zeros(g.shape(g.c, g.in), xf.options());
   lower(g, img, col, true);
   at::Tensor out = img.to(input.scalar_type());
-  if (bias.has_value() && bias->defined()) out.add_(bias->view({1, g.c, 1, 1}));
+  if (bias.has_value() && bias->defined()) out.add_(bias->view(per_channel(g)));
   return out;
 }
 
@@ -160,21 +187,16 @@ at::Tensor conv_native_forward(const at::Tensor& input, const at::Tensor& weight
   if (!conv_native(input, weight, transposed, groups))
     return conv_cpu(input, weight, bias, stride, padding, dilation, transposed, output_padding,
                     groups);
-  if (transposed) {
-    if (input.dim() == 3)
-      return transposed_forward(input.unsqueeze(2), weight.unsqueeze(2), bias,
-                                with_unit(stride, 1), with_unit(padding, 0),
-                                with_unit(dilation, 1), with_unit(output_padding, 0), groups)
-          .squeeze(2);
+  if (transposed)
     return transposed_forward(input, weight, bias, stride, padding, dilation, output_padding,
                               groups);
-  }
   ConvGeom g = geometry(input, weight, stride, padding, dilation, groups);
-  TORCH_CHECK(g.oh > 0 && g.ow > 0, "Calculated output size is too small for the input of "
-              "shape ", input.sizes(), " and kernel of shape ", weight.sizes());
+  TORCH_CHECK(g.out[0] > 0 && g.out[1] > 0 && g.out[2] > 0, "Calculated output size is too "
+              "small for the input of shape ", input.sizes(), " and kernel of shape ",
+              weight.sizes());
   at::Tensor x = input.contiguous();
   at::Tensor col = columns(g, x);
-  int64_t og = g.o / groups, kg = g.c / groups * g.kh * g.kw, L = g.oh * g.ow;
+  int64_t og = g.o / groups, kg = g.c / groups * g.taps(), L = g.pixels();
   at::Tensor w = weight.contiguous().view({g.o, kg});
   at::Tensor out = at::empty({g.n, g.o, L}, input.options());
   for (int64_t gi = 0; gi < groups; gi++) {
@@ -183,7 +205,7 @@ at::Tensor conv_native_forward(const at::Tensor& input, const at::Tensor& weight
                 col.narrow(1, gi * kg, kg));
   }
   if (bias.has_value() && bias->defined()) out.add_(bias->view({1, g.o, 1}));
-  return g.one_d ? out.view({g.n, g.o, g.ow}) : out.view({g.n, g.o, g.oh, g.ow});
+  return out.view(g.shape(g.o, g.out));
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_native_backward(
@@ -195,13 +217,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_native_backward(
     return conv_cpu_backward(grad_output, input, weight, stride, padding, dilation, transposed,
                              output_padding, groups, mask);
   if (transposed) {
-    if (input.dim() == 3) {
-      auto [gx, gw, gb] = conv_native_backward(
-          grad_output.unsqueeze(2), input.unsqueeze(2), weight.unsqueeze(2),
-          with_unit(stride, 1), with_unit(padding, 0), with_unit(dilation, 1), true,
-          with_unit(output_padding, 0), groups, mask);
-      return {gx.defined() ? gx.squeeze(2) : gx, gw.defined() ? gw.squeeze(2) : gw, gb};
-    }
     // The input gradient is the regular convolution of the output gradient;
     // the weight gradient pairs the input with the output gradient's columns.
     ConvGeom g = transposed_geometry(input, weight, stride, padding, dilation, output_padding,
@@ -209,9 +224,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_native_backward(
     at::Tensor gx, gw, gb;
     if (mask[0])
       gx = conv_native_forward(grad_output, weight, std::nullopt, stride, padding, dilation,
-                               false, at::IntArrayRef{0, 0}, groups);
+                               false, at::IntArrayRef{}, groups);
     if (mask[1]) {
-      int64_t cin_g = g.o / groups, kg = g.c / groups * g.kh * g.kw, L = g.oh * g.ow;
+      int64_t cin_g = g.o / groups, kg = g.c / groups * g.taps(), L = g.pixels();
       at::Tensor col = columns(g, grad_output.contiguous());
       at::Tensor x = input.contiguous().view({g.n, g.o, L});
       gw = at::empty({g.o, kg}, weight.options());
@@ -222,11 +237,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_native_backward(
       }
       gw = gw.view(weight.sizes());
     }
-    if (mask[2]) gb = grad_output.sum({0, 2, 3});
+    if (mask[2]) gb = grad_output.flatten(2).sum({0, 2});
     return {gx, gw, gb};
   }
   ConvGeom g = geometry(input, weight, stride, padding, dilation, groups);
-  int64_t og = g.o / groups, kg = g.c / groups * g.kh * g.kw, L = g.oh * g.ow;
+  int64_t og = g.o / groups, kg = g.c / groups * g.taps(), L = g.pixels();
   at::Tensor go = grad_output.contiguous().view({g.n, g.o, L});
   at::Tensor w = weight.contiguous().view({g.o, kg});
   at::Tensor gx, gw, gb;
@@ -234,13 +249,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_native_backward(
     // Columns of the input gradient in fp32 (col2im sums many terms), then
     // back to the input's dtype.
     at::Tensor gof = go.to(at::kFloat), wf = w.to(at::kFloat);
-    at::Tensor gcol = at::empty({g.n, g.c * g.kh * g.kw, L}, go.options().dtype(at::kFloat));
+    at::Tensor gcol = at::empty({g.n, g.c * g.taps(), L}, go.options().dtype(at::kFloat));
     for (int64_t gi = 0; gi < groups; gi++) {
       at::Tensor c = gcol.narrow(1, gi * kg, kg);
       at::bmm_out(c, wf.narrow(0, gi * og, og).t().unsqueeze(0).expand({g.n, kg, og}),
                   gof.narrow(1, gi * og, og));
     }
-    at::Tensor gxf = at::zeros({g.n, g.c, g.h, g.w}, go.options().dtype(at::kFloat));
+    at::Tensor gxf = at::zeros(g.shape(g.c, g.in), go.options().dtype(at::kFloat));
     lower(g, gxf, gcol, true);
     gx = gxf.to(input.scalar_type()).view(input.sizes());
   }
@@ -272,21 +287,16 @@ void check_pairs(at::IntArrayRef k, at::IntArrayRef d, at::IntArrayRef p, at::In
 }
 ConvGeom fold_geometry(int64_t n, int64_t c, int64_t h, int64_t w, at::IntArrayRef k,
                        at::IntArrayRef d, at::IntArrayRef p, at::IntArrayRef s) {
-  ConvGeom g{};
+  ConvGeom g;
   g.n = n;
   g.c = c;
-  g.h = h;
-  g.w = w;
-  g.kh = k[0];
-  g.kw = k[1];
-  g.dh = d[0];
-  g.dw = d[1];
-  g.ph = p[0];
-  g.pw = p[1];
-  g.sh = s[0];
-  g.sw = s[1];
-  g.oh = (h + 2 * g.ph - g.dh * (g.kh - 1) - 1) / g.sh + 1;
-  g.ow = (w + 2 * g.pw - g.dw * (g.kw - 1) - 1) / g.sw + 1;
+  set_params(g, s, p, d);
+  g.in[1] = h;
+  g.in[2] = w;
+  for (int i = 1; i < 3; i++) {
+    g.k[i] = k[i - 1];
+    g.out[i] = conv_out_size(g.in[i], g.k[i], g.s[i], g.p[i], g.dil[i]);
+  }
   return g;
 }
 }  // namespace
@@ -299,7 +309,7 @@ at::Tensor& im2col_out(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRe
   bool batched = self.dim() == 4;
   at::Tensor x = (batched ? self : self.unsqueeze(0)).contiguous();
   ConvGeom g = fold_geometry(x.size(0), x.size(1), x.size(2), x.size(3), k, d, p, s);
-  at::Tensor col = at::empty({g.n, g.c * g.kh * g.kw, g.oh * g.ow}, x.options());
+  at::Tensor col = at::empty({g.n, g.c * g.taps(), g.pixels()}, x.options());
   if (col.numel()) lower(g, x, col, false);
   if (!batched) col = col.squeeze(0);
   at::native::resize_output(out, col.sizes());

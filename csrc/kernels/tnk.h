@@ -517,14 +517,17 @@ void tnk_histc(const tnk_histc_args_t *args);
 
 /* ---- convolution lowering ---------------------------------------------------- */
 
-/* im2col: image [batch, c, h, w] (contiguous) to columns [batch, c*kh*kw,
- * oh*ow] (contiguous), zero where the window reads padding; any dtype.
- * col2im (col2im = 1): the adjoint, image += columns summed back into their
- * pixels; the caller zeroes the image first; floating dtypes. */
+/* im2col: image [batch, c, d, h, w] (contiguous) to columns [batch,
+ * c*kd*kh*kw, od*oh*ow] (contiguous), zero where the window reads padding;
+ * any dtype. col2im (col2im = 1): the adjoint, image += columns summed back
+ * into their pixels; the caller zeroes the image first; floating dtypes.
+ * The depth fields (d, kd, sd, pd, dd, od) are for 3-D convolutions: kd = 0
+ * means a 2-D image (depth 1, kernel depth 1, no depth padding). */
 typedef struct tnk_im2col_args {
   void *im, *col;
   int64_t batch, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
   int32_t dtype, col2im;
+  int64_t d, kd, sd, pd, dd, od;
 } tnk_im2col_args_t;
 void tnk_im2col(const tnk_im2col_args_t *args);
 

@@ -378,6 +378,49 @@ static void test_attention(void) {
   CHECK(bad == 0);
 }
 
+/* 3-D im2col against a direct gather, and col2im as its adjoint:
+ * <col2im(y), x> == <y, im2col(x)> for any x, y. */
+static void test_im2col_3d(void) {
+  tnk_im2col_args_t a = {.batch = 2, .c = 3, .d = 4, .h = 5, .w = 6, .kd = 2, .kh = 3, .kw = 2,
+                         .sd = 1, .sh = 2, .sw = 1, .pd = 1, .ph = 1, .pw = 0, .dd = 2, .dh = 1,
+                         .dw = 2, .dtype = TNK_F32};
+  a.od = (a.d + 2 * a.pd - a.dd * (a.kd - 1) - 1) / a.sd + 1;
+  a.oh = (a.h + 2 * a.ph - a.dh * (a.kh - 1) - 1) / a.sh + 1;
+  a.ow = (a.w + 2 * a.pw - a.dw * (a.kw - 1) - 1) / a.sw + 1;
+  int64_t planes = a.batch * a.c, vol = a.d * a.h * a.w, kk = a.kd * a.kh * a.kw;
+  int64_t L = a.od * a.oh * a.ow, ncol = planes * kk * L;
+  float *x = malloc(sizeof(float) * planes * vol), *col = malloc(sizeof(float) * ncol);
+  float *y = malloc(sizeof(float) * ncol), *back = calloc(planes * vol, sizeof(float));
+  for (int64_t i = 0; i < planes * vol; i++) x[i] = (float)((i * 37 % 101) - 50) / 25.0f;
+  for (int64_t i = 0; i < ncol; i++) y[i] = (float)((i * 13 % 29) - 14) / 7.0f;
+  a.im = x;
+  a.col = col;
+  tnk_im2col(&a);
+  int bad = 0;
+  for (int64_t r = 0; r < planes * kk; r++) {
+    int64_t pl = r / kk, kz = r % kk / (a.kh * a.kw), ky = r % (a.kh * a.kw) / a.kw, kx = r % a.kw;
+    for (int64_t oz = 0; oz < a.od; oz++)
+      for (int64_t oy = 0; oy < a.oh; oy++)
+        for (int64_t ox = 0; ox < a.ow; ox++) {
+          int64_t iz = oz * a.sd - a.pd + kz * a.dd, iy = oy * a.sh - a.ph + ky * a.dh,
+                  ix = ox * a.sw - a.pw + kx * a.dw;
+          int inside = iz >= 0 && iz < a.d && iy >= 0 && iy < a.h && ix >= 0 && ix < a.w;
+          float want = inside ? x[pl * vol + (iz * a.h + iy) * a.w + ix] : 0.0f;
+          if (col[r * L + (oz * a.oh + oy) * a.ow + ox] != want) bad++;
+        }
+  }
+  CHECK(bad == 0);
+  a.col2im = 1;
+  a.im = back;
+  a.col = y;
+  tnk_im2col(&a);
+  double lhs = 0, rhs = 0;
+  for (int64_t i = 0; i < planes * vol; i++) lhs += (double)back[i] * x[i];
+  for (int64_t i = 0; i < ncol; i++) rhs += (double)y[i] * col[i];
+  CHECK(fabs(lhs - rhs) < 1e-3 * (1 + fabs(rhs)));
+  free(x); free(col); free(y); free(back);
+}
+
 static void test_gemm_variants(void) {
   static const int64_t shapes[][3] = {{1, 1, 1},  {5, 7, 3},    {6, 16, 8},
                                       {13, 33, 17}, {64, 64, 64}, {100, 70, 300},
@@ -783,6 +826,7 @@ int main(void) {
   RUN(test_vmath);
   RUN(test_attention);
   RUN(test_gemm_variants);
+  RUN(test_im2col_3d);
   RUN(test_gemm_bf16_variants);
   RUN(test_unary);
   RUN(test_pool_upsample);
