@@ -65,18 +65,32 @@ def test_conv_errors_like_cpu():
                  torch.randn(3, 2, 3, 3, 3, device="neuron"))
 
 
-@pytest.mark.parametrize("kw", [dict(scale_factor=2), dict(size=(7, 5)), dict(scale_factor=1.5)])
-def test_upsample_nearest_forward_backward(kw):
-    x = torch.randn(2, 3, 4, 4)
+NEAREST = [((2, 3, 4, 4), dict(scale_factor=2)), ((2, 3, 4, 4), dict(size=(7, 5))),
+           ((2, 3, 4, 4), dict(scale_factor=1.5)), ((2, 3, 5), dict(scale_factor=3)),
+           ((2, 3, 5), dict(size=7)), ((1, 2, 3, 4, 5), dict(scale_factor=(1, 2, 2))),
+           ((1, 2, 3, 4, 5), dict(size=(5, 3, 8))), ((1, 2, 3, 4, 4), dict(scale_factor=0.5))]
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("case", range(len(NEAREST)))
+def test_upsample_nearest_forward_backward(case, mode):
+    shape, kw = NEAREST[case]
+    x = torch.randn(shape)
     torch_neuronx.clear_op_tracking()
     xc, xn = x.clone().requires_grad_(), x.neuron().requires_grad_()
-    oc, on = F.interpolate(xc, mode="nearest", **kw), F.interpolate(xn, mode="nearest", **kw)
+    oc, on = F.interpolate(xc, mode=mode, **kw), F.interpolate(xn, mode=mode, **kw)
     assert_same(on, oc)
     w = torch.randn(oc.shape)
     (oc * w).sum().backward()
     (on * w.neuron()).sum().backward()
     assert_same(xn.grad, xc.grad, rtol=1e-5, atol=1e-5)
     assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_upsample_nearest_bad_input_like_cpu():
+    for dev in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError):
+            torch.ops.aten.upsample_nearest3d(torch.randn(2, 3, 4, 4, device=dev), [4, 8, 8])
 
 
 TCASES = [

@@ -302,62 +302,100 @@ at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64
   return out.copy_(r);
 }
 
-// Nearest-neighbour 2-D upsampling as two row gathers (index_select); the
-// backward sums the gradient back with index_add. Source indices as ATen
-// computes them (float scale, floor, clamped).
+// Nearest-neighbour upsampling (1-D/2-D/3-D, "nearest" and "nearest-exact")
+// as one index_select per spatial dim; the backward sums the gradient back
+// with index_add, one dim at a time. Source indices as ATen computes them.
 namespace {
-at::Tensor nearest_index(int64_t in, int64_t out, std::optional<double> scale,
+using Scales = std::vector<std::optional<double>>;
+
+// nearest floors dst * scale (equal and doubled sizes taken exactly),
+// nearest-exact floors (dst + 0.5) * scale; the scale is a float, 1/scale
+// when the caller gave one, else in/out; clamped to the last source.
+at::Tensor nearest_index(int64_t in, int64_t out, std::optional<double> scale, bool exact,
                          c10::Device dev) {
   std::vector<int64_t> idx(out);
   float s = scale.has_value() && *scale > 0 ? static_cast<float>(1.0 / *scale)
                                             : static_cast<float>(in) / static_cast<float>(out);
   for (int64_t i = 0; i < out; i++) {
-    int64_t v = out == in ? i : out == 2 * in ? i >> 1
-                                              : static_cast<int64_t>(std::floor(i * s));
+    int64_t v;
+    if (exact)
+      v = static_cast<int64_t>(std::floor((static_cast<float>(i) + 0.5f) * s));
+    else
+      v = out == in ? i : out == 2 * in ? i >> 1 : static_cast<int64_t>(std::floor(i * s));
     idx[i] = std::min(v, in - 1);
   }
   return at::tensor(idx, at::TensorOptions().dtype(at::kLong)).to(dev);
 }
+
+void check_nearest(int64_t dim, at::IntArrayRef osize, const char* name) {
+  int64_t s = static_cast<int64_t>(osize.size());
+  TORCH_CHECK(dim == s + 2, name, ": expected a ", s + 2, "-D input (batch, channels and ", s,
+              " spatial dims), got a ", dim, "-D one");
+  for (int64_t o : osize)
+    TORCH_CHECK(o > 0, name, ": output sizes must be greater than 0, got ", osize);
+}
+
+at::Tensor nearest_forward(const at::Tensor& self, at::IntArrayRef osize, const Scales& scales,
+                           bool exact, const char* name) {
+  check_nearest(self.dim(), osize, name);
+  at::Tensor r = self;
+  for (size_t i = 0; i < osize.size(); i++)
+    r = r.index_select(static_cast<int64_t>(2 + i),
+                       nearest_index(self.size(2 + i), osize[i], scales[i], exact,
+                                     self.device()));
+  return r;
+}
+
+at::Tensor nearest_backward(const at::Tensor& grad, at::IntArrayRef osize,
+                            at::IntArrayRef isize, const Scales& scales, bool exact,
+                            const char* name) {
+  check_nearest(static_cast<int64_t>(isize.size()), osize, name);
+  TORCH_CHECK(grad.dim() == static_cast<int64_t>(isize.size()), name,
+              ": grad_output must have ", isize.size(), " dims, got ", grad.dim());
+  at::Tensor g = grad.contiguous();
+  for (size_t i = osize.size(); i-- > 0;) {
+    int64_t d = static_cast<int64_t>(2 + i);
+    std::vector<int64_t> shape = g.sizes().vec();
+    shape[d] = isize[d];
+    g = at::zeros(shape, grad.options())
+            .index_add_(d, nearest_index(isize[d], osize[i], scales[i], exact, grad.device()), g);
+  }
+  return g;
+}
 }  // namespace
 
-at::Tensor& upsample_nearest2d_out(const at::Tensor& self, at::IntArrayRef output_size,
-                                   std::optional<double> scales_h, std::optional<double> scales_w,
-                                   at::Tensor& out) {
-  TORCH_CHECK(self.dim() == 4 && output_size.size() == 2,
-              "upsample_nearest2d expects a 4-D input and 2 output sizes");
-  at::Tensor ih = nearest_index(self.size(2), output_size[0], scales_h, self.device());
-  at::Tensor iw = nearest_index(self.size(3), output_size[1], scales_w, self.device());
-  at::Tensor r = self.index_select(2, ih).index_select(3, iw);
-  return assign_result(out, r);
-}
+// The functional, out=, backward and backward out= forms of one variant;
+// SCALES is the op's parameter list of optional scales, LIST those names.
+#define NEURON_NEAREST(NAME, EXACT, SCALES, LIST)                                              \
+  at::Tensor& NAME##_out(const at::Tensor& self, at::IntArrayRef osize, SCALES,               \
+                         at::Tensor& out) {                                                   \
+    return assign_result(out, nearest_forward(self, osize, Scales LIST, EXACT, #NAME));       \
+  }                                                                                           \
+  at::Tensor NAME(const at::Tensor& self, at::IntArrayRef osize, SCALES) {                    \
+    return nearest_forward(self, osize, Scales LIST, EXACT, #NAME);                           \
+  }                                                                                           \
+  at::Tensor& NAME##_backward_out(const at::Tensor& grad, at::IntArrayRef osize,              \
+                                  at::IntArrayRef isize, SCALES, at::Tensor& gin) {           \
+    return assign_result(gin, nearest_backward(grad, osize, isize, Scales LIST, EXACT,        \
+                                               #NAME "_backward"));                           \
+  }                                                                                           \
+  at::Tensor NAME##_backward(const at::Tensor& grad, at::IntArrayRef osize,                   \
+                             at::IntArrayRef isize, SCALES) {                                 \
+    return nearest_backward(grad, osize, isize, Scales LIST, EXACT, #NAME "_backward");       \
+  }
 
-at::Tensor upsample_nearest2d(const at::Tensor& self, at::IntArrayRef output_size,
-                              std::optional<double> scales_h, std::optional<double> scales_w) {
-  at::Tensor out = at::empty({0}, self.options());
-  return upsample_nearest2d_out(self, output_size, scales_h, scales_w, out);
-}
-
-at::Tensor& upsample_nearest2d_backward_out(const at::Tensor& grad, at::IntArrayRef output_size,
-                                            at::IntArrayRef input_size,
-                                            std::optional<double> scales_h,
-                                            std::optional<double> scales_w,
-                                            at::Tensor& grad_input) {
-  at::Tensor ih = nearest_index(input_size[2], output_size[0], scales_h, grad.device());
-  at::Tensor iw = nearest_index(input_size[3], output_size[1], scales_w, grad.device());
-  at::Tensor g = grad.contiguous();
-  at::Tensor rows = at::zeros({input_size[0], input_size[1], output_size[0], input_size[3]},
-                              grad.options()).index_add_(3, iw, g);
-  at::Tensor r = at::zeros(input_size, grad.options()).index_add_(2, ih, rows);
-  return assign_result(grad_input, r);
-}
-
-at::Tensor upsample_nearest2d_backward(const at::Tensor& grad, at::IntArrayRef output_size,
-                                       at::IntArrayRef input_size,
-                                       std::optional<double> scales_h,
-                                       std::optional<double> scales_w) {
-  at::Tensor out = at::empty({0}, grad.options());
-  return upsample_nearest2d_backward_out(grad, output_size, input_size, scales_h, scales_w, out);
-}
+#define S1 std::optional<double> sw
+#define S2 std::optional<double> sh, std::optional<double> sw
+#define S3 std::optional<double> sd, std::optional<double> sh, std::optional<double> sw
+NEURON_NEAREST(upsample_nearest1d, false, S1, ({sw}))
+NEURON_NEAREST(upsample_nearest2d, false, S2, ({sh, sw}))
+NEURON_NEAREST(upsample_nearest3d, false, S3, ({sd, sh, sw}))
+NEURON_NEAREST(_upsample_nearest_exact1d, true, S1, ({sw}))
+NEURON_NEAREST(_upsample_nearest_exact2d, true, S2, ({sh, sw}))
+NEURON_NEAREST(_upsample_nearest_exact3d, true, S3, ({sd, sh, sw}))
+#undef S1
+#undef S2
+#undef S3
 
 // --------------------------------------------------------- more composites
 
@@ -868,10 +906,18 @@ NEURON_PAD(replication_pad1d, 1, false)
 NEURON_PAD(replication_pad2d, 2, false)
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("upsample_nearest2d", upsample_nearest2d);
-  m.impl("upsample_nearest2d.out", upsample_nearest2d_out);
-  m.impl("upsample_nearest2d_backward", upsample_nearest2d_backward);
-  m.impl("upsample_nearest2d_backward.grad_input", upsample_nearest2d_backward_out);
+#define REGISTER_NEAREST(NAME)                                     \
+  m.impl(#NAME, NAME);                                             \
+  m.impl(#NAME ".out", NAME##_out);                                \
+  m.impl(#NAME "_backward", NAME##_backward);                      \
+  m.impl(#NAME "_backward.grad_input", NAME##_backward_out);
+  REGISTER_NEAREST(upsample_nearest1d)
+  REGISTER_NEAREST(upsample_nearest2d)
+  REGISTER_NEAREST(upsample_nearest3d)
+  REGISTER_NEAREST(_upsample_nearest_exact1d)
+  REGISTER_NEAREST(_upsample_nearest_exact2d)
+  REGISTER_NEAREST(_upsample_nearest_exact3d)
+#undef REGISTER_NEAREST
   m.impl("var.correction", var_correction);
   m.impl("std.correction", std_correction);
   m.impl("var_mean.correction", var_mean_correction);
