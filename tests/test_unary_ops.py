@@ -28,6 +28,10 @@ OPS = {
     "logit_eps": lambda t: torch.logit(torch.sigmoid(t), eps=0.1),
     "nan_to_num": lambda t: torch.nan_to_num(t.exp() * (t.round() - 0.5).sign() * 1e38),
     "nan_to_num_args": lambda t: torch.nan_to_num(t / 0, nan=1.5, posinf=7.0, neginf=-3.0),
+    "erfc": torch.erfc, "lgamma": torch.lgamma, "digamma": torch.digamma,
+    # poles and signed zeros: -inf/+inf at +0/-0, NaN at negative integers
+    "digamma_poles": lambda t: torch.digamma(t.round() * (t.abs() > 1) + 0.0 * t.sign()),
+    "lgamma_poles": lambda t: torch.lgamma(t.round()),
 }
 
 
@@ -98,7 +102,7 @@ def test_integer_inputs(dtype):
 @pytest.mark.parametrize("act", ["gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "relu",
                                  "mish", "hardswish", "hardsigmoid", "leaky_relu", "hardtanh",
                                  "relu6", "elu", "celu", "selu", "logit", "logit_eps",
-                                 "elu_inplace", "leaky_relu_inplace"])
+                                 "elu_inplace", "leaky_relu_inplace", "lgamma", "erfc"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_activation_backward_matches_cpu(act, dtype):
     inplace = {"elu_inplace": lambda t: F.elu(t * 1, 0.8, inplace=True),
@@ -112,6 +116,15 @@ def test_activation_backward_matches_cpu(act, dtype):
     assert_same(xn.grad, x.grad, **tol(dtype))
     ops = torch_neuronx.get_fallback_ops()
     assert not any("backward" in k for k in ops), ops
+
+
+def test_lgamma_erfc_backward_stay_on_device():
+    x = (torch.rand(40, generator=torch.Generator().manual_seed(3)) * 8 - 4).requires_grad_()
+    xn = x.detach().neuron().requires_grad_()
+    (torch.lgamma(x) + torch.erfc(x)).sum().backward()
+    (torch.lgamma(xn) + torch.erfc(xn)).sum().backward()
+    assert_same(xn.grad, x.grad, rtol=1e-5, atol=1e-5)
+    assert torch_neuronx.get_fallback_ops() == {}
 
 
 def test_bad_gelu_approximation():

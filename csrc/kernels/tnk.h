@@ -230,6 +230,8 @@ typedef enum tnk_unary_op {
   TNK_ELU,         /* alpha p0, scale p1, input_scale p2 */
   TNK_LOGIT,       /* eps p0 (< 0: no clamp) */
   TNK_NAN_TO_NUM,  /* NaN -> p0, +inf -> p1, -inf -> p2 */
+  TNK_ERFC, TNK_LGAMMA, /* lgamma: log |gamma(x)| */
+  TNK_DIGAMMA,     /* d/dx lgamma; -inf at +0, +inf at -0, NaN at negative integers */
   TNK_UNARY_OP_COUNT
 } tnk_unary_op_t;
 

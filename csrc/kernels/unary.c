@@ -1,6 +1,7 @@
 /* Elementwise unary math on strided views of floating dtypes. One loop per
  * (op, dtype) from macros; fp32 uses float libm functions, fp64 double,
  * half types compute in fp32 and round once. */
+#define _GNU_SOURCE /* lgammaf_r / lgamma_r: lgamma without the global signgam */
 #include <math.h>
 
 #include "dtype.h"
@@ -49,6 +50,38 @@ static double erfinv_d(double y) {
     x -= (erf(x) - y) / d;
   }
   return x;
+}
+
+static float lgamma_f(float x) {
+  int sign;
+  return lgammaf_r(x, &sign);
+}
+
+static double lgamma_d(double x) {
+  int sign;
+  return lgamma_r(x, &sign);
+}
+
+/* Digamma: the reflection psi(x) = psi(1 - x) - pi / tan(pi x) for x < 0
+ * (tan taken of the fractional part, which has the same value and keeps
+ * the argument small), psi(x) = psi(x + 1) - 1/x up to x >= 10, then the
+ * asymptotic series ln x - 1/(2x) - sum B_2k / (2k x^2k), B_2k the
+ * Bernoulli numbers (seven terms: below 1e-16 relative at x = 10). */
+static double digamma_d(double x) {
+  if (x == 0) return copysign(INFINITY, -x);
+  if (x < 0) {
+    if (x == trunc(x)) return NAN;
+    return digamma_d(1 - x) - M_PI / tan(M_PI * (x - trunc(x)));
+  }
+  double acc = 0;
+  while (x < 10) {
+    acc -= 1 / x;
+    x += 1;
+  }
+  double z = 1 / (x * x);
+  double series = z * (1.0 / 12 - z * (1.0 / 120 - z * (1.0 / 252 - z * (1.0 / 240 -
+                  z * (1.0 / 132 - z * (691.0 / 32760 - z * (1.0 / 12)))))));
+  return acc + log(x) - 0.5 / x - series;
 }
 
 #define UNARY_OPS(X)                                                          \
@@ -100,7 +133,10 @@ static double erfinv_d(double y) {
   X(logit, p0 < 0 ? LOG((x) / (1 - (x)))                                      \
                   : LOG(LOGIT_CLAMP(x) / (1 - LOGIT_CLAMP(x))))               \
   X(nan_to_num, (x) != (x) ? (C)p0 : (x) == (C)INFINITY ? (C)p1               \
-                : (x) == -(C)INFINITY ? (C)p2 : (x))
+                : (x) == -(C)INFINITY ? (C)p2 : (x))                          \
+  X(erfc, ERFC(x))                                                            \
+  X(lgamma, LGAMMA(x))                                                        \
+  X(digamma, (C)digamma_d((double)(x)))
 
 typedef void (*uloop_fn)(char *o, const char *i, int64_t so, int64_t si,
                          int64_t n, const double *p);
@@ -160,6 +196,8 @@ typedef void (*uloop_fn)(char *o, const char *i, int64_t so, int64_t si,
 #define EXP2 exp2f
 #define LOG2 log2f
 #define LOG10 log10f
+#define ERFC erfcf
+#define LGAMMA lgamma_f
 #define C float
 #define F32_LOOP(N, E) DEFINE_LOOP(float, float, ID, ID, f32_##N, E)
 #define BF16_LOOP(N, E) \
@@ -196,6 +234,8 @@ UNARY_OPS(F16_LOOP)
 #undef EXP2
 #undef LOG2
 #undef LOG10
+#undef ERFC
+#undef LGAMMA
 #undef C
 
 /* fp64 */
@@ -226,6 +266,8 @@ UNARY_OPS(F16_LOOP)
 #define EXP2 exp2
 #define LOG2 log2
 #define LOG10 log10
+#define ERFC erfc
+#define LGAMMA lgamma_d
 #define C double
 #define F64_LOOP(N, E) DEFINE_LOOP(double, double, ID, ID, f64_##N, E)
 UNARY_OPS(F64_LOOP)

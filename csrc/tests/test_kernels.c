@@ -546,6 +546,12 @@ static void test_unary(void) {
         case TNK_ELU: w = v <= 0 ? expm1(v * 0.5) * 2.0 * 3.0 : v * 3.0; break;
         case TNK_LOGIT: w = NAN; break; /* eps 2 clamps to [2, -1]: log(-2) */
         case TNK_NAN_TO_NUM: w = v; break;
+        case TNK_ERFC: w = erfc(v); break;
+        case TNK_LGAMMA: w = lgamma(v); break;
+        case TNK_DIGAMMA: /* the derivative of lgamma, by central difference */
+          w = v <= 0 && v == trunc(v) ? (v == 0 ? -INFINITY : NAN)
+                                      : (lgamma(v + 1e-6) - lgamma(v - 1e-6)) / 2e-6;
+          break;
         default: w = pow(v, 2.0); break;
       }
       double got = out[i], gotb = tnk_bf16_to_f32(ob[i]);
