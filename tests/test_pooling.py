@@ -1,5 +1,5 @@
-"""Native 2-D pooling (max with indices, average, adaptive average) and
-bilinear upsampling, forward and backward, against PyTorch CPU."""
+"""Native 2-D and 3-D pooling (max with indices, average, adaptive average)
+and bilinear upsampling, forward and backward, against PyTorch CPU."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -54,7 +54,71 @@ def test_pool_forward_backward(name, dtype):
     assert torch_neuronx.get_fallback_ops() == {}
 
 
+POOLS3D = {
+    "max2": lambda t: F.max_pool3d(t, 2),
+    "max_s2p1": lambda t: F.max_pool3d(t, 3, stride=2, padding=1),
+    "max_dil_ceil": lambda t: F.max_pool3d(t, (2, 3, 2), stride=(1, 2, 1), padding=(0, 1, 1),
+                                           dilation=(2, 1, 2), ceil_mode=True),
+    "max_indices": lambda t: F.max_pool3d(t, 3, stride=2, return_indices=True)[1].float(),
+    "avg2": lambda t: F.avg_pool3d(t, 2),
+    "avg_s2p1": lambda t: F.avg_pool3d(t, 3, stride=2, padding=1),
+    "avg_nopad_ceil": lambda t: F.avg_pool3d(t, 3, stride=2, padding=1, ceil_mode=True,
+                                             count_include_pad=False),
+    "avg_divisor": lambda t: F.avg_pool3d(t, (1, 2, 3), stride=1, divisor_override=5),
+    "adaptive_1": lambda t: F.adaptive_avg_pool3d(t, 1),
+    "adaptive_2x3x4": lambda t: F.adaptive_avg_pool3d(t, (2, 3, 4)),
+    "adaptive_up": lambda t: F.adaptive_avg_pool3d(t, (7, 11, 13)),
+}
+
+
+@pytest.mark.parametrize("name", list(POOLS3D))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_pool3d_forward_backward(name, dtype):
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 3, 5, 9, 7, generator=g).to(dtype)
+    f = POOLS3D[name]
+    torch_neuronx.clear_op_tracking()
+    # CPU has no bf16 3-D pooling: its fp32 result on the same values, rounded
+    ref = torch.float32 if dtype == torch.bfloat16 else dtype
+    xc, xn = x.to(ref).clone().requires_grad_(), x.neuron().requires_grad_()
+    yc, yn = f(xc), f(xn)
+    assert_same(yn, yc.to(yn.dtype), **tol(dtype))
+    if yc.requires_grad:
+        gy = torch.randn(yc.shape, generator=g).to(dtype)
+        yc.backward(gy.to(ref))
+        yn.backward(gy.neuron())
+        assert_same(xn.grad, xc.grad.to(dtype), **tol(dtype))
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_pool3d_layouts_unbatched_and_errors():
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(2, 4, 4, 6, 6, generator=g)
+    cl = x.to(memory_format=torch.channels_last_3d)
+    for f in (lambda t: F.max_pool3d(t, 2), lambda t: F.avg_pool3d(t, 3, 1, 1)):
+        yc, yn = f(cl), f(cl.neuron())
+        assert_same(yn, yc)
+        assert yn.stride() == yc.stride()  # channels-last-3d stays so
+        assert_same(f(x[0].neuron()), f(x[0]))  # [C, D, H, W]
+        assert_same(f(x.transpose(3, 4).neuron()), f(x.transpose(3, 4)))  # strided
+    assert torch_neuronx.get_fallback_ops() == {}
+    for dev in ("cpu", "neuron"):
+        t = x.to(dev)
+        with pytest.raises(RuntimeError, match="pad should be"):
+            F.max_pool3d(t, 2, padding=2)
+        with pytest.raises(RuntimeError):
+            F.avg_pool3d(t, 5)  # window larger than the input
+        with pytest.raises(RuntimeError, match="divisor must be not zero"):
+            F.avg_pool3d(t, 2, divisor_override=0)
+        with pytest.raises(RuntimeError):
+            F.max_pool3d(t[0, 0], 2)  # 3-D input: no channel dim
+        with pytest.raises(RuntimeError):
+            F.avg_pool3d(t[0, 0], 2)
+    assert torch_neuronx.get_fallback_ops() == {}  # the errors are raised here, as CPU's
+
+
 def test_layouts_and_unbatched():
+    torch_neuronx.clear_op_tracking()
     g = torch.Generator().manual_seed(4)
     x = torch.randn(2, 4, 8, 6, generator=g)
     cl = x.to(memory_format=torch.channels_last)

@@ -1,5 +1,5 @@
-/* Pooling (max, average, adaptive average) and bilinear resampling of NCHW
- * planes, forward and backward. Work is split over planes (and rows of the
+/* Pooling (max, average, adaptive average; 2-D and 3-D) and bilinear
+ * resampling of NC(D)HW planes, forward and backward. Work is split over planes (and rows of the
  * output for the forward passes); the backward passes own whole input planes,
  * so their scatter-adds never race. Values go through the shared floating
  * accessors (fp64 accumulation); fp32 is the common case and stays exact. */
@@ -10,8 +10,25 @@
 #include "dtype.h"
 #include "tnk.h"
 
-int tnk_pool2d_supported(int dt) {
+int tnk_pool_supported(int dt) {
   return dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16;
+}
+
+/* The pooling geometry per axis (0 depth, 1 height, 2 width). */
+typedef struct pool_geom {
+  int64_t in[3], out[3], k[3], s[3], p[3], dil[3];
+  int64_t vin, vout; /* input and output volume sizes */
+} pool_geom_t;
+
+static pool_geom_t geom_of(const tnk_pool_args_t *a) {
+  int three = a->kd > 0;
+  pool_geom_t g = {
+      .in = {three ? a->d : 1, a->h, a->w}, .out = {three ? a->od : 1, a->oh, a->ow},
+      .k = {three ? a->kd : 1, a->kh, a->kw}, .s = {three ? a->sd : 1, a->sh, a->sw},
+      .p = {three ? a->pd : 0, a->ph, a->pw}, .dil = {three ? a->dd : 1, a->dh, a->dw}};
+  g.vin = g.in[0] * g.in[1] * g.in[2];
+  g.vout = g.out[0] * g.out[1] * g.out[2];
+  return g;
 }
 
 /* Window of output position o along one axis (begin/end clipped to the
@@ -20,8 +37,8 @@ typedef struct win {
   int64_t b, e, full;
 } win_t;
 
-static win_t avg_window(const tnk_pool2d_args_t *a, int64_t o, int axis) {
-  int64_t in = axis ? a->w : a->h, out = axis ? a->ow : a->oh;
+static win_t avg_window(const tnk_pool_args_t *a, const pool_geom_t *g, int64_t o, int ax) {
+  int64_t in = g->in[ax], out = g->out[ax];
   win_t r;
   if (a->kind == TNK_POOL_ADAPTIVE_AVG) {
     r.b = (o * in) / out;
@@ -29,58 +46,82 @@ static win_t avg_window(const tnk_pool2d_args_t *a, int64_t o, int axis) {
     r.full = r.e - r.b;
     return r;
   }
-  int64_t k = axis ? a->kw : a->kh, s = axis ? a->sw : a->sh, p = axis ? a->pw : a->ph;
-  int64_t b = o * s - p, e = b + k;
-  if (e > in + p) e = in + p;
+  int64_t b = o * g->s[ax] - g->p[ax], e = b + g->k[ax];
+  if (e > in + g->p[ax]) e = in + g->p[ax];
   r.full = e - b;
   r.b = b < 0 ? 0 : b;
   r.e = e > in ? in : e;
   return r;
 }
 
-static double avg_divisor(const tnk_pool2d_args_t *a, win_t wh, win_t ww) {
+static double avg_divisor(const tnk_pool_args_t *a, const win_t w[3]) {
   if (a->divisor) return (double)a->divisor;
-  if (a->count_include_pad && a->kind == TNK_POOL_AVG) return (double)(wh.full * ww.full);
-  return (double)((wh.e - wh.b) * (ww.e - ww.b));
+  if (a->count_include_pad && a->kind == TNK_POOL_AVG)
+    return (double)(w[0].full * w[1].full * w[2].full);
+  return (double)((w[0].e - w[0].b) * (w[1].e - w[1].b) * (w[2].e - w[2].b));
 }
 
-/* forward: one unit = one output row of one plane */
+/* The windows of output (oz, oy, ox); 0 when one of them is empty. */
+static int avg_windows(const tnk_pool_args_t *a, const pool_geom_t *g, int64_t oz, int64_t oy,
+                       int64_t ox, win_t w[3]) {
+  w[0] = avg_window(a, g, oz, 0);
+  w[1] = avg_window(a, g, oy, 1);
+  w[2] = avg_window(a, g, ox, 2);
+  return w[0].b < w[0].e && w[1].b < w[1].e && w[2].b < w[2].e;
+}
+
+/* Max window along one axis: the first in-bounds tap and the end. */
+static void max_span(const pool_geom_t *g, int ax, int64_t o, int64_t *b, int64_t *e) {
+  int64_t start = o * g->s[ax] - g->p[ax], v = start;
+  while (v < 0) v += g->dil[ax];
+  int64_t end = start + (g->k[ax] - 1) * g->dil[ax] + 1;
+  *b = v;
+  *e = end > g->in[ax] ? g->in[ax] : end;
+}
+
+/* forward: one unit = one output row (plane, oz, oy) */
 static void pool_fwd_rows(void *p, int64_t begin, int64_t end) {
-  const tnk_pool2d_args_t *a = p;
+  const tnk_pool_args_t *a = p;
+  const pool_geom_t g = geom_of(a);
   const int dt = a->dtype;
+  const int64_t H = g.in[1], W = g.in[2];
   for (int64_t r = begin; r < end; r++) {
-    int64_t plane = r / a->oh, oh = r % a->oh;
-    int64_t ibase = plane * a->h * a->w, obase = plane * a->oh * a->ow + oh * a->ow;
-    for (int64_t ow = 0; ow < a->ow; ow++) {
+    int64_t plane = r / (g.out[0] * g.out[1]), oz = r / g.out[1] % g.out[0], oy = r % g.out[1];
+    int64_t ibase = plane * g.vin, obase = plane * g.vout + (oz * g.out[1] + oy) * g.out[2];
+    for (int64_t ox = 0; ox < g.out[2]; ox++) {
       if (a->kind == TNK_POOL_MAX) {
         /* as ATen: the first in-bounds tap is the default, a later value
          * wins when greater or NaN */
-        int64_t h0 = oh * a->sh - a->ph, w0 = ow * a->sw - a->pw;
-        while (h0 < 0) h0 += a->dh;
-        while (w0 < 0) w0 += a->dw;
-        int64_t hend = oh * a->sh - a->ph + (int64_t)(a->kh - 1) * a->dh + 1;
-        int64_t wend = ow * a->sw - a->pw + (int64_t)(a->kw - 1) * a->dw + 1;
-        if (hend > a->h) hend = a->h;
-        if (wend > a->w) wend = a->w;
-        int64_t best_i = h0 * a->w + w0;
+        int64_t z0, z1, y0, y1, x0, x1;
+        max_span(&g, 0, oz, &z0, &z1);
+        max_span(&g, 1, oy, &y0, &y1);
+        max_span(&g, 2, ox, &x0, &x1);
+        int64_t best_i = (z0 * H + y0) * W + x0;
         double best = -INFINITY;
-        for (int64_t y = h0; y < hend; y += a->dh)
-          for (int64_t x = w0; x < wend; x += a->dw) {
-            double v = tnk_ldf(a->in, dt, ibase + y * a->w + x);
-            if (v > best || v != v) {
-              best = v;
-              best_i = y * a->w + x;
+        for (int64_t z = z0; z < z1; z += g.dil[0])
+          for (int64_t y = y0; y < y1; y += g.dil[1])
+            for (int64_t x = x0; x < x1; x += g.dil[2]) {
+              int64_t i = (z * H + y) * W + x;
+              double v = tnk_ldf(a->in, dt, ibase + i);
+              if (v > best || v != v) {
+                best = v;
+                best_i = i;
+              }
             }
-          }
-        tnk_stf(a->out, dt, obase + ow, best);
-        a->indices[obase + ow] = best_i;
+        tnk_stf(a->out, dt, obase + ox, best);
+        a->indices[obase + ox] = best_i;
       } else {
-        win_t wh = avg_window(a, oh, 0), ww = avg_window(a, ow, 1);
-        double sum = 0;
-        for (int64_t y = wh.b; y < wh.e; y++)
-          for (int64_t x = ww.b; x < ww.e; x++) sum += tnk_ldf(a->in, dt, ibase + y * a->w + x);
-        double v = (wh.b >= wh.e || ww.b >= ww.e) ? 0 : sum / avg_divisor(a, wh, ww);
-        tnk_stf(a->out, dt, obase + ow, v);
+        win_t w[3];
+        double v = 0;
+        if (avg_windows(a, &g, oz, oy, ox, w)) {
+          double sum = 0;
+          for (int64_t z = w[0].b; z < w[0].e; z++)
+            for (int64_t y = w[1].b; y < w[1].e; y++)
+              for (int64_t x = w[2].b; x < w[2].e; x++)
+                sum += tnk_ldf(a->in, dt, ibase + (z * H + y) * W + x);
+          v = sum / avg_divisor(a, w);
+        }
+        tnk_stf(a->out, dt, obase + ox, v);
       }
     }
   }
@@ -104,49 +145,54 @@ static void store_plane(void *out, int dt, int64_t base, const double *acc, int6
   for (int64_t i = 0; i < n; i++) tnk_stf(out, dt, base + i, acc[i]);
 }
 
-/* backward: one unit = one plane */
+/* backward: one unit = one plane (volume) */
 static void pool_bwd_planes(void *p, int64_t begin, int64_t end) {
-  const tnk_pool2d_args_t *a = p;
+  const tnk_pool_args_t *a = p;
+  const pool_geom_t g = geom_of(a);
   const int dt = a->dtype;
-  const int64_t isz = a->h * a->w, osz = a->oh * a->ow;
+  const int64_t isz = g.vin, H = g.in[1], W = g.in[2];
   double *acc = scratch_plane(isz);
   for (int64_t plane = begin; plane < end; plane++) {
     zero_plane(acc, a->out, dt, plane * isz, isz);
-    for (int64_t oh = 0; oh < a->oh; oh++)
-      for (int64_t ow = 0; ow < a->ow; ow++) {
-        int64_t o = plane * osz + oh * a->ow + ow;
-        double g = tnk_ldf(a->in, dt, o);
-        if (a->kind == TNK_POOL_MAX) {
-          int64_t idx = a->indices[o];
-          if (idx < 0 || idx >= isz) {
-            if (a->fault.fn) a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, idx, isz);
-            continue;
+    for (int64_t oz = 0; oz < g.out[0]; oz++)
+      for (int64_t oy = 0; oy < g.out[1]; oy++)
+        for (int64_t ox = 0; ox < g.out[2]; ox++) {
+          int64_t o = plane * g.vout + (oz * g.out[1] + oy) * g.out[2] + ox;
+          double gv = tnk_ldf(a->in, dt, o);
+          if (a->kind == TNK_POOL_MAX) {
+            int64_t idx = a->indices[o];
+            if (idx < 0 || idx >= isz) {
+              if (a->fault.fn) a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, idx, isz);
+              continue;
+            }
+            add_at(acc, a->out, dt, plane * isz, idx, gv);
+          } else {
+            win_t w[3];
+            if (!avg_windows(a, &g, oz, oy, ox, w)) continue;
+            double v = gv / avg_divisor(a, w);
+            for (int64_t z = w[0].b; z < w[0].e; z++)
+              for (int64_t y = w[1].b; y < w[1].e; y++)
+                for (int64_t x = w[2].b; x < w[2].e; x++)
+                  add_at(acc, a->out, dt, plane * isz, (z * H + y) * W + x, v);
           }
-          add_at(acc, a->out, dt, plane * isz, idx, g);
-        } else {
-          win_t wh = avg_window(a, oh, 0), ww = avg_window(a, ow, 1);
-          if (wh.b >= wh.e || ww.b >= ww.e) continue;
-          double v = g / avg_divisor(a, wh, ww);
-          for (int64_t y = wh.b; y < wh.e; y++)
-            for (int64_t x = ww.b; x < ww.e; x++) add_at(acc, a->out, dt, plane * isz, y * a->w + x, v);
         }
-      }
     store_plane(a->out, dt, plane * isz, acc, isz);
   }
   free(acc);
 }
 
-void tnk_pool2d(const tnk_pool2d_args_t *a) {
-  if (!tnk_pool2d_supported(a->dtype) || a->planes <= 0) return;
+void tnk_pool(const tnk_pool_args_t *a) {
+  if (!tnk_pool_supported(a->dtype) || a->planes <= 0) return;
+  pool_geom_t g = geom_of(a);
   if (a->backward) {
-    if (a->h * a->w == 0) return;
+    if (g.vin == 0) return;
     tnk_parallel_for(a->planes, 1, pool_bwd_planes, (void *)a);
     return;
   }
-  if (a->oh * a->ow == 0) return;
-  int64_t work = a->ow * (int64_t)(a->kind == TNK_POOL_MAX ? a->kh * a->kw : 4);
-  tnk_parallel_for(a->planes * a->oh, work >= 4096 ? 1 : 4096 / (work + 1) + 1, pool_fwd_rows,
-                   (void *)a);
+  if (g.vout == 0) return;
+  int64_t work = g.out[2] * (a->kind == TNK_POOL_MAX ? g.k[0] * g.k[1] * g.k[2] : 4);
+  tnk_parallel_for(a->planes * g.out[0] * g.out[1], work >= 4096 ? 1 : 4096 / (work + 1) + 1,
+                   pool_fwd_rows, (void *)a);
 }
 
 /* ---- bilinear ------------------------------------------------------------------ */
@@ -211,7 +257,7 @@ static void bilinear_bwd_planes(void *p, int64_t begin, int64_t end) {
 }
 
 void tnk_upsample_bilinear2d(const tnk_upsample2d_args_t *a) {
-  if (!tnk_pool2d_supported(a->dtype) || a->planes <= 0 || a->h <= 0 || a->w <= 0) return;
+  if (!tnk_pool_supported(a->dtype) || a->planes <= 0 || a->h <= 0 || a->w <= 0) return;
   if (a->backward) {
     tnk_parallel_for(a->planes, 1, bilinear_bwd_planes, (void *)a);
     return;

@@ -535,18 +535,19 @@ void tnk_im2col(const tnk_im2col_args_t *args);
 
 /* ---- pooling and resampling (kernels/spatial.c) ----------------------------- */
 
-/* 2-D pooling over `planes` contiguous [h, w] planes (N*C of an NCHW
- * tensor) into [oh, ow] planes; floating dtypes, fp64 accumulation.
- * Windows follow ATen: start o*s - p, dilation d (max only); average:
- * divisor_override when nonzero, else the window size with
- * (count_include_pad) or without the padding; adaptive average: window
- * [floor(o*h/oh), ceil((o+1)*h/oh)). Max keeps the first maximum, NaN wins;
- * indices are flat offsets h*w_in + w in the input plane.
+/* 2-D and 3-D pooling over `planes` contiguous [d, h, w] volumes (N*C of
+ * an NC(D)HW tensor) into [od, oh, ow]; floating dtypes, fp64 accumulation.
+ * kd = 0 means 2-D (d = od = kd = sd = dd = 1, pd = 0). Windows follow
+ * ATen: start o*s - p, dilation (max only); average: divisor_override when
+ * nonzero, else the window size with (count_include_pad) or without the
+ * padding; adaptive average: window [floor(o*in/out), ceil((o+1)*in/out)).
+ * Max keeps the first maximum, NaN wins; indices are flat offsets
+ * (z*h + y)*w + x in the input volume.
  * Backward: `in` is the output gradient, `out` the input gradient (written
- * whole); max reads `indices` and reports an index outside the plane as a
+ * whole); max reads `indices` and reports an index outside the volume as a
  * fault (skipped). */
 enum { TNK_POOL_MAX = 0, TNK_POOL_AVG, TNK_POOL_ADAPTIVE_AVG };
-typedef struct tnk_pool2d_args {
+typedef struct tnk_pool_args {
   const void *in;
   void *out;
   int64_t *indices;
@@ -554,9 +555,11 @@ typedef struct tnk_pool2d_args {
   int32_t kh, kw, sh, sw, ph, pw, dh, dw;
   int32_t dtype, kind, backward, count_include_pad;
   tnk_fault_t fault;
-} tnk_pool2d_args_t;
-int tnk_pool2d_supported(int dtype);
-void tnk_pool2d(const tnk_pool2d_args_t *args);
+  int64_t d, od;
+  int32_t kd, sd, pd, dd;
+} tnk_pool_args_t;
+int tnk_pool_supported(int dtype);
+void tnk_pool(const tnk_pool_args_t *args);
 
 /* Bilinear resampling of `planes` contiguous [h, w] planes to [oh, ow], as
  * ATen's upsample_bilinear2d: source = scale * dst with align_corners,

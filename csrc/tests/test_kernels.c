@@ -698,10 +698,10 @@ static void test_pool_upsample(void) {
   float x[20], out[12], gout[12], gin[20];
   int64_t idx[12];
   for (int i = 0; i < 20; i++) x[i] = (float)((i * 7) % 11) - 5.0f;
-  tnk_pool2d_args_t a = {.in = x, .out = out, .indices = idx, .planes = 1, .h = 4, .w = 5,
+  tnk_pool_args_t a = {.in = x, .out = out, .indices = idx, .planes = 1, .h = 4, .w = 5,
                          .oh = 3, .ow = 3, .kh = 2, .kw = 2, .sh = 2, .sw = 2, .ph = 1,
                          .pw = 1, .dh = 1, .dw = 1, .dtype = TNK_F32, .kind = TNK_POOL_MAX};
-  tnk_pool2d(&a);
+  tnk_pool(&a);
   int bad = 0;
   for (int oh = 0; oh < 3; oh++)
     for (int ow = 0; ow < 3; ow++) {
@@ -716,7 +716,7 @@ static void test_pool_upsample(void) {
   a.backward = 1;
   a.in = gout;
   a.out = gin;
-  tnk_pool2d(&a);
+  tnk_pool(&a);
   double s = 0;
   for (int i = 0; i < 20; i++) s += gin[i];
   CHECK(s == 45.0); /* each of the 9 output gradients lands on one input */
@@ -734,6 +734,47 @@ static void test_pool_upsample(void) {
   s = 0;
   for (int i = 0; i < 20; i++) s += gin[i];
   CHECK(fabs(s - 78.0) < 1e-4); /* tap weights sum to one */
+}
+
+/* 3-D pooling: max 2x2x2 with dilation in depth against a direct search,
+ * and the average pool's backward conserving the gradient (no padding,
+ * windows that tile the volume). */
+static void test_pool3d(void) {
+  enum { D = 3, H = 4, W = 5 };
+  float x[D * H * W], out[2 * 3 * 4], gin[D * H * W], gout[2 * 3 * 4];
+  int64_t idx[2 * 3 * 4];
+  for (int i = 0; i < D * H * W; i++) x[i] = (float)((i * 13) % 17) - 8.0f;
+  tnk_pool_args_t a = {.in = x, .out = out, .indices = idx, .planes = 1, .d = D, .h = H, .w = W,
+                       .od = 1, .oh = 3, .ow = 4, .kd = 2, .kh = 2, .kw = 2, .sd = 1, .sh = 1,
+                       .sw = 1, .pd = 0, .ph = 0, .pw = 0, .dd = 2, .dh = 1, .dw = 1,
+                       .dtype = TNK_F32, .kind = TNK_POOL_MAX};
+  tnk_pool(&a);
+  int bad = 0;
+  for (int oy = 0; oy < 3; oy++)
+    for (int ox = 0; ox < 4; ox++) {
+      float best = -INFINITY;
+      for (int z = 0; z <= 2; z += 2)
+        for (int y = oy; y < oy + 2; y++)
+          for (int xx = ox; xx < ox + 2; xx++)
+            if (x[(z * H + y) * W + xx] > best) best = x[(z * H + y) * W + xx];
+      bad += out[oy * 4 + ox] != best || x[idx[oy * 4 + ox]] != best;
+    }
+  CHECK(bad == 0);
+  /* average 1x2x... windows over a [2, 4, 4] volume part: stride = kernel */
+  tnk_pool_args_t v = {.in = x, .out = out, .planes = 1, .d = D, .h = H, .w = W, .od = 3,
+                       .oh = 2, .ow = 2, .kd = 1, .kh = 2, .kw = 2, .sd = 1, .sh = 2, .sw = 2,
+                       .dd = 1, .dh = 1, .dw = 1, .dtype = TNK_F32, .kind = TNK_POOL_AVG};
+  tnk_pool(&v);
+  CHECK(out[0] == (x[0] + x[1] + x[W] + x[W + 1]) / 4);
+  for (int i = 0; i < 12; i++) gout[i] = 1.0f + (float)i;
+  v.backward = 1;
+  v.in = gout;
+  v.out = gin;
+  tnk_pool(&v);
+  double s = 0;
+  for (int i = 0; i < D * H * W; i++) s += gin[i];
+  CHECK(fabs(s - 78.0) < 1e-4); /* windows tile the pooled part: the sum is kept */
+  CHECK(gin[4] == 0.0f);        /* column 4 lies outside every window */
 }
 
 /* bf16 GEMM: the AVX512-BF16 dot-product kernel (when the CPU has it) and
@@ -832,6 +873,7 @@ int main(void) {
   RUN(test_vmath);
   RUN(test_attention);
   RUN(test_gemm_variants);
+  RUN(test_pool3d);
   RUN(test_im2col_3d);
   RUN(test_gemm_bf16_variants);
   RUN(test_unary);
