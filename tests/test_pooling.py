@@ -117,6 +117,58 @@ def test_pool3d_layouts_unbatched_and_errors():
     assert torch_neuronx.get_fallback_ops() == {}  # the errors are raised here, as CPU's
 
 
+RESAMPLE = [
+    ((2, 3, 7), dict(scale_factor=2, mode="linear")),
+    ((2, 3, 7), dict(size=12, mode="linear", align_corners=True)),
+    ((2, 3, 9), dict(scale_factor=0.6, mode="linear")),
+    ((1, 2, 3, 4, 5), dict(scale_factor=2, mode="trilinear")),
+    ((1, 2, 3, 4, 5), dict(size=(5, 3, 8), mode="trilinear", align_corners=True)),
+    ((1, 2, 4, 6, 5), dict(scale_factor=(1, 0.5, 1.5), mode="trilinear")),
+    ((2, 3, 6, 7), dict(scale_factor=2, mode="bicubic")),
+    ((2, 3, 6, 7), dict(size=(9, 4), mode="bicubic", align_corners=True)),
+    ((2, 3, 6, 7), dict(scale_factor=(1.7, 0.6), mode="bicubic")),
+    ((1, 4, 5, 5), dict(size=(8, 8), mode="bicubic")),  # ViT position-embedding resize
+]
+
+
+@pytest.mark.parametrize("case", range(len(RESAMPLE)))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_linear_and_cubic_resampling(case, dtype):
+    shape, kw = RESAMPLE[case]
+    g = torch.Generator().manual_seed(7 + case)
+    x = torch.randn(shape, generator=g).to(dtype)
+    torch_neuronx.clear_op_tracking()
+    xn, xc = x.neuron().requires_grad_(), x.clone().requires_grad_()
+    yc, yn = F.interpolate(xc, **kw), F.interpolate(xn, **kw)
+    assert_same(yn, yc, **tol(dtype))
+    gy = torch.randn(yc.shape, generator=g).to(dtype)
+    yc.backward(gy)
+    yn.backward(gy.neuron())
+    assert_same(xn.grad, xc.grad, **(tol(dtype) if dtype != torch.bfloat16
+                                      else {"rtol": 3e-2, "atol": 6e-2}))
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_resampling_layouts_and_errors():
+    torch_neuronx.clear_op_tracking()
+    x = torch.randn(2, 3, 5, 6)
+    cl = x.to(memory_format=torch.channels_last)
+    yc = F.interpolate(cl, scale_factor=2, mode="bicubic")
+    yn = F.interpolate(cl.neuron(), scale_factor=2, mode="bicubic")
+    assert_same(yn, yc)
+    assert yn.is_contiguous(memory_format=torch.channels_last) == \
+        yc.is_contiguous(memory_format=torch.channels_last)
+    v = torch.randn(1, 2, 3, 4, 5).to(memory_format=torch.channels_last_3d)
+    assert_same(F.interpolate(v.neuron(), scale_factor=2, mode="trilinear"),
+                F.interpolate(v, scale_factor=2, mode="trilinear"))
+    assert torch_neuronx.get_fallback_ops() == {}
+    for dev in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError):
+            torch.ops.aten.upsample_trilinear3d(x.to(dev), [4, 4, 4], False)  # 4-D input
+        with pytest.raises(RuntimeError):
+            torch.ops.aten.upsample_bicubic2d(x.to(dev), [0, 4], False)  # empty output
+
+
 def test_layouts_and_unbatched():
     torch_neuronx.clear_op_tracking()
     g = torch.Generator().manual_seed(4)

@@ -361,9 +361,7 @@ at::Tensor col2im(const at::Tensor& self, c10::SymIntArrayRef osize, at::IntArra
 
 namespace {
 void pool_task(void* p) { tnk_pool(static_cast<tnk_pool_args_t*>(p)); }
-void bilinear_task(void* p) {
-  tnk_upsample_bilinear2d(static_cast<tnk_upsample2d_args_t*>(p));
-}
+void resample_task(void* p) { tnk_resample(static_cast<tnk_resample_args_t*>(p)); }
 
 bool pool_dtype_ok(const at::Tensor& t) {
   bool ok;
@@ -779,92 +777,147 @@ NEURON_ADAPTIVE_AVG(2d, 2)
 NEURON_ADAPTIVE_AVG(3d, 3)
 #undef FALLBACK_CALL
 
-// upsample_bilinear2d: ATen's shape checks and scale rules, our kernel.
+// Linear (1-D/2-D/3-D) and bicubic upsampling: ATen's shape checks and
+// scale rules, one separable kernel.
 namespace {
-at::Tensor bilinear_run(const at::Tensor& in, const at::Tensor& like, int64_t oh, int64_t ow,
-                        int64_t h, int64_t w, bool align, std::optional<double> sh,
-                        std::optional<double> sw, bool backward) {
+using Scales = std::vector<std::optional<double>>;
+
+// Resamples `in` (forward: the input; backward: the output gradient) into a
+// new tensor shaped like `like` with the spatial sizes `out_sp` (forward) or
+// `in_sp` (backward). `in_sp`/`out_sp` are the forward input/output sizes.
+at::Tensor resample_run(const at::Tensor& in, const at::Tensor& like, int spatial, int mode,
+                        at::IntArrayRef in_sp, at::IntArrayRef out_sp, bool align,
+                        const Scales& scales, bool backward, const char* name) {
   at::MemoryFormat fmt = format_of(like);
-  std::vector<int64_t> shape = {like.size(0), like.size(1), backward ? h : oh, backward ? w : ow};
+  std::vector<int64_t> shape = {like.size(0), like.size(1)};
+  for (int i = 0; i < spatial; i++) shape.push_back(backward ? in_sp[i] : out_sp[i]);
   auto [res, buf] = result_pair(shape, like.options(), fmt);
   if (buf.numel() && in.numel()) {
     at::Tensor x = in.contiguous();
-    tnk_upsample2d_args_t a{};
+    int64_t isz[3] = {1, 1, 1}, osz[3] = {1, 1, 1};
+    double sc[3] = {1, 1, 1};
+    for (int i = 0; i < spatial; i++) {
+      int ax = 3 - spatial + i;
+      isz[ax] = in_sp[i];
+      osz[ax] = out_sp[i];
+      sc[ax] = at::native::area_pixel_compute_scale<double>(in_sp[i], out_sp[i], align,
+                                                            scales[i]);
+    }
+    tnk_resample_args_t a{};
     a.in = x.const_data_ptr();
     a.out = buf.data_ptr();
     a.planes = like.size(0) * like.size(1);
-    a.h = h;
-    a.w = w;
-    a.oh = oh;
-    a.ow = ow;
-    a.scale_h = at::native::area_pixel_compute_scale<double>(h, oh, align, sh);
-    a.scale_w = at::native::area_pixel_compute_scale<double>(w, ow, align, sw);
+    a.d = isz[0];
+    a.h = isz[1];
+    a.w = isz[2];
+    a.od = osz[0];
+    a.oh = osz[1];
+    a.ow = osz[2];
+    a.scale_d = sc[0];
+    a.scale_h = sc[1];
+    a.scale_w = sc[2];
     bool ok;
     a.dtype = to_tnk(like.scalar_type(), &ok);
     a.align_corners = align;
     a.backward = backward;
-    launch(like.device().index(), bilinear_task, &a, sizeof a,
-           backward ? "aten::upsample_bilinear2d_backward" : "aten::upsample_bilinear2d");
+    a.mode = mode;
+    launch(like.device().index(), resample_task, &a, sizeof a, name);
     if (!res.is_same(buf)) res.copy_(buf);
   } else if (buf.numel()) {
     res.zero_();
   }
   return res;
 }
+
+std::vector<int64_t> ints(c10::SymIntArrayRef v) {
+  std::vector<int64_t> r;
+  for (const auto& x : v) r.push_back(x.expect_int());
+  return r;
+}
+
+at::Tensor resample_forward(const at::Tensor& self, c10::SymIntArrayRef osize, bool align,
+                            const Scales& scales, int spatial, int mode, const char* name) {
+  std::vector<int64_t> o = ints(osize), full;
+  if (spatial == 1) {
+    auto f = at::native::upsample_1d_common_check(self.sizes(), o);
+    full.assign(f.begin(), f.end());
+  } else if (spatial == 2) {
+    auto f = at::native::upsample_2d_common_check(self.sizes(), o);
+    full.assign(f.begin(), f.end());
+  } else {
+    auto f = at::native::upsample_3d_common_check(self.sizes(), o);
+    full.assign(f.begin(), f.end());
+  }
+  std::vector<int64_t> in_sp(self.sizes().end() - spatial, self.sizes().end());
+  std::vector<int64_t> out_sp(full.end() - spatial, full.end());
+  return resample_run(self, self, spatial, mode, in_sp, out_sp, align, scales, false, name);
+}
+
+at::Tensor resample_backward(const at::Tensor& grad, c10::SymIntArrayRef osize,
+                             c10::SymIntArrayRef isize, bool align, const Scales& scales,
+                             int spatial, int mode, const char* name) {
+  TORCH_CHECK(osize.size() == static_cast<size_t>(spatial), "It is expected output_size equals "
+              "to ", spatial, ", but got size ", osize.size());
+  TORCH_CHECK(isize.size() == static_cast<size_t>(spatial + 2), "It is expected input_size "
+              "equals to ", spatial + 2, ", but got size ", isize.size());
+  std::vector<int64_t> o = ints(osize), in_sizes = ints(isize);
+  std::vector<int64_t> want = {in_sizes[0], in_sizes[1]};
+  want.insert(want.end(), o.begin(), o.end());
+  TORCH_CHECK(grad.sizes() == at::IntArrayRef(want), "Expected grad_output to have the shape ",
+              at::IntArrayRef(want), ", but got ", grad.sizes());
+  at::Tensor like = at::empty(in_sizes, grad.options().memory_format(format_of(grad)));
+  std::vector<int64_t> in_sp(in_sizes.end() - spatial, in_sizes.end());
+  return resample_run(grad, like, spatial, mode, in_sp, o, align, scales, true, name);
+}
 }  // namespace
 
-at::Tensor& upsample_bilinear2d_out(const at::Tensor& self, c10::SymIntArrayRef osize,
-                                    bool align, std::optional<double> sh,
-                                    std::optional<double> sw, at::Tensor& out) {
-  if (!spatial_ok(self) || self.dim() != 4 || out.scalar_type() != self.scalar_type())
-    return at::native::call_fallback_fn_symint<&neuron_cpu_fallback, ATEN_OP(upsample_bilinear2d_out)>::
-        call(self, osize, align, sh, sw, out);
-  auto full = at::native::upsample_2d_common_check(self.sizes(), C10_AS_INTARRAYREF_SLOW(osize));
-  at::Tensor r = bilinear_run(self, self, full[2], full[3], self.size(2), self.size(3), align,
-                              sh, sw, false);
-  return deliver(out, r, format_of(self));
-}
+// The functional, out=, backward and backward out= forms of one variant.
+#define NEURON_RESAMPLE(NAME, SP, MODE, SCALES, LIST)                                         \
+  at::Tensor& NAME##_out(const at::Tensor& self, c10::SymIntArrayRef osize, bool align,      \
+                         SCALES, at::Tensor& out) {                                          \
+    if (!spatial_ok(self, SP) || self.dim() != SP + 2 || out.scalar_type() != self.scalar_type()) \
+      return at::native::call_fallback_fn_symint<&neuron_cpu_fallback, ATEN_OP(NAME##_out)>::  \
+          call(self, osize, align, UNPACK LIST, out);                                        \
+    return deliver(out,                                                                      \
+                   resample_forward(self, osize, align, Scales{UNPACK LIST}, SP, MODE, "aten::" #NAME), \
+                   format_of(self));                                                         \
+  }                                                                                          \
+  at::Tensor NAME(const at::Tensor& self, c10::SymIntArrayRef osize, bool align, SCALES) {   \
+    if (!spatial_ok(self, SP) || self.dim() != SP + 2)                                        \
+      return at::native::call_fallback_fn_symint<&neuron_cpu_fallback, ATEN_OP(NAME)>::call(   \
+          self, osize, align, UNPACK LIST);                                                  \
+    return resample_forward(self, osize, align, Scales{UNPACK LIST}, SP, MODE, "aten::" #NAME);      \
+  }                                                                                          \
+  at::Tensor& NAME##_backward_out(const at::Tensor& grad, c10::SymIntArrayRef osize,         \
+                                  c10::SymIntArrayRef isize, bool align, SCALES,             \
+                                  at::Tensor& gin) {                                         \
+    if (!spatial_ok(grad, SP) || grad.dim() != SP + 2 || gin.scalar_type() != grad.scalar_type()) \
+      return at::native::call_fallback_fn_symint<&neuron_cpu_fallback,                       \
+                                                 ATEN_OP(NAME##_backward_grad_input)>::      \
+          call(grad, osize, isize, align, UNPACK LIST, gin);                                 \
+    return deliver(gin,                                                                      \
+                   resample_backward(grad, osize, isize, align, Scales{UNPACK LIST}, SP, MODE,       \
+                                     "aten::" #NAME "_backward"),                            \
+                   format_of(grad));                                                         \
+  }                                                                                          \
+  at::Tensor NAME##_backward(const at::Tensor& grad, c10::SymIntArrayRef osize,              \
+                             c10::SymIntArrayRef isize, bool align, SCALES) {                \
+    at::Tensor gin = at::empty({0}, grad.options());                                         \
+    return NAME##_backward_out(grad, osize, isize, align, UNPACK LIST, gin);                 \
+  }
 
-at::Tensor upsample_bilinear2d(const at::Tensor& self, c10::SymIntArrayRef osize, bool align,
-                               std::optional<double> sh, std::optional<double> sw) {
-  at::Tensor out = at::empty({0}, self.options());
-  if (!spatial_ok(self) || self.dim() != 4)
-    return at::native::call_fallback_fn_symint<&neuron_cpu_fallback, ATEN_OP(upsample_bilinear2d)>::
-        call(self, osize, align, sh, sw);
-  return upsample_bilinear2d_out(self, osize, align, sh, sw, out);
-}
-
-at::Tensor& upsample_bilinear2d_backward_out(const at::Tensor& grad, c10::SymIntArrayRef osize,
-                                             c10::SymIntArrayRef isize, bool align,
-                                             std::optional<double> sh,
-                                             std::optional<double> sw, at::Tensor& gin) {
-  if (!spatial_ok(grad) || grad.dim() != 4 || gin.scalar_type() != grad.scalar_type())
-    return at::native::call_fallback_fn_symint<&neuron_cpu_fallback,
-                                        ATEN_OP(upsample_bilinear2d_backward_grad_input)>::
-        call(grad, osize, isize, align, sh, sw, gin);
-  TORCH_CHECK(osize.size() == 2, "It is expected output_size equals to 2, but got size ",
-              osize.size());
-  TORCH_CHECK(isize.size() == 4, "It is expected input_size equals to 4, but got size ",
-              isize.size());
-  int64_t oh = osize[0].expect_int(), ow = osize[1].expect_int();
-  std::vector<int64_t> in_sizes = {isize[0].expect_int(), isize[1].expect_int(),
-                                   isize[2].expect_int(), isize[3].expect_int()};
-  TORCH_CHECK(grad.size(0) == in_sizes[0] && grad.size(1) == in_sizes[1] &&
-                  grad.size(2) == oh && grad.size(3) == ow,
-              "Expected grad_output to have the shape [", in_sizes[0], ", ", in_sizes[1], ", ",
-              oh, ", ", ow, "], but got ", grad.sizes());
-  at::Tensor like = at::empty(in_sizes, grad.options().memory_format(format_of(grad)));
-  at::Tensor r = bilinear_run(grad, like, oh, ow, in_sizes[2], in_sizes[3], align, sh, sw,
-                              true);
-  return deliver(gin, r, format_of(grad));
-}
-
-at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad, c10::SymIntArrayRef osize,
-                                        c10::SymIntArrayRef isize, bool align,
-                                        std::optional<double> sh, std::optional<double> sw) {
-  at::Tensor gin = at::empty({0}, grad.options());
-  return upsample_bilinear2d_backward_out(grad, osize, isize, align, sh, sw, gin);
-}
+#define UNPACK(...) __VA_ARGS__
+#define S1 std::optional<double> sw
+#define S2 std::optional<double> sh, std::optional<double> sw
+#define S3 std::optional<double> sd, std::optional<double> sh, std::optional<double> sw
+NEURON_RESAMPLE(upsample_linear1d, 1, TNK_RESAMPLE_LINEAR, S1, (sw))
+NEURON_RESAMPLE(upsample_bilinear2d, 2, TNK_RESAMPLE_LINEAR, S2, (sh, sw))
+NEURON_RESAMPLE(upsample_trilinear3d, 3, TNK_RESAMPLE_LINEAR, S3, (sd, sh, sw))
+NEURON_RESAMPLE(upsample_bicubic2d, 2, TNK_RESAMPLE_CUBIC, S2, (sh, sw))
+#undef UNPACK
+#undef S1
+#undef S2
+#undef S3
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", conv_native_forward);
@@ -888,10 +941,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REGISTER_POOLS(2d)
   REGISTER_POOLS(3d)
 #undef REGISTER_POOLS
-  m.impl("upsample_bilinear2d", upsample_bilinear2d);
-  m.impl("upsample_bilinear2d.out", upsample_bilinear2d_out);
-  m.impl("upsample_bilinear2d_backward", upsample_bilinear2d_backward);
-  m.impl("upsample_bilinear2d_backward.grad_input", upsample_bilinear2d_backward_out);
+#define REGISTER_RESAMPLE(NAME)                               \
+  m.impl(#NAME, NAME);                                        \
+  m.impl(#NAME ".out", NAME##_out);                           \
+  m.impl(#NAME "_backward", NAME##_backward);                 \
+  m.impl(#NAME "_backward.grad_input", NAME##_backward_out);
+  REGISTER_RESAMPLE(upsample_linear1d)
+  REGISTER_RESAMPLE(upsample_bilinear2d)
+  REGISTER_RESAMPLE(upsample_trilinear3d)
+  REGISTER_RESAMPLE(upsample_bicubic2d)
+#undef REGISTER_RESAMPLE
 }
 
 }  // namespace torch_neuronx

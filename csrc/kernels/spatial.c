@@ -1,4 +1,4 @@
-/* Pooling (max, average, adaptive average; 2-D and 3-D) and bilinear
+/* Pooling (max, average, adaptive average; 2-D and 3-D) and linear/cubic
  * resampling of NC(D)HW planes, forward and backward. Work is split over planes (and rows of the
  * output for the forward passes); the backward passes own whole input planes,
  * so their scatter-adds never race. Values go through the shared floating
@@ -195,74 +195,118 @@ void tnk_pool(const tnk_pool_args_t *a) {
                    pool_fwd_rows, (void *)a);
 }
 
-/* ---- bilinear ------------------------------------------------------------------ */
+/* ---- linear and cubic resampling -------------------------------------------- */
 
-typedef struct tap {
-  int64_t i0, i1;
-  double l0, l1;
-} tap_t;
+/* The taps of one output coordinate along one axis: up to four source
+ * indices and their weights. */
+typedef struct taps {
+  int64_t i[4];
+  double wt[4];
+  int n;
+} taps_t;
 
-static tap_t bilinear_tap(int64_t dst, int64_t in, double scale, int align) {
+static int64_t clamp_index(int64_t i, int64_t in) { return i < 0 ? 0 : i >= in ? in - 1 : i; }
+
+static taps_t axis_taps(int mode, int64_t dst, int64_t in, double scale, int align) {
+  taps_t t;
+  if (in == 1) { /* every tap clamps to the one source; the weights sum to one */
+    t.i[0] = 0;
+    t.wt[0] = 1;
+    t.n = 1;
+    return t;
+  }
   double src = align ? scale * (double)dst : scale * ((double)dst + 0.5) - 0.5;
+  if (mode == TNK_RESAMPLE_CUBIC) {
+    double f = floor(src), x = src - f, A = -0.75;
+    double x0 = x + 1, x1 = x, x2 = 1 - x, x3 = 2 - x; /* distances to the taps */
+    t.wt[0] = ((A * x0 - 5 * A) * x0 + 8 * A) * x0 - 4 * A;
+    t.wt[1] = ((A + 2) * x1 - (A + 3)) * x1 * x1 + 1;
+    t.wt[2] = ((A + 2) * x2 - (A + 3)) * x2 * x2 + 1;
+    t.wt[3] = ((A * x3 - 5 * A) * x3 + 8 * A) * x3 - 4 * A;
+    for (int k = 0; k < 4; k++) t.i[k] = clamp_index((int64_t)f - 1 + k, in);
+    t.n = 4;
+    return t;
+  }
   if (src < 0) src = 0;
-  tap_t t;
-  t.i0 = (int64_t)src;
-  if (t.i0 > in - 1) t.i0 = in - 1;
-  t.i1 = t.i0 + (t.i0 < in - 1 ? 1 : 0);
-  t.l1 = src - (double)t.i0;
-  if (t.l1 > 1) t.l1 = 1;
-  t.l0 = 1 - t.l1;
+  int64_t i0 = (int64_t)src;
+  if (i0 > in - 1) i0 = in - 1;
+  double l1 = src - (double)i0;
+  if (l1 > 1) l1 = 1;
+  t.i[0] = i0;
+  t.wt[0] = 1 - l1;
+  t.i[1] = i0 + (i0 < in - 1 ? 1 : 0);
+  t.wt[1] = l1;
+  t.n = t.i[1] == i0 ? 1 : 2; /* one source: its weights sum to 1 */
+  if (t.n == 1) t.wt[0] = 1;
   return t;
 }
 
-static void bilinear_fwd_rows(void *p, int64_t begin, int64_t end) {
-  const tnk_upsample2d_args_t *a = p;
+static void row_taps(const tnk_resample_args_t *a, int64_t oz, int64_t oy, taps_t *tz,
+                     taps_t *ty) {
+  *tz = axis_taps(a->mode, oz, a->d, a->scale_d, a->align_corners);
+  *ty = axis_taps(a->mode, oy, a->h, a->scale_h, a->align_corners);
+}
+
+/* forward: one unit = one output row (plane, oz, oy) */
+static void resample_fwd_rows(void *p, int64_t begin, int64_t end) {
+  const tnk_resample_args_t *a = p;
   const int dt = a->dtype;
   for (int64_t r = begin; r < end; r++) {
-    int64_t plane = r / a->oh, oh = r % a->oh;
-    tap_t th = bilinear_tap(oh, a->h, a->scale_h, a->align_corners);
-    int64_t b0 = plane * a->h * a->w + th.i0 * a->w, b1 = plane * a->h * a->w + th.i1 * a->w;
-    for (int64_t ow = 0; ow < a->ow; ow++) {
-      tap_t tw = bilinear_tap(ow, a->w, a->scale_w, a->align_corners);
-      double v = th.l0 * (tw.l0 * tnk_ldf(a->in, dt, b0 + tw.i0) +
-                          tw.l1 * tnk_ldf(a->in, dt, b0 + tw.i1)) +
-                 th.l1 * (tw.l0 * tnk_ldf(a->in, dt, b1 + tw.i0) +
-                          tw.l1 * tnk_ldf(a->in, dt, b1 + tw.i1));
-      tnk_stf(a->out, dt, r * a->ow + ow, v);
+    int64_t plane = r / (a->od * a->oh), oz = r / a->oh % a->od, oy = r % a->oh;
+    taps_t tz, ty;
+    row_taps(a, oz, oy, &tz, &ty);
+    int64_t base = plane * a->d * a->h * a->w;
+    for (int64_t ox = 0; ox < a->ow; ox++) {
+      taps_t tx = axis_taps(a->mode, ox, a->w, a->scale_w, a->align_corners);
+      double v = 0;
+      for (int z = 0; z < tz.n; z++)
+        for (int y = 0; y < ty.n; y++) {
+          int64_t row = base + (tz.i[z] * a->h + ty.i[y]) * a->w;
+          double s = 0;
+          for (int x = 0; x < tx.n; x++) s += tx.wt[x] * tnk_ldf(a->in, dt, row + tx.i[x]);
+          v += tz.wt[z] * ty.wt[y] * s;
+        }
+      tnk_stf(a->out, dt, r * a->ow + ox, v);
     }
   }
 }
 
-static void bilinear_bwd_planes(void *p, int64_t begin, int64_t end) {
-  const tnk_upsample2d_args_t *a = p;
+/* backward: one unit = one input plane, accumulated in fp64 */
+static void resample_bwd_planes(void *p, int64_t begin, int64_t end) {
+  const tnk_resample_args_t *a = p;
   const int dt = a->dtype;
-  const int64_t isz = a->h * a->w;
+  const int64_t isz = a->d * a->h * a->w;
   double *acc = scratch_plane(isz);
   for (int64_t plane = begin; plane < end; plane++) {
     zero_plane(acc, a->out, dt, plane * isz, isz);
-    for (int64_t oh = 0; oh < a->oh; oh++) {
-      tap_t th = bilinear_tap(oh, a->h, a->scale_h, a->align_corners);
-      for (int64_t ow = 0; ow < a->ow; ow++) {
-        tap_t tw = bilinear_tap(ow, a->w, a->scale_w, a->align_corners);
-        double g = tnk_ldf(a->in, dt, (plane * a->oh + oh) * a->ow + ow);
-        int64_t t[4] = {th.i0 * a->w + tw.i0, th.i0 * a->w + tw.i1, th.i1 * a->w + tw.i0,
-                        th.i1 * a->w + tw.i1};
-        double wgt[4] = {th.l0 * tw.l0, th.l0 * tw.l1, th.l1 * tw.l0, th.l1 * tw.l1};
-        for (int k = 0; k < 4; k++) add_at(acc, a->out, dt, plane * isz, t[k], g * wgt[k]);
+    for (int64_t oz = 0; oz < a->od; oz++)
+      for (int64_t oy = 0; oy < a->oh; oy++) {
+        taps_t tz, ty;
+        row_taps(a, oz, oy, &tz, &ty);
+        for (int64_t ox = 0; ox < a->ow; ox++) {
+          taps_t tx = axis_taps(a->mode, ox, a->w, a->scale_w, a->align_corners);
+          double g = tnk_ldf(a->in, dt, ((plane * a->od + oz) * a->oh + oy) * a->ow + ox);
+          for (int z = 0; z < tz.n; z++)
+            for (int y = 0; y < ty.n; y++)
+              for (int x = 0; x < tx.n; x++)
+                add_at(acc, a->out, dt, plane * isz,
+                       (tz.i[z] * a->h + ty.i[y]) * a->w + tx.i[x],
+                       g * tz.wt[z] * ty.wt[y] * tx.wt[x]);
+        }
       }
-    }
     store_plane(a->out, dt, plane * isz, acc, isz);
   }
   free(acc);
 }
 
-void tnk_upsample_bilinear2d(const tnk_upsample2d_args_t *a) {
-  if (!tnk_pool_supported(a->dtype) || a->planes <= 0 || a->h <= 0 || a->w <= 0) return;
+void tnk_resample(const tnk_resample_args_t *a) {
+  if (!tnk_pool_supported(a->dtype) || a->planes <= 0 || a->d <= 0 || a->h <= 0 || a->w <= 0 ||
+      a->od <= 0 || a->oh <= 0 || a->ow <= 0)
+    return;
   if (a->backward) {
-    tnk_parallel_for(a->planes, 1, bilinear_bwd_planes, (void *)a);
+    tnk_parallel_for(a->planes, 1, resample_bwd_planes, (void *)a);
     return;
   }
-  if (a->oh * a->ow == 0) return;
-  tnk_parallel_for(a->planes * a->oh, a->ow >= 1024 ? 1 : 1024 / a->ow + 1, bilinear_fwd_rows,
-                   (void *)a);
+  tnk_parallel_for(a->planes * a->od * a->oh, a->ow >= 1024 ? 1 : 1024 / a->ow + 1,
+                   resample_fwd_rows, (void *)a);
 }

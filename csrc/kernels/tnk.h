@@ -561,19 +561,24 @@ typedef struct tnk_pool_args {
 int tnk_pool_supported(int dtype);
 void tnk_pool(const tnk_pool_args_t *args);
 
-/* Bilinear resampling of `planes` contiguous [h, w] planes to [oh, ow], as
- * ATen's upsample_bilinear2d: source = scale * dst with align_corners,
- * else max(scale * (dst + 0.5) - 0.5, 0); scale_h/scale_w are ATen's
- * area_pixel_compute_scale. Backward (in = output gradient, out = input
- * gradient, written whole) scatters each gradient to its four taps. */
-typedef struct tnk_upsample2d_args {
+/* Separable resampling of `planes` contiguous [d, h, w] volumes to
+ * [od, oh, ow] (d = od = 1 for images, and h = oh = 1 too for 1-D), as
+ * ATen's upsample_{linear1d,bilinear2d,trilinear3d,bicubic2d}: per axis the
+ * source coordinate is scale * dst with align_corners, else
+ * scale * (dst + 0.5) - 0.5 (clamped at 0 for linear); scale_* are ATen's
+ * area_pixel_compute_scale. Linear reads the two neighbours, cubic the four
+ * around floor(src) (clamped to the edge) with Keys' A = -0.75 weights.
+ * Backward (in = output gradient, out = input gradient, written whole)
+ * scatters each gradient to its taps. */
+enum { TNK_RESAMPLE_LINEAR = 0, TNK_RESAMPLE_CUBIC };
+typedef struct tnk_resample_args {
   const void *in;
   void *out;
-  int64_t planes, h, w, oh, ow;
-  double scale_h, scale_w;
-  int32_t dtype, align_corners, backward, pad_;
-} tnk_upsample2d_args_t;
-void tnk_upsample_bilinear2d(const tnk_upsample2d_args_t *args);
+  int64_t planes, d, h, w, od, oh, ow;
+  double scale_d, scale_h, scale_w;
+  int32_t dtype, align_corners, backward, mode;
+} tnk_resample_args_t;
+void tnk_resample(const tnk_resample_args_t *args);
 
 /* ---- triangular solve ---------------------------------------------------------- */
 

@@ -720,9 +720,9 @@ static void test_pool_upsample(void) {
   double s = 0;
   for (int i = 0; i < 20; i++) s += gin[i];
   CHECK(s == 45.0); /* each of the 9 output gradients lands on one input */
-  tnk_upsample2d_args_t u = {.in = x, .out = gin, .planes = 1, .h = 4, .w = 5, .oh = 2,
-                             .ow = 2, .scale_h = 2.0, .scale_w = 2.5, .dtype = TNK_F32};
-  tnk_upsample_bilinear2d(&u);
+  tnk_resample_args_t u = {.in = x, .out = gin, .planes = 1, .d = 1, .h = 4, .w = 5, .od = 1,
+                           .oh = 2, .ow = 2, .scale_h = 2.0, .scale_w = 2.5, .dtype = TNK_F32};
+  tnk_resample(&u);
   u.backward = 1;
   u.in = gout;
   u.out = gin;
@@ -730,7 +730,7 @@ static void test_pool_upsample(void) {
   u.ow = 4;
   u.scale_h = 4.0 / 3;
   u.scale_w = 5.0 / 4;
-  tnk_upsample_bilinear2d(&u);
+  tnk_resample(&u);
   s = 0;
   for (int i = 0; i < 20; i++) s += gin[i];
   CHECK(fabs(s - 78.0) < 1e-4); /* tap weights sum to one */
@@ -775,6 +775,34 @@ static void test_pool3d(void) {
   for (int i = 0; i < D * H * W; i++) s += gin[i];
   CHECK(fabs(s - 78.0) < 1e-4); /* windows tile the pooled part: the sum is kept */
   CHECK(gin[4] == 0.0f);        /* column 4 lies outside every window */
+}
+
+/* Cubic resampling interpolates: with align_corners and scale 1/2 every
+ * even output lands on an input sample and equals it; a constant stays
+ * constant (the weights sum to one), so the backward keeps the gradient's
+ * sum. */
+static void test_resample_cubic(void) {
+  float in[8], up[15], g[15], back[8];
+  for (int i = 0; i < 8; i++) in[i] = (float)(i * i) - 3.0f;
+  tnk_resample_args_t c = {.in = in, .out = up, .planes = 1, .d = 1, .h = 1, .w = 8, .od = 1,
+                           .oh = 1, .ow = 15, .scale_w = 0.5, .dtype = TNK_F32,
+                           .align_corners = 1, .mode = TNK_RESAMPLE_CUBIC};
+  tnk_resample(&c);
+  int bad = 0;
+  for (int k = 0; k < 8; k++) bad += fabsf(up[2 * k] - in[k]) > 1e-5f;
+  for (int i = 0; i < 8; i++) in[i] = 2.5f;
+  tnk_resample(&c);
+  for (int o = 0; o < 15; o++) bad += fabsf(up[o] - 2.5f) > 1e-5f;
+  CHECK(bad == 0);
+  for (int o = 0; o < 15; o++) g[o] = (float)(o % 5) - 1.0f;
+  c.backward = 1;
+  c.in = g;
+  c.out = back;
+  tnk_resample(&c);
+  double sg = 0, sb = 0;
+  for (int o = 0; o < 15; o++) sg += g[o];
+  for (int i = 0; i < 8; i++) sb += back[i];
+  CHECK(fabs(sg - sb) < 1e-4);
 }
 
 /* bf16 GEMM: the AVX512-BF16 dot-product kernel (when the CPU has it) and
@@ -873,6 +901,7 @@ int main(void) {
   RUN(test_vmath);
   RUN(test_attention);
   RUN(test_gemm_variants);
+  RUN(test_resample_cubic);
   RUN(test_pool3d);
   RUN(test_im2col_3d);
   RUN(test_gemm_bf16_variants);
