@@ -323,3 +323,28 @@ def test_complex_arithmetic_and_polar(dtype):
     freqs = torch.polar(torch.ones(4, 4, dtype=real), torch.randn(4, 4, dtype=real, generator=g))
     x = torch.randn(2, 4, 8, dtype=real, generator=g)
     grad_check(lambda t, f: rope(t, f), x, freqs, tol={"rtol": 1e-5, "atol": 1e-6})
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32, torch.bfloat16,
+                                   torch.bool, torch.uint8])
+def test_unique_matches_cpu(dtype):
+    g = torch.Generator().manual_seed(11)
+    x = torch.randint(0, 7, (5, 9), generator=g).to(dtype)
+    torch_neuronx.clear_op_tracking()
+    for kw in (dict(), dict(return_inverse=True), dict(return_counts=True),
+               dict(return_inverse=True, return_counts=True), dict(sorted=False)):
+        got, want = torch.unique(x.neuron(), **kw), torch.unique(x, **kw)
+        for a, b in zip(got if isinstance(got, tuple) else (got,),
+                        want if isinstance(want, tuple) else (want,)):
+            assert_same(a, b)
+    for kw in (dict(), dict(return_inverse=True, return_counts=True)):
+        got = torch.unique_consecutive(x.neuron().flatten(), **kw)
+        want = torch.unique_consecutive(x.flatten(), **kw)
+        for a, b in zip(got if isinstance(got, tuple) else (got,),
+                        want if isinstance(want, tuple) else (want,)):
+            assert_same(a, b)
+    assert torch_neuronx.get_fallback_ops() == {}
+    e = torch.empty(0, 3, dtype=dtype)
+    for a, b in zip(torch.unique(e.neuron(), return_inverse=True, return_counts=True),
+                    torch.unique(e, return_inverse=True, return_counts=True)):
+        assert a.shape == b.shape and a.dtype == b.dtype

@@ -905,7 +905,59 @@ NEURON_PAD(reflection_pad2d, 2, true)
 NEURON_PAD(replication_pad1d, 1, false)
 NEURON_PAD(replication_pad2d, 2, false)
 
+// ------------------------------------------------------------ unique
+// Sort, mark where each run of equal values starts, and read the values,
+// group ids (inverse) and run lengths (counts) off those marks; every step a
+// device kernel. The output size depends on the data, so reading it waits
+// for the device, as on CUDA. Always sorted (sorted=False allows any order).
+namespace {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_runs(const at::Tensor& self, bool sort,
+                                                            bool inverse, bool counts) {
+  auto lopts = self.options().dtype(at::kLong);
+  at::Tensor flat = self.reshape(-1);
+  int64_t n = flat.numel();
+  at::Tensor vals = flat, perm;
+  if (sort && n > 0) std::tie(vals, perm) = at::sort(flat, /*stable=*/true, 0, false);
+  at::Tensor starts = at::ones({n}, self.options().dtype(at::kBool));
+  if (n > 1) starts.slice(0, 1).copy_(vals.slice(0, 1).ne(vals.slice(0, 0, n - 1)));
+  at::Tensor uniq = vals.masked_select(starts);
+  at::Tensor inv = at::empty({0}, lopts), cnt = at::empty({0}, lopts);
+  if (inverse) {
+    at::Tensor group = starts.to(at::kLong).cumsum(0).sub_(1);
+    if (sort && n > 0) {
+      inv = at::empty({n}, lopts);
+      inv.scatter_(0, perm, group);
+    } else {
+      inv = group;
+    }
+    inv = inv.view(self.sizes());
+  }
+  if (counts) {
+    at::Tensor pos = starts.nonzero().view(-1);
+    at::Tensor ends = at::cat({pos.slice(0, 1), at::full({1}, n, lopts)});
+    cnt = ends.sub(pos);
+  }
+  return {uniq, inv, cnt};
+}
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor& self, bool sorted,
+                                                       bool return_inverse, bool return_counts) {
+  (void)sorted;
+  return unique_runs(self, true, return_inverse, return_counts);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive(
+    const at::Tensor& self, bool return_inverse, bool return_counts, std::optional<int64_t> dim) {
+  if (dim.has_value() && self.dim() > 1)  // runs of equal slices: the CPU does those
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(unique_consecutive)>::call(
+        self, return_inverse, return_counts, dim);
+  return unique_runs(self, false, return_inverse, return_counts);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_unique2", unique2);
+  m.impl("unique_consecutive", unique_consecutive);
 #define REGISTER_NEAREST(NAME)                                     \
   m.impl(#NAME, NAME);                                             \
   m.impl(#NAME ".out", NAME##_out);                                \
