@@ -150,9 +150,15 @@ def test_large_softmax_streams_its_output():
     """Outputs over 16 MiB leave through streaming stores; values as CPU's,
     also for a row length that is not a multiple of the vector width."""
     torch_neuronx.clear_op_tracking()
-    for cols in (4096, 4099):
+    for cols in (4096, 4099):  # 4096: the pipelined AVX-512 form
         x = torch.randn(1100, cols, generator=torch.Generator().manual_seed(cols))
-        assert_same(x.neuron().softmax(-1), x.softmax(-1), rtol=1e-5, atol=1e-7)
+        x[3, 7] = float("nan")        # a NaN row: all NaN
+        x[550] = float("-inf")         # a row of -inf: NaN, as CPU's
+        x[551, ::3] = float("-inf")    # -inf entries: exact zeros
+        x[1099, 5] = 1e30              # one dominant entry in the last row
+        x[549, 0] = 90.0               # the row before a thread boundary
+        assert_same(x.neuron().softmax(-1), x.softmax(-1), rtol=1e-5, atol=1e-7,
+                    equal_nan=True)
     assert torch_neuronx.get_fallback_ops() == {}
 
 

@@ -2,6 +2,7 @@
  * contiguous tensor viewed as (outer, len, inner). One row per task index;
  * fp32 accumulation (fp64 for fp64). */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "dtype.h"
@@ -29,8 +30,22 @@ static void softmax_rows_f32(const tnk_softmax_args_t *a, int64_t begin,
   /* streaming: exponentials go to a row of scratch (in L1/L2), the scaled
    * row straight to memory */
   float *scratch = NULL;
-  if (!a->backward && !a->log && a->outer * n * 4 > STREAM_BYTES)
+  if (!a->backward && !a->log && a->outer * n * 4 > STREAM_BYTES) {
+    /* AVX-512, whole 64-byte lines per row: the pipelined form, which
+     * overlaps the next row's loads and the last row's stores with this
+     * row's exponentials */
+    if (tnk_isa() >= TNK_ISA_AVX512 && n % 16 == 0 && ((uintptr_t)a->out & 63) == 0) {
+      scratch = aligned_alloc(64, sizeof(float) * (size_t)(2 * n));
+      if (scratch) {
+        tnk_vsoftmax_rows_stream_f32_avx512((const float *)a->in + begin * n,
+                                            (float *)a->out + begin * n, end - begin, n,
+                                            scratch);
+        free(scratch);
+        return;
+      }
+    }
     scratch = malloc(sizeof(float) * (size_t)n);
+  }
   for (int64_t r = begin; r < end; r++) {
     float *restrict y = (float *)a->out + r * n;
     const float *restrict x = (const float *)a->in + r * n;

@@ -48,5 +48,10 @@ void tnk_vnormalize_f32_avx2(const float *x, float *y, int64_t n, float mean, fl
 void tnk_vscale_stream_f32(const float *x, float s, float *y, int64_t n);
 void tnk_vscale_stream_f32_avx2(const float *x, float s, float *y, int64_t n);
 void tnk_vscale_stream_f32_avx512(const float *x, float s, float *y, int64_t n);
+/* Softmax of `rows` contiguous rows of n floats into y with streaming
+ * stores, memory traffic overlapped with the exponentials; AVX-512 only,
+ * n a multiple of 16, y rows 64-byte aligned, scratch 2n aligned floats. */
+void tnk_vsoftmax_rows_stream_f32_avx512(const float *x, float *y, int64_t rows, int64_t n,
+                                         float *scratch);
 
 #endif

@@ -286,12 +286,83 @@ TGT512 void tnk_vscale_stream_f32_avx512(const float *x, float s, float *y, int6
   _mm_sfence();
 }
 
+/* Softmax of `rows` contiguous rows of n floats, software-pipelined: one
+ * pass over the columns computes the exponentials of row r (in L1 since its
+ * maximum was taken), the maximum of row r + 1 (streamed in from memory) and
+ * the scaled output of row r - 1 (streamed out), so the memory traffic of
+ * two rows overlaps the arithmetic of a third. n is a multiple of 16, y rows
+ * start 64-byte aligned, scratch holds 2n floats (64-byte aligned). */
+typedef struct sm_pass {
+  __m512 sum, max;
+  __mmask16 nan;
+} sm_pass_t;
+
+TGT512 static inline __attribute__((always_inline)) sm_pass_t
+sm_columns(const float *xr, float m, float *cur, const float *xn, const float *prev, float inv,
+           float *yp, int64_t n, int next, int out) {
+  __m512 vm = _mm512_set1_ps(m), vi = _mm512_set1_ps(inv);
+  sm_pass_t p = {_mm512_setzero_ps(), _mm512_set1_ps(-INFINITY), 0};
+  for (int64_t k = 0; k < n; k += 16) {
+    __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(xr + k), vm));
+    _mm512_store_ps(cur + k, e);
+    p.sum = _mm512_add_ps(p.sum, e);
+    if (next) {
+      __m512 v = _mm512_loadu_ps(xn + k);
+      p.nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      p.max = _mm512_max_ps(p.max, v);
+    }
+    if (out) _mm512_stream_ps(yp + k, _mm512_mul_ps(_mm512_load_ps(prev + k), vi));
+  }
+  return p;
+}
+
+TGT512 static float sm_row_max(const float *x, int64_t n) {
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  __mmask16 nan = 0;
+  for (int64_t k = 0; k < n; k += 16) {
+    __m512 v = _mm512_loadu_ps(x + k);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    mx = _mm512_max_ps(mx, v);
+  }
+  return nan ? NAN : _mm512_reduce_max_ps(mx);
+}
+
+TGT512 void tnk_vsoftmax_rows_stream_f32_avx512(const float *x, float *y, int64_t rows,
+                                                 int64_t n, float *scratch) {
+  if (rows <= 0) return;
+  float *cur = scratch, *prev = scratch + n, inv = 0;
+  float m = sm_row_max(x, n);
+  for (int64_t r = 0; r < rows; r++) {
+    const float *xr = x + r * n, *xn = xr + n;
+    float *yp = y + (r - 1) * n;
+    int next = r + 1 < rows;
+    sm_pass_t p;
+    if (next && r > 0) p = sm_columns(xr, m, cur, xn, prev, inv, yp, n, 1, 1);
+    else if (next) p = sm_columns(xr, m, cur, xn, prev, inv, yp, n, 1, 0);
+    else if (r > 0) p = sm_columns(xr, m, cur, xn, prev, inv, yp, n, 0, 1);
+    else p = sm_columns(xr, m, cur, xn, prev, inv, yp, n, 0, 0);
+    inv = 1.0f / _mm512_reduce_add_ps(p.sum);
+    if (next) m = p.nan ? NAN : _mm512_reduce_max_ps(p.max);
+    float *t = cur;
+    cur = prev;
+    prev = t;
+  }
+  __m512 vi = _mm512_set1_ps(inv); /* the last row */
+  float *yl = y + (rows - 1) * n;
+  for (int64_t k = 0; k < n; k += 16) _mm512_stream_ps(yl + k, _mm512_mul_ps(_mm512_load_ps(prev + k), vi));
+  _mm_sfence();
+}
+
 #else /* tnk_isa() never selects these off x86 */
 void tnk_vscale_stream_f32_avx2(const float *x, float s, float *y, int64_t n) {
   (void)x; (void)s; (void)y; (void)n;
 }
 void tnk_vscale_stream_f32_avx512(const float *x, float s, float *y, int64_t n) {
   (void)x; (void)s; (void)y; (void)n;
+}
+void tnk_vsoftmax_rows_stream_f32_avx512(const float *x, float *y, int64_t rows, int64_t n,
+                                         float *scratch) {
+  (void)x; (void)y; (void)rows; (void)n; (void)scratch;
 }
 float tnk_vexp_sum_f32_avx512(const float *x, float sub, float *y, int64_t n) {
   (void)x; (void)sub; (void)y; (void)n;

@@ -805,6 +805,41 @@ static void test_resample_cubic(void) {
   CHECK(fabs(sg - sb) < 1e-4);
 }
 
+/* The pipelined AVX-512 softmax against a double-precision reference:
+ * rows of 48, one with a NaN (all NaN out), one all -inf (NaN, as CPU's),
+ * one with -inf entries (exact zeros) and large values. */
+static void test_softmax_pipelined(void) {
+  if (!(tnk_cpu_features() & TNK_ISA_AVX512)) return;
+  enum { R = 6, N = 48 };
+  float *x = aligned_alloc(64, sizeof(float) * R * N), *y = aligned_alloc(64, sizeof(float) * R * N);
+  float *scratch = aligned_alloc(64, sizeof(float) * 2 * N);
+  for (int i = 0; i < R * N; i++) x[i] = (float)((i * 37) % 23) * 0.7f - 8.0f;
+  x[1 * N + 5] = NAN;
+  for (int k = 0; k < N; k++) x[2 * N + k] = -INFINITY;
+  x[3 * N + 0] = -INFINITY;
+  x[3 * N + 7] = 80.0f;
+  x[4 * N + 3] = 1e30f;
+  tnk_vsoftmax_rows_stream_f32_avx512(x, y, R, N, scratch);
+  int bad = 0;
+  for (int r = 0; r < R; r++) {
+    double mx = -INFINITY, sum = 0;
+    int nan = 0;
+    for (int k = 0; k < N; k++) {
+      nan |= isnan(x[r * N + k]);
+      if (x[r * N + k] > mx) mx = x[r * N + k];
+    }
+    for (int k = 0; k < N; k++) sum += exp((double)x[r * N + k] - mx);
+    for (int k = 0; k < N; k++) {
+      double want = nan || isinf(mx) ? NAN : exp((double)x[r * N + k] - mx) / sum;
+      double got = y[r * N + k];
+      if (isnan(want)) bad += !isnan(got);
+      else bad += fabs(got - want) > 1e-6 * (1 + want) || (want == 0 && got != 0);
+    }
+  }
+  CHECK(bad == 0);
+  free(x); free(y); free(scratch);
+}
+
 /* bf16 GEMM: the AVX512-BF16 dot-product kernel (when the CPU has it) and
  * the fp32-converting path (avx2) against the reference, odd depths, edge
  * tiles, transposed operands, alpha/beta and depths over one packed block. */
@@ -901,6 +936,7 @@ int main(void) {
   RUN(test_vmath);
   RUN(test_attention);
   RUN(test_gemm_variants);
+  RUN(test_softmax_pipelined);
   RUN(test_resample_cubic);
   RUN(test_pool3d);
   RUN(test_im2col_3d);
