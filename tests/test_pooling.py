@@ -224,3 +224,39 @@ def test_bad_max_pool_indices_fault():
                                                             [1, 1], False, idx)
         g.cpu()
     torch.neuron.synchronize()
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_grid_sample_forward_backward(mode, padding, align, dtype):
+    g = torch.Generator().manual_seed(12)
+    x = torch.randn(2, 3, 5, 7, generator=g).to(dtype)
+    # points inside, on and well outside [-1, 1] (padding matters), nudged off the
+    # exact half-pixel ties where nearest rounding is ambiguous
+    grid = (torch.rand(2, 4, 6, 2, generator=g) * 3.2 - 1.6).to(dtype)
+    grid[0, 0, 0] = torch.tensor([1.0, -1.0], dtype=dtype)
+    torch_neuronx.clear_op_tracking()
+    xs = [x.clone().requires_grad_(), x.neuron().requires_grad_()]
+    gs = [grid.clone().requires_grad_(), grid.neuron().requires_grad_()]
+    ys = [F.grid_sample(xs[i], gs[i], mode=mode, padding_mode=padding, align_corners=align)
+          for i in range(2)]
+    assert_same(ys[1], ys[0], rtol=1e-5, atol=1e-5)
+    gy = torch.randn(ys[0].shape, generator=g).to(dtype)
+    ys[0].backward(gy)
+    ys[1].backward(gy.neuron())
+    assert_same(xs[1].grad, xs[0].grad, rtol=1e-5, atol=1e-5)
+    assert_same(gs[1].grad, gs[0].grad, rtol=1e-4, atol=1e-4)
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_grid_sample_bicubic_falls_back_and_errors_match():
+    x, grid = torch.randn(1, 2, 4, 4), torch.rand(1, 3, 3, 2) * 2 - 1
+    torch_neuronx.clear_op_tracking()
+    assert_same(F.grid_sample(x.neuron(), grid.neuron(), mode="bicubic", align_corners=False),
+                F.grid_sample(x, grid, mode="bicubic", align_corners=False), rtol=1e-5, atol=1e-5)
+    assert "aten::grid_sampler_2d" in torch_neuronx.get_fallback_ops()
+    for dev in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError):  # grid batch differs from the input's
+            F.grid_sample(x.to(dev), torch.rand(2, 3, 3, 2, device=dev), align_corners=False)

@@ -7,6 +7,7 @@
 
 #include <ATen/Operators.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/native/GridSamplerUtils.h>
 #include <ATen/native/Pool.h>
 #include <ATen/native/im2col_shape_check.h>
 #include <ATen/native/Resize.h>
@@ -919,6 +920,84 @@ NEURON_RESAMPLE(upsample_bicubic2d, 2, TNK_RESAMPLE_CUBIC, S2, (sh, sw))
 #undef S2
 #undef S3
 
+// ---------------------------------------------------------------- grid_sample
+namespace {
+void grid_task(void* p) { tnk_grid_sample(static_cast<tnk_grid_sample_args_t*>(p)); }
+
+bool grid_native(const at::Tensor& input, const at::Tensor& grid, int64_t mode, int64_t pad) {
+  bool ok;
+  tnk_dtype_t dt = to_tnk(input.scalar_type(), &ok);
+  return ok && input.dim() == 4 && grid.dim() == 4 && grid.scalar_type() == input.scalar_type() &&
+         tnk_grid_sample_supported(dt, static_cast<int>(mode), static_cast<int>(pad));
+}
+
+tnk_grid_sample_args_t grid_args(const at::Tensor& x, const at::Tensor& grid, int64_t mode,
+                                 int64_t pad, bool align) {
+  tnk_grid_sample_args_t a{};
+  a.n = x.size(0);
+  a.c = x.size(1);
+  a.h = x.size(2);
+  a.w = x.size(3);
+  a.oh = grid.size(1);
+  a.ow = grid.size(2);
+  bool ok;
+  a.dtype = to_tnk(x.scalar_type(), &ok);
+  a.mode = static_cast<int32_t>(mode);
+  a.padding = static_cast<int32_t>(pad);
+  a.align_corners = align;
+  return a;
+}
+}  // namespace
+
+at::Tensor grid_sampler_2d(const at::Tensor& input, const at::Tensor& grid, int64_t mode,
+                           int64_t pad, bool align) {
+  at::native::check_grid_sampler_common(input, grid);
+  at::native::check_grid_sampler_2d(input, grid);
+  if (!grid_native(input, grid, mode, pad))  // bicubic, integer dtypes: the CPU
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(grid_sampler_2d)>::call(
+        input, grid, mode, pad, align);
+  at::Tensor x = input.contiguous(), g = grid.contiguous();
+  at::Tensor out = at::empty({x.size(0), x.size(1), g.size(1), g.size(2)}, x.options());
+  if (out.numel() == 0) return out;
+  tnk_grid_sample_args_t a = grid_args(x, g, mode, pad, align);
+  a.in = x.const_data_ptr();
+  a.grid = g.const_data_ptr();
+  a.out = out.data_ptr();
+  launch(x.device().index(), grid_task, &a, sizeof a, "aten::grid_sampler_2d");
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_backward(
+    const at::Tensor& grad, const at::Tensor& input, const at::Tensor& grid, int64_t mode,
+    int64_t pad, bool align, std::array<bool, 2> mask) {
+  at::native::check_grid_sampler_common(input, grid);
+  at::native::check_grid_sampler_2d(input, grid);
+  if (!grid_native(input, grid, mode, pad) || grad.scalar_type() != input.scalar_type())
+    return at::native::call_fallback_fn<&neuron_cpu_fallback,
+                                        ATEN_OP(grid_sampler_2d_backward)>::call(
+        grad, input, grid, mode, pad, align, mask);
+  at::Tensor x = input.contiguous(), g = grid.contiguous(), go = grad.contiguous();
+  TORCH_CHECK(go.sizes() == at::IntArrayRef({x.size(0), x.size(1), g.size(1), g.size(2)}),
+              "grid_sampler_2d_backward: grad_output of shape ", grad.sizes(),
+              " does not match the output of input ", input.sizes(), " and grid ", grid.sizes());
+  at::Tensor gin = mask[0] ? at::empty(x.sizes(), x.options()) : at::Tensor();
+  at::Tensor ggrid = at::empty(g.sizes(), g.options());  // as CPU: always computed
+  if (go.numel() == 0) {
+    if (gin.defined()) gin.zero_();
+    ggrid.zero_();
+    return {gin, ggrid};
+  }
+  tnk_grid_sample_args_t a = grid_args(x, g, mode, pad, align);
+  a.backward = 1;
+  a.in = x.const_data_ptr();
+  a.grid = g.const_data_ptr();
+  a.gout = go.const_data_ptr();
+  a.gin = gin.defined() ? gin.data_ptr() : nullptr;
+  a.ggrid = ggrid.data_ptr();
+  launch(x.device().index(), grid_task, &a, sizeof a, "aten::grid_sampler_2d_backward");
+  return {gin, ggrid};
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", conv_native_forward);
   m.impl("convolution_backward_overrideable", conv_native_backward);
@@ -951,6 +1030,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REGISTER_RESAMPLE(upsample_trilinear3d)
   REGISTER_RESAMPLE(upsample_bicubic2d)
 #undef REGISTER_RESAMPLE
+  m.impl("grid_sampler_2d", grid_sampler_2d);
+  m.impl("grid_sampler_2d_backward", grid_sampler_2d_backward);
 }
 
 }  // namespace torch_neuronx

@@ -310,3 +310,218 @@ void tnk_resample(const tnk_resample_args_t *a) {
   tnk_parallel_for(a->planes * a->od * a->oh, a->ow >= 1024 ? 1 : 1024 / a->ow + 1,
                    resample_fwd_rows, (void *)a);
 }
+
+/* ---- grid_sample (2-D) --------------------------------------------------------- */
+
+int tnk_grid_sample_supported(int dt, int mode, int padding) {
+  return tnk_pool_supported(dt) && (mode == TNK_GRID_BILINEAR || mode == TNK_GRID_NEAREST) &&
+         padding >= TNK_GRID_PAD_ZEROS && padding <= TNK_GRID_PAD_REFLECTION;
+}
+
+/* One axis: grid coordinate -> source coordinate, and d source / d grid.
+ * Written once per precision (fp32 for fp32 and half types, fp64) so the
+ * floor/round decisions match a CPU computing in that precision. */
+#define GRID_COORD(T, SFX, FLOOR, FMOD)                                                  \
+  static T clip_##SFX(T in, int64_t limit, T *grad) {                                        \
+    if (in <= 0) { *grad = 0; return 0; }                                                    \
+    T mx = (T)(limit - 1);                                                                   \
+    if (in >= mx) { *grad = 0; return mx; }                                                  \
+    *grad = 1;                                                                               \
+    return in;                                                                               \
+  }                                                                                          \
+  static T reflect_##SFX(T in, int64_t twice_low, int64_t twice_high, T *grad) {             \
+    if (twice_low == twice_high) { *grad = 0; return 0; }                                    \
+    T mn = (T)twice_low / 2, span = (T)(twice_high - twice_low) / 2, sign = 1;               \
+    in -= mn;                                                                                \
+    if (in < 0) { sign = -1; in = -in; }                                                     \
+    T extra = FMOD(in, span);                                                                \
+    /* parity of the flips in floating point: no integer cast of inf */                      \
+    if (FMOD(FLOOR(in / span), 2) == 0) { *grad = sign; return extra + mn; }                 \
+    *grad = -sign;                                                                           \
+    return span - extra + mn;                                                                \
+  }                                                                                          \
+  static T source_##SFX(T coord, int64_t size, int padding, int align, T *grad) {             \
+    T s = align ? (T)(size - 1) / 2 : (T)size / 2;                                           \
+    coord = align ? coord * s + s : coord * s + (s - (T)0.5);                                \
+    *grad = s;                                                                               \
+    T g1 = 1, g2 = 1;                                                                        \
+    if (padding == TNK_GRID_PAD_BORDER) {                                                    \
+      coord = clip_##SFX(coord, size, &g1);                                                  \
+    } else if (padding == TNK_GRID_PAD_REFLECTION) {                                         \
+      coord = align ? reflect_##SFX(coord, 0, 2 * (size - 1), &g1)                           \
+                    : reflect_##SFX(coord, -1, 2 * size - 1, &g1);                           \
+      coord = clip_##SFX(coord, size, &g2);                                                  \
+    }                                                                                        \
+    *grad *= g1 * g2;                                                                        \
+    return coord;                                                                            \
+  }
+GRID_COORD(float, f, floorf, fmodf)
+GRID_COORD(double, d, floor, fmod)
+
+/* The source point of output (b, oy, ox): coordinates and their gradients
+ * with respect to the grid's x and y. */
+typedef struct grid_point {
+  double x, y, gx, gy;
+} grid_point_t;
+
+static grid_point_t grid_point(const tnk_grid_sample_args_t *a, int64_t b, int64_t oy,
+                               int64_t ox) {
+  int dt = a->dtype == TNK_F64 ? TNK_F64 : a->dtype;
+  int64_t gi = ((b * a->oh + oy) * a->ow + ox) * 2;
+  grid_point_t p;
+  if (dt == TNK_F64) {
+    double gx, gy;
+    p.x = source_d(tnk_ldf(a->grid, dt, gi), a->w, a->padding, a->align_corners, &gx);
+    p.y = source_d(tnk_ldf(a->grid, dt, gi + 1), a->h, a->padding, a->align_corners, &gy);
+    p.gx = gx;
+    p.gy = gy;
+  } else {
+    float gx, gy;
+    p.x = source_f((float)tnk_ldf(a->grid, dt, gi), a->w, a->padding, a->align_corners, &gx);
+    p.y = source_f((float)tnk_ldf(a->grid, dt, gi + 1), a->h, a->padding, a->align_corners, &gy);
+    p.gx = gx;
+    p.gy = gy;
+  }
+  return p;
+}
+
+/* Bilinear corners (nw, ne, sw, se) and weights of a source point; nearest
+ * is the single corner nw with weight 1. NaN coordinates give no taps. */
+typedef struct corners {
+  int64_t x[4], y[4];
+  double wt[4];
+  int n;
+  double dx, dy; /* offsets of the point from nw (bilinear) */
+} corners_t;
+
+static corners_t corners_of(const tnk_grid_sample_args_t *a, grid_point_t p) {
+  corners_t c;
+  c.n = 0;
+  if (p.x != p.x || p.y != p.y) return c;
+  if (a->mode == TNK_GRID_NEAREST) {
+    double rx = a->dtype == TNK_F64 ? nearbyint(p.x) : (double)nearbyintf((float)p.x);
+    double ry = a->dtype == TNK_F64 ? nearbyint(p.y) : (double)nearbyintf((float)p.y);
+    if (rx < -1 || ry < -1 || rx > (double)a->w || ry > (double)a->h) return c;
+    c.x[0] = (int64_t)rx;
+    c.y[0] = (int64_t)ry;
+    c.wt[0] = 1;
+    c.n = 1;
+    return c;
+  }
+  double fx = floor(p.x), fy = floor(p.y);
+  if (fx < -2 || fy < -2 || fx > (double)a->w || fy > (double)a->h) { /* all outside */
+    c.dx = p.x - fx;
+    c.dy = p.y - fy;
+    c.x[0] = c.x[1] = c.x[2] = c.x[3] = -2;
+    c.y[0] = c.y[1] = c.y[2] = c.y[3] = -2;
+    c.wt[0] = c.wt[1] = c.wt[2] = c.wt[3] = 0;
+    c.n = 4;
+    return c;
+  }
+  int64_t x0 = (int64_t)fx, y0 = (int64_t)fy;
+  double dx = p.x - fx, dy = p.y - fy;
+  c.x[0] = x0; c.y[0] = y0; c.wt[0] = (1 - dx) * (1 - dy);
+  c.x[1] = x0 + 1; c.y[1] = y0; c.wt[1] = dx * (1 - dy);
+  c.x[2] = x0; c.y[2] = y0 + 1; c.wt[2] = (1 - dx) * dy;
+  c.x[3] = x0 + 1; c.y[3] = y0 + 1; c.wt[3] = dx * dy;
+  c.dx = dx;
+  c.dy = dy;
+  c.n = 4;
+  return c;
+}
+
+static int inside(const tnk_grid_sample_args_t *a, int64_t x, int64_t y) {
+  return x >= 0 && x < a->w && y >= 0 && y < a->h;
+}
+
+/* forward: one unit = one output row (b, oy), all channels */
+static void grid_fwd_rows(void *p, int64_t begin, int64_t end) {
+  const tnk_grid_sample_args_t *a = p;
+  const int dt = a->dtype;
+  for (int64_t r = begin; r < end; r++) {
+    int64_t b = r / a->oh, oy = r % a->oh;
+    for (int64_t ox = 0; ox < a->ow; ox++) {
+      corners_t c = corners_of(a, grid_point(a, b, oy, ox));
+      for (int64_t ch = 0; ch < a->c; ch++) {
+        int64_t plane = (b * a->c + ch) * a->h * a->w;
+        double v = 0;
+        for (int k = 0; k < c.n; k++)
+          if (inside(a, c.x[k], c.y[k]))
+            v += c.wt[k] * tnk_ldf(a->in, dt, plane + c.y[k] * a->w + c.x[k]);
+        tnk_stf(a->out, dt, ((b * a->c + ch) * a->oh + oy) * a->ow + ox, v);
+      }
+    }
+  }
+}
+
+/* backward, input gradient: one unit = one (b, channel) plane */
+static void grid_bwd_planes(void *p, int64_t begin, int64_t end) {
+  const tnk_grid_sample_args_t *a = p;
+  const int dt = a->dtype;
+  const int64_t isz = a->h * a->w;
+  double *acc = scratch_plane(isz);
+  for (int64_t pl = begin; pl < end; pl++) {
+    int64_t b = pl / a->c;
+    zero_plane(acc, a->gin, dt, pl * isz, isz);
+    for (int64_t oy = 0; oy < a->oh; oy++)
+      for (int64_t ox = 0; ox < a->ow; ox++) {
+        corners_t c = corners_of(a, grid_point(a, b, oy, ox));
+        double g = tnk_ldf(a->gout, dt, (pl * a->oh + oy) * a->ow + ox);
+        for (int k = 0; k < c.n; k++)
+          if (inside(a, c.x[k], c.y[k]))
+            add_at(acc, a->gin, dt, pl * isz, c.y[k] * a->w + c.x[k], g * c.wt[k]);
+      }
+    store_plane(a->gin, dt, pl * isz, acc, isz);
+  }
+  free(acc);
+}
+
+/* backward, grid gradient: one unit = one output row (b, oy) */
+static void grid_bwd_rows(void *p, int64_t begin, int64_t end) {
+  const tnk_grid_sample_args_t *a = p;
+  const int dt = a->dtype;
+  for (int64_t r = begin; r < end; r++) {
+    int64_t b = r / a->oh, oy = r % a->oh;
+    for (int64_t ox = 0; ox < a->ow; ox++) {
+      int64_t gi = ((b * a->oh + oy) * a->ow + ox) * 2;
+      double gx = 0, gy = 0;
+      grid_point_t pt = grid_point(a, b, oy, ox);
+      corners_t c = corners_of(a, pt);
+      if (a->mode == TNK_GRID_BILINEAR && c.n == 4) {
+        /* d weight / d x and d weight / d y of nw, ne, sw, se */
+        double wx[4] = {-(1 - c.dy), 1 - c.dy, -c.dy, c.dy};
+        double wy[4] = {-(1 - c.dx), -c.dx, 1 - c.dx, c.dx};
+        for (int64_t ch = 0; ch < a->c; ch++) {
+          int64_t plane = (b * a->c + ch) * a->h * a->w;
+          double g = tnk_ldf(a->gout, dt, ((b * a->c + ch) * a->oh + oy) * a->ow + ox);
+          for (int k = 0; k < 4; k++)
+            if (inside(a, c.x[k], c.y[k])) {
+              double v = tnk_ldf(a->in, dt, plane + c.y[k] * a->w + c.x[k]);
+              gx += v * wx[k] * g;
+              gy += v * wy[k] * g;
+            }
+        }
+        gx *= pt.gx;
+        gy *= pt.gy;
+      }
+      tnk_stf(a->ggrid, dt, gi, gx);
+      tnk_stf(a->ggrid, dt, gi + 1, gy);
+    }
+  }
+}
+
+void tnk_grid_sample(const tnk_grid_sample_args_t *a) {
+  if (!tnk_grid_sample_supported(a->dtype, a->mode, a->padding) || a->n <= 0 || a->oh <= 0 ||
+      a->ow <= 0)
+    return;
+  if (!a->backward) {
+    if (a->c > 0)
+      tnk_parallel_for(a->n * a->oh, a->ow * a->c >= 1024 ? 1 : 1024 / (a->ow * a->c) + 1,
+                       grid_fwd_rows, (void *)a);
+    return;
+  }
+  if (a->gin && a->c > 0 && a->h * a->w > 0)
+    tnk_parallel_for(a->n * a->c, 1, grid_bwd_planes, (void *)a);
+  if (a->ggrid)
+    tnk_parallel_for(a->n * a->oh, a->ow >= 256 ? 1 : 256 / a->ow + 1, grid_bwd_rows, (void *)a);
+}

@@ -840,6 +840,38 @@ static void test_softmax_pipelined(void) {
   free(x); free(y); free(scratch);
 }
 
+/* grid_sample: with align_corners, grid points on pixel centres read those
+ * pixels exactly; NaN, infinite and huge coordinates read nothing (zeros
+ * padding) and never index outside the input; the backward runs on them. */
+static void test_grid_sample(void) {
+  enum { H = 3, W = 4, P = 6 };
+  float x[H * W], grid[P * 2], out[P], gout[P], gin[H * W], ggrid[P * 2];
+  for (int i = 0; i < H * W; i++) x[i] = (float)(i * 3 % 7) - 2.0f;
+  /* (x, y) pixel (2, 1), (0, 0), (3, 2), then NaN, +inf, 1e30 */
+  float pts[P][2] = {{2.0f * 2 / (W - 1) - 1, 2.0f * 1 / (H - 1) - 1}, {-1, -1}, {1, 1},
+                     {NAN, 0}, {INFINITY, 0.5f}, {1e30f, -1e30f}};
+  for (int i = 0; i < P; i++) { grid[2 * i] = pts[i][0]; grid[2 * i + 1] = pts[i][1]; }
+  for (int mode = 0; mode < 2; mode++)
+    for (int pad = 0; pad < 3; pad++) {
+      tnk_grid_sample_args_t a = {.in = x, .grid = grid, .out = out, .n = 1, .c = 1, .h = H,
+                                  .w = W, .oh = 1, .ow = P, .dtype = TNK_F32, .mode = mode,
+                                  .padding = pad, .align_corners = 1};
+      tnk_grid_sample(&a);
+      CHECK(fabsf(out[0] - x[1 * W + 2]) < 1e-5f);
+      CHECK(fabsf(out[1] - x[0]) < 1e-5f && fabsf(out[2] - x[H * W - 1]) < 1e-5f);
+      if (pad == TNK_GRID_PAD_ZEROS) CHECK(out[3] == 0 && out[4] == 0 && out[5] == 0);
+      for (int i = 0; i < P; i++) gout[i] = 1.0f;
+      a.backward = 1;
+      a.gout = gout;
+      a.gin = gin;
+      a.ggrid = ggrid;
+      tnk_grid_sample(&a);
+      double s = 0;
+      for (int i = 0; i < H * W; i++) s += gin[i];
+      if (pad == TNK_GRID_PAD_ZEROS) CHECK(fabs(s - 3.0) < 1e-5); /* three points inside */
+    }
+}
+
 /* bf16 GEMM: the AVX512-BF16 dot-product kernel (when the CPU has it) and
  * the fp32-converting path (avx2) against the reference, odd depths, edge
  * tiles, transposed operands, alpha/beta and depths over one packed block. */
@@ -936,6 +968,7 @@ int main(void) {
   RUN(test_vmath);
   RUN(test_attention);
   RUN(test_gemm_variants);
+  RUN(test_grid_sample);
   RUN(test_softmax_pipelined);
   RUN(test_resample_cubic);
   RUN(test_pool3d);
