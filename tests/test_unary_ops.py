@@ -151,3 +151,54 @@ def test_inplace_activation_backward_with_negative_slope_raises():
         y = F.leaky_relu(x * 1, -0.1, inplace=True)
         with pytest.raises(RuntimeError, match="negative slope"):
             y.sum().backward()
+
+
+CPLX_OPS = {
+    "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
+    "sin": torch.sin, "cos": torch.cos, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
+    "neg": torch.neg, "reciprocal": torch.reciprocal, "abs": torch.abs, "angle": torch.angle,
+    "conj_physical": torch.conj_physical,
+    "exp_of_conj_view": lambda z: torch.exp(z.conj()),
+}
+
+
+@pytest.mark.parametrize("name", list(CPLX_OPS))
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_unary_matches_cpu(name, dtype):
+    g = torch.Generator().manual_seed(4)
+    z = torch.complex(torch.randn(6, 5, generator=g), torch.randn(6, 5, generator=g)).to(dtype)
+    z[0, 0] = complex(0.0, 0.0)
+    z[0, 1] = complex(float("inf"), 1.0)
+    z[0, 2] = complex(float("nan"), 0.5)
+    z[0, 3] = complex(-2.0, 0.0)
+    f = CPLX_OPS[name]
+    tol = {"rtol": 2e-5 if dtype == torch.complex64 else 1e-12, "atol": 1e-6, "equal_nan": True}
+    assert_same(f(z.neuron()), f(z), **tol)
+    assert_same(f(z.neuron().t()), f(z.t()), **tol)  # strided
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_complex_inplace_out_and_construction():
+    g = torch.Generator().manual_seed(5)
+    re, im = torch.randn(4, 3, generator=g), torch.randn(4, 3, generator=g)
+    z = torch.complex(re, im)
+    zn = torch.complex(re.neuron(), im.neuron())
+    assert_same(zn, z)
+    assert_same(torch.complex(re.neuron(), im.neuron()[:1]), torch.complex(re, im[:1]))  # bcast
+    ptr = zn.data_ptr()
+    zn.exp_().sqrt_()
+    assert zn.data_ptr() == ptr
+    assert_same(zn, z.exp().sqrt(), rtol=2e-5, atol=1e-6)
+    out = torch.empty(0, device="neuron")
+    torch.abs(zn, out=out)
+    assert out.dtype == torch.float32
+    assert_same(out, z.exp().sqrt().abs(), rtol=2e-5, atol=1e-6)
+    w = zn.clone()
+    w.conj_physical_()
+    assert_same(w, z.exp().sqrt().conj_physical(), rtol=2e-5, atol=1e-6)
+    assert_same(torch.angle(re.neuron()), torch.angle(re))  # real input: 0 or pi
+    assert torch_neuronx.get_fallback_ops() == {}
+    with pytest.raises(RuntimeError, match="second argument"):
+        torch.complex(re.neuron(), im.double().neuron())
+    with pytest.raises(RuntimeError):
+        torch.complex(re, im.double())  # as CPU

@@ -4,9 +4,11 @@
 // or refuse them there.
 #include "neuron.h"
 
+#include <ATen/ExpandUtils.h>
 #include <ATen/Operators.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
+#include <c10/util/MathConstants.h>
 #include <torch/library.h>
 
 #include <limits>
@@ -92,6 +94,70 @@ at::Tensor unary_int_functional(const at::Tensor& x, tnk_unary_op_t op, IntRule 
   return at::Tensor();
 }
 
+// ---- complex inputs
+// The complex kernel for a real-math op, or -1 where the op has none.
+int complex_op(tnk_unary_op_t op) {
+  switch (op) {
+    case TNK_EXP: return TNK_CX_EXP;
+    case TNK_LOG: return TNK_CX_LOG;
+    case TNK_SQRT: return TNK_CX_SQRT;
+    case TNK_RSQRT: return TNK_CX_RSQRT;
+    case TNK_SIN: return TNK_CX_SIN;
+    case TNK_COS: return TNK_CX_COS;
+    case TNK_TANH: return TNK_CX_TANH;
+    case TNK_SIGMOID: return TNK_CX_SIGMOID;
+    case TNK_NEG: return TNK_CX_NEG;
+    case TNK_RECIPROCAL: return TNK_CX_RECIPROCAL;
+    case TNK_ABS: return TNK_CX_ABS;
+    default: return -1;
+  }
+}
+
+bool complex_ok(const at::Tensor& t) {
+  return (t.scalar_type() == at::kComplexFloat || t.scalar_type() == at::kComplexDouble) &&
+         t.dim() <= TNK_MAX_DIMS;
+}
+
+// In place, the memory is the tensor: no lazy conjugate/negative bit on it.
+bool complex_inplace_ok(const at::Tensor& t) { return complex_ok(t) && !t.is_conj() && !t.is_neg(); }
+
+bool real_result(int op) { return op == TNK_CX_ABS || op == TNK_CX_ANGLE; }
+
+void complex_task(void* p) { tnk_complex_unary(static_cast<tnk_unary_args_t*>(p)); }
+
+// out = op(x) (out may be x for in-place ops whose result stays complex).
+void launch_complex(const at::Tensor& out, const at::Tensor& in0, int op, const char* name) {
+  if (out.numel() == 0) return;
+  at::Tensor in = in0;
+  if (!in.is_same(out) && in.storage().is_alias_of(out.storage()) &&
+      in.const_data_ptr() != out.const_data_ptr())
+    in = in.clone();
+  tnk_unary_args_t a{};
+  a.shape.ndim = static_cast<int32_t>(out.dim());
+  for (int64_t d = 0; d < out.dim(); d++) a.shape.sizes[d] = out.size(d);
+  to_view(out, &a.out);
+  to_view(in, &a.in);
+  a.op = op;
+  a.dtype = a.in.dtype;
+  launch(out.device().index(), complex_task, &a, sizeof a, name);
+}
+
+at::ScalarType complex_result_type(const at::Tensor& x, int op) {
+  return real_result(op) ? c10::toRealValueType(x.scalar_type()) : x.scalar_type();
+}
+
+at::Tensor complex_functional(const at::Tensor& x, int op, const char* name) {
+  at::Tensor out = at::empty_like(x, x.options().dtype(complex_result_type(x, op)));
+  launch_complex(out, x.resolve_conj().resolve_neg(), op, name);
+  return out;
+}
+
+at::Tensor& complex_out(const at::Tensor& x, at::Tensor& out, int op, const char* name) {
+  at::native::resize_output(out, x.sizes());
+  launch_complex(out, x.resolve_conj().resolve_neg(), op, name);
+  return out;
+}
+
 }  // namespace
 
 #define FALLBACK(OPNAME, ...) \
@@ -100,12 +166,18 @@ at::Tensor unary_int_functional(const at::Tensor& x, tnk_unary_op_t op, IntRule 
 #define NEURON_UNARY(NAME, OP, RULE)                                              \
   at::Tensor NAME(const at::Tensor& x) {                                          \
     if (float_kernel_ok(x)) return unary_functional(x, OP, 0, "aten::" #NAME);    \
+    if (complex_op(OP) >= 0 && complex_ok(x))                                     \
+      return complex_functional(x, complex_op(OP), "aten::" #NAME);               \
     at::Tensor r = unary_int_functional(x, OP, IntRule::RULE, "aten::" #NAME);    \
     return r.defined() ? r : FALLBACK(NAME, x);                                   \
   }                                                                               \
   at::Tensor& NAME##_(at::Tensor& x) {                                            \
     bool int_ok = (IntRule::RULE == IntRule::kKernel ||                           \
                    IntRule::RULE == IntRule::kIdentity) && int_kernel_ok(x, false); \
+    if (complex_op(OP) >= 0 && !real_result(complex_op(OP)) && complex_inplace_ok(x)) { \
+      launch_complex(x, x, complex_op(OP), "aten::" #NAME "_");                   \
+      return x;                                                                   \
+    }                                                                             \
     if (!float_kernel_ok(x) && !int_ok) return FALLBACK(NAME##_, x);              \
     if (IntRule::RULE != IntRule::kIdentity || !int_ok)                           \
       launch_unary(x, x, OP, 0, "aten::" #NAME "_");                              \
@@ -119,6 +191,10 @@ at::Tensor unary_int_functional(const at::Tensor& x, tnk_unary_op_t op, IntRule 
     if (IntRule::RULE == IntRule::kPromote && int_kernel_ok(x, true) &&           \
         float_kernel_ok(out) && out.device() == x.device())                       \
       return unary_out(x.to(out.scalar_type()), out, OP, 0, "aten::" #NAME);      \
+    if (complex_op(OP) >= 0 && complex_ok(x) && out.device() == x.device() &&     \
+        out.scalar_type() == complex_result_type(x, complex_op(OP)) &&            \
+        !out.is_conj() && !out.is_neg())                                          \
+      return complex_out(x, out, complex_op(OP), "aten::" #NAME);                 \
     return FALLBACK(NAME##_out, x, out);                                          \
   }
 
@@ -439,7 +515,66 @@ at::Tensor& bitwise_not_out(const at::Tensor& x, at::Tensor& out) {
   m.impl(#NAME "_", NAME##_);              \
   m.impl(#NAME ".out", NAME##_out);
 
+// angle, conj_physical and complex(): complex kernels, real inputs composed.
+at::Tensor angle(const at::Tensor& x) {
+  if (complex_ok(x)) return complex_functional(x, TNK_CX_ANGLE, "aten::angle");
+  if (float_kernel_ok(x))  // pi below zero, NaN kept, 0 elsewhere
+    return at::where(x.isnan(), x, at::where(x.lt(0), c10::pi<double>, 0.0).to(x.scalar_type()));
+  return FALLBACK(angle, x);
+}
+
+at::Tensor& angle_out(const at::Tensor& x, at::Tensor& out) {
+  if (complex_ok(x) && out.device() == x.device() &&
+      out.scalar_type() == c10::toRealValueType(x.scalar_type()) && !out.is_conj())
+    return complex_out(x, out, TNK_CX_ANGLE, "aten::angle");
+  if (float_kernel_ok(x) && out.scalar_type() == x.scalar_type() && out.device() == x.device()) {
+    at::native::resize_output(out, x.sizes());
+    return out.copy_(torch_neuronx::angle(x));
+  }
+  return FALLBACK(angle_out, x, out);
+}
+
+at::Tensor& conj_physical_out(const at::Tensor& x, at::Tensor& out) {
+  if (out.device() != x.device() || out.scalar_type() != x.scalar_type() || out.is_conj())
+    return FALLBACK(conj_physical_out, x, out);
+  if (!x.is_complex()) {
+    at::native::resize_output(out, x.sizes());
+    return out.copy_(x);
+  }
+  if (!complex_ok(x)) return FALLBACK(conj_physical_out, x, out);
+  return complex_out(x, out, TNK_CX_CONJ, "aten::conj_physical");
+}
+
+at::Tensor& conj_physical_(at::Tensor& x) {
+  if (!x.is_complex()) return x;
+  if (!complex_inplace_ok(x)) return FALLBACK(conj_physical_, x);
+  launch_complex(x, x, TNK_CX_CONJ, "aten::conj_physical_");
+  return x;
+}
+
+at::Tensor& complex_from_parts_out(const at::Tensor& re, const at::Tensor& im, at::Tensor& out) {
+  bool ok = (re.scalar_type() == at::kFloat || re.scalar_type() == at::kDouble) &&
+            re.device() == out.device() && im.device() == out.device();
+  if (!ok) return FALLBACK(complex_out, re, im, out);
+  TORCH_CHECK(re.scalar_type() == im.scalar_type(), "Expected object of scalar type ",
+              re.scalar_type(), " but got scalar type ", im.scalar_type(),
+              " for second argument");
+  TORCH_CHECK(out.scalar_type() == c10::toComplexType(re.scalar_type()), "Expected object of "
+              "scalar type ", c10::toComplexType(re.scalar_type()), " but got scalar type ",
+              out.scalar_type(), " for argument 'out'");
+  at::native::resize_output(out, at::infer_size(re.sizes(), im.sizes()));
+  at::Tensor parts = at::view_as_real(out);
+  parts.select(-1, 0).copy_(re.expand(out.sizes()));
+  parts.select(-1, 1).copy_(im.expand(out.sizes()));
+  return out;
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("angle", angle);
+  m.impl("angle.out", angle_out);
+  m.impl("conj_physical.out", conj_physical_out);
+  m.impl("conj_physical_", conj_physical_);
+  m.impl("complex.out", complex_from_parts_out);
   REGISTER_UNARY(m, exp)
   REGISTER_UNARY(m, log)
   REGISTER_UNARY(m, log1p)

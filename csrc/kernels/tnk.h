@@ -249,6 +249,20 @@ void tnk_bitwise_not(const tnk_unary_args_t *args);
 int tnk_unary_supported(int op, int dtype);
 void tnk_unary(const tnk_unary_args_t *args);
 
+/* Complex elementwise math on interleaved (re, im) c64/c128 views, as C99
+ * <complex.h> computes it (which is what std::complex uses on the CPU).
+ * The output has the input's dtype, except abs and angle: the real dtype of
+ * the same precision. Same layout rules as tnk_unary; args->dtype is the
+ * input's. */
+typedef enum tnk_complex_op {
+  TNK_CX_EXP = 0, TNK_CX_LOG, TNK_CX_SQRT, TNK_CX_RSQRT, TNK_CX_SIN, TNK_CX_COS,
+  TNK_CX_TANH, TNK_CX_SIGMOID, TNK_CX_NEG, TNK_CX_CONJ, TNK_CX_RECIPROCAL,
+  TNK_CX_ABS, TNK_CX_ANGLE, /* real outputs */
+  TNK_CX_OP_COUNT
+} tnk_complex_op_t;
+int tnk_complex_unary_supported(int op, int dtype, int out_dtype);
+void tnk_complex_unary(const tnk_unary_args_t *args);
+
 /* Floating-point classification into a bool output: out = pred(in). */
 typedef enum tnk_classify_op {
   TNK_ISNAN = 0, TNK_ISINF, TNK_ISPOSINF, TNK_ISNEGINF, TNK_ISFINITE,

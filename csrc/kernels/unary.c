@@ -2,6 +2,7 @@
  * (op, dtype) from macros; fp32 uses float libm functions, fp64 double,
  * half types compute in fp32 and round once. */
 #define _GNU_SOURCE /* lgammaf_r / lgamma_r: lgamma without the global signgam */
+#include <complex.h>
 #include <math.h>
 
 #include "dtype.h"
@@ -486,5 +487,60 @@ void tnk_bitwise_not(const tnk_unary_args_t *a) {
   int64_t esz = (int64_t)tnk_dtype_size(dt);
   map2_t m = {.shape = a->shape, .out = a->out, .in = a->in, .oesz = esz, .iesz = esz,
               .dt = dt, .fn = not_elem};
+  map2_run(&m);
+}
+
+/* ---- complex ----------------------------------------------------------------- */
+
+int tnk_complex_unary_supported(int op, int dtype, int out_dtype) {
+  if ((dtype != TNK_C64 && dtype != TNK_C128) || op < 0 || op >= TNK_CX_OP_COUNT) return 0;
+  int real = dtype == TNK_C64 ? TNK_F32 : TNK_F64;
+  return out_dtype == (op == TNK_CX_ABS || op == TNK_CX_ANGLE ? real : dtype);
+}
+
+/* One precision's element function: T the real type, C its complex type,
+ * F(name) the libm function of that precision, MK its CMPLX constructor. */
+#define CX_ELEM(NAME, T, C, F, MK)                                            \
+  static void NAME(char *out, const char *in, const map2_t *m) {             \
+    T v[2];                                                                   \
+    memcpy(v, in, sizeof v);                                                  \
+    C z = MK(v[0], v[1]), r; /* built exactly: no inf * I */                 \
+    switch (m->op) {                                                          \
+      case TNK_CX_ABS: {                                                      \
+        T a = F(cabs)(z);                                                     \
+        memcpy(out, &a, sizeof a);                                            \
+        return;                                                               \
+      }                                                                       \
+      case TNK_CX_ANGLE: {                                                    \
+        T a = F(carg)(z);                                                     \
+        memcpy(out, &a, sizeof a);                                            \
+        return;                                                               \
+      }                                                                       \
+      case TNK_CX_EXP: r = F(cexp)(z); break;                                 \
+      case TNK_CX_LOG: r = F(clog)(z); break;                                 \
+      case TNK_CX_SQRT: r = F(csqrt)(z); break;                               \
+      case TNK_CX_RSQRT: r = 1 / F(csqrt)(z); break;                          \
+      case TNK_CX_SIN: r = F(csin)(z); break;                                 \
+      case TNK_CX_COS: r = F(ccos)(z); break;                                 \
+      case TNK_CX_TANH: r = F(ctanh)(z); break;                               \
+      case TNK_CX_SIGMOID: r = 1 / (1 + F(cexp)(-z)); break;                  \
+      case TNK_CX_NEG: r = -z; break;                                         \
+      case TNK_CX_CONJ: r = F(conj)(z); break;                                \
+      default: r = 1 / z; break; /* reciprocal */                             \
+    }                                                                         \
+    T o[2] = {F(creal)(r), F(cimag)(r)};                                      \
+    memcpy(out, o, sizeof o);                                                 \
+  }
+#define F32FN(name) name##f
+#define F64FN(name) name
+CX_ELEM(cx64_elem, float, float complex, F32FN, CMPLXF)
+CX_ELEM(cx128_elem, double, double complex, F64FN, CMPLX)
+
+void tnk_complex_unary(const tnk_unary_args_t *a) {
+  if (!tnk_complex_unary_supported(a->op, a->dtype, a->out.dtype)) return;
+  map2_t m = {.shape = a->shape, .out = a->out, .in = a->in,
+              .oesz = (int64_t)tnk_dtype_size(a->out.dtype),
+              .iesz = (int64_t)tnk_dtype_size(a->dtype), .op = a->op, .dt = a->dtype,
+              .fn = a->dtype == TNK_C64 ? cx64_elem : cx128_elem};
   map2_run(&m);
 }
