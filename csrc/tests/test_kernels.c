@@ -872,6 +872,39 @@ static void test_grid_sample(void) {
     }
 }
 
+/* Complex unary against real-math identities: |z| = hypot(re, im),
+ * arg z = atan2(im, re), exp z = e^re (cos im + i sin im), conj flips im;
+ * strided input, real output for abs and angle. */
+static void test_complex_unary(void) {
+  enum { N = 5 };
+  float z[2 * 2 * N], out[2 * N], r[N];
+  for (int i = 0; i < 2 * N; i++) {
+    z[2 * i] = (float)(i % 4) - 1.5f;
+    z[2 * i + 1] = (float)((i * 3) % 5) - 2.0f;
+  }
+  int bad = 0;
+  for (int op = TNK_CX_EXP; op < TNK_CX_OP_COUNT; op++) {
+    int real = op == TNK_CX_ABS || op == TNK_CX_ANGLE;
+    if (op != TNK_CX_EXP && op != TNK_CX_CONJ && !real) continue;
+    tnk_unary_args_t a = {.shape = {1, 0, {N}}, .out = {real ? (void *)r : out, real ? TNK_F32 : TNK_C64, 0, {1}},
+                          .in = {z, TNK_C64, 0, {2}}, .op = op, .dtype = TNK_C64};
+    CHECK(tnk_complex_unary_supported(op, TNK_C64, a.out.dtype));
+    tnk_complex_unary(&a);
+    for (int i = 0; i < N; i++) {
+      double re = z[4 * i], im = z[4 * i + 1];
+      if (op == TNK_CX_ABS) bad += fabs(r[i] - hypot(re, im)) > 1e-5;
+      if (op == TNK_CX_ANGLE) bad += fabs(r[i] - atan2(im, re)) > 1e-6;
+      if (op == TNK_CX_CONJ) bad += out[2 * i] != (float)re || out[2 * i + 1] != (float)-im;
+      if (op == TNK_CX_EXP)
+        bad += fabs(out[2 * i] - exp(re) * cos(im)) > 1e-5 * (1 + exp(re)) ||
+               fabs(out[2 * i + 1] - exp(re) * sin(im)) > 1e-5 * (1 + exp(re));
+    }
+  }
+  CHECK(bad == 0);
+  CHECK(!tnk_complex_unary_supported(TNK_CX_ABS, TNK_C64, TNK_C64)); /* abs is real */
+  CHECK(!tnk_complex_unary_supported(TNK_CX_EXP, TNK_F32, TNK_F32));
+}
+
 /* bf16 GEMM: the AVX512-BF16 dot-product kernel (when the CPU has it) and
  * the fp32-converting path (avx2) against the reference, odd depths, edge
  * tiles, transposed operands, alpha/beta and depths over one packed block. */
@@ -968,6 +1001,7 @@ int main(void) {
   RUN(test_vmath);
   RUN(test_attention);
   RUN(test_gemm_variants);
+  RUN(test_complex_unary);
   RUN(test_grid_sample);
   RUN(test_softmax_pipelined);
   RUN(test_resample_cubic);
