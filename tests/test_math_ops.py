@@ -104,7 +104,8 @@ def test_unsupported_dtypes_fall_back_correctly():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("shape", [(1, 1, 1), (7, 5, 3), (64, 64, 64), (130, 257, 40), (1, 300, 260)])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (7, 5, 3), (64, 64, 64), (130, 257, 40), (1, 300, 260),
+                                   (300, 700, 37), (260, 530, 600)])  # last two: column split
 def test_mm_matches_cpu(dtype, shape):
     m, n, k = shape
     a, b = rand((m, k), torch.float32, 1).to(dtype), rand((k, n), torch.float32, 2).to(dtype)

@@ -425,7 +425,8 @@ static void test_gemm_variants(void) {
   static const int64_t shapes[][3] = {{1, 1, 1},  {5, 7, 3},    {6, 16, 8},
                                       {13, 33, 17}, {64, 64, 64}, {100, 70, 300},
                                       {130, 257, 40}, {1, 300, 260}, {3, 50, 37},
-                                      {4, 600, 64}, {37, 45, 531}};
+                                      {4, 600, 64}, {37, 45, 531},
+                                      {300, 700, 37}, {260, 530, 600}}; /* column split */
   int isas[3] = {TNK_ISA_REFERENCE, TNK_ISA_AVX2, TNK_ISA_AVX512};
   int bad = 0;
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
