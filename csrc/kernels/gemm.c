@@ -291,10 +291,12 @@ static void gemm_packed_shared(const f32_problem_t *p, const ukernel_desc_t *uk)
  * 2 threads): +2-7% on 2048^3, 512x2048x2048, 1024x512x{512,1344,8000},
  * 1344x1024x512; -5% when A is much taller than B is wide (8000x1024x512),
  * where every thread packing all of A costs more: those keep the row split. */
+typedef void (*gemm_run_fn)(const f32_problem_t *p, const ukernel_desc_t *uk);
 typedef struct colsplit_ctx {
   const f32_problem_t *p;
   const ukernel_desc_t *uk;
-  int64_t cols; /* per part, a multiple of nr */
+  gemm_run_fn run; /* the shared-B GEMM each part runs on its columns */
+  int64_t cols;    /* per part, a multiple of the panel width */
 } colsplit_ctx_t;
 
 static void colsplit_parts(void *vp, int64_t begin, int64_t end) {
@@ -308,20 +310,24 @@ static void colsplit_parts(void *vp, int64_t begin, int64_t end) {
     if (q.b16) q.b16 += j0 * q.sb_c;
     else q.b += j0 * q.sb_c;
     q.c += j0 * q.sc_c * esz;
-    gemm_packed_shared(&q, c->uk); /* nested: runs on this thread */
+    c->run(&q, c->uk); /* nested parallel loops run on this thread */
   }
 }
 
-static void gemm_packed(const f32_problem_t *p, const ukernel_desc_t *uk) {
+/* Runs `run` per column part when the split pays, else once; 1 if split. */
+static int gemm_colsplit(const f32_problem_t *p, const ukernel_desc_t *uk, int nr,
+                         gemm_run_fn run) {
   int64_t t = tnk_num_threads();
-  if (t > 1 && p->n >= t * 256 && p->m >= 256 && p->m <= 4 * p->n) {
-    int64_t cols = (p->n + t - 1) / t;
-    cols = (cols + uk->nr - 1) / uk->nr * uk->nr;
-    colsplit_ctx_t c = {p, uk, cols};
-    tnk_parallel_for(t, 1, colsplit_parts, &c);
-    return;
-  }
-  gemm_packed_shared(p, uk);
+  if (t < 2 || p->n < t * 256 || p->m < 256 || p->m > 4 * p->n) return 0;
+  int64_t cols = (p->n + t - 1) / t;
+  cols = (cols + nr - 1) / nr * nr;
+  colsplit_ctx_t c = {p, uk, run, cols};
+  tnk_parallel_for(t, 1, colsplit_parts, &c);
+  return 1;
+}
+
+static void gemm_packed(const f32_problem_t *p, const ukernel_desc_t *uk) {
+  if (!gemm_colsplit(p, uk, uk->nr, gemm_packed_shared)) gemm_packed_shared(p, uk);
 }
 
 static void gemm_packed_shared(const f32_problem_t *p, const ukernel_desc_t *uk) {
@@ -488,7 +494,14 @@ static void gemm_packed_bf16(const f32_problem_t *p) {
   free(t);
 }
 
+static void gemm_packed_bf16_shared(const f32_problem_t *p, const ukernel_desc_t *uk);
+
 static void gemm_packed_bf16_blocks(const f32_problem_t *p) {
+  if (!gemm_colsplit(p, NULL, 32, gemm_packed_bf16_shared)) gemm_packed_bf16_shared(p, NULL);
+}
+
+static void gemm_packed_bf16_shared(const f32_problem_t *p, const ukernel_desc_t *uk) {
+  (void)uk;
   int64_t mcb = block_rows(p->m, 12);
   int64_t kcmax = p->k < KCB ? p->k : KCB, ncmax = p->n < NC ? p->n : NC;
   ncmax = (ncmax + 31) / 32 * 32;

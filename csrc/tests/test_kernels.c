@@ -911,9 +911,9 @@ static void test_complex_unary(void) {
  * tiles, transposed operands, alpha/beta and depths over one packed block. */
 static void test_gemm_bf16_variants(void) {
   const int64_t shapes[][3] = {{13, 7, 33}, {25, 64, 70}, {12, 1101, 32}, {3, 5, 2}, {40, 300, 64},
-                               {36, 33, 96}};
+                               {36, 33, 96}, {270, 40, 530}}; /* last: column split */
   int bad = 0;
-  for (int s = 0; s < 6; s++)
+  for (int s = 0; s < 7; s++)
     for (int trans = 0; trans < 4; trans++) {
       int64_t m = shapes[s][0], k = shapes[s][1], n = shapes[s][2];
       uint16_t *A = malloc(2 * m * k), *B = malloc(2 * k * n), *C0 = malloc(2 * m * n),
