@@ -162,12 +162,20 @@ def test_large_softmax_streams_its_output():
     assert torch_neuronx.get_fallback_ops() == {}
 
 
-def test_large_layer_norm_streams_its_output():
+@pytest.mark.parametrize("cols", [4099, 4096])  # 4096: the pipelined AVX-512 form
+@pytest.mark.parametrize("affine", [True, False])
+def test_large_layer_norm_streams_its_output(cols, affine):
     torch_neuronx.clear_op_tracking()
-    x = torch.randn(1100, 4099, generator=torch.Generator().manual_seed(9))
-    w, b = torch.randn(4099), torch.randn(4099)
-    assert_same(torch.nn.functional.layer_norm(x.neuron(), (4099,), w.neuron(), b.neuron()),
-                torch.nn.functional.layer_norm(x, (4099,), w, b), rtol=1e-4, atol=1e-4)
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(1100, cols, generator=g) * 3 + 1
+    x[5, 3] = float("nan")  # a NaN row stays NaN, its neighbours untouched
+    w, b = (torch.randn(cols, generator=g), torch.randn(cols, generator=g)) if affine else (None, None)
+    wn, bn = (w.neuron(), b.neuron()) if affine else (None, None)
+    y, mean, rstd = torch.native_layer_norm(x.neuron(), (cols,), wn, bn, 1e-5)
+    yc, meanc, rstdc = torch.native_layer_norm(x, (cols,), w, b, 1e-5)
+    assert_same(y, yc, rtol=1e-4, atol=1e-4, equal_nan=True)
+    assert_same(mean, meanc, rtol=1e-5, atol=1e-5, equal_nan=True)
+    assert_same(rstd, rstdc, rtol=1e-4, atol=1e-5, equal_nan=True)
     assert torch_neuronx.get_fallback_ops() == {}
 
 

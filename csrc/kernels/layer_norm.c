@@ -2,6 +2,7 @@
  * are independent tasks; the weight and bias gradients reduce over rows per
  * column, as a second parallel pass. Statistics in double. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "dtype.h"
@@ -17,8 +18,17 @@ static void ln_forward_rows(void *p, int64_t begin, int64_t end) {
   int dt = a->dtype;
   if (dt == TNK_F32) { /* two vector passes for the statistics, one to write */
     /* outputs over 16 MiB: rows normalised into scratch (L1), then streamed
-     * out, saving the read of every destination line */
-    float *scratch = a->rows * a->n * 4 > (16 << 20) ? malloc(sizeof(float) * (size_t)a->n) : NULL;
+     * out, saving the read of every destination line; with AVX-512 and whole
+     * 64-byte lines per row, pipelined (next row's loads under this row's
+     * stores) */
+    int stream = a->rows * a->n * 4 > (16 << 20);
+    if (stream && tnk_isa() >= TNK_ISA_AVX512 && a->n % 16 == 0 && ((uintptr_t)a->y & 63) == 0) {
+      tnk_vlayer_norm_rows_stream_f32_avx512(
+          (const float *)a->x + begin * a->n, (float *)a->y + begin * a->n, end - begin, a->n,
+          (float)a->eps, a->w, a->b, (float *)a->mean + begin, (float *)a->rstd + begin);
+      return;
+    }
+    float *scratch = stream ? malloc(sizeof(float) * (size_t)a->n) : NULL;
     for (int64_t r = begin; r < end; r++) {
       const float *x = (const float *)a->x + r * a->n;
       float mean = tnk_vsum_f32(x, a->n) / (float)a->n;

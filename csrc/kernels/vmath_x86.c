@@ -353,6 +353,51 @@ TGT512 void tnk_vsoftmax_rows_stream_f32_avx512(const float *x, float *y, int64_
   _mm_sfence();
 }
 
+/* Layer norm of `rows` contiguous rows of n floats, pipelined like the
+ * softmax above: one pass over the columns normalises row r (in L1 since
+ * its statistics were taken) into y with streaming stores and sums row r + 1
+ * as it streams in; the squared deviations of a row are then summed from
+ * L1. n a multiple of 16, y rows 64-byte aligned; w, b may be NULL. */
+TGT512 static inline __attribute__((always_inline)) __m512
+ln_columns(const float *xr, float *yr, const float *xn, float mean, float rstd, const float *w,
+           const float *b, int64_t n, int next) {
+  __m512 vm = _mm512_set1_ps(mean), vr = _mm512_set1_ps(rstd), acc = _mm512_setzero_ps();
+  for (int64_t k = 0; k < n; k += 16) {
+    __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(xr + k), vm), vr);
+    if (w) v = _mm512_mul_ps(v, _mm512_loadu_ps(w + k));
+    if (b) v = _mm512_add_ps(v, _mm512_loadu_ps(b + k));
+    _mm512_stream_ps(yr + k, v);
+    if (next) acc = _mm512_add_ps(acc, _mm512_loadu_ps(xn + k));
+  }
+  return acc;
+}
+
+TGT512 void tnk_vlayer_norm_rows_stream_f32_avx512(const float *x, float *y, int64_t rows,
+                                                    int64_t n, float eps, const float *w,
+                                                    const float *b, float *mean, float *rstd) {
+  if (rows <= 0) return;
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t k = 0; k < n; k += 16) acc = _mm512_add_ps(acc, _mm512_loadu_ps(x + k));
+  float sum = _mm512_reduce_add_ps(acc);
+  for (int64_t r = 0; r < rows; r++) {
+    const float *xr = x + r * n;
+    float mu = sum / (float)n;
+    __m512 vm = _mm512_set1_ps(mu), sq = _mm512_setzero_ps();
+    for (int64_t k = 0; k < n; k += 16) {
+      __m512 d = _mm512_sub_ps(_mm512_loadu_ps(xr + k), vm);
+      sq = _mm512_fmadd_ps(d, d, sq);
+    }
+    float rs = 1.0f / sqrtf(_mm512_reduce_add_ps(sq) / (float)n + eps);
+    mean[r] = mu;
+    rstd[r] = rs;
+    if (r + 1 < rows)
+      sum = _mm512_reduce_add_ps(ln_columns(xr, y + r * n, xr + n, mu, rs, w, b, n, 1));
+    else
+      ln_columns(xr, y + r * n, xr + n, mu, rs, w, b, n, 0);
+  }
+  _mm_sfence();
+}
+
 #else /* tnk_isa() never selects these off x86 */
 void tnk_vscale_stream_f32_avx2(const float *x, float s, float *y, int64_t n) {
   (void)x; (void)s; (void)y; (void)n;
@@ -363,6 +408,11 @@ void tnk_vscale_stream_f32_avx512(const float *x, float s, float *y, int64_t n) 
 void tnk_vsoftmax_rows_stream_f32_avx512(const float *x, float *y, int64_t rows, int64_t n,
                                          float *scratch) {
   (void)x; (void)y; (void)rows; (void)n; (void)scratch;
+}
+void tnk_vlayer_norm_rows_stream_f32_avx512(const float *x, float *y, int64_t rows, int64_t n,
+                                            float eps, const float *w, const float *b,
+                                            float *mean, float *rstd) {
+  (void)x; (void)y; (void)rows; (void)n; (void)eps; (void)w; (void)b; (void)mean; (void)rstd;
 }
 float tnk_vexp_sum_f32_avx512(const float *x, float sub, float *y, int64_t n) {
   (void)x; (void)sub; (void)y; (void)n;

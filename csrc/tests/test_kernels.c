@@ -906,6 +906,37 @@ static void test_complex_unary(void) {
   CHECK(!tnk_complex_unary_supported(TNK_CX_EXP, TNK_F32, TNK_F32));
 }
 
+/* The pipelined AVX-512 layer norm against a double-precision reference,
+ * with and without weight and bias. */
+static void test_layer_norm_pipelined(void) {
+  if (!(tnk_cpu_features() & TNK_ISA_AVX512)) return;
+  enum { R = 5, N = 32 };
+  float *x = aligned_alloc(64, sizeof(float) * R * N), *y = aligned_alloc(64, sizeof(float) * R * N);
+  float w[N], b[N], mean[R], rstd[R];
+  for (int i = 0; i < R * N; i++) x[i] = (float)((i * 29) % 31) * 0.3f - 4.0f + (float)(i / N);
+  for (int k = 0; k < N; k++) { w[k] = 0.5f + 0.01f * (float)k; b[k] = (float)(k % 3) - 1.0f; }
+  int bad = 0;
+  for (int affine = 0; affine < 2; affine++) {
+    tnk_vlayer_norm_rows_stream_f32_avx512(x, y, R, N, 1e-5f, affine ? w : NULL, affine ? b : NULL,
+                                           mean, rstd);
+    for (int r = 0; r < R; r++) {
+      double mu = 0, var = 0;
+      for (int k = 0; k < N; k++) mu += x[r * N + k];
+      mu /= N;
+      for (int k = 0; k < N; k++) var += (x[r * N + k] - mu) * (x[r * N + k] - mu);
+      double rs = 1 / sqrt(var / N + 1e-5);
+      bad += fabs(mean[r] - mu) > 1e-5 * (1 + fabs(mu)) || fabs(rstd[r] - rs) > 1e-5 * rs;
+      for (int k = 0; k < N; k++) {
+        double want = (x[r * N + k] - mu) * rs;
+        if (affine) want = want * w[k] + b[k];
+        bad += fabs(y[r * N + k] - want) > 1e-5 * (1 + fabs(want));
+      }
+    }
+  }
+  CHECK(bad == 0);
+  free(x); free(y);
+}
+
 /* bf16 GEMM: the AVX512-BF16 dot-product kernel (when the CPU has it) and
  * the fp32-converting path (avx2) against the reference, odd depths, edge
  * tiles, transposed operands, alpha/beta and depths over one packed block. */
@@ -1002,6 +1033,7 @@ int main(void) {
   RUN(test_vmath);
   RUN(test_attention);
   RUN(test_gemm_variants);
+  RUN(test_layer_norm_pipelined);
   RUN(test_complex_unary);
   RUN(test_grid_sample);
   RUN(test_softmax_pipelined);
