@@ -173,3 +173,20 @@ def test_conjugate_and_negative_views_copy_without_recursion():
     (w * w.conj()).real.sum().backward()
     (wn * wn.conj()).real.sum().backward()
     assert torch.allclose(wn.grad.cpu(), w.grad)
+
+
+def test_large_copies_stream_exactly():
+    """Copies over 16 MiB go out with streaming stores: unaligned starts,
+    odd lengths, rows of a strided copy, and nothing written outside."""
+    n = 4_300_003  # 17.2 MB of float32
+    x = torch.randn(n, generator=torch.Generator().manual_seed(3))
+    xn = x.neuron()
+    assert torch.equal(xn.clone().cpu(), x)
+    d = torch.zeros(n + 5, device="neuron")
+    d[3:3 + n - 1].copy_(xn[1:])  # both ends off any 64-byte boundary
+    want = torch.zeros(n + 5)
+    want[3:3 + n - 1] = x[1:]
+    assert torch.equal(d.cpu(), want)
+    m = x[: 2099 * 2049].view(2099, 2049)
+    assert torch.equal(m.neuron()[:, 1:].contiguous().cpu(), m[:, 1:].contiguous())
+    assert torch.equal(m.neuron().t().contiguous().cpu(), m.t().contiguous())

@@ -3,6 +3,7 @@
  * when nothing needs converting. Parallel over rows of the coalesced shape. */
 #include "dtype.h"
 #include "tnk.h"
+#include "vmath.h"
 
 typedef void (*cvt_fn)(char *d, int64_t ds, const char *s, int64_t ss,
                        int64_t n);
@@ -39,7 +40,14 @@ typedef struct copy_ctx {
   cvt_fn fn;
   size_t dsz, ssz;
   int same;
+  int stream; /* large same-dtype copies: streaming stores (AVX-512) */
 } copy_ctx_t;
+
+/* Copies whose destination is larger than this leave the caches anyway:
+ * they go out with streaming stores, as the large softmax/layer-norm
+ * outputs do (a 64 MiB clone: glibc memcpy's share of the bandwidth ->
+ * ~100%). */
+#define STREAM_BYTES (16 << 20)
 
 /* Byte offset of row r (all dims but the last) in a view. */
 static int64_t row_offset(const tnk_shape_t *sh, const int64_t *strides,
@@ -57,8 +65,10 @@ static void copy_inner(const copy_ctx_t *c, char *d, const char *s,
                        int64_t n) {
   int64_t ds = c->dst.strides[c->shape.ndim - 1] * (int64_t)c->dsz;
   int64_t ss = c->src.strides[c->shape.ndim - 1] * (int64_t)c->ssz;
-  if (c->same && ds == (int64_t)c->dsz && ss == ds)
-    memcpy(d, s, (size_t)n * c->dsz);
+  if (c->same && ds == (int64_t)c->dsz && ss == ds) {
+    if (c->stream) tnk_vcopy_stream_avx512(d, s, n * (int64_t)c->dsz);
+    else memcpy(d, s, (size_t)n * c->dsz);
+  }
   else
     c->fn(d, ds, s, ss, n);
 }
@@ -101,6 +111,7 @@ void tnk_copy(const tnk_copy_args_t *a) {
   c.ssz = tnk_dtype_size(c.src.dtype);
   c.fn = k_cvt[c.src.dtype][c.dst.dtype];
   c.same = c.src.dtype == c.dst.dtype;
+  c.stream = c.same && tnk_isa() >= TNK_ISA_AVX512 && n * (int64_t)c.dsz > STREAM_BYTES;
   int64_t inner = c.shape.sizes[c.shape.ndim - 1];
   if (c.shape.ndim == 1)
     tnk_parallel_for(inner, 1 << 16, copy_chunks, &c);

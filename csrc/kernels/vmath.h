@@ -53,6 +53,8 @@ void tnk_vscale_stream_f32_avx512(const float *x, float s, float *y, int64_t n);
  * n a multiple of 16, y rows 64-byte aligned, scratch 2n aligned floats. */
 void tnk_vsoftmax_rows_stream_f32_avx512(const float *x, float *y, int64_t rows, int64_t n,
                                          float *scratch);
+/* memcpy of a large block with streaming stores (AVX-512 only). */
+void tnk_vcopy_stream_avx512(void *dst, const void *src, int64_t bytes);
 /* Layer norm of `rows` contiguous rows into y with streaming stores, the next
  * row's loads overlapped with this row's stores; per-row mean and rstd out.
  * AVX-512 only, n a multiple of 16, y rows 64-byte aligned; w, b nullable. */

@@ -1,8 +1,10 @@
-/* AVX2+FMA bodies of vmath.h: exp by range reduction to [-ln2/2, ln2/2]
- * (n = round(x / ln 2), r = x - n ln 2 in two parts), a degree-7 polynomial
- * for exp(r) (the classic Cephes coefficients), and 2^n built in the
- * exponent field. */
+/* AVX2+FMA and AVX-512 bodies of vmath.h: exp by range reduction to
+ * [-ln2/2, ln2/2] (n = round(x / ln 2), r = x - n ln 2 in two parts), a
+ * degree-7 polynomial for exp(r) (the classic Cephes coefficients), and 2^n
+ * built in the exponent field (vscalefps on AVX-512); row statistics; and
+ * the pipelined large-row softmax/layer-norm and streaming copy bodies. */
 #include <math.h>
+#include <string.h>
 
 #include "vmath.h"
 
@@ -398,6 +400,31 @@ TGT512 void tnk_vlayer_norm_rows_stream_f32_avx512(const float *x, float *y, int
   _mm_sfence();
 }
 
+/* A large copy: 64-byte loads and streaming stores (the destination is
+ * not read first and does not evict the caches), head and tail by memcpy. */
+TGT512 void tnk_vcopy_stream_avx512(void *dst, const void *src, int64_t bytes) {
+  char *d = dst;
+  const char *s = src;
+  int64_t head = (int64_t)((64 - ((uintptr_t)d & 63)) & 63);
+  if (head > bytes) head = bytes;
+  memcpy(d, s, (size_t)head);
+  int64_t k = head;
+  for (; k + 256 <= bytes; k += 256) {
+    __m512i a0 = _mm512_loadu_si512((const void *)(s + k));
+    __m512i a1 = _mm512_loadu_si512((const void *)(s + k + 64));
+    __m512i a2 = _mm512_loadu_si512((const void *)(s + k + 128));
+    __m512i a3 = _mm512_loadu_si512((const void *)(s + k + 192));
+    _mm512_stream_si512((void *)(d + k), a0);
+    _mm512_stream_si512((void *)(d + k + 64), a1);
+    _mm512_stream_si512((void *)(d + k + 128), a2);
+    _mm512_stream_si512((void *)(d + k + 192), a3);
+  }
+  for (; k + 64 <= bytes; k += 64)
+    _mm512_stream_si512((void *)(d + k), _mm512_loadu_si512((const void *)(s + k)));
+  memcpy(d + k, s + k, (size_t)(bytes - k));
+  _mm_sfence();
+}
+
 #else /* tnk_isa() never selects these off x86 */
 void tnk_vscale_stream_f32_avx2(const float *x, float s, float *y, int64_t n) {
   (void)x; (void)s; (void)y; (void)n;
@@ -413,6 +440,9 @@ void tnk_vlayer_norm_rows_stream_f32_avx512(const float *x, float *y, int64_t ro
                                             float eps, const float *w, const float *b,
                                             float *mean, float *rstd) {
   (void)x; (void)y; (void)rows; (void)n; (void)eps; (void)w; (void)b; (void)mean; (void)rstd;
+}
+void tnk_vcopy_stream_avx512(void *dst, const void *src, int64_t bytes) {
+  (void)dst; (void)src; (void)bytes;
 }
 float tnk_vexp_sum_f32_avx512(const float *x, float sub, float *y, int64_t n) {
   (void)x; (void)sub; (void)y; (void)n;
