@@ -405,6 +405,21 @@ struct PoolGeom {
   int64_t c = 0, planes = 0;
 };
 
+// The window parameters as the int32 ATen's shape checks take.
+struct PoolInts {
+  int32_t k[3], s[3], p[3], d[3];
+};
+PoolInts as_int32(const PoolGeom& g) {
+  PoolInts r;
+  for (int a = 0; a < 3; a++) {
+    r.k[a] = static_cast<int32_t>(g.k[a]);
+    r.s[a] = static_cast<int32_t>(g.s[a]);
+    r.p[a] = static_cast<int32_t>(g.p[a]);
+    r.d[a] = static_cast<int32_t>(g.dil[a]);
+  }
+  return r;
+}
+
 // One entry per spatial dim from a list of 1 or `spatial` entries.
 int64_t pick(at::IntArrayRef v, int i, int64_t dflt) {
   if (v.empty()) return dflt;
@@ -449,13 +464,8 @@ PoolGeom pool_geometry(const at::Tensor& x, int spatial, at::IntArrayRef k, at::
     g.out[a] = at::native::pooling_output_shape<int64_t>(g.in[a], g.k[a], g.p[a], g.s[a],
                                                          g.dil[a], ceil_mode);
   }
-  int32_t K[3], S[3], P[3], D[3];
-  for (int a = 0; a < 3; a++) {
-    K[a] = static_cast<int32_t>(g.k[a]);
-    S[a] = static_cast<int32_t>(g.s[a]);
-    P[a] = static_cast<int32_t>(g.p[a]);
-    D[a] = static_cast<int32_t>(g.dil[a]);
-  }
+  PoolInts w = as_int32(g);
+  const int32_t *K = w.k, *S = w.s, *P = w.p, *D = w.d;
   if (spatial == 2)
     at::native::pool2d_shape_check(x, K[1], K[2], S[1], S[2], P[1], P[2], D[1], D[2], g.c,
                                    g.in[1], g.in[2], g.out[1], g.out[2], format_of(x));
@@ -532,13 +542,8 @@ at::Tensor max_pool_backward(const at::Tensor& grad, const at::Tensor& self, int
                              at::IntArrayRef dil, bool ceil_mode, const at::Tensor& indices,
                              const char* name) {
   PoolGeom g = pool_geometry(self, spatial, k, st, pad, dil, ceil_mode, name);
-  int32_t K[3], S[3], P[3], D[3];
-  for (int a = 0; a < 3; a++) {
-    K[a] = static_cast<int32_t>(g.k[a]);
-    S[a] = static_cast<int32_t>(g.s[a]);
-    P[a] = static_cast<int32_t>(g.p[a]);
-    D[a] = static_cast<int32_t>(g.dil[a]);
-  }
+  PoolInts w = as_int32(g);
+  const int32_t *K = w.k, *S = w.s, *P = w.p, *D = w.d;
   if (spatial == 2)
     at::native::max_pool2d_backward_shape_check(self, grad, indices, K[1], K[2], S[1], S[2], P[1],
                                                 P[2], D[1], D[2], g.c, g.in[1], g.in[2],
@@ -591,12 +596,8 @@ at::Tensor avg_pool_run(const at::Tensor& self, const at::Tensor* grad, int spat
   PoolGeom g = pool_geometry(self, spatial, k, st, pad, at::IntArrayRef{1}, ceil_mode, name);
   at::MemoryFormat fmt = avg_format(self, spatial, grad != nullptr);
   if (grad) {
-    int32_t K[3], S[3], P[3];
-    for (int a = 0; a < 3; a++) {
-      K[a] = static_cast<int32_t>(g.k[a]);
-      S[a] = static_cast<int32_t>(g.s[a]);
-      P[a] = static_cast<int32_t>(g.p[a]);
-    }
+    PoolInts w = as_int32(g);
+    const int32_t *K = w.k, *S = w.s, *P = w.p;
     if (spatial == 2)
       at::native::avg_pool2d_backward_shape_check(
           self, *grad, self.dim() == 4 ? self.size(0) : 1, K[1], K[2], S[1], S[2], P[1], P[2],

@@ -25,6 +25,18 @@ bool float_kernel_ok(const at::Tensor& t) {
 
 void unary_task(void* p) { tnk_unary(static_cast<tnk_unary_args_t*>(p)); }
 
+// The descriptor of an element-wise map from `in` to `out` (same shape).
+tnk_unary_args_t map_args(const at::Tensor& out, const at::Tensor& in, int op) {
+  tnk_unary_args_t a{};
+  a.shape.ndim = static_cast<int32_t>(out.dim());
+  for (int64_t d = 0; d < out.dim(); d++) a.shape.sizes[d] = out.size(d);
+  to_view(out, &a.out);
+  to_view(in, &a.in);
+  a.op = op;
+  a.dtype = a.in.dtype;
+  return a;
+}
+
 void launch_unary(const at::Tensor& out, const at::Tensor& in0, tnk_unary_op_t op,
                   double p0, const char* name, double p1 = 0, double p2 = 0) {
   if (out.numel() == 0) return;
@@ -32,12 +44,7 @@ void launch_unary(const at::Tensor& out, const at::Tensor& in0, tnk_unary_op_t o
   if (!in.is_same(out) && in.storage().is_alias_of(out.storage()) &&
       in.const_data_ptr() != out.const_data_ptr())
     in = in.clone();  // partial overlap with the output: read a copy
-  tnk_unary_args_t a{};
-  a.shape.ndim = static_cast<int32_t>(out.dim());
-  for (int64_t d = 0; d < out.dim(); d++) a.shape.sizes[d] = out.size(d);
-  to_view(out, &a.out);
-  to_view(in, &a.in);
-  a.op = op;
+  tnk_unary_args_t a = map_args(out, in, op);
   a.dtype = a.out.dtype;
   a.p0 = p0;
   a.p1 = p1;
@@ -132,13 +139,7 @@ void launch_complex(const at::Tensor& out, const at::Tensor& in0, int op, const 
   if (!in.is_same(out) && in.storage().is_alias_of(out.storage()) &&
       in.const_data_ptr() != out.const_data_ptr())
     in = in.clone();
-  tnk_unary_args_t a{};
-  a.shape.ndim = static_cast<int32_t>(out.dim());
-  for (int64_t d = 0; d < out.dim(); d++) a.shape.sizes[d] = out.size(d);
-  to_view(out, &a.out);
-  to_view(in, &a.in);
-  a.op = op;
-  a.dtype = a.in.dtype;
+  tnk_unary_args_t a = map_args(out, in, op);
   launch(out.device().index(), complex_task, &a, sizeof a, name);
 }
 
@@ -437,13 +438,7 @@ at::Tensor& classify_into(at::Tensor& out, const at::Tensor& x, tnk_classify_op_
                           const char* name) {
   at::native::resize_output(out, x.sizes());
   if (out.numel() == 0) return out;
-  tnk_unary_args_t a{};
-  a.shape.ndim = static_cast<int32_t>(x.dim());
-  for (int64_t d = 0; d < x.dim(); d++) a.shape.sizes[d] = x.size(d);
-  to_view(out, &a.out);
-  to_view(x, &a.in);
-  a.op = op;
-  a.dtype = a.in.dtype;
+  tnk_unary_args_t a = map_args(out, x, op);
   launch(x.device().index(), classify_task, &a, sizeof a, name);
   return out;
 }
