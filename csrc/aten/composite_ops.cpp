@@ -958,18 +958,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive(
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_unique2", unique2);
   m.impl("unique_consecutive", unique_consecutive);
-#define REGISTER_NEAREST(NAME)                                     \
-  m.impl(#NAME, NAME);                                             \
-  m.impl(#NAME ".out", NAME##_out);                                \
-  m.impl(#NAME "_backward", NAME##_backward);                      \
-  m.impl(#NAME "_backward.grad_input", NAME##_backward_out);
-  REGISTER_NEAREST(upsample_nearest1d)
-  REGISTER_NEAREST(upsample_nearest2d)
-  REGISTER_NEAREST(upsample_nearest3d)
-  REGISTER_NEAREST(_upsample_nearest_exact1d)
-  REGISTER_NEAREST(_upsample_nearest_exact2d)
-  REGISTER_NEAREST(_upsample_nearest_exact3d)
-#undef REGISTER_NEAREST
+  NEURON_REGISTER_WITH_BACKWARD(upsample_nearest1d)
+  NEURON_REGISTER_WITH_BACKWARD(upsample_nearest2d)
+  NEURON_REGISTER_WITH_BACKWARD(upsample_nearest3d)
+  NEURON_REGISTER_WITH_BACKWARD(_upsample_nearest_exact1d)
+  NEURON_REGISTER_WITH_BACKWARD(_upsample_nearest_exact2d)
+  NEURON_REGISTER_WITH_BACKWARD(_upsample_nearest_exact3d)
   m.impl("var.correction", var_correction);
   m.impl("std.correction", std_correction);
   m.impl("var_mean.correction", var_mean_correction);
@@ -1013,15 +1007,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("polar.out", polar_out);
   m.impl("_fused_sgd_.tensor_lr", fused_sgd_tensor_lr);
   m.impl("linalg_solve_triangular.out", linalg_solve_triangular_out);
-#define REGISTER_PAD(NAME)                                 \
-  m.impl(#NAME, NAME);                                     \
-  m.impl(#NAME ".out", NAME##_out);                        \
-  m.impl(#NAME "_backward", NAME##_backward);              \
-  m.impl(#NAME "_backward.grad_input", NAME##_backward_out);
-  REGISTER_PAD(reflection_pad1d)
-  REGISTER_PAD(reflection_pad2d)
-  REGISTER_PAD(replication_pad1d)
-  REGISTER_PAD(replication_pad2d)
+  NEURON_REGISTER_WITH_BACKWARD(reflection_pad1d)
+  NEURON_REGISTER_WITH_BACKWARD(reflection_pad2d)
+  NEURON_REGISTER_WITH_BACKWARD(replication_pad1d)
+  NEURON_REGISTER_WITH_BACKWARD(replication_pad2d)
 }
 
 }  // namespace torch_neuronx

@@ -1021,16 +1021,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REGISTER_POOLS(2d)
   REGISTER_POOLS(3d)
 #undef REGISTER_POOLS
-#define REGISTER_RESAMPLE(NAME)                               \
-  m.impl(#NAME, NAME);                                        \
-  m.impl(#NAME ".out", NAME##_out);                           \
-  m.impl(#NAME "_backward", NAME##_backward);                 \
-  m.impl(#NAME "_backward.grad_input", NAME##_backward_out);
-  REGISTER_RESAMPLE(upsample_linear1d)
-  REGISTER_RESAMPLE(upsample_bilinear2d)
-  REGISTER_RESAMPLE(upsample_trilinear3d)
-  REGISTER_RESAMPLE(upsample_bicubic2d)
-#undef REGISTER_RESAMPLE
+  NEURON_REGISTER_WITH_BACKWARD(upsample_linear1d)
+  NEURON_REGISTER_WITH_BACKWARD(upsample_bilinear2d)
+  NEURON_REGISTER_WITH_BACKWARD(upsample_trilinear3d)
+  NEURON_REGISTER_WITH_BACKWARD(upsample_bicubic2d)
   m.impl("grid_sampler_2d", grid_sampler_2d);
   m.impl("grid_sampler_2d_backward", grid_sampler_2d_backward);
 }

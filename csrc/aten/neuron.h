@@ -100,3 +100,12 @@ void trace_start();
 std::vector<tnrt_trace_record_t> trace_stop();
 
 }  // namespace torch_neuronx
+
+// Registers the functional, out=, backward and backward grad_input= forms of
+// an op family whose C++ functions are NAME, NAME##_out, NAME##_backward and
+// NAME##_backward_out (inside a TORCH_LIBRARY_IMPL block whose library is m).
+#define NEURON_REGISTER_WITH_BACKWARD(NAME)     \
+  m.impl(#NAME, NAME);                         \
+  m.impl(#NAME ".out", NAME##_out);            \
+  m.impl(#NAME "_backward", NAME##_backward);  \
+  m.impl(#NAME "_backward.grad_input", NAME##_backward_out);
