@@ -97,10 +97,20 @@ PYBIND11_MODULE(_C, m) {
     double per_cycle = tnk_measure_fma_peak(tnk_isa(), &ghz);
     return std::make_pair(ghz, per_cycle);
   });
-  m.def("_time_memcpy", [](uintptr_t dst, uintptr_t src, int64_t bytes) {
-    TORCH_CHECK(bytes >= 0, "_time_memcpy: bytes must be >= 0");
-    py::gil_scoped_release no_gil;
-    return tnk_time_memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+  // The benchmarks' bandwidth anchor: a plain libc memcpy split over the
+  // pool, launched on the current stream so that it runs on the same
+  // threads (and CPUs) as the kernels it is compared with.
+  m.def("_memcpy_on_stream", [](uintptr_t dst, uintptr_t src, int64_t bytes) {
+    TORCH_CHECK(bytes >= 0, "_memcpy_on_stream: bytes must be >= 0");
+    struct MemcpyArgs {
+      void* dst;
+      const void* src;
+      int64_t bytes;
+    } a{reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes};
+    launch(current_device(), [](void* p) {
+      auto* m = static_cast<MemcpyArgs*>(p);
+      tnk_time_memcpy(m->dst, m->src, m->bytes);
+    }, &a, sizeof a, "memcpy");
   });
   m.def("_cpu_features", [] {
     int f = tnk_cpu_features();

@@ -66,6 +66,8 @@ static void wake(tnrt_hal_queue_t *q, pthread_cond_t *cv, int broadcast) {
 }
 
 static void *queue_worker(void *arg) {
+  pthread_setname_np(pthread_self(), "neuron-queue"); /* a device stream's worker */
+  tnrt_pin_queue_worker();
   tnrt_hal_queue_t *q = arg;
   uint64_t head = 0;
   for (;;) {

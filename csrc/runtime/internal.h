@@ -41,6 +41,10 @@ tnrt_status_t tnrt_configure_devices(tnrt_runtime_t *rt);
 /* Allocator lifecycle (allocator.c). */
 void tnrt_allocator_init(int device_count);
 
+/* Places the calling device-queue worker on the CPU of the pool's first
+ * participant when the pool pins its threads (pool.c). */
+void tnrt_pin_queue_worker(void);
+
 /* Tracing hook called by queue workers (trace.c). */
 extern atomic_int g_trace_enabled;
 void tnrt_trace_push(const tnrt_trace_record_t *rec);
