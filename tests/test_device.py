@@ -146,3 +146,37 @@ def test_module_to_keeps_parameters_and_tied_weights():
     model.cpu()
     assert head.weight is emb.weight and emb.weight.device.type == "cpu"
     assert torch._has_compatible_shallow_copy_type(torch.ones(1), torch.ones(1, device="neuron"))
+
+
+PLACEMENT = (
+    "import os, torch\n"
+    "x = torch.ones(64, 64, device='neuron'); (x @ x).sum().item()\n"
+    "for t in sorted(os.listdir('/proc/self/task')):\n"
+    "    name = open(f'/proc/self/task/{t}/comm').read().strip()\n"
+    "    if name.startswith('neuron-'):\n"
+    "        print(name, sorted(os.sched_getaffinity(int(t))))\n"
+)
+
+
+def test_host_threads_are_named_and_placed():
+    """Pool helpers and queue workers carry names; with one pool thread per
+    usable CPU, helper i runs on the i-th CPU and queue workers on the first;
+    TORCH_NEURONX_PIN_THREADS=0 leaves them free."""
+    import os
+    cpus = sorted(os.sched_getaffinity(0))
+    r = run_python(PLACEMENT)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    names = [ln.split(" ", 1)[0] for ln in lines]
+    assert "neuron-queue" in names
+    assert names.count("neuron-pool") == len(cpus) - 1
+    if len(cpus) > 1:
+        pool = sorted(ln.split(" ", 1)[1] for ln in lines if ln.startswith("neuron-pool"))
+        assert pool == sorted(str([c]) for c in cpus[1:])
+        assert all(ln.split(" ", 1)[1] == str([cpus[0]]) for ln in lines
+                   if ln.startswith("neuron-queue"))
+    free = run_python(PLACEMENT, {"TORCH_NEURONX_PIN_THREADS": "0"})
+    assert free.returncode == 0, free.stderr
+    assert all(ln.split(" ", 1)[1] == str(cpus) for ln in free.stdout.splitlines())
+    fewer = run_python(PLACEMENT, {"TORCH_NEURONX_NUM_THREADS": "1"})  # not one per CPU
+    assert all(ln.split(" ", 1)[1] == str(cpus) for ln in fewer.stdout.splitlines())
