@@ -645,7 +645,7 @@ std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, 
 // ---------------------------------------------------------- cumsum/cumprod
 
 namespace {
-at::Tensor& scan_out(const at::Tensor& self, int64_t dim, at::Tensor& out, bool prod) {
+at::Tensor& scan_out(const at::Tensor& self, int64_t dim, at::Tensor& out, int op) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   at::native::resize_output(out, self.sizes());
   if (self.numel() == 0) return out;
@@ -666,8 +666,10 @@ at::Tensor& scan_out(const at::Tensor& self, int64_t dim, at::Tensor& out, bool 
     }
     a.in_dtype = tnk_of(x);
     a.out_dtype = tnk_of(o);
-    a.prod = prod;
-    launch(self.device().index(), scan_task, &a, sizeof a, prod ? "aten::cumprod" : "aten::cumsum");
+    a.op = op;
+    launch(self.device().index(), scan_task, &a, sizeof a,
+           op == TNK_SCAN_PROD ? "aten::cumprod"
+           : op == TNK_SCAN_SUM ? "aten::cumsum" : "aten::_logcumsumexp");
   });
   return out;
 }
@@ -686,13 +688,13 @@ bool scan_native(const at::Tensor& self, c10::ScalarType out) {
 }
 }  // namespace
 
-#define NEURON_SCAN(NAME, PROD)                                                              \
+#define NEURON_SCAN(NAME, OP)                                                                \
   at::Tensor& NAME##_out(const at::Tensor& self, int64_t dim,                                \
                          std::optional<c10::ScalarType> dtype, at::Tensor& out) {            \
     if (!scan_native(self, out.scalar_type()) ||                                             \
         (dtype.has_value() && *dtype != out.scalar_type()))                                  \
       return FALLBACK(NAME##_out, self, dim, dtype, out);                                    \
-    return scan_out(self, dim, out, PROD);                                                   \
+    return scan_out(self, dim, out, OP);                                                     \
   }                                                                                          \
   at::Tensor NAME(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) { \
     at::Tensor out = at::empty({0}, self.options().dtype(scan_dtype(self, dtype)));         \
@@ -702,9 +704,24 @@ bool scan_native(const at::Tensor& self, c10::ScalarType out) {
     return NAME##_out(self, dim, dtype, self);                                               \
   }
 
-NEURON_SCAN(cumsum, false)
-NEURON_SCAN(cumprod, true)
+NEURON_SCAN(cumsum, TNK_SCAN_SUM)
+NEURON_SCAN(cumprod, TNK_SCAN_PROD)
 #undef NEURON_SCAN
+
+// logcumsumexp: floating inputs, result in the input's dtype (as CPU).
+at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  bool ok;
+  tnk_dtype_t dt = to_tnk(self.scalar_type(), &ok);
+  bool fl = dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16;
+  if (!ok || !fl || out.scalar_type() != self.scalar_type() || self.dim() > TNK_MAX_DIMS)
+    return FALLBACK(_logcumsumexp_out, self, dim, out);
+  return scan_out(self, dim, out, TNK_SCAN_LOGSUMEXP);
+}
+
+at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
+  at::Tensor out = at::empty({0}, self.options());
+  return logcumsumexp_out(self, dim, out);
+}
 
 // ------------------------------------------------------------- masked_fill
 
@@ -1194,6 +1211,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("argmin.out", argmin_out);
   m.impl("max.dim", max_dim);
   m.impl("min.dim", min_dim);
+  m.impl("_logcumsumexp", logcumsumexp);
+  m.impl("_logcumsumexp.out", logcumsumexp_out);
   m.impl("cumsum", cumsum);
   m.impl("cumsum.out", cumsum_out);
   m.impl("cumsum_", cumsum_);

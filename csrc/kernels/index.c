@@ -369,24 +369,32 @@ int tnk_scan_supported(int in_dtype, int out_dtype) {
   return real_dtype(in_dtype) && (out_dtype == TNK_I64 || out_dtype == in_dtype);
 }
 
+/* log(e^a + e^b) without overflow; equal infinities stay themselves, NaN
+ * propagates (a comparison with NaN picks it as the maximum). */
+static double log_add_exp(double a, double b) {
+  double mx = a > b ? a : b, mn = a > b ? b : a;
+  if (mn == -INFINITY || (mn == mx && isinf(mx))) return mx;
+  return mx + log1p(exp(mn - mx));
+}
+
 static void scan_range(void *p, int64_t begin, int64_t end) {
   const tnk_scan_args_t *a = p;
-  int fl = floating(a->in_dtype);
+  int fl = floating(a->in_dtype), prod = a->op == TNK_SCAN_PROD;
   size_t isz = tnk_dtype_size(a->in_dtype), osz = tnk_dtype_size(a->out_dtype);
   for (int64_t r = begin; r < end; r++) {
     int64_t o = r / a->inner, i = r % a->inner;
     int64_t off = o * a->len * a->inner + i;
-    double acc = a->prod ? 1.0 : 0.0;
-    int64_t iacc = a->prod ? 1 : 0;
+    double acc = a->op == TNK_SCAN_LOGSUMEXP ? -INFINITY : prod ? 1.0 : 0.0;
+    int64_t iacc = prod ? 1 : 0;
     for (int64_t k = 0; k < a->len; k++, off += a->inner) {
       if (fl) {
         double v = tnk_ldf(a->in, a->in_dtype, off);
-        acc = a->prod ? acc * v : acc + v;
+        acc = a->op == TNK_SCAN_LOGSUMEXP ? log_add_exp(acc, v) : prod ? acc * v : acc + v;
         tnk_stf(a->out, a->out_dtype, off, acc);
       } else {
         int64_t v = tnk_load_any((const char *)a->in + off * (int64_t)isz, a->in_dtype).i;
-        iacc = a->prod ? (int64_t)((uint64_t)iacc * (uint64_t)v)
-                       : (int64_t)((uint64_t)iacc + (uint64_t)v);
+        iacc = prod ? (int64_t)((uint64_t)iacc * (uint64_t)v)
+                    : (int64_t)((uint64_t)iacc + (uint64_t)v);
         tnk_store_any((char *)a->out + off * (int64_t)osz, a->out_dtype,
                       (tnk_val_t){(double)iacc, 0, iacc, 1});
       }
@@ -395,6 +403,9 @@ static void scan_range(void *p, int64_t begin, int64_t end) {
 }
 
 void tnk_scan(const tnk_scan_args_t *a) {
+  if (!tnk_scan_supported(a->in_dtype, a->out_dtype) || a->op < TNK_SCAN_SUM ||
+      a->op > TNK_SCAN_LOGSUMEXP || (a->op == TNK_SCAN_LOGSUMEXP && !floating(a->in_dtype)))
+    return;
   int64_t len = a->len > 0 ? a->len : 1;
   tnk_parallel_for(a->outer * a->inner, 16384 / len > 1 ? 16384 / len : 1,
                    scan_range, (void *)a);

@@ -465,14 +465,16 @@ typedef struct tnk_argreduce_args {
 int tnk_argreduce_supported(int dtype);
 void tnk_argreduce(const tnk_argreduce_args_t *args);
 
-/* Inclusive cumulative sum or product along one dim of contiguous
- * [outer, len, inner] tensors; out dtype may differ (integers into int64).
- * Floating dtypes accumulate in double, integers in int64. */
+/* Inclusive cumulative sum, product or log-sum-exp along one dim of
+ * contiguous [outer, len, inner] tensors; out dtype may differ (integers into
+ * int64). Floating dtypes accumulate in double, integers in int64; log-sum-exp
+ * (floating only) adds in log space, log(e^a + e^b) = max + log1p(e^(min-max)). */
+enum { TNK_SCAN_SUM = 0, TNK_SCAN_PROD = 1, TNK_SCAN_LOGSUMEXP = 2 };
 typedef struct tnk_scan_args {
   const void *in;
   void *out;
   int64_t outer, len, inner;
-  int32_t in_dtype, out_dtype, prod, pad_;
+  int32_t in_dtype, out_dtype, op, pad_;
 } tnk_scan_args_t;
 int tnk_scan_supported(int in_dtype, int out_dtype);
 void tnk_scan(const tnk_scan_args_t *args);
