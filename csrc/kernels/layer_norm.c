@@ -2,7 +2,6 @@
  * are independent tasks; the weight and bias gradients reduce over rows per
  * column, as a second parallel pass. Statistics in double. */
 #include <math.h>
-#include <stdint.h>
 #include <stdlib.h>
 
 #include "dtype.h"
@@ -21,8 +20,8 @@ static void ln_forward_rows(void *p, int64_t begin, int64_t end) {
      * out, saving the read of every destination line; with AVX-512 and whole
      * 64-byte lines per row, pipelined (next row's loads under this row's
      * stores) */
-    int stream = a->rows * a->n * 4 > (16 << 20);
-    if (stream && tnk_isa() >= TNK_ISA_AVX512 && a->n % 16 == 0 && ((uintptr_t)a->y & 63) == 0) {
+    int stream = a->rows * a->n * 4 > TNK_STREAM_BYTES;
+    if (stream && tnk_vrows_pipelined_ok(a->y, a->n)) {
       tnk_vlayer_norm_rows_stream_f32_avx512(
           (const float *)a->x + begin * a->n, (float *)a->y + begin * a->n, end - begin, a->n,
           (float)a->eps, a->w, a->b, (float *)a->mean + begin, (float *)a->rstd + begin);

@@ -2,7 +2,6 @@
  * contiguous tensor viewed as (outer, len, inner). One row per task index;
  * fp32 accumulation (fp64 for fp64). */
 #include <math.h>
-#include <stdint.h>
 #include <stdlib.h>
 
 #include "dtype.h"
@@ -17,11 +16,6 @@ int tnk_softmax_supported(int dtype, int out_dtype) {
   return floating(dtype) && (out_dtype == dtype || out_dtype == TNK_F32);
 }
 
-/* Outputs larger than this go out with streaming stores (softmax forward):
- * they leave the caches anyway, and streaming saves reading every
- * destination line before writing it. */
-#define STREAM_BYTES (16 << 20)
-
 /* fp32 rows along the last dimension: the common case, without per-element
  * dtype dispatch. */
 static void softmax_rows_f32(const tnk_softmax_args_t *a, int64_t begin,
@@ -30,11 +24,11 @@ static void softmax_rows_f32(const tnk_softmax_args_t *a, int64_t begin,
   /* streaming: exponentials go to a row of scratch (in L1/L2), the scaled
    * row straight to memory */
   float *scratch = NULL;
-  if (!a->backward && !a->log && a->outer * n * 4 > STREAM_BYTES) {
+  if (!a->backward && !a->log && a->outer * n * 4 > TNK_STREAM_BYTES) {
     /* AVX-512, whole 64-byte lines per row: the pipelined form, which
      * overlaps the next row's loads and the last row's stores with this
      * row's exponentials */
-    if (tnk_isa() >= TNK_ISA_AVX512 && n % 16 == 0 && ((uintptr_t)a->out & 63) == 0) {
+    if (tnk_vrows_pipelined_ok(a->out, n)) {
       scratch = aligned_alloc(64, sizeof(float) * (size_t)(2 * n));
       if (scratch) {
         tnk_vsoftmax_rows_stream_f32_avx512((const float *)a->in + begin * n,

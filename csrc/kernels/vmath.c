@@ -91,6 +91,10 @@ double tnk_vsum_f32_f64(const float *x, int64_t n) {
   return s;
 }
 
+int tnk_vrows_pipelined_ok(const void *y, int64_t n) {
+  return tnk_isa() >= TNK_ISA_AVX512 && n % 16 == 0 && ((uintptr_t)y & 63) == 0;
+}
+
 void tnk_vscale_stream_f32(const float *x, float s, float *y, int64_t n) {
   if (tnk_isa() >= TNK_ISA_AVX512) {
     tnk_vscale_stream_f32_avx512(x, s, y, n);

@@ -6,6 +6,15 @@
 
 #include <stdint.h>
 
+/* Outputs larger than this leave the caches anyway: the softmax, layer-norm
+ * and copy kernels write them with streaming stores, saving the read of
+ * every destination line. */
+#define TNK_STREAM_BYTES ((int64_t)16 << 20)
+
+/* Whether the pipelined AVX-512 row kernels below take rows of n floats
+ * written at y: AVX-512 chosen, whole 64-byte lines per row, y aligned. */
+int tnk_vrows_pipelined_ok(const void *y, int64_t n);
+
 /* y[k] = exp(x[k] - sub) for k < n (y may be NULL) and returns the sum of
  * those values. Accurate to a few ulp; exp(-inf) is exactly 0 and NaN
  * propagates. */

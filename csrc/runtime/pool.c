@@ -56,7 +56,6 @@ static void run_chunks(tnrt_range_fn fn, void *ctx, int64_t n, int64_t chunk,
  * at half speed until the load balancer moves one of them (measured: one
  * 64 MiB softmax in three taking 8.7 ms instead of 4.4 after a pause).
  * TORCH_NEURONX_PIN_THREADS=0 leaves placement to the scheduler. */
-static cpu_set_t g_cpus;
 static int g_pin, g_ncpus, g_cpu_ids[256];
 static void pool_init(void);
 
@@ -112,11 +111,11 @@ static void pool_init(void) {
   const char *v = getenv("TORCH_NEURONX_NUM_THREADS");
   int n = 0;
   if (v && *v) n = atoi(v);
-  CPU_ZERO(&g_cpus);
-  int have_set = sched_getaffinity(0, sizeof g_cpus, &g_cpus) == 0;
-  if (have_set)
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0)
     for (int c = 0; c < CPU_SETSIZE && g_ncpus < 256; c++)
-      if (CPU_ISSET(c, &g_cpus)) g_cpu_ids[g_ncpus++] = c;
+      if (CPU_ISSET(c, &cpus)) g_cpu_ids[g_ncpus++] = c;
   if (n <= 0) {
     n = g_ncpus;
     if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
