@@ -109,7 +109,7 @@ static void fwd_tasks(void *p, int64_t begin, int64_t end) {
           continue;
         }
         float alpha = expf(m[r] - mx); /* 0 when m was -inf */
-        float sum = tnk_vexp_sum_f32(row, mx, row, kn);
+        float sum = tnk_vexp_bounded_sum_f32(row, mx, row, kn);
         l[r] = l[r] * alpha + sum;
         m[r] = mx;
         if (alpha != 1.0f)
@@ -175,7 +175,7 @@ static void bwd_tasks(void *p, int64_t begin, int64_t end) {
           for (int64_t r = 0; r < qn; r++) { /* P = exp(S - lse) */
             float *row = s + r * KB;
             if (lse[r] == -INFINITY) memset(row, 0, sizeof(float) * (size_t)kn);
-            else tnk_vexp_sum_f32(row, lse[r], row, kn);
+            else tnk_vexp_bounded_sum_f32(row, lse[r], row, kn); /* S <= lse */
           }
           /* dV += P^T dO */
           gemm_f32(kn, ev, qn, s, 1, KB, go, a->sgo[2], 1, gv + j0 * a->sgv[2], a->sgv[2],

@@ -45,13 +45,13 @@ static void softmax_rows_f32(const tnk_softmax_args_t *a, int64_t begin,
     const float *restrict x = (const float *)a->in + r * n;
     if (scratch) {
       float mx = tnk_vmax_f32(x, n);
-      float sum = tnk_vexp_sum_f32(x, mx, scratch, n);
+      float sum = tnk_vexp_bounded_sum_f32(x, mx, scratch, n);
       tnk_vscale_stream_f32(scratch, 1.0f / sum, y, n);
       continue;
     }
     if (!a->backward) {
       float mx = tnk_vmax_f32(x, n);
-      float sum = tnk_vexp_sum_f32(x, mx, a->log ? NULL : y, n);
+      float sum = tnk_vexp_bounded_sum_f32(x, mx, a->log ? NULL : y, n);
       if (a->log) {
         float lsum = logf(sum);
         for (int64_t k = 0; k < n; k++) y[k] = x[k] - mx - lsum;

@@ -4,9 +4,7 @@
 #include "tnk.h"
 #include "vmath.h"
 
-float tnk_vexp_sum_f32(const float *x, float sub, float *y, int64_t n) {
-  if (tnk_isa() >= TNK_ISA_AVX512) return tnk_vexp_sum_f32_avx512(x, sub, y, n);
-  if (tnk_isa() >= TNK_ISA_AVX2) return tnk_vexp_sum_f32_avx2(x, sub, y, n);
+static float exp_sum_portable(const float *x, float sub, float *y, int64_t n) {
   float sum = 0;
   for (int64_t k = 0; k < n; k++) {
     float e = expf(x[k] - sub);
@@ -14,6 +12,18 @@ float tnk_vexp_sum_f32(const float *x, float sub, float *y, int64_t n) {
     sum += e;
   }
   return sum;
+}
+
+float tnk_vexp_sum_f32(const float *x, float sub, float *y, int64_t n) {
+  if (tnk_isa() >= TNK_ISA_AVX512) return tnk_vexp_sum_f32_avx512(x, sub, y, n);
+  if (tnk_isa() >= TNK_ISA_AVX2) return tnk_vexp_sum_f32_avx2(x, sub, y, n);
+  return exp_sum_portable(x, sub, y, n);
+}
+
+float tnk_vexp_bounded_sum_f32(const float *x, float sub, float *y, int64_t n) {
+  if (tnk_isa() >= TNK_ISA_AVX512) return tnk_vexp_bounded_sum_f32_avx512(x, sub, y, n);
+  if (tnk_isa() >= TNK_ISA_AVX2) return tnk_vexp_bounded_sum_f32_avx2(x, sub, y, n);
+  return exp_sum_portable(x, sub, y, n);
 }
 
 void tnk_vsigmoid_f32(const float *x, float *y, int64_t n, int silu) {

@@ -22,6 +22,13 @@ float tnk_vexp_sum_f32(const float *x, float sub, float *y, int64_t n);
 float tnk_vexp_sum_f32_avx2(const float *x, float sub, float *y, int64_t n);
 float tnk_vexp_sum_f32_avx512(const float *x, float sub, float *y, int64_t n);
 
+/* The same for x[k] - sub <= 88, sub the maximum of x or a bound above it
+ * (softmax, attention): a cheaper exp, as accurate, NaN propagates, and
+ * results below FLT_MIN (x[k] - sub < -87.33) are 0 instead of subnormal. */
+float tnk_vexp_bounded_sum_f32(const float *x, float sub, float *y, int64_t n);
+float tnk_vexp_bounded_sum_f32_avx2(const float *x, float sub, float *y, int64_t n);
+float tnk_vexp_bounded_sum_f32_avx512(const float *x, float sub, float *y, int64_t n);
+
 /* y[k] = x[k] * sigmoid(x[k]) (silu) when silu, else sigmoid(x[k]). */
 void tnk_vsigmoid_f32(const float *x, float *y, int64_t n, int silu);
 void tnk_vsigmoid_f32_avx2(const float *x, float *y, int64_t n, int silu);
