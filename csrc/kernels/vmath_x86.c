@@ -364,14 +364,16 @@ TGT512 void tnk_vscale_stream_f32_avx512(const float *x, float s, float *y, int6
  * of arithmetic on the current row, so the out-of-order window holds
  * only a dozen of those loads and the hardware prefetcher does not run far
  * enough ahead to cover memory latency at full bandwidth. A software
- * prefetch 8 KiB ahead of the streamed-in row does; into L2 only (T2), as
+ * prefetch 16 KiB ahead of the streamed-in row does; into L2 only (T2), as
  * L1 is busy with the rows being computed (64 MiB softmax in the C harness,
- * two threads: 34-36 GB/s without, 38-41 with a T0 prefetch, 43-54 with T2;
- * the streaming copy runs 49-53 beside it; the lighter layer norm loop
- * below measured the same with or without). A prefetch never faults, so
- * running past the last row is harmless. A macro: GCC 12 finds a function
- * holding only a prefetch side-effect free and deletes its calls. */
-#define PREFETCH_AHEAD_BYTES 8192
+ * two threads, while the host's streaming copy ran 49-53 GB/s: 34-36 GB/s
+ * without, 38-41 with a T0 prefetch, 43-54 with T2 8 KiB ahead; while it
+ * ran 80-86 GB/s: 54-67 GB/s 8 KiB ahead, 57-70 16 KiB ahead; the lighter
+ * layer norm loop below measured the same with or without). A prefetch
+ * never faults, so running past the last row is harmless. A macro: GCC 12
+ * finds a function holding only a prefetch side-effect free and deletes
+ * its calls. */
+#define PREFETCH_AHEAD_BYTES 16384
 #define prefetch_ahead(p) \
   _mm_prefetch((const char *)((uintptr_t)(p) + PREFETCH_AHEAD_BYTES), _MM_HINT_T2)
 
