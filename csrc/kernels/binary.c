@@ -433,7 +433,7 @@ typedef struct bin_ctx {
   double alpha[3]; /* alpha, beta, gamma */
   int64_t ialpha;
   _Atomic int64_t zero_divisions;
-  int vsilu; /* contiguous fp32 SiLU backward: the vector body */
+  int vsilu; /* contiguous fp32 SiLU (1) / GELU (2) / GELU tanh (3) backward: vector bodies */
 } bin_ctx_t;
 
 static void bin_rows(void *p, int64_t begin, int64_t end) {
@@ -458,9 +458,11 @@ static void bin_rows(void *p, int64_t begin, int64_t end) {
 
 static void bin_chunks(void *p, int64_t begin, int64_t end) {
   const bin_ctx_t *c = p;
-  if (c->vsilu) {
-    tnk_vsilu_bwd_f32((const float *)c->v[1].data + begin, (const float *)c->v[2].data + begin,
-                      (float *)c->v[0].data + begin, end - begin);
+  if (c->vsilu) { /* 1 silu, 2 gelu, 3 gelu tanh */
+    const float *g = (const float *)c->v[1].data + begin, *x = (const float *)c->v[2].data + begin;
+    float *out = (float *)c->v[0].data + begin;
+    if (c->vsilu == 1) tnk_vsilu_bwd_f32(g, x, out, end - begin);
+    else tnk_vgelu_bwd_f32(g, x, out, end - begin, c->vsilu == 3);
     return;
   }
   int64_t z = c->fn((char *)c->v[0].data + begin * c->v[0].strides[0] * c->oesz,
@@ -490,8 +492,9 @@ void tnk_binary(const tnk_binary_args_t *a) {
   c.alpha[2] = a->gamma;
   c.ialpha = a->ialpha;
   int64_t inner = c.shape.sizes[c.shape.ndim - 1];
-  c.vsilu = a->op == TNK_SILU_BWD && a->dtype == TNK_F32 && c.shape.ndim == 1 &&
-            c.v[0].strides[0] == 1 && c.v[1].strides[0] == 1 && c.v[2].strides[0] == 1;
+  if (a->dtype == TNK_F32 && c.shape.ndim == 1 && c.v[0].strides[0] == 1 &&
+      c.v[1].strides[0] == 1 && c.v[2].strides[0] == 1)
+    c.vsilu = a->op == TNK_SILU_BWD ? 1 : a->op == TNK_GELU_BWD ? 2 : a->op == TNK_GELU_TANH_BWD ? 3 : 0;
   if (c.shape.ndim == 1)
     tnk_parallel_for(inner, 1 << 15, bin_chunks, &c);
   else

@@ -311,7 +311,7 @@ typedef struct un_ctx {
   uloop_fn fn;
   int64_t esz;
   double p[3];
-  int vsigmoid; /* 1 sigmoid, 2 silu, 3 exp: contiguous fp32 vector bodies */
+  int vsigmoid; /* 1 sigmoid, 2 silu, 3 exp, 4 gelu, 5 gelu tanh: contiguous fp32 vector bodies */
 } un_ctx_t;
 
 static void un_rows(void *p, int64_t begin, int64_t end) {
@@ -338,6 +338,11 @@ static void un_chunks(void *p, int64_t begin, int64_t end) {
   if (c->vsigmoid == 3) { /* contiguous fp32 exp */
     tnk_vexp_sum_f32((const float *)c->v[1].data + begin, 0.0f, (float *)c->v[0].data + begin,
                      end - begin);
+    return;
+  }
+  if (c->vsigmoid >= 4) { /* contiguous fp32 gelu */
+    tnk_vgelu_f32((const float *)c->v[1].data + begin, (float *)c->v[0].data + begin,
+                  end - begin, c->vsigmoid == 5);
     return;
   }
   if (c->vsigmoid) { /* contiguous fp32 sigmoid / silu: the vector body */
@@ -369,8 +374,11 @@ void tnk_unary(const tnk_unary_args_t *a) {
   c.p[2] = a->p2;
   int64_t inner = c.shape.sizes[c.shape.ndim - 1];
   if (c.shape.ndim == 1 && a->dtype == TNK_F32 && c.v[0].strides[0] == 1 &&
-      c.v[1].strides[0] == 1 && (a->op == TNK_SIGMOID || a->op == TNK_SILU || a->op == TNK_EXP))
-    c.vsigmoid = a->op == TNK_EXP ? 3 : a->op == TNK_SILU ? 2 : 1;
+      c.v[1].strides[0] == 1) {
+    static const int vbody[TNK_UNARY_OP_COUNT] = {
+        [TNK_SIGMOID] = 1, [TNK_SILU] = 2, [TNK_EXP] = 3, [TNK_GELU] = 4, [TNK_GELU_TANH] = 5};
+    c.vsigmoid = vbody[a->op];
+  }
   if (c.shape.ndim == 1)
     tnk_parallel_for(inner, 1 << 14, un_chunks, &c);
   else

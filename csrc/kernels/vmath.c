@@ -94,6 +94,45 @@ void tnk_vsilu_bwd_f32(const float *g, const float *x, float *out, int64_t n) {
   }
 }
 
+/* The portable GELU: libm's erff / tanhf on the textbook formulas. */
+void tnk_vgelu_f32(const float *x, float *y, int64_t n, int tanh_form) {
+  if (tnk_isa() >= TNK_ISA_AVX512) {
+    tnk_vgelu_f32_avx512(x, y, n, tanh_form);
+    return;
+  }
+  if (tnk_isa() >= TNK_ISA_AVX2) {
+    tnk_vgelu_f32_avx2(x, y, n, tanh_form);
+    return;
+  }
+  for (int64_t k = 0; k < n; k++) {
+    float v = x[k];
+    y[k] = tanh_form ? 0.5f * v * (1 + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)))
+                     : v * 0.5f * (1 + erff(v * 0.7071067812f));
+  }
+}
+
+void tnk_vgelu_bwd_f32(const float *g, const float *x, float *out, int64_t n, int tanh_form) {
+  if (tnk_isa() >= TNK_ISA_AVX512) {
+    tnk_vgelu_bwd_f32_avx512(g, x, out, n, tanh_form);
+    return;
+  }
+  if (tnk_isa() >= TNK_ISA_AVX2) {
+    tnk_vgelu_bwd_f32_avx2(g, x, out, n, tanh_form);
+    return;
+  }
+  for (int64_t k = 0; k < n; k++) {
+    float v = x[k], d;
+    if (tanh_form) {
+      float t = tanhf(0.7978845608f * (v + 0.044715f * v * v * v));
+      d = 0.5f * (1 + t) +
+          0.5f * v * (1 - t * t) * 0.7978845608f * (1 + 3 * 0.044715f * v * v);
+    } else {
+      d = 0.5f * (1 + erff(v * 0.7071067812f)) + v * 0.3989422804f * expf(-0.5f * v * v);
+    }
+    out[k] = g[k] * d;
+  }
+}
+
 double tnk_vsum_f32_f64(const float *x, int64_t n) {
   if (tnk_isa() >= TNK_ISA_AVX2) return tnk_vsum_f32_f64_avx2(x, n);
   double s = 0;

@@ -40,6 +40,17 @@ void tnk_vsilu_bwd_f32(const float *g, const float *x, float *out, int64_t n);
 void tnk_vsilu_bwd_f32_avx2(const float *g, const float *x, float *out, int64_t n);
 void tnk_vsilu_bwd_f32_avx512(const float *g, const float *x, float *out, int64_t n);
 
+/* GELU, exact (erf) or its tanh approximation, and its backward
+ * out[k] = g[k] * GELU'(x[k]); about 1e-6 relative to the exact values. */
+void tnk_vgelu_f32(const float *x, float *y, int64_t n, int tanh_form);
+void tnk_vgelu_f32_avx2(const float *x, float *y, int64_t n, int tanh_form);
+void tnk_vgelu_f32_avx512(const float *x, float *y, int64_t n, int tanh_form);
+void tnk_vgelu_bwd_f32(const float *g, const float *x, float *out, int64_t n, int tanh_form);
+void tnk_vgelu_bwd_f32_avx2(const float *g, const float *x, float *out, int64_t n,
+                            int tanh_form);
+void tnk_vgelu_bwd_f32_avx512(const float *g, const float *x, float *out, int64_t n,
+                              int tanh_form);
+
 /* Sum of n floats accumulated in double (the reduction kernel's precision). */
 double tnk_vsum_f32_f64(const float *x, int64_t n);
 double tnk_vsum_f32_f64_avx2(const float *x, int64_t n);

@@ -319,7 +319,53 @@ static void check_vexp_bounded(vexp_fn vexp) {
   CHECK(fabsf(sz - (expf(-3.0f) + expf(-2.0f) + 1.0f)) <= 1e-6f);
 }
 
+/* GELU and its backward, both forms, against double-precision formulas
+ * over [-12, 12] (the negative tail relative to its tiny values), an odd
+ * length for the tails; +inf, -inf and NaN give inf, NaN, NaN forward. */
+typedef void (*vgelu_fn)(const float *, float *, int64_t, int);
+typedef void (*vgelu_bwd_fn)(const float *, const float *, float *, int64_t, int);
+static void check_vgelu(vgelu_fn fwd, vgelu_bwd_fn bwd) {
+  enum { N = 4803 };
+  static float x[N], g[N], y[N], d[N];
+  for (int i = 0; i < N; i++) {
+    x[i] = -12.0f + 24.0f * (float)i / (N - 1);
+    g[i] = (float)((i * 7 % 13) - 6) / 3.0f;
+  }
+  for (int form = 0; form < 2; form++) {
+    fwd(x, y, N, form);
+    bwd(g, x, d, N, form);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+      double v = x[i], phi, dphi;
+      if (form) {
+        /* 0.5 (1 + tanh u) = sigmoid(2u), 1 - tanh^2 u = 4 s (1 - s): no cancellation */
+        double u = 0.7978845608028654 * (v + 0.044715 * v * v * v), sg = 1 / (1 + exp(-2 * u));
+        phi = sg;
+        dphi = 2 * v * sg * (1 - sg) * 0.7978845608028654 * (1 + 3 * 0.044715 * v * v);
+      } else {
+        phi = 0.5 * erfc(-v / sqrt(2.0));
+        dphi = v * exp(-0.5 * v * v) / sqrt(2 * M_PI);
+      }
+      double want = v * phi, want_d = g[i] * (phi + dphi);
+      /* the tanh form's tail is as accurate as u = k (x + c x^3) rounded to
+       * float: 2u ulps of relative error, up to 88 (CPU's 1 + tanh u
+       * cancels there); below 1e-30 absolute, where exp(-2u) overflows, its
+       * sigmoid is 0 instead of subnormal (CPU's tanh rounds to -1) */
+      double rel = form ? 1.5e-5 : 2e-6;
+      bad += fabs(y[i] - want) > rel * fabs(want) + 1e-30;
+      bad += fabs(d[i] - want_d) > rel * (fabs(g[i]) * (phi + fabs(dphi))) + 1e-30;
+    }
+    CHECK(bad == 0);
+    float sp[5] = {INFINITY, -INFINITY, NAN, 0.0f, -100.0f}, one[5] = {1, 1, 1, 1, 1}, ys[5], ds[5];
+    fwd(sp, ys, 5, form);
+    bwd(one, sp, ds, 5, form);
+    CHECK(ys[0] == INFINITY && isnan(ys[1]) && isnan(ys[2]) && ys[3] == 0.0f && ys[4] == 0.0f);
+    CHECK(isnan(ds[2]) && fabsf(ds[3] - 0.5f) <= 1e-6f && ds[4] == 0.0f);
+  }
+}
+
 static void test_vmath(void) {
+  check_vgelu(tnk_vgelu_f32, tnk_vgelu_bwd_f32); /* dispatched */
   check_vmath(tnk_vexp_sum_f32, tnk_vsigmoid_f32, tnk_vsilu_bwd_f32); /* dispatched */
   check_vexp_bounded(tnk_vexp_bounded_sum_f32);
   /* streaming scale: unaligned heads and odd tails land exactly */
@@ -339,10 +385,12 @@ static void test_vmath(void) {
   if (f & TNK_ISA_AVX2) {
     check_vmath(tnk_vexp_sum_f32_avx2, tnk_vsigmoid_f32_avx2, tnk_vsilu_bwd_f32_avx2);
     check_vexp_bounded(tnk_vexp_bounded_sum_f32_avx2);
+    check_vgelu(tnk_vgelu_f32_avx2, tnk_vgelu_bwd_f32_avx2);
   }
   if (f & TNK_ISA_AVX512) {
     check_vmath(tnk_vexp_sum_f32_avx512, tnk_vsigmoid_f32_avx512, tnk_vsilu_bwd_f32_avx512);
     check_vexp_bounded(tnk_vexp_bounded_sum_f32_avx512);
+    check_vgelu(tnk_vgelu_f32_avx512, tnk_vgelu_bwd_f32_avx512);
   }
 }
 
