@@ -35,7 +35,7 @@ ext = CppExtension(
     define_macros=[("USE_KINETO", None), ("FMT_HEADER_ONLY", None)],
     extra_objects=[str(C_BUILD / "libtnrt.a")],
     extra_compile_args={"cxx": ["-O2", "-g0", "-std=c++17", "-Wno-unused-parameter"]},
-    libraries=["m"],
+    libraries=["m", "mvec"],  # mvec: glibc's vector libm (csrc/kernels/unary.c)
 )
 
 setup(ext_modules=[ext], cmdclass={"build_ext": BuildWithCLibraries})

@@ -105,7 +105,7 @@ typedef int64_t (*loop_fn)(char *o, const char *a, const char *b, int64_t so,
 
 /* T: storage type, C: compute type, LOAD/STORE convert between them. */
 #define FLOAT_LOOP(NAME, OP, T, C, LOAD, STORE)                              \
-  static int64_t NAME(char *o, const char *a, const char *b, int64_t so,        \
+  TNK_VECTOR_CLONES static int64_t NAME(char *o, const char *a, const char *b, int64_t so,        \
                    int64_t sa, int64_t sb, int64_t n, const double *al,             \
                    int64_t ial) {                                            \
     (void)ial;                                                               \
