@@ -161,7 +161,9 @@ static double digamma_d(double x) {
   X(hardsigmoid, CLAMP06((x) + 3) / 6)                                        \
   X(leaky_relu, (x) > 0 ? (x) : (x) * (C)p0)                                  \
   X(hardtanh, (x) < (C)p0 ? (C)p0 : (x) > (C)p1 ? (C)p1 : (x))                \
-  X(elu, (x) <= 0 ? EXPM1((x) * (C)p2) * ((C)p0 * (C)p1) : (x) * (C)p1)       \
+  X(elu, ({ /* expm1 of min(x, 0) on every lane: a call outside the branch vectorises */ \
+    C em_ = EXPM1(((x) < 0 ? (x) : 0) * (C)p2);                               \
+    (x) <= 0 ? em_ * ((C)p0 * (C)p1) : (x) * (C)p1; }))                       \
   X(logit, p0 < 0 ? LOG((x) / (1 - (x)))                                      \
                   : LOG(LOGIT_CLAMP(x) / (1 - LOGIT_CLAMP(x))))               \
   X(nan_to_num, (x) != (x) ? (C)p0 : (x) == (C)INFINITY ? (C)p1               \
