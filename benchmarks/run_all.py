@@ -176,6 +176,33 @@ def memory_rows(rows):
                      f"median; memcpy median {bw:.1f} GB/s)"))
 
 
+def activation_rows(rows, quick):
+    """The MLP activations of GPT-2/ViT (GELU, both forms, forward and
+    backward) and a transcendental unary (tanh) on a 2048x4096 (32 MiB)
+    activation. Outputs go to preallocated tensors (out=): a fresh 32 MiB CPU
+    tensor per call would time the host's page faults, not the kernel."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(512 if quick else 2048, 4096, generator=g)
+    gy = torch.randn(x.shape, generator=g)
+
+    def gelu(approx):
+        def run(a, b, o1, o2):
+            torch._C._nn.gelu(a, approximate=approx, out=o1)
+            torch.ops.aten.gelu_backward.grad_input(b, a, approximate=approx, grad_input=o2)
+        return run
+    cases = [("GELU fwd+bwd (exact, erf)", gelu("none")), ("GELU fwd+bwd (tanh)", gelu("tanh")),
+             ("tanh", lambda a, b, o1, o2: torch.tanh(a, out=o1))]
+    for name, f in cases:
+        def make(d, f=f):
+            a, b = x.to(d), gy.to(d)
+            o1, o2 = torch.empty_like(a), torch.empty_like(a)
+            return lambda: f(a, b, o1, o2)
+        t = side_by_side(make, rounds=5, reps=3)
+        rows.append((f"{name}, fp32 {x.shape[0]}x{x.shape[1]}", f"{t['neuron'] * 1e3:.2f} ms",
+                     f"{t['cpu'] * 1e3:.2f} ms", f"{t['cpu'] / t['neuron']:.2f}x",
+                     "speed ratio neuron/CPU (outputs preallocated)"))
+
+
 def cpu_step_peak_bytes(model, opt, ids):
     """Peak bytes the CPU step allocates above its start, from the profiler's
     allocation events (CPU has no allocator statistics)."""
@@ -244,6 +271,7 @@ def main():
     gemm_rows(rows, peak, args.quick)
     sdpa_rows(rows, args.quick)
     memory_rows(rows)
+    activation_rows(rows, args.quick)
     model_rows(rows, args.quick)
     lanes = {"avx512": 16, "avx2": 8}.get(isa, 1)
     lines = [
