@@ -10,7 +10,8 @@
  * vectorise; compiled for the baseline x86-64 alone they ran with 4-lane
  * SSE2 (relu over 4 MiB 3.3x slower than PyTorch CPU). Each gets AVX-512,
  * AVX2 and baseline clones, and the loader picks one per CPU (an ifunc).
- * ISO C mode keeps FMA contraction off, so the clones agree bit for bit. */
+ * ISO C mode keeps FMA contraction off, so their arithmetic agrees bit for
+ * bit (libmvec's variants of each width may differ in the last ulp). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define TNK_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
