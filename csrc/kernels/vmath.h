@@ -12,7 +12,10 @@
  * AVX2 and baseline clones, and the loader picks one per CPU (an ifunc).
  * ISO C mode keeps FMA contraction off, so their arithmetic agrees bit for
  * bit (libmvec's variants of each width may differ in the last ulp). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* Not under ThreadSanitizer: the loader runs the clones' resolver before
+ * the TSan runtime is up, and the instrumented resolver crashes. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
 #define TNK_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TNK_VECTOR_CLONES
