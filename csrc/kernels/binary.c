@@ -115,9 +115,10 @@ typedef int64_t (*loop_fn)(char *o, const char *a, const char *b, int64_t so,
 
 /* T: storage type, C: compute type, LOAD/STORE convert between them. */
 #define FLOAT_LOOP(NAME, OP, T, C, LOAD, STORE)                              \
-  TNK_VECTOR_CLONES static int64_t NAME(char *o, const char *a, const char *b, int64_t so,        \
-                   int64_t sa, int64_t sb, int64_t n, const double *al,             \
-                   int64_t ial) {                                            \
+  TNK_VECTOR_CLONES static int64_t NAME(char *o, const char *a, const char *b,  \
+                                        int64_t so, int64_t sa, int64_t sb,     \
+                                        int64_t n, const double *al,            \
+                                        int64_t ial) {                          \
     (void)ial;                                                               \
     typedef C ctype_t __attribute__((unused)); /* compute type, for op macros */ \
     C alpha = (C)al[0], beta = (C)al[1], gamma = (C)al[2];                   \
@@ -443,7 +444,7 @@ typedef struct bin_ctx {
   double alpha[3]; /* alpha, beta, gamma */
   int64_t ialpha;
   _Atomic int64_t zero_divisions;
-  int vsilu; /* contiguous fp32 SiLU (1) / GELU (2) / GELU tanh (3) backward: vector bodies */
+  int vbwd; /* contiguous fp32 SiLU (1) / GELU (2) / GELU tanh (3) backward: vector bodies */
 } bin_ctx_t;
 
 static void bin_rows(void *p, int64_t begin, int64_t end) {
@@ -468,11 +469,11 @@ static void bin_rows(void *p, int64_t begin, int64_t end) {
 
 static void bin_chunks(void *p, int64_t begin, int64_t end) {
   const bin_ctx_t *c = p;
-  if (c->vsilu) { /* 1 silu, 2 gelu, 3 gelu tanh */
+  if (c->vbwd) { /* 1 silu, 2 gelu, 3 gelu tanh */
     const float *g = (const float *)c->v[1].data + begin, *x = (const float *)c->v[2].data + begin;
     float *out = (float *)c->v[0].data + begin;
-    if (c->vsilu == 1) tnk_vsilu_bwd_f32(g, x, out, end - begin);
-    else tnk_vgelu_bwd_f32(g, x, out, end - begin, c->vsilu == 3);
+    if (c->vbwd == 1) tnk_vsilu_bwd_f32(g, x, out, end - begin);
+    else tnk_vgelu_bwd_f32(g, x, out, end - begin, c->vbwd == 3);
     return;
   }
   int64_t z = c->fn((char *)c->v[0].data + begin * c->v[0].strides[0] * c->oesz,
@@ -504,7 +505,7 @@ void tnk_binary(const tnk_binary_args_t *a) {
   int64_t inner = c.shape.sizes[c.shape.ndim - 1];
   if (a->dtype == TNK_F32 && c.shape.ndim == 1 && c.v[0].strides[0] == 1 &&
       c.v[1].strides[0] == 1 && c.v[2].strides[0] == 1)
-    c.vsilu = a->op == TNK_SILU_BWD ? 1 : a->op == TNK_GELU_BWD ? 2 : a->op == TNK_GELU_TANH_BWD ? 3 : 0;
+    c.vbwd = a->op == TNK_SILU_BWD ? 1 : a->op == TNK_GELU_BWD ? 2 : a->op == TNK_GELU_TANH_BWD ? 3 : 0;
   if (c.shape.ndim == 1)
     tnk_parallel_for(inner, 1 << 15, bin_chunks, &c);
   else

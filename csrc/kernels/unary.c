@@ -10,7 +10,6 @@
 #include "tnk.h"
 #include "vmath.h"
 
-
 #define SIGMOID(x) (1 / (1 + EXP(-(x))))
 /* clamp to [0, 6], NaN kept (hardswish / hardsigmoid, as ATen writes them) */
 #define CLAMP06(v) ((v) < 0 ? 0 : (v) > 6 ? 6 : (v))
@@ -315,7 +314,7 @@ typedef struct un_ctx {
   uloop_fn fn;
   int64_t esz;
   double p[3];
-  int vsigmoid; /* 1 sigmoid, 2 silu, 3 exp, 4 gelu, 5 gelu tanh: contiguous fp32 vector bodies */
+  int vkind; /* 1 sigmoid, 2 silu, 3 exp, 4 gelu, 5 gelu tanh: contiguous fp32 vector bodies */
 } un_ctx_t;
 
 static void un_rows(void *p, int64_t begin, int64_t end) {
@@ -339,19 +338,19 @@ static void un_rows(void *p, int64_t begin, int64_t end) {
 
 static void un_chunks(void *p, int64_t begin, int64_t end) {
   const un_ctx_t *c = p;
-  if (c->vsigmoid == 3) { /* contiguous fp32 exp */
+  if (c->vkind == 3) { /* contiguous fp32 exp */
     tnk_vexp_sum_f32((const float *)c->v[1].data + begin, 0.0f, (float *)c->v[0].data + begin,
                      end - begin);
     return;
   }
-  if (c->vsigmoid >= 4) { /* contiguous fp32 gelu */
+  if (c->vkind >= 4) { /* contiguous fp32 gelu */
     tnk_vgelu_f32((const float *)c->v[1].data + begin, (float *)c->v[0].data + begin,
-                  end - begin, c->vsigmoid == 5);
+                  end - begin, c->vkind == 5);
     return;
   }
-  if (c->vsigmoid) { /* contiguous fp32 sigmoid / silu: the vector body */
+  if (c->vkind) { /* contiguous fp32 sigmoid / silu: the vector body */
     tnk_vsigmoid_f32((const float *)c->v[1].data + begin, (float *)c->v[0].data + begin,
-                     end - begin, c->vsigmoid == 2);
+                     end - begin, c->vkind == 2);
     return;
   }
   c->fn((char *)c->v[0].data + begin * c->v[0].strides[0] * c->esz,
@@ -381,7 +380,7 @@ void tnk_unary(const tnk_unary_args_t *a) {
       c.v[1].strides[0] == 1) {
     static const int vbody[TNK_UNARY_OP_COUNT] = {
         [TNK_SIGMOID] = 1, [TNK_SILU] = 2, [TNK_EXP] = 3, [TNK_GELU] = 4, [TNK_GELU_TANH] = 5};
-    c.vsigmoid = vbody[a->op];
+    c.vkind = vbody[a->op];
   }
   if (c.shape.ndim == 1)
     tnk_parallel_for(inner, 1 << 14, un_chunks, &c);
