@@ -107,7 +107,7 @@ bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
   task.args.op = op;
   task.args.dtype = dt;
   task.args.fault = {tnrt_stream_fault, current_native_stream(out.device().index()), name,
-                     TNK_FAULT_ZERO_DIVISION, 0};
+                     TNK_FAULT_ZERO_DIVISION, tnrt_thread_token()};
   if (c10::isIntegralType(common, true)) task.args.ialpha = alpha.toLong();
   else task.args.alpha = alpha.toDouble();
   task.args.beta = beta;

@@ -57,7 +57,7 @@ void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void* args,
 // RuntimeError, matching the exception CPU raises for that op.
 inline tnk_fault_t fault_sink(c10::DeviceIndex device, const char* what, bool index_error) {
   return {tnrt_stream_fault, current_native_stream(device), what,
-          index_error ? TNK_FAULT_INDEX : TNK_FAULT_ASSERT, 0};
+          index_error ? TNK_FAULT_INDEX : TNK_FAULT_ASSERT, tnrt_thread_token()};
 }
 
 // Reductions: the output shape of reducing `dims` (all when none/empty), and

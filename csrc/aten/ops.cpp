@@ -223,6 +223,12 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
                                        current_stream(dd));
     }
     launch(dd, copy_task, &a, sizeof a, "aten::copy_");
+    if (dd != sd) {  // and the source device's later work after the copy
+      tnrt_event_t* e = tnrt_event_create(TNRT_EVENT_DEFAULT);
+      check(tnrt_event_record(e, current_native_stream(dd)), "event record");
+      check(tnrt_stream_wait_event(current_native_stream(sd), e), "event wait");
+      tnrt_event_destroy(e);
+    }
     return dst;
   }
   const at::Tensor& host = dst.is_privateuseone() ? src : dst;

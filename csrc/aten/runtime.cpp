@@ -387,7 +387,9 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
     return ms;
   }
   bool queryStream(const c10::Stream& s) const override {
-    return tnrt_stream_query(native_stream(s));
+    int idle = 0;  // a faulted stream raises, as CUDA's sticky errors do
+    check(tnrt_stream_query_status(native_stream(s), &idle), "stream query");
+    return idle != 0;
   }
   void synchronizeStream(const c10::Stream& s) const override {
     check(tnrt_stream_synchronize(native_stream(s)), "stream synchronize");

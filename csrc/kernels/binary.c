@@ -512,5 +512,5 @@ void tnk_binary(const tnk_binary_args_t *a) {
     tnk_parallel_for(n / inner, inner >= (1 << 15) ? 1 : (1 << 15) / inner,
                      bin_rows, &c);
   if (atomic_load(&c.zero_divisions) && a->fault.fn)
-    a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, 0, 0);
+    a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, 0, 0, a->fault.origin);
 }

@@ -19,7 +19,7 @@ static int floating(int dt) {
 
 static void fault(const tnk_fault_t *f, int64_t value, int64_t bound) {
   if (f->fn) f->fn(f->ctx, f->kind, f->what ? f->what : "index", value,
-                   bound);
+                   bound, f->origin);
 }
 
 static int64_t load_index(const void *base, int dt, int64_t i) {

@@ -162,7 +162,7 @@ static void pool_bwd_planes(void *p, int64_t begin, int64_t end) {
           if (a->kind == TNK_POOL_MAX) {
             int64_t idx = a->indices[o];
             if (idx < 0 || idx >= isz) {
-              if (a->fault.fn) a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, idx, isz);
+              if (a->fault.fn) a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, idx, isz, a->fault.origin);
               continue;
             }
             add_at(acc, a->out, dt, plane * isz, idx, gv);

@@ -150,13 +150,14 @@ void tnk_philox(uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
  * touch memory outside their views whatever the data. */
 enum { TNK_FAULT_INDEX = 0, TNK_FAULT_ASSERT = 1, TNK_FAULT_ZERO_DIVISION = 2 };
 typedef void (*tnk_fault_fn)(void *ctx, int kind, const char *what,
-                             int64_t value, int64_t bound);
+                             int64_t value, int64_t bound, uint32_t origin);
 typedef struct tnk_fault {
   tnk_fault_fn fn;
   void *ctx;
   const char *what; /* static string naming the op */
   int32_t kind;     /* TNK_FAULT_*, passed to fn: how the caller reports it */
-  int32_t pad_;
+  uint32_t origin;  /* passed to fn: who launched the work (the runtime's
+                       thread token) */
 } tnk_fault_t;
 
 /* ---- elementwise binary ------------------------------------------------ */

@@ -14,6 +14,11 @@ struct tnrt_stream {
   int device, index;
   pthread_once_t once;
   tnrt_hal_queue_t *queue; /* created on first use */
+  /* a sticky device-side fault (stream.c): has_fault is the lock-free hint,
+   * fault/fault_seq are guarded by stream.c's fault mutex */
+  atomic_int has_fault;
+  struct fault_rec *fault;
+  uint64_t fault_seq;
 };
 
 /* Global runtime state, written once by tnrt_init under g_init_once. */

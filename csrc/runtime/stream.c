@@ -50,50 +50,152 @@ static tnrt_status_t usable(tnrt_stream_t *s, tnrt_hal_queue_t **q) {
   return TNRT_OK;
 }
 
-/* ---- device-side faults --------------------------------------------------- */
+/* ---- device-side faults ---------------------------------------------------
+ * A fault belongs to the stream whose task met it, at that task's sequence
+ * number, and remembers the host thread that launched the task. It is sticky,
+ * as CUDA's device-side asserts are: every synchronisation that covers the
+ * faulting task (stream, event or device synchronize, a query that finds the
+ * stream idle, a launch under NEURON_LAUNCH_BLOCKING) raises it, in any
+ * thread, until it has been raised in the thread that launched the faulting
+ * work; then it is cleared and the device is usable again. A stream that
+ * waits on a faulted stream's event inherits the fault (the data it consumes
+ * is wrong), so the error follows the data to whoever reads it. Faults are
+ * rare: their bookkeeping takes one global mutex; the common no-fault path
+ * reads one atomic per stream. */
 
-typedef struct fault {
-  atomic_int state; /* 0 none, 1 being written, 2 pending */
-  int kind;
+typedef struct fault_rec {
+  int active; /* cleared once raised in the launching thread */
+  int refs;   /* streams holding it */
+  int kind, device;
   const char *what;
   int64_t value, bound;
-} fault_t;
-static fault_t g_faults[TNRT_MAX_DEVICES];
+  uint32_t origin; /* tnrt_thread_token() of the launching thread */
+} fault_rec_t;
 
-void tnrt_stream_fault(void *stream, int kind, const char *what, int64_t value,
-                       int64_t bound) {
-  tnrt_stream_t *s = stream;
-  if (!s || s->device < 0 || s->device >= TNRT_MAX_DEVICES) return;
-  fault_t *f = &g_faults[s->device];
-  int expected = 0; /* the first fault wins; later ones are dropped */
-  if (!atomic_compare_exchange_strong(&f->state, &expected, 1)) return;
-  f->kind = kind;
-  f->what = what;
-  f->value = value;
-  f->bound = bound;
-  atomic_store(&f->state, 2);
+static pthread_mutex_t g_fault_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_uint g_next_token;
+static _Thread_local uint32_t t_token;
+static pthread_key_t g_token_key;
+static pthread_once_t g_token_once = PTHREAD_ONCE_INIT;
+
+/* A thread that exits leaves its faults to whoever synchronises next
+ * (origin 0): there is nobody else left to tell. */
+static void token_thread_exit(void *p) {
+  uint32_t token = (uint32_t)(uintptr_t)p;
+  pthread_mutex_lock(&g_fault_mu);
+  int n = g_rt.streams ? g_rt.device_count * TNRT_STREAMS_PER_DEVICE : 0;
+  for (int i = 0; i < n; i++) {
+    struct fault_rec *r = g_rt.streams[i].fault;
+    if (r && r->origin == token) r->origin = 0;
+  }
+  pthread_mutex_unlock(&g_fault_mu);
 }
 
-tnrt_status_t tnrt_take_fault(int device) {
-  if (device < 0 || device >= TNRT_MAX_DEVICES) return TNRT_OK;
-  fault_t *f = &g_faults[device];
-  int pending = 2; /* claim it, so two synchronising threads report it once */
-  if (!atomic_compare_exchange_strong(&f->state, &pending, 1)) return TNRT_OK;
-  int kind = f->kind;
-  const char *what = f->what;
-  int64_t value = f->value, bound = f->bound;
-  atomic_store(&f->state, 0);
-  if (kind == TNRT_FAULT_ZERO_DIVISION)
+static void token_key_create(void) {
+  pthread_key_create(&g_token_key, token_thread_exit);
+}
+
+uint32_t tnrt_thread_token(void) {
+  if (!t_token) {
+    t_token = atomic_fetch_add(&g_next_token, 1) + 1;
+    pthread_once(&g_token_once, token_key_create);
+    pthread_setspecific(g_token_key, (void *)(uintptr_t)t_token);
+  }
+  return t_token;
+}
+
+/* Under g_fault_mu. */
+static void drop_fault(tnrt_stream_t *s) {
+  fault_rec_t *r = s->fault;
+  s->fault = NULL;
+  s->fault_seq = 0;
+  atomic_store(&s->has_fault, 0);
+  if (r && --r->refs == 0) free(r);
+}
+
+/* Under g_fault_mu: s takes r at seq unless it holds an active fault (the
+ * first one wins). */
+static void attach_fault(tnrt_stream_t *s, fault_rec_t *r, uint64_t seq) {
+  if (s->fault && s->fault->active) return;
+  if (s->fault) drop_fault(s);
+  r->refs++;
+  s->fault = r;
+  s->fault_seq = seq;
+  atomic_store(&s->has_fault, 1);
+}
+
+/* The sequence number of the task running on s (called from that task). */
+static uint64_t running_seq(tnrt_stream_t *s) {
+  return s->queue ? g_rt.hal->queue_completed(s->queue) + 1 : 0;
+}
+
+void tnrt_stream_fault(void *stream, int kind, const char *what, int64_t value,
+                       int64_t bound, uint32_t origin) {
+  tnrt_stream_t *s = stream;
+  if (!s) return;
+  fault_rec_t *r = calloc(1, sizeof *r);
+  if (!r) abort(); /* cannot lose a fault */
+  *r = (fault_rec_t){1, 0, kind, s->device, what, value, bound, origin};
+  pthread_mutex_lock(&g_fault_mu);
+  attach_fault(s, r, running_seq(s));
+  if (r->refs == 0) free(r);
+  pthread_mutex_unlock(&g_fault_mu);
+}
+
+/* Called on stream s after it waited for target up to seq: inherit a fault
+ * of the work waited for. */
+static void inherit_fault(tnrt_stream_t *s, tnrt_stream_t *target,
+                          uint64_t seq) {
+  if (!atomic_load(&target->has_fault)) return;
+  pthread_mutex_lock(&g_fault_mu);
+  fault_rec_t *r = target->fault;
+  if (r && r->active && target->fault_seq <= seq)
+    attach_fault(s, r, running_seq(s));
+  pthread_mutex_unlock(&g_fault_mu);
+}
+
+/* TNRT_OK, or the fault of s if the work up to seq covers it (raising it in
+ * its launching thread clears it). */
+static tnrt_status_t stream_fault_status(tnrt_stream_t *s, uint64_t seq) {
+  if (!atomic_load(&s->has_fault)) return TNRT_OK;
+  pthread_mutex_lock(&g_fault_mu);
+  fault_rec_t *r = s->fault;
+  if (r && !r->active) {
+    drop_fault(s);
+    r = NULL;
+  }
+  if (!r || s->fault_seq > seq) {
+    pthread_mutex_unlock(&g_fault_mu);
+    return TNRT_OK;
+  }
+  fault_rec_t f = *r;
+  int mine = f.origin == 0 || f.origin == tnrt_thread_token();
+  if (mine) {
+    r->active = 0;
+    drop_fault(s);
+  }
+  pthread_mutex_unlock(&g_fault_mu);
+  const char *whose = mine ? "" : " (launched from another host thread)";
+  if (f.kind == TNRT_FAULT_ZERO_DIVISION)
     return tnrt_set_error(TNRT_ERR_DEVICE_ASSERT,
                           "ZeroDivisionError: integer division by zero in %s "
-                          "on neuron:%d (reported at this synchronisation)",
-                          what, device);
+                          "on neuron:%d%s (reported at this synchronisation)",
+                          f.what, f.device, whose);
   return tnrt_set_error(
-      kind == TNRT_FAULT_INDEX ? TNRT_ERR_DEVICE_INDEX : TNRT_ERR_DEVICE_ASSERT,
+      f.kind == TNRT_FAULT_INDEX ? TNRT_ERR_DEVICE_INDEX : TNRT_ERR_DEVICE_ASSERT,
       "%s: index %lld is out of bounds for size %lld (found by the kernel "
-      "on neuron:%d and reported at this synchronisation; run with "
+      "on neuron:%d%s and reported at this synchronisation; run with "
       "NEURON_LAUNCH_BLOCKING=1 to raise at the op itself)",
-      what, (long long)value, (long long)bound, device);
+      f.what, (long long)f.value, (long long)f.bound, f.device, whose);
+}
+
+static tnrt_status_t device_fault_status(int device) {
+  for (int i = 0; i < TNRT_STREAMS_PER_DEVICE; i++) {
+    tnrt_status_t st = stream_fault_status(
+        &g_rt.streams[device * TNRT_STREAMS_PER_DEVICE + i], UINT64_MAX);
+    if (st != TNRT_OK) return st;
+  }
+  return TNRT_OK;
 }
 
 tnrt_status_t tnrt_launch(tnrt_stream_t *s, tnrt_task_fn fn, const void *args,
@@ -105,7 +207,7 @@ tnrt_status_t tnrt_launch(tnrt_stream_t *s, tnrt_task_fn fn, const void *args,
   st = g_rt.hal->queue_submit(q, fn, args, args_size, name, &seq);
   if (st == TNRT_OK && g_rt.launch_blocking) {
     g_rt.hal->queue_wait(q, seq);
-    st = tnrt_take_fault(s->device);
+    st = stream_fault_status(s, seq);
   }
   return st;
 }
@@ -120,7 +222,7 @@ tnrt_status_t tnrt_stream_wait(tnrt_stream_t *s) {
 
 tnrt_status_t tnrt_stream_synchronize(tnrt_stream_t *s) {
   tnrt_status_t st = tnrt_stream_wait(s);
-  return st != TNRT_OK ? st : tnrt_take_fault(s->device);
+  return st != TNRT_OK ? st : stream_fault_status(s, UINT64_MAX);
 }
 
 uint64_t tnrt_stream_submitted(tnrt_stream_t *s) {
@@ -135,6 +237,13 @@ int tnrt_stream_query(tnrt_stream_t *s) {
   return tnrt_stream_completed(s) >= tnrt_stream_submitted(s);
 }
 
+tnrt_status_t tnrt_stream_query_status(tnrt_stream_t *s, int *idle) {
+  if (!s) return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "null stream");
+  uint64_t done = tnrt_stream_completed(s);
+  *idle = done >= tnrt_stream_submitted(s);
+  return stream_fault_status(s, done);
+}
+
 tnrt_status_t tnrt_device_wait(int device) {
   tnrt_status_t st = tnrt_check_device(device);
   if (st != TNRT_OK) return st;
@@ -147,7 +256,7 @@ tnrt_status_t tnrt_device_wait(int device) {
 
 tnrt_status_t tnrt_device_synchronize(int device) {
   tnrt_status_t st = tnrt_device_wait(device);
-  return st != TNRT_OK ? st : tnrt_take_fault(device);
+  return st != TNRT_OK ? st : device_fault_status(device);
 }
 
 /* ---- events ------------------------------------------------------------ */
@@ -198,13 +307,14 @@ tnrt_status_t tnrt_event_record(tnrt_event_t *e, tnrt_stream_t *s) {
 }
 
 typedef struct wait_args {
-  tnrt_hal_queue_t *target;
+  tnrt_stream_t *self, *target;
   uint64_t seq;
 } wait_args_t;
 
 static void wait_task(void *p) {
   wait_args_t *a = p;
-  g_rt.hal->queue_wait(a->target, a->seq);
+  g_rt.hal->queue_wait(a->target->queue, a->seq);
+  inherit_fault(a->self, a->target, a->seq);
 }
 
 tnrt_status_t tnrt_stream_wait_event(tnrt_stream_t *s, tnrt_event_t *e) {
@@ -213,8 +323,18 @@ tnrt_status_t tnrt_stream_wait_event(tnrt_stream_t *s, tnrt_event_t *e) {
   tnrt_hal_queue_t *q;
   tnrt_status_t st = usable(s, &q);
   if (st != TNRT_OK) return st;
-  wait_args_t a = {tnrt_stream_queue(e->stream), e->seq};
-  if (g_rt.hal->queue_completed(a.target) >= a.seq) return TNRT_OK;
+  wait_args_t a = {s, e->stream, e->seq};
+  if (g_rt.hal->queue_completed(tnrt_stream_queue(e->stream)) >= a.seq) {
+    /* already passed: inherit a fault at once, ordered before s's next task */
+    if (atomic_load(&e->stream->has_fault)) {
+      pthread_mutex_lock(&g_fault_mu);
+      fault_rec_t *r = e->stream->fault;
+      if (r && r->active && e->stream->fault_seq <= a.seq)
+        attach_fault(s, r, tnrt_stream_submitted(s) + 1);
+      pthread_mutex_unlock(&g_fault_mu);
+    }
+    return TNRT_OK;
+  }
   return tnrt_launch(s, wait_task, &a, sizeof a, "stream_wait_event");
 }
 
@@ -229,7 +349,7 @@ tnrt_status_t tnrt_event_synchronize(tnrt_event_t *e) {
   tnrt_status_t st = usable(e->stream, &q);
   if (st != TNRT_OK) return st;
   g_rt.hal->queue_wait(q, e->seq);
-  return tnrt_take_fault(e->stream->device);
+  return stream_fault_status(e->stream, e->seq);
 }
 
 int tnrt_event_device(const tnrt_event_t *e) {

@@ -93,14 +93,18 @@ tnrt_status_t tnrt_device_synchronize(int device);
 int tnrt_launch_blocking(void);
 
 /* ---- device-side faults ---------------------------------------------------
- * CUDA's device-side asserts, done gently: a kernel that meets bad data (an
- * index out of range) skips it and reports a fault instead of touching
- * memory it must not. The first fault of a device is kept and returned, with
- * its message in tnrt_last_error(), by the next tnrt_stream_synchronize,
- * tnrt_device_synchronize or tnrt_event_synchronize on that device (or by
- * the launch itself under NEURON_LAUNCH_BLOCKING=1); reporting clears it, so
- * the device stays usable. Results of the faulting op are unspecified but
- * in bounds. */
+ * CUDA's device-side asserts: a kernel that meets bad data (an index out of
+ * range) skips it and reports a fault instead of touching memory it must
+ * not. The fault belongs to the stream that ran the task (the first one of a
+ * stream wins) and is sticky: every synchronisation that covers the faulting
+ * task returns it, with its message in tnrt_last_error() -
+ * tnrt_stream_synchronize, tnrt_device_synchronize, tnrt_event_synchronize
+ * of a later record, tnrt_stream_query_status once the stream is idle, the
+ * launch itself under NEURON_LAUNCH_BLOCKING=1 - in whichever thread, until
+ * it has been returned in the thread that launched the faulting task (origin,
+ * tnrt_thread_token()); then it is cleared and the device stays usable. A
+ * stream that waits on an event covering a fault inherits it. Results of the
+ * faulting op are unspecified but in bounds. */
 enum { TNRT_FAULT_INDEX = 0, TNRT_FAULT_ASSERT = 1, TNRT_FAULT_ZERO_DIVISION = 2 };
 /* Callable from a task; stream is the tnrt_stream_t* the task runs on (as a
  * void* so kernels can carry it without this header). what must have static
@@ -109,13 +113,15 @@ enum { TNRT_FAULT_INDEX = 0, TNRT_FAULT_ASSERT = 1, TNRT_FAULT_ZERO_DIVISION = 2
  * TNRT_ERR_DEVICE_ASSERT (the callers' IndexError vs RuntimeError); kind
  * ZERO_DIVISION reports TNRT_ERR_DEVICE_ASSERT "ZeroDivisionError". */
 void tnrt_stream_fault(void *stream, int kind, const char *what, int64_t value,
-                       int64_t bound);
+                       int64_t bound, uint32_t origin);
+/* A nonzero token naming the calling host thread (the origin of its work). */
+uint32_t tnrt_thread_token(void);
+/* *idle = tnrt_stream_query(s); returns the fault of the work done so far. */
+tnrt_status_t tnrt_stream_query_status(tnrt_stream_t *s, int *idle);
 /* Wait like the synchronize calls but leave a pending fault for the user's
  * next synchronisation (for internal waits: allocator, profiler). */
 tnrt_status_t tnrt_stream_wait(tnrt_stream_t *s);
 tnrt_status_t tnrt_device_wait(int device);
-/* Returns and clears the pending fault of device (TNRT_OK if none). */
-tnrt_status_t tnrt_take_fault(int device);
 
 /* ---- events ------------------------------------------------------------ */
 

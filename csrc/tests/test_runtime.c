@@ -307,16 +307,24 @@ static void test_trace(void) {
 typedef struct fault_args {
   tnrt_stream_t *s;
   int64_t value;
+  uint32_t origin;
 } fault_args_t;
 
 static void faulting_task(void *p) {
   fault_args_t *a = p;
-  tnrt_stream_fault(a->s, TNRT_FAULT_INDEX, "test_op", a->value, 3);
+  tnrt_stream_fault(a->s, TNRT_FAULT_INDEX, "test_op", a->value, 3, a->origin);
+}
+
+static void *sync_other_thread(void *p) {
+  static tnrt_status_t st;
+  st = tnrt_stream_synchronize(p);
+  return &st;
 }
 
 static void test_device_faults(void) {
   tnrt_stream_t *s = tnrt_stream_get(1, 2);
-  fault_args_t a = {s, 7};
+  fault_args_t a = {s, 7, tnrt_thread_token()};
+  CHECK(a.origin != 0);
   if (tnrt_launch_blocking()) { /* the launch itself reports it */
     CHECK(tnrt_launch(s, faulting_task, &a, sizeof a, "fault") == TNRT_ERR_DEVICE_INDEX);
     CHECK(strstr(tnrt_last_error(), "test_op: index 7 is out of bounds for size 3"));
@@ -327,14 +335,36 @@ static void test_device_faults(void) {
   a.value = 8; /* a second fault before the sync is dropped: the first wins */
   CHECK(tnrt_launch(s, faulting_task, &a, sizeof a, "fault") == TNRT_OK);
   CHECK(tnrt_device_wait(1) == TNRT_OK); /* internal waits leave it pending */
-  CHECK(tnrt_stream_synchronize(tnrt_stream_get(1, 0)) == TNRT_ERR_DEVICE_INDEX);
+  /* another stream's synchronisation does not cover the faulting task */
+  CHECK(tnrt_stream_synchronize(tnrt_stream_get(1, 0)) == TNRT_OK);
+  /* another thread synchronising the stream sees it, and it stays pending */
+  pthread_t th;
+  void *res;
+  pthread_create(&th, NULL, sync_other_thread, s);
+  pthread_join(th, &res);
+  CHECK(*(tnrt_status_t *)res == TNRT_ERR_DEVICE_INDEX);
+  int idle = 0;
+  CHECK(tnrt_stream_query_status(s, &idle) == TNRT_ERR_DEVICE_INDEX);
+  CHECK(idle == 1);
   CHECK(strstr(tnrt_last_error(), "test_op: index 7 is out of bounds for size 3"));
-  CHECK(tnrt_device_synchronize(1) == TNRT_OK); /* reported once */
+  /* raised in the launching thread: cleared */
+  CHECK(tnrt_device_synchronize(1) == TNRT_OK);
+  CHECK(tnrt_stream_query_status(s, &idle) == TNRT_OK);
   CHECK(tnrt_device_synchronize(0) == TNRT_OK); /* other devices unaffected */
-  tnrt_stream_fault(s, TNRT_FAULT_ASSERT, "other", -1, 2);
-  tnrt_event_t *e = tnrt_event_create(0);
+
+  /* an event recorded after the fault reports it; one recorded before not */
+  tnrt_event_t *before = tnrt_event_create(0), *e = tnrt_event_create(0);
+  CHECK(tnrt_event_record(before, s) == TNRT_OK);
+  CHECK(tnrt_launch(s, faulting_task, &a, sizeof a, "fault") == TNRT_OK);
   CHECK(tnrt_event_record(e, s) == TNRT_OK);
-  CHECK(tnrt_event_synchronize(e) == TNRT_ERR_DEVICE_ASSERT);
+  CHECK(tnrt_event_synchronize(before) == TNRT_OK);
+  /* a stream that waits for the faulted work inherits the fault */
+  tnrt_stream_t *t = tnrt_stream_get(1, 3);
+  CHECK(tnrt_stream_wait_event(t, e) == TNRT_OK);
+  CHECK(tnrt_stream_synchronize(t) == TNRT_ERR_DEVICE_INDEX);
+  CHECK(tnrt_stream_synchronize(s) == TNRT_OK); /* one fault, raised once */
+  CHECK(tnrt_event_synchronize(e) == TNRT_OK);
+  tnrt_event_destroy(before);
   tnrt_event_destroy(e);
 }
 
