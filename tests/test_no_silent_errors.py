@@ -154,3 +154,222 @@ def test_fault_under_launch_blocking_raises_at_the_op():
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["50", "0"], r.stdout + r.stderr
+
+
+# 3. activation checkpointing saves and restores the device RNG -------------
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_checkpoint_with_dropout_replays_the_same_mask(reentrant):
+    from torch.utils.checkpoint import checkpoint
+
+    lin = torch.nn.Linear(64, 64).to(N)
+
+    def block(x):
+        return torch.nn.functional.dropout(lin(x), 0.5, training=True)
+
+    x = torch.randn(32, 64, device=N, requires_grad=True)
+    torch.neuron.manual_seed(7)
+    y = checkpoint(block, x, use_reentrant=reentrant)
+    y.sum().backward()
+    g_ckpt = x.grad.clone()
+    x.grad = None
+    torch.neuron.manual_seed(7)
+    y_ref = block(x)
+    y_ref.sum().backward()
+    assert torch.equal(y.detach().cpu(), y_ref.detach().cpu())
+    torch.testing.assert_close(g_ckpt.cpu(), x.grad.cpu())
+    assert torch.neuron._initialized is True
+
+
+# 4. a neuron generator on CPU random ops is refused, as CUDA's is ----------
+
+@pytest.mark.parametrize("op", ["randperm", "normal_", "uniform_", "bernoulli_", "multinomial",
+                                "randint", "exponential_", "dataloader"])
+def test_neuron_generator_on_cpu_ops_raises(op):
+    g = torch.Generator(device=N)
+    g.manual_seed(0)
+    ops = {
+        "randperm": lambda: torch.randperm(10, generator=g),
+        "normal_": lambda: torch.empty(10).normal_(generator=g),
+        "uniform_": lambda: torch.empty(10).uniform_(generator=g),
+        "bernoulli_": lambda: torch.empty(10).bernoulli_(0.5, generator=g),
+        "multinomial": lambda: torch.multinomial(torch.ones(5), 2, generator=g),
+        "randint": lambda: torch.randint(0, 5, (10,), generator=g),
+        "exponential_": lambda: torch.empty(10).exponential_(generator=g),
+        "dataloader": lambda: list(torch.utils.data.DataLoader(list(range(8)), shuffle=True, generator=g)),
+    }
+    with pytest.raises(RuntimeError, match="Expected a 'cpu' device type for generator but found 'neuron'"):
+        ops[op]()
+
+
+def test_multinomial_and_exponential_take_the_neuron_generator():
+    g = torch.Generator(device=N)
+    probs = torch.tensor([[0.1, 0.0, 0.6, 0.3], [0.0, 0.0, 1.0, 0.0]], device=N)
+    outs = []
+    for _ in range(2):
+        g.manual_seed(3)
+        a = torch.multinomial(probs, 2, generator=g)
+        b = torch.multinomial(probs[0], 1000, replacement=True, generator=g)
+        e = torch.empty(4096, device=N).exponential_(2.0, generator=g)
+        outs.append((a.cpu(), b.cpu(), e.cpu()))
+    for x, y in zip(*outs):  # reproducible from the generator's seed
+        assert torch.equal(x, y)
+    a, b, e = outs[0]
+    assert a.dtype == torch.int64 and a.shape == (2, 2)
+    assert a[1, 0].item() == 2 and 1 not in a[0].tolist()  # zero-probability categories never drawn
+    assert len(set(a[0].tolist())) == 2  # without replacement
+    freq = torch.bincount(b, minlength=4).double() / 1000
+    torch.testing.assert_close(freq, torch.tensor([0.1, 0.0, 0.6, 0.3], dtype=torch.double), atol=0.06, rtol=0)
+    assert e.min() >= 0 and abs(e.mean().item() - 0.5) < 0.05  # Exp(2) has mean 1/2
+    with pytest.raises(RuntimeError, match="probability tensor contains"):
+        torch.multinomial(torch.tensor([0.5, -1.0], device=N), 1).cpu()
+    with pytest.raises(RuntimeError, match="exponential_ expects lambda > 0.0"):
+        torch.empty(3, device=N).exponential_(0.0)
+
+
+# 5. written tensors may not overlap themselves or their inputs ---------------
+
+def _overlap_cases():
+    ones = lambda dev: torch.ones(4, 3, device=dev)  # noqa: E731
+    return {
+        "add_": lambda x, dev: x.add_(1),
+        "mul_": lambda x, dev: x.mul_(2),
+        "exp_": lambda x, dev: x.exp_(),
+        "clamp_": lambda x, dev: x.clamp_(0, 1),
+        "copy_": lambda x, dev: x.copy_(ones(dev)),
+        "addcmul_": lambda x, dev: x.addcmul_(ones(dev), ones(dev)),
+        "lerp_": lambda x, dev: x.lerp_(ones(dev), 0.5),
+        "add.out": lambda x, dev: torch.add(ones(dev), 1, out=x),
+        "relu_": lambda x, dev: x.relu_(),
+        "uniform_": lambda x, dev: x.uniform_(),
+        "scatter_": lambda x, dev: x.scatter_(0, torch.zeros(1, 3, dtype=torch.long, device=dev), 1.0),
+        "index_add_": lambda x, dev: x.index_add_(0, torch.tensor([0], device=dev), torch.ones(1, 3, device=dev)),
+        "where.out": lambda x, dev: torch.where(ones(dev) > 0, ones(dev), ones(dev), out=x),
+        "mm.out": lambda x, dev: torch.mm(torch.ones(4, 2, device=dev), torch.ones(2, 3, device=dev), out=x),
+        "cumsum.out": lambda x, dev: torch.cumsum(ones(dev), 0, out=x),
+    }
+
+
+@pytest.mark.parametrize("name", list(_overlap_cases()))
+def test_internal_overlap_raises_as_cpu(name):
+    f = _overlap_cases()[name]
+    for dev in ("cpu", N):
+        x = torch.zeros(1, 3, device=dev).expand(4, 3)
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+            f(x, dev)
+
+
+def test_partial_overlap_raises_and_expanded_index_put_matches_cpu():
+    for dev in ("cpu", N):
+        y = torch.arange(6.0, device=dev)
+        with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor"):
+            y[1:].add_(y[:-1])
+    outs = []
+    for dev in ("cpu", N):
+        x = torch.zeros(3, device=dev).expand(2, 3)
+        with pytest.warns(UserWarning, match="index_put_ on expanded tensors is deprecated"):
+            x.index_put_((torch.tensor([0, 1], device=dev),), torch.ones(2, 3, device=dev), accumulate=True)
+        outs.append(x.cpu())
+    assert torch.equal(outs[0], outs[1])
+
+
+# 6. out-of-range scalars into a dtype raise instead of wrapping -------------
+
+_SCALAR_CASES = {
+    "full": lambda dev: torch.full((2,), 300, dtype=torch.int8, device=dev),
+    "fill_": lambda dev: torch.zeros(2, dtype=torch.int8, device=dev).fill_(300),
+    "new_full": lambda dev: torch.zeros(2, dtype=torch.int8, device=dev).new_full((2,), 300),
+    "masked_fill": lambda dev: torch.zeros(2, dtype=torch.int8, device=dev).masked_fill(
+        torch.tensor([True, False], device=dev), -129),
+    "clamp": lambda dev: torch.zeros(2, dtype=torch.int8, device=dev).clamp(min=300),
+    "scatter_": lambda dev: torch.zeros(2, dtype=torch.int8, device=dev).scatter_(
+        0, torch.tensor([0], device=dev), 300),
+    "where": lambda dev: torch.where(torch.tensor([True, False], device=dev),
+                                     torch.zeros(2, dtype=torch.int8, device=dev), 300),
+    "setitem": lambda dev: torch.zeros(2, dtype=torch.int8, device=dev).__setitem__(0, 1000),
+    "inf into int32": lambda dev: torch.zeros(2, dtype=torch.int32, device=dev).fill_(float("inf")),
+    "1e6 into fp16": lambda dev: torch.zeros(2, dtype=torch.float16, device=dev).fill_(1e6),
+}
+
+
+@pytest.mark.parametrize("name", list(_SCALAR_CASES))
+def test_out_of_range_scalar_raises_as_cpu(name):
+    for dev in ("cpu", N):
+        with pytest.raises(RuntimeError, match="value cannot be converted to type .* without overflow"):
+            _SCALAR_CASES[name](dev)
+
+
+def test_in_range_scalars_still_convert_as_cpu():
+    for f in (lambda d: torch.zeros(2, dtype=torch.uint8, device=d).fill_(-1),
+              lambda d: torch.full((2,), 2, dtype=torch.bool, device=d),
+              lambda d: torch.zeros(2, dtype=torch.int8, device=d).add(300)):
+        assert_same(f(N), f("cpu"))
+
+
+# 7. invalid probabilities are found, not clamped ----------------------------
+
+def test_bernoulli_probability_out_of_range_raises():
+    with pytest.raises(RuntimeError, match=r"Expected p_in >= 0 && p_in <= 1"):
+        torch.bernoulli(torch.full((3,), 1.5)).cpu()
+    for p in (1.5, -0.1, float("nan")):
+        with pytest.raises(RuntimeError, match=r"Expected p_in >= 0 && p_in <= 1"):
+            torch.bernoulli(torch.full((3,), p, device=N)).cpu()
+    r = torch.bernoulli(torch.tensor([0.0, 1.0, 1.0, 0.0], device=N))
+    assert r.cpu().tolist() == [0.0, 1.0, 1.0, 0.0]
+
+
+# 8. low-precision norms accumulate in fp32 -----------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("ord", [2, 1, 3, float("inf")])
+def test_low_precision_vector_norm_does_not_overflow(dtype, ord):
+    x = torch.full((4,), 300.0, dtype=dtype)
+    assert_same(torch.linalg.vector_norm(x.to(N), ord), torch.linalg.vector_norm(x, ord))
+
+
+def test_clip_grad_norm_fp16():
+    p_cpu = torch.nn.Parameter(torch.zeros(4, dtype=torch.float16))
+    p_cpu.grad = torch.full((4,), 300.0, dtype=torch.float16)
+    p_n = torch.nn.Parameter(torch.zeros(4, dtype=torch.float16, device=N))
+    p_n.grad = p_cpu.grad.to(N)
+    assert_same(torch.nn.utils.clip_grad_norm_([p_n], 1.0), torch.nn.utils.clip_grad_norm_([p_cpu], 1.0))
+    assert_same(p_n.grad, p_cpu.grad)
+
+
+# 11. complex random numbers ----------------------------------------------------
+
+def test_complex_randn_and_rand():
+    torch.neuron.manual_seed(0)
+    z = torch.randn(20000, dtype=torch.complex64, device=N).cpu()
+    # as CPU: real and imaginary parts independent, each with variance 1/2
+    assert abs(z.real.var().item() - 0.5) < 0.03 and abs(z.imag.var().item() - 0.5) < 0.03
+    assert abs(torch.corrcoef(torch.stack([z.real, z.imag]))[0, 1].item()) < 0.03
+    u = torch.rand(20000, dtype=torch.complex64, device=N).cpu()
+    assert 0 <= u.imag.min() and u.imag.max() < 1 and abs(u.imag.mean().item() - 0.5) < 0.02
+
+
+# 12. crash: the host cache of the accelerator API ---------------------------
+
+def test_empty_host_cache_and_host_stats():
+    r = run_python(
+        "import torch\n"
+        "torch.ones(1, device='neuron')\n"
+        "torch.accelerator.empty_host_cache()\n"
+        "p = torch.empty(1000, pin_memory=True)\n"
+        "print(p.is_pinned())\n"
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "True"
+
+
+# 13. hang: a neuron tensor on a multiprocessing queue -------------------------
+
+@pytest.mark.parametrize("kind", ["Queue", "SimpleQueue"])
+def test_multiprocessing_queue_put_raises_at_once(kind):
+    import torch.multiprocessing as mp
+
+    q = getattr(mp, kind)()
+    with pytest.raises(RuntimeError, match="neuron tensors cannot be shared between processes"):
+        q.put({"x": [torch.ones(2, device=N)]})
+    q.put(torch.ones(2))  # CPU tensors still travel
+    assert torch.equal(q.get(), torch.ones(2))

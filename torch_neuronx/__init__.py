@@ -31,6 +31,9 @@ def _register():
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
+    from . import _ipc
+
+    _ipc.install()
 
 
 _register()

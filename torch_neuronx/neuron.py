@@ -235,6 +235,10 @@ def default_generator(device: _device_t = None) -> torch.Generator:
 
 
 def __getattr__(name):
+    if name == "_initialized":
+        # read by torch.utils.checkpoint (and others) to decide whether the
+        # device's RNG state must be saved: it follows the runtime itself
+        return _C._is_initialized()
     if name == "default_generators":
         return tuple(_C._default_generator(i) for i in range(device_count()))
     raise AttributeError(f"module 'torch.neuron' has no attribute '{name}'")

@@ -106,6 +106,8 @@ at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const c10::Scalar& or
   if (x.numel() == 0 && std::isinf(p) && p > 0)
     TORCH_CHECK(false, "linalg.vector_norm cannot compute the inf norm on an empty tensor "
                 "because the operation does not have an identity");
+  // fp16/bf16 accumulate in fp32, as CPU does (300^2 overflows fp16)
+  if (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16) x = x.to(at::kFloat);
   at::Tensor r;
   at::Tensor a = x.abs();
   if (p == 2.0) r = at::sum(x * x, dims, keepdim).sqrt_();

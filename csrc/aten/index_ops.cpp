@@ -54,6 +54,7 @@ void split_dims(at::IntArrayRef sizes, int64_t dim, int64_t* outer, int64_t* inn
 // that is copied back (kernels write contiguous outputs).
 template <typename F>
 void into_contiguous(at::Tensor& out, F fn) {
+  at::assert_no_internal_overlap(out);
   if (out.is_contiguous()) {
     fn(out);
   } else {
@@ -327,6 +328,7 @@ at::Tensor& scatter_core(const at::Tensor& self, int64_t dim, const at::Tensor& 
     at::native::resize_output(out, self.sizes());
     out.copy_(self);
   }
+  at::assert_no_internal_overlap(out);
   at::Tensor s = src ? *src : at::Tensor();
   if (s.defined() && s.storage().is_alias_of(out.storage())) s = s.clone();
   launch_gather(out, s, index, dim, mode, value, name);
@@ -420,6 +422,7 @@ at::Tensor scatter_reduce(const at::Tensor& self, int64_t dim, const at::Tensor&
 
 at::Tensor& scatter_value_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                               const c10::Scalar& value, at::Tensor& out) {
+  check_scalar_fits(value, self.scalar_type());
   if (!gather_native(self, index, nullptr, TNK_SCATTER_VALUE) ||
       out.scalar_type() != self.scalar_type())
     return FALLBACK(scatter_value_out, self, dim, index, value, out);
@@ -767,6 +770,7 @@ bool masked_fill_native(const at::Tensor& self) {
 
 at::Tensor& masked_fill__scalar(at::Tensor& self, const at::Tensor& mask,
                                 const c10::Scalar& value) {
+  check_scalar_fits(value, self.scalar_type());
   if (!masked_fill_native(self))
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(masked_fill_, Scalar)>::call(
         self, mask, value);
@@ -1001,7 +1005,10 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
   AdvancedIndex ai;
   int mode = accumulate ? TNK_INDEX_ADD : TNK_INDEX_PUT;
   tnk_dtype_t dt = tnk_of(self);
-  if (dt == TNK_DTYPE_COUNT || !tnk_index_supported(dt, TNK_I64, mode) ||
+  // Into an expanded tensor ATen still writes, element by element, with a
+  // deprecation warning: the CPU path gives its exact result.
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes ||
+      dt == TNK_DTYPE_COUNT || !tnk_index_supported(dt, TNK_I64, mode) ||
       values.device() != self.device() || !make_advanced_index(self, indices, &ai))
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_index_put_impl_)>::call(
         self, indices, values, accumulate, unsafe);

@@ -70,6 +70,7 @@ bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
   tnk_dtype_t dt = to_tnk(common, &ok);
   if (!ok || !tnk_binary_supported(op, dt) || out.dim() > TNK_MAX_DIMS)
     return false;
+  at::assert_no_internal_overlap(out);
   BinaryTask task{};
   task.scalar_slot = -1;
   // Converted operands must outlive the launch: freed earlier, their blocks
@@ -84,11 +85,7 @@ bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
       for (int d = 0; d < TNK_MAX_DIMS; d++) v->strides[d] = 0;
       return;
     }
-    at::Tensor c = t.scalar_type() == common ? t : t.to(common);
-    if (out.numel() && c.numel() && !c.is_same(out) &&
-        c.storage().is_alias_of(out.storage()) &&
-        c.const_data_ptr() != out.const_data_ptr())
-      c = c.clone();  // partial overlap with the output: read a copy
+    at::Tensor c = readable_input(out, t.scalar_type() == common ? t : t.to(common));
     v->data = c.numel() ? const_cast<void*>(c.const_data_ptr()) : nullptr;
     broadcast_strides(c, out.sizes(), v->strides);
     keep[slot - 1] = c;
@@ -285,6 +282,8 @@ c10::ScalarType clamp_dtype(const at::Tensor& self, const at::Tensor& lo, const 
 
 at::Tensor& clamp_out(const at::Tensor& self, const std::optional<c10::Scalar>& min,
                       const std::optional<c10::Scalar>& max, at::Tensor& out) {
+  for (const auto* s : {&min, &max})  // as CPU: a bound must fit the result dtype
+    if (s->has_value()) check_scalar_fits(**s, out.scalar_type());
   at::Tensor lo = scalar_operand(min), hi = scalar_operand(max);
   bool done;
   clamp_into(self, opt_ptr(lo), opt_ptr(hi), out, &done);
@@ -418,6 +417,7 @@ void check_same_device(const at::Tensor& a, const at::Tensor& b, const char* op)
 void launch_gemm(const at::Tensor& out, const at::Tensor& a,
                  const at::Tensor& b, double alpha, double beta,
                  const char* name) {
+  at::assert_no_internal_overlap(out);
   tnk_gemm_args_t g{};
   g.batch = out.size(0);
   g.m = out.size(1);

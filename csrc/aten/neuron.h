@@ -3,6 +3,8 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/MemoryOverlap.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/Stream.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -52,6 +54,39 @@ bool to_view(const at::Tensor& t, tnk_view_t* view);
 at::Tensor host_alias(const at::Tensor& t);
 void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void* args,
             size_t size, const char* name);
+// ATen's memory-overlap rules for a kernel's written tensor, so that CPU's
+// and CUDA's errors are raised here too: `out` must not have two elements in
+// one memory location (checked by the kernel families' launchers), and an
+// input must not partially overlap it. Returns the input to read: itself, or
+// a copy where the overlap is one ATen cannot classify (it reads it as is).
+inline at::Tensor readable_input(const at::Tensor& out, const at::Tensor& in) {
+  if (!in.defined() || !out.numel() || !in.numel() || in.is_same(out) ||
+      !in.storage().is_alias_of(out.storage()))
+    return in;
+  switch (at::get_overlap_status(out, in)) {
+    case at::MemOverlapStatus::Partial: at::assert_no_partial_overlap(out, in); break;
+    case at::MemOverlapStatus::Full: return in;
+    default: break;
+  }
+  return in.const_data_ptr() == out.const_data_ptr() && in.strides() == out.strides()
+             ? in : in.clone();
+}
+
+// Raises CPU's "value cannot be converted to type T without overflow" when a
+// Python scalar does not fit the dtype it is written as (fill, masked_fill,
+// clamp bounds, scatter values...), instead of wrapping it.
+inline void check_scalar_fits(const c10::Scalar& s, c10::ScalarType t) {
+  switch (t) {
+    case at::kByte: case at::kChar: case at::kShort: case at::kInt: case at::kLong:
+    case at::kHalf: case at::kBFloat16: case at::kFloat: case at::kDouble:
+    case at::kBool: case at::kComplexFloat: case at::kComplexDouble:
+      AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(at::kHalf, at::kBFloat16, at::kBool, t,
+                                             "check_scalar_fits", [&] { (void)s.to<scalar_t>(); });
+      break;
+    default: break;
+  }
+}
+
 // Where a kernel reports bad data: the current stream of device; the fault
 // is raised at the next synchronisation as IndexError (index_error) or
 // RuntimeError, matching the exception CPU raises for that op.

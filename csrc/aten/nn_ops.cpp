@@ -47,11 +47,8 @@ void launch_ternary(const at::Tensor& out, const at::Tensor& a, const at::Tensor
                     const at::Tensor& c, tnk_ternary_op_t op, double value,
                     const char* name) {
   if (out.numel() == 0) return;
-  at::Tensor keep[3] = {a, b, c};
-  for (auto& t : keep)  // partial overlap with the output: read a copy
-    if (t.defined() && !t.is_same(out) && t.storage().is_alias_of(out.storage()) &&
-        t.const_data_ptr() != out.const_data_ptr())
-      t = t.clone();
+  at::assert_no_internal_overlap(out);
+  at::Tensor keep[3] = {readable_input(out, a), readable_input(out, b), readable_input(out, c)};
   tnk_ternary_args_t x{};
   x.shape.ndim = static_cast<int32_t>(out.dim());
   for (int64_t d = 0; d < out.dim(); d++) x.shape.sizes[d] = out.size(d);

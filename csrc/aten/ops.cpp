@@ -17,6 +17,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <set>
+#include <string>
 
 namespace torch_neuronx {
 
@@ -185,10 +188,15 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
     copy_on_host(src, dst);
     return dst;
   }
-  if (dst.is_privateuseone() && src.is_privateuseone() &&
-      ranges_overlap(src, dst)) {
-    if (src.is_same(dst)) return dst;
-    src = src.clone();  // copy through a fresh buffer, in stream order
+  if (dst.is_privateuseone() && src.is_privateuseone()) {
+    // as CPU's copy_ (a host-to-device copy may fill an expanded tensor: the
+    // CPU fallback writes results back that way)
+    at::assert_no_internal_overlap(dst);
+    if (ranges_overlap(src, dst)) {
+      if (src.is_same(dst)) return dst;
+      src = readable_input(dst, src);
+      if (ranges_overlap(src, dst)) src = src.clone();  // copy in stream order
+    }
   }
   bool ok_s, ok_d;
   tnk_copy_args_t a{};
@@ -358,6 +366,7 @@ tnk_scalar_t to_scalar(const c10::Scalar& v) {
 void fill_task(void* p) { tnk_fill(static_cast<tnk_fill_args_t*>(p)); }
 
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
+  check_scalar_fits(value, self.scalar_type());
   if (self.numel() == 0) return self;
   tnk_fill_args_t a{};
   if (!to_view(self, &a.dst)) {  // rare dtypes or ranks: on the host
@@ -439,10 +448,19 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
 
 void random_task(void* p) { tnk_random(static_cast<tnk_random_args_t*>(p)); }
 
+// A neuron generator dispatches random ops here even for CPU tensors; CPU
+// and CUDA refuse a generator of another device with this message.
+void check_generator_target(const at::Tensor& t) {
+  TORCH_CHECK(t.is_privateuseone(),
+              "Expected a 'cpu' device type for generator but found 'neuron'");
+}
+
 at::Tensor& launch_random(at::Tensor& self, tnk_random_args_t& a,
                           std::optional<at::Generator> gen,
                           const char* name) {
+  check_generator_target(self);
   if (self.numel() == 0) return self;
+  at::assert_no_internal_overlap(self);
   TORCH_CHECK_TYPE(to_view(self, &a.dst),
                    name, ": neuron random kernels do not support dtype ",
                    self.scalar_type());
@@ -472,6 +490,12 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to,
 at::Tensor& normal_(at::Tensor& self, double mean, double std,
                     std::optional<at::Generator> gen) {
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  if (self.is_complex()) {  // as ATen: both parts, each with std / sqrt(2)
+    check_generator_target(self);
+    at::Tensor parts = at::view_as_real(self);
+    normal_(parts, mean, std / std::sqrt(2.0), gen);
+    return self;
+  }
   TORCH_CHECK(at::isFloatingType(self.scalar_type()),
               "normal_ only supports floating-point dtypes, got ",
               self.scalar_type());
@@ -559,7 +583,120 @@ at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p_,
   TORCH_CHECK_TYPE(to_view(p, &a.prob),
                    "bernoulli_: unsupported probability dtype ",
                    p.scalar_type());
+  check_generator_target(self);
+  // a probability outside [0, 1] is found by the kernel (CPU's message)
+  a.fault = {tnrt_stream_fault, current_native_stream(self.device().index()),
+             "Expected p_in >= 0 && p_in <= 1 to be true, but got false.",
+             TNK_FAULT_MESSAGE, tnrt_thread_token()};
   return launch_random(self, a, gen, "aten::bernoulli_");
+}
+
+at::Tensor& exponential_(at::Tensor& self, double lambd,
+                         std::optional<at::Generator> gen) {
+  TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
+              "exponential_ not implemented for '", self.scalar_type(), "'");
+  tnk_random_args_t a{};
+  a.kind = TNK_RAND_EXPONENTIAL;
+  a.lo = lambd;
+  return launch_random(self, a, gen, "aten::exponential_");
+}
+
+// ------------------------------------------------------------ device asserts
+
+void assert_task(void* p) { tnk_assert(static_cast<tnk_assert_args_t*>(p)); }
+
+// Messages outlive the ops that raise them (the fault keeps a pointer).
+const char* intern(c10::string_view msg) {
+  static std::mutex mu;
+  static std::set<std::string> strings;
+  std::lock_guard<std::mutex> lock(mu);
+  return strings.emplace(msg).first->c_str();
+}
+
+}  // namespace
+
+// Raises msg (RuntimeError) at the next synchronisation covering this point
+// of the stream when the one-element tensor cond is zero: CUDA's
+// _assert_async, without a host round trip.
+void assert_async(const at::Tensor& cond, c10::string_view msg) {
+  TORCH_CHECK(cond.numel() != 0, "Boolean value of Tensor with no values is ambiguous");
+  TORCH_CHECK(cond.numel() == 1,
+              "Boolean value of Tensor with more than one value is ambiguous");
+  at::Tensor flag = cond.to(at::kBool).reshape({});
+  tnk_assert_args_t a{};
+  a.flag = flag.const_data_ptr();
+  a.fault = {tnrt_stream_fault, current_native_stream(flag.device().index()),
+             intern(msg), TNK_FAULT_MESSAGE, tnrt_thread_token()};
+  launch(flag.device().index(), assert_task, &a, sizeof a, "aten::_assert_async");
+}
+
+namespace {
+
+void assert_async_plain(const at::Tensor& cond) {
+  assert_async(cond, "Expected Tensor with single nonzero value, but got zero");
+}
+
+void assert_async_msg(const at::Tensor& cond, c10::string_view msg) {
+  assert_async(cond, msg);
+}
+
+// torch.multinomial as ATen computes it, from native kernels: without
+// replacement (or one sample) the exponential race argmax/topk(p / q),
+// q ~ Exp(1); with replacement inverse-CDF sampling. The data checks are
+// device-side asserts, as CUDA's.
+at::Tensor& multinomial_out(const at::Tensor& self, int64_t n_sample, bool replacement,
+                            std::optional<at::Generator> gen, at::Tensor& result) {
+  TORCH_CHECK(result.device() == self.device(),
+              "multinomial arguments must have the same device");
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "prob_dist must be 1 or 2 dim");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
+              "multinomial only supports floating-point dtypes for input, got: ",
+              self.scalar_type());
+  TORCH_CHECK(result.scalar_type() == at::kLong,
+              "multinomial expects Long tensor out, got: ", result.scalar_type());
+  TORCH_CHECK(n_sample > 0, "cannot sample n_sample <= 0 samples");
+  int64_t cats = self.size(-1);
+  TORCH_CHECK(replacement || n_sample <= cats,
+              "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  TORCH_CHECK(cats <= (1 << 24), "number of categories cannot exceed 2^24");
+  check_generator_target(self);
+  if (self.dim() == 1) result.resize_({n_sample});
+  else result.resize_({self.size(0), n_sample});
+  if (result.numel() == 0) return result;
+  at::Tensor p = self.dim() == 1 ? self.unsqueeze(0) : self;
+  if (p.scalar_type() != at::kDouble) p = p.to(at::kFloat);
+  assert_async(at::logical_and(p.max() < INFINITY, p.min() >= 0),
+               "probability tensor contains either `inf`, `nan` or element < 0");
+  assert_async(at::all(p.sum(-1) > 0),
+               "invalid multinomial distribution (sum of probabilities <= 0)");
+  at::Tensor out = result.dim() == 1 ? result.unsqueeze(0) : result;
+  if (!replacement || n_sample == 1) {
+    at::Tensor q = at::empty_like(p);
+    exponential_(q, 1.0, gen);
+    at::Tensor score = p / q;
+    if (n_sample == 1) out.copy_(score.argmax(-1, true));
+    else out.copy_(std::get<1>(score.topk(n_sample, -1)));
+    return result;
+  }
+  at::Tensor cdf = p.cumsum(-1);
+  cdf = cdf / cdf.narrow(-1, cats - 1, 1);
+  at::Tensor u = at::empty({p.size(0), n_sample}, p.options());
+  uniform_(u, 0.0, 1.0, gen);
+  // category = #{cdf <= u}: in chunks of samples that bound the comparison
+  int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 24) / std::max<int64_t>(1, p.size(0) * cats));
+  for (int64_t s = 0; s < n_sample; s += chunk) {
+    int64_t k = std::min(chunk, n_sample - s);
+    at::Tensor le = cdf.unsqueeze(1) <= u.narrow(1, s, k).unsqueeze(-1);
+    out.narrow(1, s, k).copy_(le.sum(-1).clamp_max(cats - 1));
+  }
+  return result;
+}
+
+at::Tensor multinomial(const at::Tensor& self, int64_t n_sample, bool replacement,
+                       std::optional<at::Generator> gen) {
+  at::Tensor result = at::empty({0}, self.options().dtype(at::kLong));
+  return multinomial_out(self, n_sample, replacement, gen, result);
 }
 
 void randperm_task(void* p) { tnk_randperm(static_cast<tnk_randperm_args_t*>(p)); }
@@ -568,6 +705,7 @@ void randperm_task(void* p) { tnk_randperm(static_cast<tnk_randperm_args_t*>(p))
 // float type must represent every integer up to n exactly).
 at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor& out) {
   TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  check_generator_target(out);
   TORCH_CHECK(!out.is_complex() && out.scalar_type() != at::kBool,
               "randperm is not implemented for ", out.scalar_type());
   auto limit = [&]() -> double {
@@ -666,6 +804,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("random_.to", random_to);
   m.impl("bernoulli_.float", bernoulli_float);
   m.impl("bernoulli_.Tensor", bernoulli_tensor);
+  m.impl("exponential_", exponential_);
+  m.impl("multinomial", multinomial);
+  m.impl("multinomial.out", multinomial_out);
+  m.impl("_assert_async", assert_async_plain);
+  m.impl("_assert_async.msg", assert_async_msg);
 }
 
 namespace {

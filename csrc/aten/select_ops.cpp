@@ -62,8 +62,8 @@ at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& self,
   if (out.numel() == 0) return out;
   at::Tensor c = on_device(cond, dev, at::kBool), a = on_device(self, dev, common),
              b = on_device(other, dev, common);
-  for (at::Tensor* t : {&c, &a, &b})  // partial overlap with out: read a copy
-    if (t->storage().is_alias_of(out.storage()) && !t->is_same(out)) *t = t->clone();
+  at::assert_no_internal_overlap(out);
+  for (at::Tensor* t : {&c, &a, &b}) *t = readable_input(out, *t);
   tnk_where_args_t w{};
   w.shape.ndim = static_cast<int32_t>(shape.size());
   for (size_t d = 0; d < shape.size(); d++) w.shape.sizes[d] = shape[d];

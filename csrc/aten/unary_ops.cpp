@@ -40,10 +40,8 @@ tnk_unary_args_t map_args(const at::Tensor& out, const at::Tensor& in, int op) {
 void launch_unary(const at::Tensor& out, const at::Tensor& in0, tnk_unary_op_t op,
                   double p0, const char* name, double p1 = 0, double p2 = 0) {
   if (out.numel() == 0) return;
-  at::Tensor in = in0;
-  if (!in.is_same(out) && in.storage().is_alias_of(out.storage()) &&
-      in.const_data_ptr() != out.const_data_ptr())
-    in = in.clone();  // partial overlap with the output: read a copy
+  at::assert_no_internal_overlap(out);
+  at::Tensor in = readable_input(out, in0);
   tnk_unary_args_t a = map_args(out, in, op);
   a.dtype = a.out.dtype;
   a.p0 = p0;
@@ -135,10 +133,8 @@ void complex_task(void* p) { tnk_complex_unary(static_cast<tnk_unary_args_t*>(p)
 // out = op(x) (out may be x for in-place ops whose result stays complex).
 void launch_complex(const at::Tensor& out, const at::Tensor& in0, int op, const char* name) {
   if (out.numel() == 0) return;
-  at::Tensor in = in0;
-  if (!in.is_same(out) && in.storage().is_alias_of(out.storage()) &&
-      in.const_data_ptr() != out.const_data_ptr())
-    in = in.clone();
+  at::assert_no_internal_overlap(out);
+  at::Tensor in = readable_input(out, in0);
   tnk_unary_args_t a = map_args(out, in, op);
   launch(out.device().index(), complex_task, &a, sizeof a, name);
 }

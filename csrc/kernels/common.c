@@ -69,3 +69,9 @@ int tnk_coalesce(tnk_shape_t *shape, tnk_view_t *views, int nviews) {
   shape->ndim = nd;
   return nd;
 }
+
+void tnk_assert(const tnk_assert_args_t *a) {
+  if (!*(const unsigned char *)a->flag && a->fault.fn)
+    a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, 0, 0,
+                a->fault.origin);
+}

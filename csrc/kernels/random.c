@@ -36,14 +36,15 @@ typedef struct rand_ctx {
 } rand_ctx_t;
 
 /* Uniform in [0, 1) with 24 (float) or 53 (double) random bits. */
-static double u01(const uint32_t w[4], int wide) {
+static double u01(const uint32_t *w, int wide) {
   if (wide)
     return (double)((((uint64_t)w[0] << 32) | w[1]) >> 11) * 0x1.0p-53;
   return (double)(w[0] >> 8) * 0x1.0p-24;
 }
 
-static void draw(const tnk_random_args_t *a, int wide, int64_t i,
-                 const char *prob, tnk_val_t *v) {
+/* Returns 0 when a probability is outside [0, 1]. */
+static int draw(const tnk_random_args_t *a, int wide, int64_t i,
+                const char *prob, tnk_val_t *v) {
   uint32_t ctr[4] = {(uint32_t)i, (uint32_t)((uint64_t)i >> 32),
                      (uint32_t)a->offset, (uint32_t)(a->offset >> 32)};
   uint32_t key[2] = {(uint32_t)a->seed, (uint32_t)(a->seed >> 32)};
@@ -53,6 +54,7 @@ static void draw(const tnk_random_args_t *a, int wide, int64_t i,
   switch (a->kind) {
     case TNK_RAND_UNIFORM:
       v->re = a->lo + u01(w, wide) * (a->hi - a->lo);
+      v->im = a->lo + u01(w + 2, wide) * (a->hi - a->lo); /* complex */
       break;
     case TNK_RAND_NORMAL: {
       /* Box-Muller; u1 in (0, 1] keeps log finite. */
@@ -62,6 +64,11 @@ static void draw(const tnk_random_args_t *a, int wide, int64_t i,
         u2 = (double)((((uint64_t)w[2] << 32) | w[3]) >> 11) * 0x1.0p-53;
       }
       v->re = a->lo + a->hi * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+      break;
+    }
+    case TNK_RAND_EXPONENTIAL: {
+      /* u in [0, 1): -log1p(-u) is finite and >= 0 */
+      v->re = -log1p(-u01(w, wide)) / a->lo;
       break;
     }
     case TNK_RAND_BERNOULLI: {
@@ -76,6 +83,10 @@ static void draw(const tnk_random_args_t *a, int wide, int64_t i,
           default: pv = (tnk_val_t){0, 0, 0, 0};
         }
         p = pv.isint ? (double)pv.i : pv.re;
+        if (!(p >= 0 && p <= 1)) {
+          v->isint = 1;
+          return 0;
+        }
       }
       v->i = u01(w, 1) < p;
       v->re = (double)v->i;
@@ -90,13 +101,15 @@ static void draw(const tnk_random_args_t *a, int wide, int64_t i,
       break;
     }
   }
+  return 1;
 }
 
 static void rand_range(void *p, int64_t begin, int64_t end) {
   const rand_ctx_t *c = p;
   const tnk_random_args_t *a = c->a;
   const tnk_shape_t *sh = &c->shape;
-  int wide = a->dst.dtype == TNK_F64;
+  int wide = a->dst.dtype == TNK_F64 || a->dst.dtype == TNK_C128;
+  int bad = 0;
   for (int64_t i = begin; i < end; i++) {
     int64_t rem = i, off = 0, poff = 0;
     for (int d = sh->ndim - 1; d >= 0; d--) {
@@ -108,7 +121,7 @@ static void rand_range(void *p, int64_t begin, int64_t end) {
     const char *prob =
         a->has_prob ? (const char *)a->prob.data + poff * (int64_t)c->psz : 0;
     tnk_val_t v;
-    draw(a, wide, i, prob, &v);
+    bad |= !draw(a, wide, i, prob, &v);
     char *dst = (char *)a->dst.data + off * (int64_t)c->esz;
     switch (a->dst.dtype) {
 #define STORE_CASE(E, N) \
@@ -134,6 +147,8 @@ static void rand_range(void *p, int64_t begin, int64_t end) {
       }
     }
   }
+  if (bad && a->fault.fn)
+    a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, 0, 0, a->fault.origin);
 }
 
 void tnk_random(const tnk_random_args_t *a) {

@@ -112,11 +112,30 @@ void tnk_fill(const tnk_fill_args_t *a);
 
 /* ---- random (Philox4x32-10, counter = (element index, offset)) --------- */
 
+/* ---- faults ------------------------------------------------------------------ */
+
+/* Bad data found while a kernel runs (an index out of range) is skipped and
+ * reported through the sink, which may be empty (fn NULL). Kernels never
+ * touch memory outside their views whatever the data. */
+enum { TNK_FAULT_INDEX = 0, TNK_FAULT_ASSERT = 1, TNK_FAULT_ZERO_DIVISION = 2,
+       TNK_FAULT_MESSAGE = 3 /* what is the whole message (RuntimeError) */ };
+typedef void (*tnk_fault_fn)(void *ctx, int kind, const char *what,
+                             int64_t value, int64_t bound, uint32_t origin);
+typedef struct tnk_fault {
+  tnk_fault_fn fn;
+  void *ctx;
+  const char *what; /* static string naming the op */
+  int32_t kind;     /* TNK_FAULT_*, passed to fn: how the caller reports it */
+  uint32_t origin;  /* passed to fn: who launched the work (the runtime's
+                       thread token) */
+} tnk_fault_t;
+
 typedef enum tnk_rand_kind {
   TNK_RAND_UNIFORM = 0, /* a in [lo, hi) */
   TNK_RAND_NORMAL,      /* mean a.lo, std a.hi */
   TNK_RAND_BERNOULLI,   /* p = a.lo, or per element from prob view */
   TNK_RAND_INT,         /* integer in [ilo, ilo + irange) */
+  TNK_RAND_EXPONENTIAL, /* rate a.lo (> 0) */
 } tnk_rand_kind_t;
 
 typedef struct tnk_random_args {
@@ -128,6 +147,9 @@ typedef struct tnk_random_args {
   double lo, hi;
   int64_t ilo;
   uint64_t irange;
+  /* a probability outside [0, 1] (or NaN) in prob: reported once, as
+   * TNK_FAULT_ASSERT (value and bound 0); that element gets 0 */
+  tnk_fault_t fault;
 } tnk_random_args_t;
 void tnk_random(const tnk_random_args_t *a);
 /* A random permutation of 0..n-1 into contiguous dst (any real dtype that
@@ -143,22 +165,14 @@ void tnk_randperm(const tnk_randperm_args_t *args);
 /* One Philox4x32-10 block; exposed for tests. */
 void tnk_philox(uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
-/* ---- faults ------------------------------------------------------------------ */
 
-/* Bad data found while a kernel runs (an index out of range) is skipped and
- * reported through the sink, which may be empty (fn NULL). Kernels never
- * touch memory outside their views whatever the data. */
-enum { TNK_FAULT_INDEX = 0, TNK_FAULT_ASSERT = 1, TNK_FAULT_ZERO_DIVISION = 2 };
-typedef void (*tnk_fault_fn)(void *ctx, int kind, const char *what,
-                             int64_t value, int64_t bound, uint32_t origin);
-typedef struct tnk_fault {
-  tnk_fault_fn fn;
-  void *ctx;
-  const char *what; /* static string naming the op */
-  int32_t kind;     /* TNK_FAULT_*, passed to fn: how the caller reports it */
-  uint32_t origin;  /* passed to fn: who launched the work (the runtime's
-                       thread token) */
-} tnk_fault_t;
+/* Reports fault (kind and what as given, value and bound 0) when the bool
+ * at flag is false: an asynchronous device-side assertion. */
+typedef struct tnk_assert_args {
+  const void *flag;
+  tnk_fault_t fault;
+} tnk_assert_args_t;
+void tnk_assert(const tnk_assert_args_t *a);
 
 /* ---- elementwise binary ------------------------------------------------ */
 

@@ -176,6 +176,12 @@ static tnrt_status_t stream_fault_status(tnrt_stream_t *s, uint64_t seq) {
   }
   pthread_mutex_unlock(&g_fault_mu);
   const char *whose = mine ? "" : " (launched from another host thread)";
+  if (f.kind == TNRT_FAULT_MESSAGE)
+    return tnrt_set_error(TNRT_ERR_DEVICE_ASSERT,
+                          "%s (found by the kernel on neuron:%d%s and reported "
+                          "at this synchronisation; run with "
+                          "NEURON_LAUNCH_BLOCKING=1 to raise at the op itself)",
+                          f.what, f.device, whose);
   if (f.kind == TNRT_FAULT_ZERO_DIVISION)
     return tnrt_set_error(TNRT_ERR_DEVICE_ASSERT,
                           "ZeroDivisionError: integer division by zero in %s "

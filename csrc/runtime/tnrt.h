@@ -105,7 +105,8 @@ int tnrt_launch_blocking(void);
  * tnrt_thread_token()); then it is cleared and the device stays usable. A
  * stream that waits on an event covering a fault inherits it. Results of the
  * faulting op are unspecified but in bounds. */
-enum { TNRT_FAULT_INDEX = 0, TNRT_FAULT_ASSERT = 1, TNRT_FAULT_ZERO_DIVISION = 2 };
+enum { TNRT_FAULT_INDEX = 0, TNRT_FAULT_ASSERT = 1, TNRT_FAULT_ZERO_DIVISION = 2,
+       TNRT_FAULT_MESSAGE = 3 /* what is the whole message; DEVICE_ASSERT */ };
 /* Callable from a task; stream is the tnrt_stream_t* the task runs on (as a
  * void* so kernels can carry it without this header). what must have static
  * lifetime; the message is "<what>: index <value> is out of bounds for size
