@@ -37,6 +37,11 @@ def main():
         print(f"  neuron:{i:<3}{p.name:<34}{p.global_core_id:>5}{p.chip:>5}"
               f"{_gib(total):>12}{_gib(total - free):>12}"
               f"{_gib(torch.neuron.memory_allocated(i)):>12}")
+    p = torch.neuron.get_device_properties(0)
+    if p.total_memory < p.modelled_memory:
+        print(f"  device memory capped by the host: the {p.instance_model} model gives each core "
+              f"{_gib(p.modelled_memory)} of HBM; this host can back {_gib(p.total_memory)}, "
+              f"shared by all devices (set TORCH_NEURONX_DEVICE_MEMORY to choose less)")
     return 0
 
 

@@ -289,7 +289,14 @@ def set_rng_state_all(new_states) -> None:
 
 
 def _dev(device):
-    return _get_device_index(device)
+    idx = _get_device_index(device)
+    n = device_count()
+    if not 0 <= idx < n:  # also before the runtime starts (it would read 0)
+        raise RuntimeError(
+            f"neuron error: invalid device ordinal: device index {idx} is out of range; "
+            f"{n} neuron device(s) are visible (set NEURON_RT_VISIBLE_CORES to choose them)"
+        )
+    return idx
 
 
 def memory_stats(device: _device_t = None) -> "collections.OrderedDict[str, Any]":

@@ -14,6 +14,7 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <limits>
 
 namespace torch_neuronx {
 namespace {
@@ -294,7 +295,12 @@ at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64
   at::native::resize_output(out, {steps});
   if (steps == 0) return out;
   if (steps == 1) return out.fill_(start);
-  double a = start.toDouble(), b = end.toDouble(), step = (b - a) / (steps - 1);
+  double a = start.toDouble(), b = end.toDouble();
+  if (c10::isIntegralType(out.scalar_type(), true)) {  // as ATen: the ends in the
+    a = static_cast<double>(start.toLong());          // integer type first
+    b = static_cast<double>(end.toLong());
+  }
+  double step = (b - a) / (steps - 1);
   // As ATen: the first half counts up from start, the second down from end.
   int64_t half = steps / 2;
   at::Tensor i = at::arange(steps, out.options().dtype(at::kDouble));
@@ -611,10 +617,11 @@ std::tuple<at::Tensor&, at::Tensor&> kthvalue_out(const at::Tensor& self, int64_
                                                   at::Tensor& indices) {
   int64_t d = at::maybe_wrap_dim(dim, self.dim());
   int64_t n = self.dim() ? self.size(d) : 1;
+  TORCH_CHECK_INDEX(n > 0, "kthvalue(): Expected reduction dim ", d, " to have non-zero size.");
   TORCH_CHECK(k >= 1 && k <= n, "kthvalue(): selected number k out of range for dimension ", d);
-  at::Tensor x = self.dim() ? self : self.view({1});
+  at::Tensor x = self.dim() ? self : self.reshape(at::IntArrayRef{1});
   auto r = pick_sorted(x, d, position(x, d, k - 1), keepdim || self.dim() == 0);
-  if (self.dim() == 0) r = {std::get<0>(r).view({}), std::get<1>(r).view({})};
+  if (self.dim() == 0) r = {std::get<0>(r).reshape(at::IntArrayRef{}), std::get<1>(r).reshape(at::IntArrayRef{})};
   deliver2(r, values, indices);
   return {values, indices};
 }
@@ -623,7 +630,7 @@ std::tuple<at::Tensor&, at::Tensor&> median_dim_out(const at::Tensor& self, int6
                                                     bool keepdim, at::Tensor& values,
                                                     at::Tensor& indices) {
   int64_t d = at::maybe_wrap_dim(dim, self.dim());
-  at::Tensor x = self.dim() ? self : self.view({1});
+  at::Tensor x = self.dim() ? self : self.reshape(at::IntArrayRef{1});
   int64_t n = x.size(d);
   TORCH_CHECK(n > 0, "median() cannot compute median for a dimension of size 0 because ",
               "the operation does not have an identity");
@@ -633,12 +640,14 @@ std::tuple<at::Tensor&, at::Tensor&> median_dim_out(const at::Tensor& self, int6
     pos = at::where(nans > 0, n - nans, pos);
   }
   auto r = pick_sorted(x, d, pos, keepdim || self.dim() == 0);
-  if (self.dim() == 0) r = {std::get<0>(r).view({}), std::get<1>(r).view({})};
+  if (self.dim() == 0) r = {std::get<0>(r).reshape(at::IntArrayRef{}), std::get<1>(r).reshape(at::IntArrayRef{})};
   deliver2(r, values, indices);
   return {values, indices};
 }
 
 at::Tensor median_all(const at::Tensor& self) {
+  if (self.numel() == 0 && at::isFloatingType(self.scalar_type()))  // as CPU
+    return at::full({}, std::numeric_limits<double>::quiet_NaN(), self.options());
   TORCH_CHECK(self.numel() > 0, "median() input tensor cannot be empty");
   at::Tensor v = at::empty({0}, self.options()), i = at::empty({0}, self.options().dtype(at::kLong));
   median_dim_out(self.reshape({-1}), 0, false, v, i);
@@ -788,6 +797,13 @@ at::Tensor& linalg_solve_triangular_out(const at::Tensor& A, const at::Tensor& B
               "dimensions.");
   TORCH_CHECK(A.size(-1) == A.size(-2), "linalg.solve_triangular: A must be batches of square "
               "matrices, but they are ", A.size(-2), " by ", A.size(-1), " matrices");
+  if (A.numel() == 0 || B.numel() == 0) {  // empty systems (backward of cholesky, qr...)
+    auto batch = at::infer_size(A.sizes().slice(0, A.dim() - 2), B.sizes().slice(0, B.dim() - 2));
+    batch.push_back(B.size(-2));
+    batch.push_back(B.size(-1));
+    at::native::resize_output(out, batch);
+    return out;
+  }
   at::Tensor r = left ? solve_triangular_left(A, B, upper, unit)
                       : solve_triangular_left(A.mT(), B.mT(), !upper, unit).mT();
   return assign_result(out, r);
@@ -811,7 +827,7 @@ at::Tensor unfold_backward(const at::Tensor& grad, c10::SymIntArrayRef input_siz
   int64_t nd = static_cast<int64_t>(sizes.size());
   int64_t d = nd ? at::maybe_wrap_dim(dim, nd) : 0;
   at::Tensor out = at::zeros(sizes, grad.options());
-  if (grad.numel() == 0 || nd == 0) return nd ? out : grad.view({});
+  if (grad.numel() == 0 || nd == 0) return nd ? out : grad.reshape(at::IntArrayRef{});
   int64_t windows = grad.size(d);
   std::vector<int64_t> idx;
   idx.reserve(windows * size);

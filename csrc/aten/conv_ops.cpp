@@ -223,9 +223,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_native_backward(
     ConvGeom g = transposed_geometry(input, weight, stride, padding, dilation, output_padding,
                                      groups);
     at::Tensor gx, gw, gb;
-    if (mask[0])
+    if (mask[0]) {
       gx = conv_native_forward(grad_output, weight, std::nullopt, stride, padding, dilation,
                                false, at::IntArrayRef{}, groups);
+      // output_padding >= stride (legal while < dilation) leaves trailing
+      // output rows no input position reaches: the convolution then yields
+      // more positions than the input has
+      for (int64_t d = 2; d < input.dim(); d++)
+        if (gx.size(d) > input.size(d)) gx = gx.narrow(d, 0, input.size(d));
+      gx = gx.contiguous();
+    }
     if (mask[1]) {
       int64_t cin_g = g.o / groups, kg = g.c / groups * g.taps(), L = g.pixels();
       at::Tensor col = columns(g, grad_output.contiguous());

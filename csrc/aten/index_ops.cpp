@@ -264,8 +264,9 @@ void launch_gather(const at::Tensor& indexed, const at::Tensor& dense, const at:
 
 void check_gather_shapes(const char* name, const at::Tensor& self, int64_t dim,
                          const at::Tensor& index, const at::Tensor* src) {
-  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, name,
-              "(): Expected dtype int32/int64 for index");
+  TORCH_CHECK(index.numel() == 0 || index.scalar_type() == at::kLong ||
+                  index.scalar_type() == at::kInt,
+              name, "(): Expected dtype int32/int64 for index");
   int64_t sd = std::max<int64_t>(self.dim(), 1), id = std::max<int64_t>(index.dim(), 1);
   TORCH_CHECK(index.numel() == 0 || sd == id, "Index tensor must have the same number of "
               "dimensions as ", src ? "self" : "input", " tensor");
@@ -588,8 +589,8 @@ at::Tensor& argmaxmin_out(const at::Tensor& self, std::optional<int64_t> dim, bo
     at::native::resize_output(out, reduced_shape(self, at::IntArrayRef{d}, keepdim));
     arg_reduce(self, d, false, is_max, nullptr, out);
   } else {
-    TORCH_CHECK(self.numel() != 0, name,
-                ": Expected reduction dim to be specified for input.numel() == 0.");
+    TORCH_CHECK_INDEX(self.numel() != 0, name,
+                      ": Expected reduction dim to be specified for input.numel() == 0.");
     at::native::resize_output(out, reduced_shape(self, std::nullopt, keepdim));
     arg_reduce(self, 0, true, is_max, nullptr, out);
   }
@@ -774,7 +775,8 @@ at::Tensor& masked_fill__scalar(at::Tensor& self, const at::Tensor& mask,
   if (!masked_fill_native(self))
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(masked_fill_, Scalar)>::call(
         self, mask, value);
-  return masked_fill_impl(self, mask, at::scalar_tensor(value, at::kCPU).to(self.scalar_type()));
+  return masked_fill_impl(self, mask,
+                          at::scalar_tensor(value, at::TensorOptions(at::kCPU).dtype(self.scalar_type())));
 }
 
 at::Tensor& masked_fill__tensor(at::Tensor& self, const at::Tensor& mask,

@@ -17,6 +17,7 @@ static py::dict device_properties(int index) {
   d["name"] = std::string(p.name);
   d["instance_model"] = std::string(p.instance_model);
   d["total_memory"] = p.total_memory;
+  d["modelled_memory"] = p.modelled_memory;
   d["generation"] = p.generation;
   d["physical_cores"] = p.physical_cores;
   d["logical_cores_per_chip"] = p.logical_cores_per_chip;

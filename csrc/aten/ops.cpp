@@ -399,10 +399,18 @@ at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
 
 // --------------------------------------------------------------------- cat
 
+// CPU's error for 0-d operands (the meta kernel raises a Python IndexError).
+void check_cat_ranks(const std::vector<std::reference_wrapper<const at::Tensor>>& list) {
+  for (size_t i = 0; i < list.size(); i++)
+    TORCH_CHECK(list[i].get().dim() > 0, "zero-dimensional tensor (at position ", i,
+                ") cannot be concatenated");
+}
+
 at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim,
                     at::Tensor& out) {
   auto list = tensors.materialize();
   TORCH_CHECK(!list.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  check_cat_ranks(list);
   c10::Device dev = out.device();
   std::vector<at::Tensor> metas;
   for (const at::Tensor& t : list) {
@@ -433,6 +441,7 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim,
 at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
   auto list = tensors.materialize();
   TORCH_CHECK(!list.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  check_cat_ranks(list);
   std::vector<at::Tensor> metas;
   for (const at::Tensor& t : list)
     metas.push_back(at::empty_strided(t.sizes(), t.strides(),

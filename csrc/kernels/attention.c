@@ -103,7 +103,8 @@ static void fwd_tasks(void *p, int64_t begin, int64_t end) {
       tile_scores(a, b, h, i0, qn, j0, kn, qs, kb + j0 * a->sk[2], s, kt);
       for (int64_t r = 0; r < qn; r++) {
         float *row = s + r * KB, mx = m[r];
-        for (int64_t cc = 0; cc < kn; cc++) mx = row[cc] > mx ? row[cc] : mx;
+        /* a NaN score makes the row NaN, as the reference softmax does */
+        for (int64_t cc = 0; cc < kn; cc++) mx = row[cc] > mx || row[cc] != row[cc] ? row[cc] : mx;
         if (mx == -INFINITY) { /* nothing visible yet: p = 0 */
           memset(row, 0, sizeof(float) * (size_t)kn);
           continue;
@@ -123,7 +124,7 @@ static void fwd_tasks(void *p, int64_t begin, int64_t end) {
     for (int64_t r = 0; r < qn; r++) {
       float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
       for (int64_t e = 0; e < a->ev; e++) o[r * a->so[2] + e] = acc[r * a->ev + e] * inv;
-      lse[r] = l[r] > 0 ? m[r] + logf(l[r]) : -INFINITY;
+      lse[r] = l[r] > 0 ? m[r] + logf(l[r]) : l[r] != l[r] ? NAN : -INFINITY;
     }
   }
   free(s);

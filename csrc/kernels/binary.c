@@ -321,7 +321,7 @@ CMP_ALL(ge, >=)
     }                                                                        \
     return 0;                                                                \
   }
-BOOL_LOOP(bool_add, x | y)
+BOOL_LOOP(bool_add, x | (y & (ial != 0))) /* a + alpha * b, alpha a bool */
 BOOL_LOOP(bool_mul, x & y)
 BOOL_LOOP(bool_maximum, x | y)
 BOOL_LOOP(bool_minimum, x & y)
@@ -359,8 +359,13 @@ BOOL_LOOP(bool_bitxor, x ^ y)
 #define C_ADD r[0] = x[0] + alpha * y[0]; r[1] = x[1] + alpha * y[1]
 #define C_SUB r[0] = x[0] - alpha * y[0]; r[1] = x[1] - alpha * y[1]
 #define C_MUL r[0] = x[0] * y[0] - x[1] * y[1]; r[1] = x[0] * y[1] + x[1] * y[0]
+/* Smith's algorithm; a zero divisor gives a complex inf or nan per part,
+ * as c10::complex (and NumPy) do */
 #define C_DIV                                                                \
-  if ((y[0] < 0 ? -y[0] : y[0]) >= (y[1] < 0 ? -y[1] : y[1])) {              \
+  if (y[0] == 0 && y[1] == 0) {                                              \
+    r[0] = x[0] / (y[0] * y[0]);                                           \
+    r[1] = x[1] / (y[1] * y[1]);                                           \
+  } else if ((y[0] < 0 ? -y[0] : y[0]) >= (y[1] < 0 ? -y[1] : y[1])) {       \
     double q = (double)y[1] / y[0];                                          \
     double d = y[0] + y[1] * q;                                              \
     r[0] = (x[0] + x[1] * q) / d;                                            \

@@ -386,18 +386,24 @@ static grid_point_t grid_point(const tnk_grid_sample_args_t *a, int64_t b, int64
 }
 
 /* Bilinear corners (nw, ne, sw, se) and weights of a source point; nearest
- * is the single corner nw with weight 1. NaN coordinates give no taps. */
+ * is the single corner nw with weight 1. NaN or infinite coordinates give
+ * no taps; the bilinear forward then outputs NaN (nan_out), as CPU does for
+ * zero padding (its weights are NaN), while nearest reads nothing (0). */
 typedef struct corners {
   int64_t x[4], y[4];
   double wt[4];
-  int n;
+  int n, nan_out;
   double dx, dy; /* offsets of the point from nw (bilinear) */
 } corners_t;
 
 static corners_t corners_of(const tnk_grid_sample_args_t *a, grid_point_t p) {
   corners_t c;
   c.n = 0;
-  if (p.x != p.x || p.y != p.y) return c;
+  c.nan_out = 0;
+  if (!isfinite(p.x) || !isfinite(p.y)) { /* (CPU: its weights are NaN) */
+    c.nan_out = a->mode != TNK_GRID_NEAREST;
+    return c;
+  }
   if (a->mode == TNK_GRID_NEAREST) {
     double rx = a->dtype == TNK_F64 ? nearbyint(p.x) : (double)nearbyintf((float)p.x);
     double ry = a->dtype == TNK_F64 ? nearbyint(p.y) : (double)nearbyintf((float)p.y);
@@ -444,7 +450,7 @@ static void grid_fwd_rows(void *p, int64_t begin, int64_t end) {
       corners_t c = corners_of(a, grid_point(a, b, oy, ox));
       for (int64_t ch = 0; ch < a->c; ch++) {
         int64_t plane = (b * a->c + ch) * a->h * a->w;
-        double v = 0;
+        double v = c.nan_out ? NAN : 0;
         for (int k = 0; k < c.n; k++)
           if (inside(a, c.x[k], c.y[k]))
             v += c.wt[k] * tnk_ldf(a->in, dt, plane + c.y[k] * a->w + c.x[k]);

@@ -176,15 +176,25 @@ int tnrt_ptr_device(const void *ptr) {
   return dev;
 }
 
+/* Device memory reserved on all devices (host memory backs it all). */
+static _Atomic uint64_t g_host_reserved;
+
 static tnrt_status_t alloc_segment(device_alloc_t *a, int device, int pool,
                                    size_t seg, tnrt_stream_t *s,
                                    tnrt_block_t **out) {
   if (a->reserved + seg > g_rt.capacity[device])
     return TNRT_ERR_OUT_OF_MEMORY;
+  /* all devices share the host memory that backs them */
+  uint64_t host = atomic_fetch_add(&g_host_reserved, seg) + seg;
+  if (host > g_rt.host_budget) {
+    atomic_fetch_sub(&g_host_reserved, seg);
+    return TNRT_ERR_OUT_OF_MEMORY;
+  }
   tnrt_block_t *b = calloc(1, sizeof *b);
   if (!b) return TNRT_ERR_OUT_OF_MEMORY;
   void *p;
   if (g_rt.hal->mem_alloc(g_rt.hal->context, device, seg, &p) != TNRT_OK) {
+    atomic_fetch_sub(&g_host_reserved, seg);
     free(b);
     return TNRT_ERR_OUT_OF_MEMORY;
   }
@@ -207,6 +217,7 @@ static void release_segment(device_alloc_t *a, tnrt_block_t *b) {
   seg_unregister((uintptr_t)b->ptr);
   g_rt.hal->mem_free(g_rt.hal->context, b->device, b->ptr, b->segment_size);
   a->reserved -= b->segment_size;
+  atomic_fetch_sub(&g_host_reserved, b->segment_size);
   a->stats.num_device_free++;
   stat_update(a->stats.segment, b->pool, -1);
   stat_update(a->stats.reserved_bytes, b->pool, -(int64_t)b->segment_size);
@@ -330,6 +341,20 @@ tnrt_status_t tnrt_malloc(int device, size_t bytes, tnrt_stream_t *s,
       format_size(fr, sizeof fr, capacity - a->reserved);
       format_size(al, sizeof al, (uint64_t)allocated);
       format_size(rs, sizeof rs, a->reserved - (uint64_t)allocated);
+      if (a->reserved + seg <= capacity) { /* the shared host budget ran out */
+        char budget[32], used[32];
+        format_size(budget, sizeof budget, g_rt.host_budget);
+        format_size(used, sizeof used, atomic_load(&g_host_reserved));
+        pthread_mutex_unlock(&a->mu);
+        return tnrt_set_error(
+            TNRT_ERR_OUT_OF_MEMORY,
+            "Tried to allocate %s on neuron:%d. The host memory that backs "
+            "all neuron devices (%s) is exhausted: %s is reserved across "
+            "devices. Of neuron:%d's memory %s is allocated by PyTorch, and "
+            "%s is reserved by PyTorch but unallocated (torch.neuron."
+            "empty_cache() releases it).",
+            req, device, budget, used, device, al, rs);
+      }
       pthread_mutex_unlock(&a->mu);
       return tnrt_set_error(
           TNRT_ERR_OUT_OF_MEMORY,
@@ -477,6 +502,9 @@ tnrt_status_t tnrt_mem_get_info(int device, uint64_t *free_bytes,
   pthread_mutex_lock(&a->mu);
   *total_bytes = g_rt.capacity[device];
   *free_bytes = g_rt.capacity[device] - a->reserved;
+  uint64_t host = atomic_load(&g_host_reserved);
+  uint64_t host_free = host < g_rt.host_budget ? g_rt.host_budget - host : 0;
+  if (host_free < *free_bytes) *free_bytes = host_free;
   pthread_mutex_unlock(&a->mu);
   return TNRT_OK;
 }

@@ -15,10 +15,13 @@
 #include "internal.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 tnrt_runtime_t g_rt;
 
@@ -78,22 +81,43 @@ static int env_int(const char *name, int dflt, int *out) {
   return 0;
 }
 
-/* "512M", "2G", "1048576" -> bytes; 0 on error. */
+/* "512M", "2G", "1048576" -> bytes; 0 on error (a sign, a value that
+ * overflows 64 bits, an unknown suffix). */
 static uint64_t parse_bytes(const char *v) {
+  if (!isdigit((unsigned char)*v)) return 0; /* strtoull would take "-1" */
   char *end;
+  errno = 0;
   unsigned long long x = strtoull(v, &end, 10);
-  if (end == v) return 0;
+  if (end == v || errno == ERANGE) return 0;
+  int shift = 0;
   switch (toupper((unsigned char)*end)) {
     case 0: return x;
-    case 'K': x <<= 10; break;
-    case 'M': x <<= 20; break;
-    case 'G': x <<= 30; break;
+    case 'K': shift = 10; break;
+    case 'M': shift = 20; break;
+    case 'G': shift = 30; break;
+    case 'T': shift = 40; break;
     default: return 0;
   }
+  if (x > (ULLONG_MAX >> shift)) return 0;
+  x <<= shift;
   end++;
   if (*end == 'i' || *end == 'I') end++;
   if (*end == 'B' || *end == 'b') end++;
   return *end ? 0 : x;
+}
+
+/* What the host can back: physical memory, or the cgroup's limit when lower,
+ * less 1/8 kept for the process itself and the rest of the system. */
+static uint64_t host_memory_budget(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t total = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+  FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
+  if (f) {
+    unsigned long long lim;
+    if (fscanf(f, "%llu", &lim) == 1 && lim < total) total = lim;
+    fclose(f);
+  }
+  return total - total / 8;
 }
 
 /* Parses "0-3,5" into a list of core ids; returns count or -1. */
@@ -175,6 +199,13 @@ tnrt_status_t tnrt_configure_devices(tnrt_runtime_t *rt) {
                             "TORCH_NEURONX_DEVICE_MEMORY=%s is not a size like "
                             "\"512M\" or \"8G\"", mem);
   }
+  /* The software core's device memory is host memory: no device may model
+   * more than the host can back, and all devices together share that
+   * budget (allocator.c), so running out is torch.OutOfMemoryError and not
+   * the kernel's OOM killer. */
+  rt->host_budget = host_memory_budget();
+  uint64_t modelled = cap;
+  if (cap > rt->host_budget) cap = rt->host_budget;
 
   rt->device_count = n;
   for (int d = 0; d < n; d++) {
@@ -184,6 +215,7 @@ tnrt_status_t tnrt_configure_devices(tnrt_runtime_t *rt) {
              m->core_name);
     snprintf(p->instance_model, sizeof p->instance_model, "%s", m->name);
     p->total_memory = cap;
+    p->modelled_memory = modelled;
     p->generation = m->generation;
     p->physical_cores = (uint32_t)lnc;
     p->logical_cores_per_chip = (uint32_t)per_chip;

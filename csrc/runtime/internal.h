@@ -28,6 +28,7 @@ typedef struct tnrt_runtime {
   tnrt_device_props_t props[TNRT_MAX_DEVICES];
   uint64_t capacity[TNRT_MAX_DEVICES];
   int launch_blocking;
+  uint64_t host_budget; /* device memory all devices together may reserve */
   tnrt_stream_t *streams; /* device_count * TNRT_STREAMS_PER_DEVICE */
 } tnrt_runtime_t;
 

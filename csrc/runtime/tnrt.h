@@ -48,7 +48,9 @@ int tnrt_device_count(void);
 typedef struct tnrt_device_props {
   char name[TNRT_NAME_MAX];        /* e.g. "trn2 NeuronCore-v3 (software)" */
   char instance_model[16];         /* "trn2" or "trn3" */
-  uint64_t total_memory;           /* HBM bytes owned by this logical core */
+  uint64_t total_memory;           /* HBM bytes owned by this logical core
+                                      (the model's, capped by the host) */
+  uint64_t modelled_memory;        /* the device model's HBM per core */
   uint32_t generation;             /* Trainium generation: 2 or 3 */
   uint32_t physical_cores;         /* physical cores fused into this one (LNC) */
   uint32_t logical_cores_per_chip;
