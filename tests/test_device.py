@@ -14,7 +14,11 @@ def test_registered_as_neuron():
 def test_default_model_is_one_trn2_chip():
     assert torch.neuron.device_count() == 4
     p = torch.neuron.get_device_properties(0)
-    assert p.total_memory == 24 * 2**30  # 96 GiB of HBM shared by 4 logical cores
+    assert p.modelled_memory == 24 * 2**30  # 96 GiB of HBM shared by 4 logical cores
+    # ... as far as the host can back it (software device memory is host memory)
+    import os
+    host = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert 0 < p.total_memory <= p.modelled_memory and p.total_memory <= host
     assert p.generation == 2 and p.instance_model == "trn2"
     assert "trn2" in torch.neuron.get_device_name(3)
     assert torch.neuron.get_device_properties(3).global_core_id == 3
@@ -52,7 +56,7 @@ def test_generated_methods():
 def test_visible_cores_and_trn3_model():
     r = run_python(
         "import torch; p = torch.neuron.get_device_properties(1);"
-        "print(torch.neuron.device_count(), p.global_core_id, p.generation, p.total_memory >> 30)",
+        "print(torch.neuron.device_count(), p.global_core_id, p.generation, p.modelled_memory >> 30)",
         {"NEURON_RT_VISIBLE_CORES": "1-2", "TORCH_NEURONX_INSTANCE": "trn3"},
     )
     assert r.returncode == 0, r.stderr

@@ -27,6 +27,10 @@ def _register():
 
     if getattr(torch, "neuron", None) is not _device_module:
         torch._register_device_module("neuron", _device_module)
+    import sys
+
+    for sub in ("amp", "random"):  # `import torch.neuron.amp` as torch.cuda.amp
+        sys.modules[f"torch.neuron.{sub}"] = getattr(_device_module, sub)
     if not hasattr(torch.Tensor, "is_neuron"):
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True

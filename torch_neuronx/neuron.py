@@ -118,6 +118,23 @@ def get_device_capability(device: _device_t = None) -> tuple:
     return (get_device_properties(device).generation, 0)
 
 
+def get_arch_list() -> list:
+    """The NeuronCore generations the runtime models ("trn2", "trn3"),
+    as torch.cuda.get_arch_list names the architectures it was built for."""
+    return ["trn2", "trn3"]
+
+
+def can_device_access_peer(device: _device_t, peer_device: _device_t) -> bool:
+    """Whether device can read peer_device's memory directly. Software
+    NeuronCores share the host's memory: every pair of visible devices can
+    (copies between them need no host round trip)."""
+    a, b = _dev(device), _dev(peer_device)
+    return a != b
+
+
+OutOfMemoryError = torch.OutOfMemoryError
+
+
 def synchronize(device: _device_t = None) -> None:
     """Waits for all work on every stream of the device."""
     _C._synchronize(_get_device_index(device))
@@ -338,6 +355,59 @@ def reset_max_memory_allocated(device: _device_t = None) -> None:
     reset_peak_memory_stats(device)
 
 
+def set_per_process_memory_fraction(fraction: float, device: _device_t = None) -> None:
+    """Limits this process to fraction (0..1) of the device's memory; an
+    allocation past it raises torch.OutOfMemoryError (as torch.cuda's)."""
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    _C._set_memory_fraction(fraction, _dev(device))
+
+
+def get_per_process_memory_fraction(device: _device_t = None) -> float:
+    return _C._get_memory_fraction(_dev(device))
+
+
+def host_memory_stats() -> "collections.OrderedDict[str, Any]":
+    """Statistics of the pinned host memory allocator (torch.cuda's keys)."""
+    return collections.OrderedDict(sorted(_C._host_memory_stats().items()))
+
+
+def reset_peak_host_memory_stats() -> None:
+    _C._reset_host_memory_stats(True)
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    _C._reset_host_memory_stats(False)
+
+
+def device_memory_used(device: _device_t = None) -> int:
+    """Device memory in use (bytes reserved by this process's allocator:
+    the software device has no other tenants)."""
+    return memory_reserved(device)
+
+
+_busy_samples: dict = {}
+
+
+def utilization(device: _device_t = None) -> int:
+    """Percent of the time since the previous call (or since the first use
+    of the device) during which the device's streams ran work, as
+    torch.cuda.utilization reports the busy share of a sampling period.
+    With several streams busy at once it is capped at 100."""
+    import time
+
+    idx = _dev(device)
+    busy, now = _C._device_busy_ns(idx), time.monotonic_ns()
+    prev = _busy_samples.get(idx)
+    _busy_samples[idx] = (busy, now)
+    if prev is None:
+        return 0
+    span = now - prev[1]
+    return 0 if span <= 0 else min(100, round(100 * (busy - prev[0]) / span))
+
+
 def empty_cache() -> None:
     if is_initialized():
         torch._C._accelerator_emptyCache()
@@ -393,7 +463,13 @@ def memory_summary(device: _device_t = None, abbreviated: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+from . import amp, random  # noqa: E402  (torch.neuron.amp / torch.neuron.random)
+
 __all__ = [
+    "OutOfMemoryError", "amp", "can_device_access_peer", "device_memory_used",
+    "get_arch_list", "get_per_process_memory_fraction", "host_memory_stats",
+    "random", "reset_accumulated_host_memory_stats", "reset_peak_host_memory_stats",
+    "set_per_process_memory_fraction", "utilization",
     "Event", "Stream", "StreamContext", "current_device", "current_stream",
     "default_stream", "device", "device_count", "device_of", "empty_cache",
     "get_amp_supported_dtype", "get_device_capability", "get_device_name",

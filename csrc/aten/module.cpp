@@ -2,6 +2,7 @@
 // functions torch_neuronx/ builds torch.neuron from.
 #include "neuron.h"
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 #include <torch/version.h>
@@ -45,6 +46,45 @@ PYBIND11_MODULE(_C, m) {
     set_current_device(static_cast<c10::DeviceIndex>(d));
   });
   m.def("_get_device_properties", &device_properties);
+  m.def("_set_memory_fraction", [](double f, int d) {
+    check_device_index(static_cast<c10::DeviceIndex>(d));
+    check(tnrt_set_memory_fraction(d, f), "set_per_process_memory_fraction");
+  });
+  m.def("_get_memory_fraction", [](int d) {
+    check_device_index(static_cast<c10::DeviceIndex>(d));
+    double f = 1.0;
+    check(tnrt_get_memory_fraction(d, &f), "get_per_process_memory_fraction");
+    return f;
+  });
+  m.def("_device_busy_ns", [](int d) {
+    check_device_index(static_cast<c10::DeviceIndex>(d));
+    uint64_t ns = 0;
+    check(tnrt_device_busy_ns(d, &ns), "utilization");
+    return ns;
+  });
+  m.def("_host_memory_stats", []() {
+    at::HostStats s = at::getHostAllocator(c10::DeviceType::PrivateUse1)->get_stats();
+    py::dict d;
+    auto put = [&](const char* name, const c10::CachingAllocator::Stat& st) {
+      std::string n(name);
+      d[py::str(n + ".current")] = st.current;
+      d[py::str(n + ".peak")] = st.peak;
+      d[py::str(n + ".allocated")] = st.allocated;
+      d[py::str(n + ".freed")] = st.freed;
+    };
+    put("allocations", s.allocations);
+    put("allocated_bytes", s.allocated_bytes);
+    put("active_requests", s.active_requests);
+    put("active_bytes", s.active_bytes);
+    d["num_host_alloc"] = s.num_host_alloc;
+    d["num_host_free"] = s.num_host_free;
+    return d;
+  });
+  m.def("_reset_host_memory_stats", [](bool peak) {
+    auto* h = at::getHostAllocator(c10::DeviceType::PrivateUse1);
+    if (peak) h->reset_peak_stats();
+    else h->reset_accumulated_stats();
+  });
   m.def("_synchronize", [](int d) {
     check_device_index(static_cast<c10::DeviceIndex>(d));
     py::gil_scoped_release nogil;

@@ -54,6 +54,12 @@ bool to_view(const at::Tensor& t, tnk_view_t* view);
 at::Tensor host_alias(const at::Tensor& t);
 void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void* args,
             size_t size, const char* name);
+// The profiler (profiler.cpp): whether a trace is being recorded, and the
+// launch of task seq on stream s (host interval [t0, t1]), linked to the CPU
+// op that issued it.
+bool profiler_recording();
+void profiler_note_launch(tnrt_stream_t* s, uint64_t seq, int64_t t0, int64_t t1,
+                          const char* name);
 // ATen's memory-overlap rules for a kernel's written tensor, so that CPU's
 // and CUDA's errors are raised here too: `out` must not have two elements in
 // one memory location (checked by the kernel families' launchers), and an

@@ -4,15 +4,53 @@
 // each op's device time on a "neuron:<d> stream <s>" row.
 #include "neuron.h"
 
+#include <ThreadUtil.h>
 #include <c10/util/ApproximateClock.h>
 #include <libkineto.h>
 #include <output_base.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 
+#include <atomic>
 #include <ctime>
+#include <map>
+#include <mutex>
 #include <set>
+#include <tuple>
+#include <vector>
 
 namespace torch_neuronx {
+namespace {
+
+// A launch seen while recording: the CPU op's correlation id and the host
+// thread and interval of the launch call.
+struct Launch {
+  uint64_t correlation;
+  int64_t t0, t1;
+  int32_t thread;
+  int device, stream;
+  uint64_t seq;
+  const char* name;
+};
+
+std::atomic<bool> g_recording{false};
+std::mutex g_launch_mu;
+std::vector<Launch> g_launches;
+// The correlation ids of the CPU ops open on this thread (kineto pushes one
+// per op it records).
+thread_local std::vector<uint64_t> t_correlation;
+
+}  // namespace
+
+bool profiler_recording() { return g_recording.load(std::memory_order_relaxed); }
+
+void profiler_note_launch(tnrt_stream_t* s, uint64_t seq, int64_t t0, int64_t t1,
+                          const char* name) {
+  Launch l{t_correlation.empty() ? 0 : t_correlation.back(), t0, t1,
+           libkineto::systemThreadId(), tnrt_stream_device(s), tnrt_stream_index(s), seq, name};
+  std::lock_guard<std::mutex> lock(g_launch_mu);
+  g_launches.push_back(l);
+}
+
 namespace {
 
 // Offset from the runtime's monotonic clock to the profiler's clock.
@@ -24,8 +62,18 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
  public:
   void start() override {
     trace_start();
+    {
+      std::lock_guard<std::mutex> lock(g_launch_mu);
+      g_launches.clear();
+    }
+    g_recording.store(true);
     start_ns_ = c10::getTime();
     status_ = libkineto::TraceStatus::RECORDING;
+  }
+
+  void pushCorrelationId(uint64_t id) override { t_correlation.push_back(id); }
+  void popCorrelationId() override {
+    if (!t_correlation.empty()) t_correlation.pop_back();
   }
 
   void stop() override {
@@ -33,7 +81,12 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
     // so its intervals are in the trace (a pending device fault stays for
     // the user's next synchronisation).
     for (int d = 0; d < tnrt_device_count(); d++) tnrt_device_wait(d);
+    g_recording.store(false);
     records_ = trace_stop();
+    {
+      std::lock_guard<std::mutex> lock(g_launch_mu);
+      launches_.swap(g_launches);
+    }
     offset_ns_ = monotonic_to_profiler_ns();
     end_ns_ = c10::getTime();
     status_ = libkineto::TraceStatus::PROCESSING;
@@ -42,7 +95,19 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
   std::vector<std::string> errors() override { return {}; }
 
   void processTrace(libkineto::ActivityLogger& logger) override {
+    processTrace(logger, nullptr, 0, 0);
+  }
+
+  // Each device task, and the launch call that queued it on the host thread
+  // of the CPU op that issued it, joined by a flow (as a CUDA kernel and its
+  // cudaLaunchKernel are): the launch is linked to the CPU op.
+  void processTrace(libkineto::ActivityLogger& logger,
+                    libkineto::getLinkedActivityCallback linked_of, int64_t,
+                    int64_t) override {
     buffer_ = std::make_unique<libkineto::CpuTraceBuffer>();
+    std::map<std::tuple<int, int, uint64_t>, const Launch*> by_task;
+    for (const Launch& l : launches_) by_task[{l.device, l.stream, l.seq}] = &l;
+    int32_t pid = libkineto::processId();
     buffer_->span = libkineto::TraceSpan(start_ns_, end_ns_, "neuron");
     buffer_->gpuOpCount = static_cast<int>(records_.size());
     int32_t id = 0;
@@ -60,7 +125,37 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
       a.addMetadata("device", r.device);
       a.addMetadata("stream", r.stream);
       a.addMetadata("seq", r.seq);
-      logger.handleGenericActivity(a);
+      auto it = by_task.find({r.device, r.stream, r.seq});
+      if (it == by_task.end()) {
+        logger.handleGenericActivity(a);
+        continue;
+      }
+      const Launch& l = *it->second;
+      const libkineto::ITraceActivity* op =
+          linked_of && l.correlation ? linked_of(static_cast<int32_t>(l.correlation)) : nullptr;
+      int64_t flow = id;  // unique per task in this trace
+      buffer_->emplace_activity(buffer_->span, libkineto::ActivityType::PRIVATEUSE1_RUNTIME,
+                                std::string("neuronLaunchKernel"));
+      auto& rt = *buffer_->activities.back();
+      rt.startTime = l.t0 + offset_ns_;
+      rt.endTime = l.t1 + offset_ns_;
+      rt.id = id++;
+      rt.device = pid;
+      rt.resource = l.thread;
+      rt.threadId = l.thread;
+      rt.linked = op;
+      rt.flow.id = flow;
+      rt.flow.type = libkineto::kLinkAsyncCpuGpu;
+      rt.flow.start = true;
+      rt.addMetadata("correlation", static_cast<int64_t>(l.correlation));
+      auto& kernel = *buffer_->activities[buffer_->activities.size() - 2];
+      kernel.linked = op;
+      kernel.flow.id = flow;
+      kernel.flow.type = libkineto::kLinkAsyncCpuGpu;
+      kernel.flow.start = false;
+      kernel.addMetadata("correlation", static_cast<int64_t>(l.correlation));
+      logger.handleGenericActivity(kernel);
+      logger.handleGenericActivity(rt);
     }
   }
 
@@ -85,6 +180,7 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
 
  private:
   std::vector<tnrt_trace_record_t> records_;
+  std::vector<Launch> launches_;
   std::unique_ptr<libkineto::CpuTraceBuffer> buffer_;
   int64_t start_ns_ = 0, end_ns_ = 0, offset_ns_ = 0;
 };

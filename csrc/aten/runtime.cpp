@@ -109,14 +109,40 @@ static c10::Stream pool_stream(c10::DeviceIndex device) {
 
 void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void* args,
             size_t size, const char* name) {
-  check(tnrt_launch(current_native_stream(device), fn, args, size, name),
-        "neuron kernel launch");
+  tnrt_stream_t* s = current_native_stream(device);
+  if (!profiler_recording()) {
+    check(tnrt_launch(s, fn, args, size, name), "neuron kernel launch");
+    return;
+  }
+  int64_t t0 = tnrt_now_ns();
+  uint64_t seq = 0;
+  check(tnrt_launch_seq(s, fn, args, size, name, &seq), "neuron kernel launch");
+  profiler_note_launch(s, seq, t0, tnrt_now_ns(), name);
 }
 
 // -------------------------------------------------------------- allocator
 
+// torch.profiler(profile_memory=True) and the memory timeline: each
+// allocation and free, with the device's totals after it.
+static void report_memory(int d, void* ptr, int64_t delta) {
+  tnrt_memory_stats_t s;
+  if (tnrt_memory_stats(d, &s) != TNRT_OK) return;
+  c10::reportMemoryUsageToProfiler(ptr, delta, s.allocated_bytes[0].current,
+                                   s.reserved_bytes[0].current,
+                                   c10::Device(kNeuron, static_cast<c10::DeviceIndex>(d)));
+}
+
 static void free_block(void* ctx) {
-  tnrt_free(static_cast<tnrt_block_t*>(ctx));
+  auto* block = static_cast<tnrt_block_t*>(ctx);
+  if (block && c10::memoryProfilingEnabled()) {
+    int64_t size = static_cast<int64_t>(tnrt_block_size(block));
+    int d = tnrt_block_device(block);
+    void* ptr = tnrt_block_ptr(block);
+    tnrt_free(block);
+    report_memory(d, ptr, -size);
+    return;
+  }
+  tnrt_free(block);
 }
 
 struct NeuronAllocator final : c10::DeviceAllocator {
@@ -128,6 +154,8 @@ struct NeuronAllocator final : c10::DeviceAllocator {
     tnrt_status_t st =
         tnrt_malloc(device, n, current_native_stream(device), &ptr, &block);
     if (st != TNRT_OK) throw_status(st, "neuron allocation");
+    if (block && c10::memoryProfilingEnabled())
+      report_memory(device, ptr, static_cast<int64_t>(tnrt_block_size(block)));
     return {ptr, block, &free_block, c10::Device(kNeuron, device)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
@@ -443,6 +471,17 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
                                 static_cast<tnrt_event_t*>(b), &ms),
           "elapsed_time");
     return ms;
+  }
+  // The dtypes a neuron tensor can hold (factories refuse the others).
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    check_device_index(d.has_index() ? d.index() : current_device());
+    c10::DeviceCapability cap;  // one bit per ScalarType, all set
+    for (size_t i = 0; i < c10::NUMBER_OF_DEVICE_CAPABILITIES; i++) {
+      auto t = static_cast<c10::ScalarType>(i);
+      if (c10::isQIntType(t) || c10::isBitsType(t) || t == at::kComplexHalf)
+        cap.capability_data.capability_bits &= ~(uint64_t{1} << i);
+    }
+    return cap;
   }
   bool queryStream(const c10::Stream& s) const override {
     int idle = 0;  // a faulted stream raises, as CUDA's sticky errors do

@@ -45,6 +45,8 @@ typedef struct device_alloc {
   tnrt_block_t *bins[TNRT_POOL_COUNT][NBINS];
   tnrt_block_t *pending; /* freed by client, waiting for recorded streams */
   uint64_t reserved;
+  uint64_t limit; /* 0: the capacity; else set_per_process_memory_fraction's */
+  double fraction;
   tnrt_memory_stats_t stats;
 } device_alloc_t;
 
@@ -182,7 +184,8 @@ static _Atomic uint64_t g_host_reserved;
 static tnrt_status_t alloc_segment(device_alloc_t *a, int device, int pool,
                                    size_t seg, tnrt_stream_t *s,
                                    tnrt_block_t **out) {
-  if (a->reserved + seg > g_rt.capacity[device])
+  if (a->reserved + seg > g_rt.capacity[device] ||
+      (a->limit && a->reserved + seg > a->limit))
     return TNRT_ERR_OUT_OF_MEMORY;
   /* all devices share the host memory that backs them */
   uint64_t host = atomic_fetch_add(&g_host_reserved, seg) + seg;
@@ -341,6 +344,18 @@ tnrt_status_t tnrt_malloc(int device, size_t bytes, tnrt_stream_t *s,
       format_size(fr, sizeof fr, capacity - a->reserved);
       format_size(al, sizeof al, (uint64_t)allocated);
       format_size(rs, sizeof rs, a->reserved - (uint64_t)allocated);
+      if (a->limit && a->reserved + seg > a->limit && a->reserved + seg <= capacity) {
+        char lim[32];
+        format_size(lim, sizeof lim, a->limit);
+        pthread_mutex_unlock(&a->mu);
+        return tnrt_set_error(
+            TNRT_ERR_OUT_OF_MEMORY,
+            "Tried to allocate %s. neuron:%d has a total capacity of %s, of "
+            "which this process may use %s (set_per_process_memory_fraction"
+            "(%g)). Of the allocated memory %s is allocated by PyTorch, and "
+            "%s is reserved by PyTorch but unallocated.",
+            req, device, cap, lim, a->fraction, al, rs);
+      }
       if (a->reserved + seg <= capacity) { /* the shared host budget ran out */
         char budget[32], used[32];
         format_size(budget, sizeof budget, g_rt.host_budget);
@@ -505,6 +520,40 @@ tnrt_status_t tnrt_mem_get_info(int device, uint64_t *free_bytes,
   uint64_t host = atomic_load(&g_host_reserved);
   uint64_t host_free = host < g_rt.host_budget ? g_rt.host_budget - host : 0;
   if (host_free < *free_bytes) *free_bytes = host_free;
+  if (a->limit) {
+    uint64_t lim_free = a->limit > a->reserved ? a->limit - a->reserved : 0;
+    if (lim_free < *free_bytes) *free_bytes = lim_free;
+  }
   pthread_mutex_unlock(&a->mu);
   return TNRT_OK;
 }
+
+tnrt_status_t tnrt_set_memory_fraction(int device, double fraction) {
+  tnrt_status_t st = tnrt_check_device(device);
+  if (st != TNRT_OK) return st;
+  if (!(fraction >= 0.0 && fraction <= 1.0))
+    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
+                          "Invalid fraction value: %g. Allowed range: 0~1",
+                          fraction);
+  device_alloc_t *a = &g_alloc[device];
+  pthread_mutex_lock(&a->mu);
+  a->fraction = fraction;
+  a->limit = fraction >= 1.0 ? 0 : (uint64_t)((double)g_rt.capacity[device] * fraction);
+  if (fraction < 1.0 && a->limit == 0) a->limit = 1; /* 0.0: nothing at all */
+  pthread_mutex_unlock(&a->mu);
+  return TNRT_OK;
+}
+
+tnrt_status_t tnrt_get_memory_fraction(int device, double *fraction) {
+  tnrt_status_t st = tnrt_check_device(device);
+  if (st != TNRT_OK) return st;
+  device_alloc_t *a = &g_alloc[device];
+  pthread_mutex_lock(&a->mu);
+  *fraction = a->limit ? a->fraction : 1.0;
+  pthread_mutex_unlock(&a->mu);
+  return TNRT_OK;
+}
+
+size_t tnrt_block_size(const tnrt_block_t *block) { return block ? block->size : 0; }
+int tnrt_block_device(const tnrt_block_t *block) { return block ? block->device : -1; }
+void *tnrt_block_ptr(const tnrt_block_t *block) { return block ? block->ptr : NULL; }

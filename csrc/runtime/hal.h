@@ -36,6 +36,10 @@ typedef struct tnrt_hal {
   /* Blocks until every task with sequence number <= seq has run. */
   void (*queue_wait)(tnrt_hal_queue_t *q, uint64_t seq);
 
+  /* optional: nanoseconds the queue has spent running tasks (utilization);
+   * NULL when the device cannot tell. */
+  uint64_t (*queue_busy_ns)(tnrt_hal_queue_t *q);
+
   /* optional: host-visible copies; NULL means plain memcpy works. */
   void (*memcpy_d2h)(void *ctx, void *dst, const void *src, size_t n);
 } tnrt_hal_t;

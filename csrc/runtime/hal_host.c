@@ -42,6 +42,7 @@ struct tnrt_hal_queue {
   _Atomic uint64_t head;      /* next slot to run */
   _Atomic uint64_t tail;      /* tasks submitted */
   _Atomic uint64_t completed; /* sequence number of the last finished task */
+  _Atomic uint64_t busy_ns;   /* time spent running tasks */
   atomic_int worker_sleeping, full_waiters, done_waiters;
   pthread_t thread;
 };
@@ -88,12 +89,12 @@ static void *queue_worker(void *arg) {
       }
     }
     task_slot_t *slot = &q->ring[head % RING_SLOTS];
-    int64_t t0 = atomic_load_explicit(&g_trace_enabled, memory_order_relaxed)
-                     ? tnrt_now_ns() : 0;
+    int64_t t0 = tnrt_now_ns();
     slot->fn(slot->args);
-    if (t0) {
-      tnrt_trace_record_t rec = {slot->name, q->device, q->index, slot->seq,
-                                 t0, tnrt_now_ns()};
+    int64_t t1 = tnrt_now_ns();
+    atomic_fetch_add_explicit(&q->busy_ns, (uint64_t)(t1 - t0), memory_order_relaxed);
+    if (atomic_load_explicit(&g_trace_enabled, memory_order_relaxed)) {
+      tnrt_trace_record_t rec = {slot->name, q->device, q->index, slot->seq, t0, t1};
       tnrt_trace_push(&rec);
     }
     uint64_t seq = slot->seq;
@@ -176,6 +177,10 @@ static uint64_t host_queue_completed(tnrt_hal_queue_t *q) {
   return atomic_load_explicit(&q->completed, memory_order_acquire);
 }
 
+static uint64_t host_queue_busy_ns(tnrt_hal_queue_t *q) {
+  return atomic_load_explicit(&q->busy_ns, memory_order_relaxed);
+}
+
 static uint64_t host_queue_submitted(tnrt_hal_queue_t *q) {
   return atomic_load_explicit(&q->tail, memory_order_acquire);
 }
@@ -245,6 +250,7 @@ static const tnrt_hal_t k_host_hal = {
     .queue_completed = host_queue_completed,
     .queue_submitted = host_queue_submitted,
     .queue_wait = host_queue_wait,
+    .queue_busy_ns = host_queue_busy_ns,
     .memcpy_d2h = NULL,
 };
 

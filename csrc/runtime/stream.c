@@ -206,11 +206,17 @@ static tnrt_status_t device_fault_status(int device) {
 
 tnrt_status_t tnrt_launch(tnrt_stream_t *s, tnrt_task_fn fn, const void *args,
                           size_t args_size, const char *name) {
+  return tnrt_launch_seq(s, fn, args, args_size, name, NULL);
+}
+
+tnrt_status_t tnrt_launch_seq(tnrt_stream_t *s, tnrt_task_fn fn, const void *args,
+                              size_t args_size, const char *name, uint64_t *out_seq) {
   tnrt_hal_queue_t *q;
   tnrt_status_t st = usable(s, &q);
   if (st != TNRT_OK) return st;
   uint64_t seq;
   st = g_rt.hal->queue_submit(q, fn, args, args_size, name, &seq);
+  if (st == TNRT_OK && out_seq) *out_seq = seq;
   if (st == TNRT_OK && g_rt.launch_blocking) {
     g_rt.hal->queue_wait(q, seq);
     st = stream_fault_status(s, seq);
@@ -377,5 +383,20 @@ tnrt_status_t tnrt_event_elapsed_ms(tnrt_event_t *start, tnrt_event_t *end,
   if (st != TNRT_OK) return st;
   *ms = (double)(atomic_load(&end->time_ns) - atomic_load(&start->time_ns)) /
         1e6;
+  return TNRT_OK;
+}
+
+tnrt_status_t tnrt_device_busy_ns(int device, uint64_t *busy_ns) {
+  tnrt_status_t st = tnrt_check_device(device);
+  if (st != TNRT_OK) return st;
+  *busy_ns = 0;
+  if (!g_rt.hal->queue_busy_ns)
+    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
+                          "the %s HAL does not report device utilization",
+                          g_rt.hal->name);
+  for (int i = 0; i < TNRT_STREAMS_PER_DEVICE; i++) {
+    tnrt_stream_t *s = &g_rt.streams[device * TNRT_STREAMS_PER_DEVICE + i];
+    if (s->queue) *busy_ns += g_rt.hal->queue_busy_ns(s->queue);
+  }
   return TNRT_OK;
 }

@@ -84,6 +84,10 @@ int tnrt_stream_index(const tnrt_stream_t *s);
  * when the stream's queue is full, or always under NEURON_LAUNCH_BLOCKING=1. */
 tnrt_status_t tnrt_launch(tnrt_stream_t *s, tnrt_task_fn fn, const void *args,
                           size_t args_size, const char *name);
+/* tnrt_launch that also returns the task's sequence number on s (the
+ * profiler links the launch to the task's trace record with it). */
+tnrt_status_t tnrt_launch_seq(tnrt_stream_t *s, tnrt_task_fn fn, const void *args,
+                              size_t args_size, const char *name, uint64_t *seq);
 /* Waits until every task launched on s so far has run. */
 tnrt_status_t tnrt_stream_synchronize(tnrt_stream_t *s);
 /* 1 when every task launched on s so far has run. */
@@ -92,6 +96,9 @@ int tnrt_stream_query(tnrt_stream_t *s);
 uint64_t tnrt_stream_submitted(tnrt_stream_t *s);
 uint64_t tnrt_stream_completed(tnrt_stream_t *s);
 tnrt_status_t tnrt_device_synchronize(int device);
+/* Nanoseconds the device's streams have spent running tasks since init
+ * (summed over streams), for utilization. */
+tnrt_status_t tnrt_device_busy_ns(int device, uint64_t *busy_ns);
 int tnrt_launch_blocking(void);
 
 /* ---- device-side faults ---------------------------------------------------
@@ -158,6 +165,10 @@ tnrt_status_t tnrt_malloc(int device, size_t bytes, tnrt_stream_t *s,
  * allocation stream, and by others after the streams given to
  * tnrt_record_stream have passed their current work. NULL is a no-op. */
 void tnrt_free(tnrt_block_t *block);
+/* The bytes a block holds (its request rounded up) and its device. */
+size_t tnrt_block_size(const tnrt_block_t *block);
+void *tnrt_block_ptr(const tnrt_block_t *block);
+int tnrt_block_device(const tnrt_block_t *block);
 tnrt_status_t tnrt_record_stream(tnrt_block_t *block, tnrt_stream_t *s);
 /* Device owning the address, or -1 if it is not device memory. */
 int tnrt_ptr_device(const void *ptr);
@@ -187,6 +198,10 @@ tnrt_status_t tnrt_memory_stats(int device, tnrt_memory_stats_t *out);
 tnrt_status_t tnrt_reset_peak_stats(int device);
 tnrt_status_t tnrt_reset_accumulated_stats(int device);
 /* free = capacity - reserved, total = capacity (modelled HBM). */
+/* The share of the device's capacity this process may reserve (0..1; 1 by
+ * default), as torch.cuda.set_per_process_memory_fraction. */
+tnrt_status_t tnrt_set_memory_fraction(int device, double fraction);
+tnrt_status_t tnrt_get_memory_fraction(int device, double *fraction);
 tnrt_status_t tnrt_mem_get_info(int device, uint64_t *free_bytes,
                                 uint64_t *total_bytes);
 
