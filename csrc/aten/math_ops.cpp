@@ -406,6 +406,46 @@ bool gemm_dtype_ok(const at::Tensor& t) {
   return ok && tnk_gemm_supported(dt);
 }
 
+// Products the GEMM kernel has no dtype for, from native kernels: complex as
+// four real GEMMs of the parts, integers as sums of broadcast products in
+// int64 (exact; wrapping to the dtype afterwards agrees with CPU's wrapping
+// arithmetic), in chunks of k that bound the temporary.
+bool other_product_ok(const at::Tensor& t) {
+  auto st = t.scalar_type();
+  return st == at::kComplexFloat || st == at::kComplexDouble ||
+         (c10::isIntegralType(st, false) && st != at::kBool);
+}
+
+at::Tensor product3(const at::Tensor& a, const at::Tensor& b) {  // [B,M,K] @ [B,K,N]
+  if (a.is_complex()) {
+    at::Tensor ar = at::view_as_real(a.resolve_conj()), br = at::view_as_real(b.resolve_conj());
+    at::Tensor are = ar.select(-1, 0), aim = ar.select(-1, 1);
+    at::Tensor bre = br.select(-1, 0), bim = br.select(-1, 1);
+    at::Tensor re = at::bmm(are, bre) - at::bmm(aim, bim);
+    at::Tensor im = at::bmm(are, bim) + at::bmm(aim, bre);
+    return at::complex(re, im);
+  }
+  int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
+  at::Tensor a64 = a.to(at::kLong), b64 = b.to(at::kLong);
+  at::Tensor acc = at::zeros({B, M, N}, a64.options());
+  int64_t per_k = std::max<int64_t>(1, B * M * N);
+  int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 22) / per_k);
+  for (int64_t k0 = 0; k0 < K; k0 += chunk) {
+    int64_t kc = std::min(chunk, K - k0);
+    acc.add_((a64.narrow(2, k0, kc).unsqueeze(-1) * b64.narrow(1, k0, kc).unsqueeze(1)).sum(2));
+  }
+  return acc.to(a.scalar_type());
+}
+
+// beta * self + alpha * product, with self ignored when beta is 0 (as CPU:
+// NaN or inf in it do not propagate)
+at::Tensor scaled_sum(const at::Tensor& self, const at::Tensor& prod, const c10::Scalar& beta,
+                      const c10::Scalar& alpha) {
+  at::Tensor r = prod * alpha;
+  if (beta.toComplexDouble() == 0.0) return r;
+  return r + self * beta;
+}
+
 void check_same_device(const at::Tensor& a, const at::Tensor& b, const char* op) {
   TORCH_CHECK(a.device() == b.device(),
               "Expected all tensors to be on the same device, but found at "
@@ -488,6 +528,11 @@ at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   check_same_device(a, out, "mm");
   TORCH_CHECK(out.scalar_type() == a.scalar_type(), "Expected out tensor to have dtype ",
               a.scalar_type(), ", but got ", out.scalar_type(), " instead");
+  if (!gemm_dtype_ok(a) && other_product_ok(a) && b.scalar_type() == a.scalar_type()) {
+    at::Tensor r = product3(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0);
+    at::native::resize_output(out, r.sizes());
+    return out.copy_(r);
+  }
   if (!gemm_dtype_ok(a))
     return at::native::call_fallback_fn<&neuron_cpu_fallback,
                                         ATEN_OP(mm_out)>::call(a, b, out);
@@ -502,6 +547,8 @@ at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
 
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
   check_mm(a, b, "mm");
+  if (!gemm_dtype_ok(a) && other_product_ok(a) && b.scalar_type() == a.scalar_type())
+    return product3(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0);
   if (!gemm_dtype_ok(a))
     return at::native::call_fallback_fn<&neuron_cpu_fallback,
                                         ATEN_OP(mm)>::call(a, b);
@@ -520,10 +567,16 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& a,
                   out.scalar_type() == a.scalar_type(),
               "self and mat2 must have the same dtype, but got ",
               self.scalar_type(), " and ", a.scalar_type());
+  std::vector<int64_t> shape{a.size(0), b.size(1)};
+  if (!gemm_dtype_ok(a) && other_product_ok(a) && b.scalar_type() == a.scalar_type()) {
+    at::expand_size(self, shape, "addmm");
+    at::Tensor r = scaled_sum(self, product3(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0), beta, alpha);
+    at::native::resize_output(out, shape);
+    return out.copy_(r);
+  }
   if (!gemm_dtype_ok(a))
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(addmm_out)>::call(
         self, a, b, beta, alpha, out);
-  std::vector<int64_t> shape{a.size(0), b.size(1)};
   at::expand_size(self, shape, "addmm");  // checks that self broadcasts
   accumulate_product(self, a.unsqueeze(0), b.unsqueeze(0), shape, beta, alpha, out, false,
                      "aten::addmm");
@@ -549,6 +602,11 @@ at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   TORCH_CHECK(a.scalar_type() == b.scalar_type(),
               "expected scalar type ", a.scalar_type(), " but found ", b.scalar_type());
   check_same_device(a, b, "bmm");
+  if (!gemm_dtype_ok(a) && other_product_ok(a)) {
+    at::Tensor r = product3(a, b);
+    at::native::resize_output(out, r.sizes());
+    return out.copy_(r);
+  }
   if (!gemm_dtype_ok(a))
     return at::native::call_fallback_fn<&neuron_cpu_fallback,
                                         ATEN_OP(bmm_out)>::call(a, b, out);
@@ -575,9 +633,15 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& a, const at::T
               self.scalar_type() != a.scalar_type() ? self.scalar_type() : b.scalar_type());
   check_same_device(a, b, "baddbmm");
   check_same_device(self, a, "baddbmm");
+  std::vector<int64_t> shape{a.size(0), a.size(1), b.size(2)};
+  if (!gemm_dtype_ok(a) && other_product_ok(a)) {
+    at::expand_size(self, shape, "baddbmm");
+    at::Tensor r = scaled_sum(self, product3(a, b), beta, alpha);
+    at::native::resize_output(out, shape);
+    return out.copy_(r);
+  }
   if (!gemm_dtype_ok(a))
     return FALLBACK_CALL(baddbmm_out, self, a, b, beta, alpha, out);
-  std::vector<int64_t> shape{a.size(0), a.size(1), b.size(2)};
   at::expand_size(self, shape, "baddbmm");
   accumulate_product(self, a, b, shape, beta, alpha, out, true, "aten::baddbmm");
   return out;

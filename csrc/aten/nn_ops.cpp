@@ -119,6 +119,32 @@ at::Tensor& lerp_(at::Tensor& self, const at::Tensor& end, const c10::Scalar& w)
   return self;
 }
 
+// lerp with a weight tensor: self + weight * (end - self), in ATen's two
+// halves (from self below 0.5, from end above)
+at::Tensor& lerp_tensor_out(const at::Tensor& self, const at::Tensor& end, const at::Tensor& w,
+                            at::Tensor& out) {
+  auto shape = at::infer_size_dimvector(at::infer_size_dimvector(self.sizes(), end.sizes()),
+                                        w.sizes());
+  if (!ternary_ok(out, {&self, &end, &w}))
+    return FALLBACK(lerp_Tensor_out, self, end, w, out);
+  at::native::resize_output(out, shape);
+  launch_ternary(out, self, end, w, TNK_LERP_TENSOR, 0.0, "aten::lerp");
+  return out;
+}
+
+at::Tensor lerp_tensor(const at::Tensor& self, const at::Tensor& end, const at::Tensor& w) {
+  at::Tensor out = at::empty({0}, self.options());
+  return lerp_tensor_out(self, end, w, out);
+}
+
+at::Tensor& lerp_tensor_(at::Tensor& self, const at::Tensor& end, const at::Tensor& w) {
+  auto shape = at::infer_size_dimvector(at::infer_size_dimvector(self.sizes(), end.sizes()),
+                                        w.sizes());
+  TORCH_CHECK(at::IntArrayRef(shape) == self.sizes(), "output with shape ", self.sizes(),
+              " doesn't match the broadcast shape ", at::IntArrayRef(shape));
+  return lerp_tensor_out(self, end, w, self);
+}
+
 at::Tensor& lerp_out(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& w,
                      at::Tensor& out) {
   if (!ternary_ok(out, {&self, &end}) || w.isComplex())
@@ -551,6 +577,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("lerp.Scalar", lerp);
   m.impl("lerp_.Scalar", lerp_);
   m.impl("lerp.Scalar_out", lerp_out);
+  m.impl("lerp.Tensor", lerp_tensor);
+  m.impl("lerp_.Tensor", lerp_tensor_);
+  m.impl("lerp.Tensor_out", lerp_tensor_out);
   m.impl("_softmax", _softmax);
   m.impl("_softmax.out", _softmax_out);
   m.impl("_log_softmax", _log_softmax);

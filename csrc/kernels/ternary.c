@@ -52,7 +52,9 @@ static void tern_range(void *p, int64_t begin, int64_t end) {
     double cc = c->op == TNK_LERP
                     ? 0.0
                     : tnk_ldf(c->v[3].data, c->dt, off[3]);
-    tnk_stf(c->v[0].data, c->dt, off[0], apply(c->op, c->dt, a, b, cc, c->value));
+    double r = c->op == TNK_LERP_TENSOR ? apply(TNK_LERP, c->dt, a, b, 0.0, cc)
+                                        : apply(c->op, c->dt, a, b, cc, c->value);
+    tnk_stf(c->v[0].data, c->dt, off[0], r);
   }
 }
 
@@ -69,6 +71,12 @@ static void tern_f32_contig(void *p, int64_t begin, int64_t end) {
       break;
     case TNK_ADDCDIV:
       for (int64_t i = begin; i < end; i++) o[i] = a[i] + v * (b[i] / cc[i]);
+      break;
+    case TNK_LERP_TENSOR:
+      for (int64_t i = begin; i < end; i++) {
+        float w = cc[i], d = b[i] - a[i];
+        o[i] = w < 0.5f ? a[i] + w * d : b[i] - d * (1 - w);
+      }
       break;
     default:
       if (v < 0.5f)

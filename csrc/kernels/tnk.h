@@ -293,6 +293,7 @@ typedef enum tnk_ternary_op {
   TNK_ADDCMUL = 0, /* a + value * b * c */
   TNK_ADDCDIV,     /* a + value * b / c */
   TNK_LERP,        /* a + value * (b - a) (c unused) */
+  TNK_LERP_TENSOR, /* a + c * (b - a): the weight per element */
   TNK_TERNARY_OP_COUNT
 } tnk_ternary_op_t;
 

@@ -1,0 +1,242 @@
+// Ops training code reaches that compose from native kernels: vector
+// products (dot, vdot, addmv), nansum, torch.equal, the AMP grad scaler's
+// ops, 2-D+ nll_loss (cross entropy over images and sequences) and
+// embedding max_norm renormalisation. Checks and messages follow ATen's.
+#include "neuron.h"
+
+#include <ATen/Operators.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+namespace torch_neuronx {
+namespace {
+
+#define FALLBACK(OPNAME, ...) \
+  at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(OPNAME)>::call(__VA_ARGS__)
+
+// ------------------------------------------------------------ vector products
+
+void check_dot(const at::Tensor& a, const at::Tensor& b, const char* name) {
+  TORCH_CHECK(a.dim() == 1 && b.dim() == 1, "1D tensors expected, but got ", a.dim(), "D and ",
+              b.dim(), "D tensors");
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), name,
+              " : expected both vectors to have same dtype, but found ", a.scalar_type(),
+              " and ", b.scalar_type());
+  TORCH_CHECK(a.numel() == b.numel(), "inconsistent tensor size, expected tensor [", a.numel(),
+              "] and src [", b.numel(),
+              "] to have the same number of elements, but got ", a.numel(), " and ", b.numel(),
+              " elements respectively");
+  TORCH_CHECK(a.device() == b.device(), "Expected all tensors to be on the same device, but "
+              "found at least two devices, ", a.device(), " and ", b.device(), "!");
+}
+
+// The products accumulate in the dtype's accumulation type (fp32 for the
+// half types), as CPU does, then round once.
+at::Tensor sum_of_products(const at::Tensor& a, const at::Tensor& b) {
+  auto st = a.scalar_type();
+  if (a.is_complex()) {  // from the real parts (real reductions are native)
+    at::Tensor x = at::view_as_real(a.resolve_conj()), y = at::view_as_real(b.resolve_conj());
+    at::Tensor xr = x.select(-1, 0), xi = x.select(-1, 1), yr = y.select(-1, 0), yi = y.select(-1, 1);
+    return at::complex((xr * yr - xi * yi).sum(), (xr * yi + xi * yr).sum());
+  }
+  bool half = st == at::kHalf || st == at::kBFloat16;
+  at::Tensor x = half ? a.to(at::kFloat) : a, y = half ? b.to(at::kFloat) : b;
+  at::Tensor r = (x * y).sum();
+  return half || r.scalar_type() != st ? r.to(st) : r;
+}
+
+at::Tensor dot(const at::Tensor& a, const at::Tensor& b) {
+  check_dot(a, b, "dot");
+  if (a.scalar_type() == at::kBool) return FALLBACK(dot, a, b);
+  return sum_of_products(a, b);
+}
+
+at::Tensor vdot(const at::Tensor& a, const at::Tensor& b) {
+  check_dot(a, b, "vdot");
+  if (a.scalar_type() == at::kBool) return FALLBACK(vdot, a, b);
+  return sum_of_products(a.is_complex() ? a.conj().resolve_conj() : a, b);
+}
+
+// out = beta * self + alpha * (mat @ vec), as a one-column matrix product
+at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec,
+                      const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
+  TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1 && self.dim() <= 1,
+              "vector + matrix @ vector expected, got ", self.dim(), ", ", mat.dim(), ", ",
+              vec.dim());
+  TORCH_CHECK(mat.size(1) == vec.size(0) && (mat.size(0) == self.numel() || self.numel() == 1),
+              "size mismatch, got input (", self.numel(), "), mat (", mat.size(0), "x",
+              mat.size(1), "), vec (", vec.size(0), ")");
+  if (mat.scalar_type() != vec.scalar_type() || self.scalar_type() != mat.scalar_type() ||
+      out.scalar_type() != mat.scalar_type() || mat.scalar_type() == at::kBool)
+    return FALLBACK(addmv_out, self, mat, vec, beta, alpha, out);
+  at::Tensor r = at::mm(mat, vec.unsqueeze(1)).squeeze(1);
+  if (alpha.toComplexDouble() != 1.0) r = r * alpha;
+  if (beta.toComplexDouble() != 0.0) r = r + self.expand({mat.size(0)}) * beta;  // beta 0: self ignored
+  at::native::resize_output(out, {mat.size(0)});
+  return out.copy_(r);
+}
+
+// --------------------------------------------------------------------- nansum
+
+at::Tensor& nansum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                       std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  TORCH_CHECK(!self.is_complex(), "nansum does not support complex inputs");
+  at::Tensor x = c10::isFloatingType(self.scalar_type())
+                     ? at::where(at::isnan(self), at::zeros({}, self.options()), self)
+                     : self;
+  at::Tensor r = at::sum(x, dim, keepdim, dtype);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+at::Tensor nansum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<c10::ScalarType> dtype) {
+  TORCH_CHECK(!self.is_complex(), "nansum does not support complex inputs");
+  at::Tensor x = c10::isFloatingType(self.scalar_type())
+                     ? at::where(at::isnan(self), at::zeros({}, self.options()), self)
+                     : self;
+  return at::sum(x, dim, keepdim, dtype);
+}
+
+// ---------------------------------------------------------------- torch.equal
+
+bool equal(const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.device() == b.device(), "Cannot compare two tensors on different devices. Got: ",
+              a.device(), " and ", b.device());
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(),
+              "Expected object of scalar type ", a.scalar_type(), " but got scalar type ",
+              b.scalar_type(), " for argument 'other'");
+  if (a.sizes() != b.sizes()) return false;
+  if (a.numel() == 0) return true;
+  return at::eq(a, b).all().item<bool>();  // NaN != NaN, as CPU
+}
+
+// --------------------------------------------------------- AMP grad scaler ops
+
+// Every tensor is multiplied by inv_scale in place; found_inf becomes 1 if any
+// element of any of them is inf or NaN. All on the device: no host sync.
+void amp_non_finite_check_and_unscale(at::TensorList self, at::Tensor& found_inf,
+                                      const at::Tensor& inv_scale) {
+  TORCH_CHECK(inv_scale.numel() == 1, "inv_scale must be a 1-element tensor.");
+  TORCH_CHECK(found_inf.numel() == 1, "found_inf must be a 1-element tensor.");
+  TORCH_CHECK(inv_scale.scalar_type() == at::kFloat, "inv_scale must be a float tensor.");
+  TORCH_CHECK(found_inf.scalar_type() == at::kFloat, "found_inf must be a float tensor.");
+  for (const at::Tensor& t : self) {
+    TORCH_CHECK(t.device() == found_inf.device(), "Expected all tensors to be on the same "
+                "device, but found ", t.device(), " and ", found_inf.device());
+    TORCH_CHECK(t.layout() == at::kStrided, "One of the tensors is not strided.");
+    if (t.numel() == 0) continue;
+    at::Tensor bad = at::logical_not(at::isfinite(t)).any().to(at::kFloat);
+    found_inf.copy_(at::maximum(found_inf, bad.view(found_inf.sizes())));
+    at::Tensor mutable_t = t;
+    mutable_t.mul_(inv_scale.to(t.scalar_type()).reshape(at::IntArrayRef{}));
+  }
+}
+
+// CUDA's rule: an inf/NaN step backs the scale off and resets the tracker;
+// growth_interval clean steps in a row grow it (when the grown scale is
+// finite) and reset the tracker.
+at::Tensor& amp_update_scale(at::Tensor& scale, at::Tensor& tracker, const at::Tensor& found_inf,
+                             double growth, double backoff, int64_t interval) {
+  TORCH_CHECK(tracker.numel() == 1 && scale.numel() == 1 && found_inf.numel() == 1,
+              "growth_tracker, current_scale and found_inf must be 1-element tensors.");
+  TORCH_CHECK(scale.scalar_type() == at::kFloat && found_inf.scalar_type() == at::kFloat &&
+                  tracker.scalar_type() == at::kInt,
+              "current_scale and found_inf must be float tensors, growth_tracker an int tensor.");
+  at::Tensor inf = found_inf > 0;
+  at::Tensor next = tracker + 1;
+  at::Tensor grow = at::logical_and(at::logical_not(inf), next == interval);
+  at::Tensor grown = scale * growth;
+  at::Tensor new_scale = at::where(
+      inf, scale * backoff, at::where(at::logical_and(grow, at::isfinite(grown)), grown, scale));
+  at::Tensor new_tracker = at::where(at::logical_or(inf, grow), at::zeros_like(next), next);
+  scale.copy_(new_scale);
+  tracker.copy_(new_tracker);
+  return scale;
+}
+
+// ------------------------------------------------------ nll_loss over images
+
+// [N, C, d1, ...] -> [N * d1 * ..., C] rows (class dim last) and targets
+std::pair<at::Tensor, at::Tensor> as_rows(const at::Tensor& self, const at::Tensor& target) {
+  TORCH_CHECK(self.dim() >= 3, "only batches of spatial inputs supported (4D tensors), but got "
+              "input of size: ", self.sizes());
+  TORCH_CHECK(target.dim() == self.dim() - 1, "only batches of spatial targets supported (3D "
+              "tensors) but got targets of size: ", target.sizes());
+  TORCH_CHECK(self.size(0) == target.size(0) && self.sizes().slice(2) == target.sizes().slice(1),
+              "input and target batch or spatial sizes don't match: target ", target.sizes(),
+              ", input ", self.sizes());
+  at::Tensor rows = self.movedim(1, -1).reshape({-1, self.size(1)});
+  return {rows, target.reshape({-1})};
+}
+
+std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor& self,
+                                                      const at::Tensor& target,
+                                                      const std::optional<at::Tensor>& weight,
+                                                      int64_t reduction, int64_t ignore_index) {
+  auto [rows, t] = as_rows(self, target);
+  auto [out, total] = at::nll_loss_forward(rows, t, weight, reduction, ignore_index);
+  if (reduction == at::Reduction::None) {
+    std::vector<int64_t> shape{self.size(0)};
+    for (int64_t d = 2; d < self.dim(); d++) shape.push_back(self.size(d));
+    out = out.reshape(shape);
+  }
+  return {out, total};
+}
+
+at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                               const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                               int64_t reduction, int64_t ignore_index,
+                               const at::Tensor& total_weight) {
+  auto [rows, t] = as_rows(self, target);
+  at::Tensor g = reduction == at::Reduction::None ? grad_output.reshape({-1}) : grad_output;
+  at::Tensor gi = at::nll_loss_backward(g, rows, t, weight, reduction, ignore_index, total_weight);
+  // rows [N * spatial, C] -> [N, spatial..., C] -> [N, C, spatial...]
+  std::vector<int64_t> shape{self.size(0)};
+  for (int64_t d = 2; d < self.dim(); d++) shape.push_back(self.size(d));
+  shape.push_back(self.size(1));
+  return gi.reshape(shape).movedim(-1, 1).contiguous();
+}
+
+// ------------------------------------------------------------ embedding max_norm
+
+// Rows of self at indices whose norm exceeds max_norm are scaled to
+// max_norm / (norm + 1e-7), in place (a row indexed twice is written twice
+// with the same value).
+at::Tensor& embedding_renorm(at::Tensor& self, const at::Tensor& indices, double max_norm,
+                             double norm_type) {
+  TORCH_CHECK(self.dim() == 2, "'embedding_renorm_' expects 'self' to be a 2-D tensor, but got ",
+              self.dim(), "-D");
+  TORCH_CHECK(indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt,
+              "embedding_renorm_(): Expected dtype int32/int64 for indices");
+  if (indices.numel() == 0) return self;
+  at::Tensor idx = indices.reshape({-1}).to(at::kLong);
+  at::Tensor rows = self.index_select(0, idx);
+  at::Tensor norms = at::linalg_vector_norm(rows, norm_type, {1}, true);
+  at::Tensor scale = at::where(norms > max_norm, max_norm / (norms + 1e-7),
+                               at::ones({}, norms.options()));
+  c10::List<std::optional<at::Tensor>> where_{std::optional<at::Tensor>(idx)};
+  self.index_put_(where_, rows * scale.to(rows.scalar_type()));
+  return self;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("dot", dot);
+  m.impl("vdot", vdot);
+  m.impl("addmv.out", addmv_out);
+  m.impl("nansum", nansum);
+  m.impl("nansum.out", nansum_out);
+  m.impl("equal", equal);
+  m.impl("_amp_foreach_non_finite_check_and_unscale_", amp_non_finite_check_and_unscale);
+  m.impl("_amp_update_scale_", amp_update_scale);
+  m.impl("nll_loss2d_forward", nll_loss2d_forward);
+  m.impl("nll_loss2d_backward", nll_loss2d_backward);
+  m.impl("embedding_renorm_", embedding_renorm);
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,151 @@
+"""Ops training code reaches, native on the device (no CPU fallback) and
+equal to PyTorch on CPU: vector products, integer and complex matrix
+products, cross entropy over sequences and images, embedding max_norm,
+nansum, lerp with a weight tensor, torch.equal and the AMP grad scaler."""
+import pytest
+import torch
+
+import torch_neuronx
+from conftest import assert_same
+
+N = "neuron"
+
+
+@pytest.fixture
+def no_fallback():
+    mode = torch_neuronx.get_fallback_mode()
+    torch_neuronx.set_fallback_mode("error")
+    yield
+    torch_neuronx.set_fallback_mode(mode)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.complex64])
+def test_vector_products(no_fallback, dtype):
+    torch.manual_seed(0)
+    a = torch.randn(37).to(dtype) if not dtype.is_complex else torch.randn(37, dtype=dtype)
+    b = torch.randn(37).to(dtype) if not dtype.is_complex else torch.randn(37, dtype=dtype)
+    m = torch.randn(5, 37).to(dtype) if not dtype.is_complex else torch.randn(5, 37, dtype=dtype)
+    tol = dict(atol=1e-2, rtol=1e-2) if dtype == torch.bfloat16 else {}
+    assert_same(torch.dot(a.to(N), b.to(N)), torch.dot(a, b), **tol)
+    assert_same(torch.vdot(a.to(N), b.to(N)), torch.vdot(a, b), **tol)
+    assert_same(torch.mv(m.to(N), a.to(N)), torch.mv(m, a), **tol)
+    s = torch.ones(5).to(dtype)
+    assert_same(torch.addmv(s.to(N), m.to(N), a.to(N), beta=2, alpha=3), torch.addmv(s, m, a, beta=2, alpha=3), **tol)
+
+
+def test_vector_product_errors_as_cpu():
+    for dev in ("cpu", N):
+        with pytest.raises(RuntimeError, match="1D tensors expected"):
+            torch.dot(torch.ones(2, 2, device=dev), torch.ones(2, device=dev))
+        with pytest.raises(RuntimeError, match="inconsistent tensor size"):
+            torch.dot(torch.ones(3, device=dev), torch.ones(4, device=dev))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8, torch.complex64, torch.complex128])
+def test_integer_and_complex_matrix_products(no_fallback, dtype):
+    torch.manual_seed(0)
+
+    def make(*shape):
+        if dtype.is_complex:
+            return torch.randn(*shape, dtype=dtype)
+        return torch.randint(-50 if dtype != torch.uint8 else 0, 50, shape).to(dtype)
+
+    a, b, c = make(7, 9), make(9, 5), make(7, 5)
+    tol = dict(atol=1e-5, rtol=1e-5) if dtype.is_complex else {}
+    assert_same(a.to(N) @ b.to(N), a @ b, **tol)
+    out = torch.empty(7, 5, dtype=dtype, device=N)
+    assert_same(torch.mm(a.to(N), b.to(N), out=out), torch.mm(a, b), **tol)
+    assert_same(torch.addmm(c.to(N), a.to(N), b.to(N), beta=2, alpha=3), torch.addmm(c, a, b, beta=2, alpha=3), **tol)
+    ba, bb, bc = make(3, 4, 6), make(3, 6, 2), make(3, 4, 2)
+    assert_same(torch.bmm(ba.to(N), bb.to(N)), torch.bmm(ba, bb), **tol)
+    assert_same(torch.baddbmm(bc.to(N), ba.to(N), bb.to(N), alpha=2), torch.baddbmm(bc, ba, bb, alpha=2), **tol)
+    if dtype.is_complex:  # conjugate views resolve first
+        assert_same(a.to(N).conj() @ b.to(N), a.conj() @ b, **tol)
+
+
+@pytest.mark.parametrize("shape", [(4, 5, 7), (2, 5, 3, 4), (2, 5, 2, 3, 2)])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_over_sequences_and_images(no_fallback, shape, reduction):
+    torch.manual_seed(0)
+    x = torch.randn(shape, requires_grad=True)
+    t = torch.randint(0, shape[1], (shape[0],) + shape[2:])
+    t[0].view(-1)[0] = -100  # ignored
+    w = torch.rand(shape[1])
+    loss = torch.nn.functional.cross_entropy(x, t, weight=w, reduction=reduction)
+    xn = x.detach().to(N).requires_grad_()
+    ln = torch.nn.functional.cross_entropy(xn, t.to(N), weight=w.to(N), reduction=reduction)
+    assert_same(ln, loss.detach(), atol=1e-5, rtol=1e-5)
+    g = torch.randn(loss.shape)
+    loss.backward(g)
+    ln.backward(g.to(N))
+    assert_same(xn.grad, x.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_embedding_max_norm(no_fallback):
+    torch.manual_seed(0)
+    w = torch.randn(10, 4) * 3
+    idx = torch.tensor([[1, 2, 2], [7, 1, 0]])
+    wn = w.to(N)
+    out_cpu = torch.nn.functional.embedding(idx, w, max_norm=1.5)
+    out_n = torch.nn.functional.embedding(idx.to(N), wn, max_norm=1.5)
+    assert_same(out_n, out_cpu, atol=1e-6, rtol=1e-5)
+    assert_same(wn, w, atol=1e-6, rtol=1e-5)  # the weight itself is renormalised in place
+
+
+def test_nansum_lerp_and_equal(no_fallback):
+    torch.manual_seed(0)
+    x = torch.randn(4, 6)
+    x[1, 2] = float("nan")
+    assert_same(torch.nansum(x.to(N)), torch.nansum(x))
+    assert_same(torch.nansum(x.to(N), 1, keepdim=True), torch.nansum(x, 1, keepdim=True))
+    assert_same(torch.nansum(x.to(N), 0, dtype=torch.float64), torch.nansum(x, 0, dtype=torch.float64))
+    a, b, w = torch.randn(4, 6), torch.randn(4, 6), torch.rand(6) * 1.2 - 0.1
+    assert_same(torch.lerp(a.to(N), b.to(N), w.to(N)), torch.lerp(a, b, w))
+    a2 = a.to(N)
+    a2.lerp_(b.to(N), w.to(N))
+    assert_same(a2, torch.lerp(a, b, w))
+    y = torch.randn(3, 3)
+    assert torch.equal(y.to(N), y.to(N).clone())
+    assert not torch.equal(y.to(N), (y + 1).to(N))
+    assert not torch.equal(y.to(N), y[:2].to(N))
+    nan = torch.tensor([float("nan")])
+    assert torch.equal(nan.to(N), nan.to(N)) == torch.equal(nan, nan)
+
+
+def test_grad_scaler_ops_match_cpu(no_fallback):
+    for found in (False, True):
+        grads_cpu = [torch.randn(5) * 1024, torch.randn(3, 2) * 1024]
+        if found:
+            grads_cpu[1][1, 1] = float("inf")
+        grads_n = [g.to(N) for g in grads_cpu]
+        fi_c, fi_n = torch.zeros(1), torch.zeros(1, device=N)
+        inv = torch.full((1,), 1 / 1024)
+        torch._amp_foreach_non_finite_check_and_unscale_(grads_cpu, fi_c, inv)
+        torch._amp_foreach_non_finite_check_and_unscale_(grads_n, fi_n, inv.to(N))
+        assert_same(fi_n, fi_c)
+        for gn, gc in zip(grads_n, grads_cpu):
+            assert_same(gn, gc)
+    for found, tracker, interval in ((0.0, 0, 3), (0.0, 2, 3), (1.0, 2, 3), (0.0, 5, 6)):
+        s_c, t_c = torch.full((1,), 8.0), torch.full((1,), tracker, dtype=torch.int32)
+        s_n, t_n = s_c.to(N), t_c.to(N)
+        torch._amp_update_scale_(s_c, t_c, torch.full((1,), found), 2.0, 0.5, interval)
+        torch._amp_update_scale_(s_n, t_n, torch.full((1,), found, device=N), 2.0, 0.5, interval)
+        assert_same(s_n, s_c)
+        assert_same(t_n, t_c)
+
+
+def test_fp16_training_step_with_grad_scaler(no_fallback):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 4).to(N)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("neuron", init_scale=2.0**10)
+    x = torch.randn(16, 8, device=N)
+    for _ in range(3):
+        with torch.autocast("neuron", dtype=torch.float16):
+            loss = model(x).float().pow(2).mean()
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    assert scaler.get_scale() == 2.0**10
+    assert torch.isfinite(model.weight).all()
