@@ -131,3 +131,39 @@ def test_profiler_links_kernels_to_ops_and_records_memory(tmp_path):
     memory = [e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 20]
     assert any(e["args"]["Bytes"] > 0 for e in memory) and any(e["args"]["Bytes"] < 0 for e in memory)
     del b
+
+
+def _allocate_for_snapshot():
+    return torch.randn(512, 512, device=N)
+
+
+def test_memory_history_snapshot_reads_in_the_visualiser(tmp_path):
+    import pickle
+
+    from torch.cuda import _memory_viz
+
+    torch.neuron.memory._record_memory_history(stacks="python", max_entries=10000)
+    try:
+        x = _allocate_for_snapshot()
+        y = torch.empty(100, device=N)
+        del y
+        snap = torch.neuron.memory._snapshot()
+    finally:
+        torch.neuron.memory._record_memory_history(enabled=None)
+    trace = snap["device_traces"][0]
+    allocs = [e for e in trace if e["action"] == "alloc"]
+    frees = [e for e in trace if e["action"] == "free_completed"]
+    assert any(e["size"] >= x.nbytes for e in allocs) and frees
+    assert any(f["name"] == "_allocate_for_snapshot" for e in allocs for f in e["frames"])
+    live = [b for s in snap["segments"] for b in s["blocks"] if b["state"] == "active_allocated"]
+    mine = [b for b in live if b["address"] == x.data_ptr()]
+    assert len(mine) == 1 and mine[0]["size"] >= x.nbytes
+    assert any(f["name"] == "_allocate_for_snapshot" for f in mine[0]["frames"])
+    total = sum(s["total_size"] for s in snap["segments"] if s["device"] == 0)
+    assert total == torch.neuron.memory_reserved(0)
+    assert "_allocate_for_snapshot" in _memory_viz.trace_plot(snap)  # the visualiser reads it
+    assert "_allocate_for_snapshot" in _memory_viz.segment_plot(snap)
+    path = tmp_path / "snap.pickle"
+    torch.neuron.memory._dump_snapshot(str(path))
+    assert pickle.loads(path.read_bytes())["segments"]
+    assert torch.neuron.memory_snapshot() == torch.neuron.memory._snapshot()["segments"]

@@ -29,7 +29,7 @@ def _register():
         torch._register_device_module("neuron", _device_module)
     import sys
 
-    for sub in ("amp", "random"):  # `import torch.neuron.amp` as torch.cuda.amp
+    for sub in ("amp", "random", "memory"):  # `import torch.neuron.amp` as torch.cuda.amp
         sys.modules[f"torch.neuron.{sub}"] = getattr(_device_module, sub)
     if not hasattr(torch.Tensor, "is_neuron"):
         torch.utils.generate_methods_for_privateuse1_backend(

@@ -29,9 +29,14 @@ static py::dict device_properties(int index) {
   return d;
 }
 
+namespace torch_neuronx {
+void bind_memory_history(py::module& m);  // memory_history.cpp
+}
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "TorchNeuron native extension";
   register_runtime();
+  torch_neuronx::bind_memory_history(m);
 
   m.def("_device_count", [] { return tnrt_device_count(); });
   m.def("_is_initialized", [] { return bool(tnrt_is_initialized()); });

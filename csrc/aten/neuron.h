@@ -54,6 +54,11 @@ bool to_view(const at::Tensor& t, tnk_view_t* view);
 at::Tensor host_alias(const at::Tensor& t);
 void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void* args,
             size_t size, const char* name);
+// Memory history (memory_history.cpp): allocations and frees while
+// torch.neuron.memory._record_memory_history is on.
+bool memory_history_enabled();
+void memory_history_alloc(void* ptr, size_t size, int device, int stream);
+void memory_history_free(void* ptr, size_t size, int device, int stream);
 // The profiler (profiler.cpp): whether a trace is being recorded, and the
 // launch of task seq on stream s (host interval [t0, t1]), linked to the CPU
 // op that issued it.

@@ -134,6 +134,11 @@ static void report_memory(int d, void* ptr, int64_t delta) {
 
 static void free_block(void* ctx) {
   auto* block = static_cast<tnrt_block_t*>(ctx);
+  if (block && memory_history_enabled()) {
+    int d = tnrt_block_device(block);
+    memory_history_free(tnrt_block_ptr(block), tnrt_block_size(block), d,
+                        static_cast<int>(t_stream[d]));
+  }
   if (block && c10::memoryProfilingEnabled()) {
     int64_t size = static_cast<int64_t>(tnrt_block_size(block));
     int d = tnrt_block_device(block);
@@ -156,6 +161,9 @@ struct NeuronAllocator final : c10::DeviceAllocator {
     if (st != TNRT_OK) throw_status(st, "neuron allocation");
     if (block && c10::memoryProfilingEnabled())
       report_memory(device, ptr, static_cast<int64_t>(tnrt_block_size(block)));
+    if (block && memory_history_enabled())
+      memory_history_alloc(ptr, tnrt_block_size(block), device,
+                           static_cast<int>(current_stream(device).id()));
     return {ptr, block, &free_block, c10::Device(kNeuron, device)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }

@@ -58,6 +58,7 @@ typedef struct segment_rec {
   uintptr_t base;
   size_t size;
   int device;
+  tnrt_block_t *head; /* the segment's first block (merges keep it) */
 } segment_rec_t;
 static pthread_mutex_t g_seg_mu = PTHREAD_MUTEX_INITIALIZER;
 static segment_rec_t *g_segs;
@@ -142,7 +143,7 @@ static tnrt_block_t *find_free(device_alloc_t *a, int pool, size_t size,
   return NULL;
 }
 
-static void seg_register(uintptr_t base, size_t size, int device) {
+static void seg_register(uintptr_t base, size_t size, int device, tnrt_block_t *head) {
   pthread_mutex_lock(&g_seg_mu);
   if (g_nsegs == g_seg_cap) {
     size_t cap = g_seg_cap ? g_seg_cap * 2 : 64;
@@ -151,7 +152,7 @@ static void seg_register(uintptr_t base, size_t size, int device) {
     g_segs = n;
     g_seg_cap = cap;
   }
-  g_segs[g_nsegs++] = (segment_rec_t){base, size, device};
+  g_segs[g_nsegs++] = (segment_rec_t){base, size, device, head};
   pthread_mutex_unlock(&g_seg_mu);
 }
 
@@ -211,7 +212,7 @@ static tnrt_status_t alloc_segment(device_alloc_t *a, int device, int pool,
   a->stats.num_device_alloc++;
   stat_update(a->stats.segment, pool, 1);
   stat_update(a->stats.reserved_bytes, pool, (int64_t)seg);
-  seg_register((uintptr_t)p, seg, device);
+  seg_register((uintptr_t)p, seg, device, b);
   *out = b;
   return TNRT_OK;
 }
@@ -557,3 +558,26 @@ tnrt_status_t tnrt_get_memory_fraction(int device, double *fraction) {
 size_t tnrt_block_size(const tnrt_block_t *block) { return block ? block->size : 0; }
 int tnrt_block_device(const tnrt_block_t *block) { return block ? block->device : -1; }
 void *tnrt_block_ptr(const tnrt_block_t *block) { return block ? block->ptr : NULL; }
+
+tnrt_status_t tnrt_memory_walk(int device, tnrt_segment_fn on_segment, tnrt_block_fn on_block,
+                               void *ctx) {
+  tnrt_status_t st = tnrt_check_device(device);
+  if (st != TNRT_OK) return st;
+  device_alloc_t *a = &g_alloc[device];
+  pthread_mutex_lock(&a->mu);
+  pthread_mutex_lock(&g_seg_mu);
+  for (size_t i = 0; i < g_nsegs; i++) {
+    if (g_segs[i].device != device || !g_segs[i].head) continue;
+    tnrt_block_t *h = g_segs[i].head;
+    tnrt_segment_info_t si = {g_segs[i].base, g_segs[i].size, h->pool,
+                              h->stream ? tnrt_stream_index(h->stream) : 0};
+    on_segment(ctx, &si);
+    for (tnrt_block_t *b = h; b; b = b->next) {
+      tnrt_block_info_t bi = {(uintptr_t)b->ptr, b->size, b->requested, b->allocated};
+      on_block(ctx, &bi);
+    }
+  }
+  pthread_mutex_unlock(&g_seg_mu);
+  pthread_mutex_unlock(&a->mu);
+  return TNRT_OK;
+}

@@ -198,6 +198,23 @@ tnrt_status_t tnrt_memory_stats(int device, tnrt_memory_stats_t *out);
 tnrt_status_t tnrt_reset_peak_stats(int device);
 tnrt_status_t tnrt_reset_accumulated_stats(int device);
 /* free = capacity - reserved, total = capacity (modelled HBM). */
+/* The allocator's state, segment by segment with their blocks in address
+ * order (for memory snapshots). The callbacks run under the allocator's
+ * lock: they must not allocate device memory. */
+typedef struct tnrt_segment_info {
+  uint64_t address, size;
+  int pool;   /* TNRT_POOL_SMALL / TNRT_POOL_LARGE */
+  int stream; /* index of the stream the segment was allocated for */
+} tnrt_segment_info_t;
+typedef struct tnrt_block_info {
+  uint64_t address, size, requested;
+  int allocated;
+} tnrt_block_info_t;
+typedef void (*tnrt_segment_fn)(void *ctx, const tnrt_segment_info_t *segment);
+typedef void (*tnrt_block_fn)(void *ctx, const tnrt_block_info_t *block);
+tnrt_status_t tnrt_memory_walk(int device, tnrt_segment_fn on_segment, tnrt_block_fn on_block,
+                               void *ctx);
+
 /* The share of the device's capacity this process may reserve (0..1; 1 by
  * default), as torch.cuda.set_per_process_memory_fraction. */
 tnrt_status_t tnrt_set_memory_fraction(int device, double fraction);
