@@ -169,3 +169,37 @@ def test_memory_history_snapshot_reads_in_the_visualiser(tmp_path):
     torch.neuron.memory._dump_snapshot(str(path))
     assert pickle.loads(path.read_bytes())["segments"]
     assert torch.neuron.memory_snapshot() == torch.neuron.memory._snapshot()["segments"]
+
+
+def test_mem_pool_routes_allocations():
+    torch.neuron.synchronize()
+    pool = torch.neuron.MemPool()
+    with torch.neuron.use_mem_pool(pool):
+        a = torch.empty(3 << 20, dtype=torch.uint8, device=N)
+        inner = torch.neuron.MemPool()
+        with torch.neuron.use_mem_pool(inner):
+            b = torch.empty(1024, device=N)
+        c = torch.empty(1024, device=N)  # back in the outer pool
+    d = torch.empty(1024, device=N)  # the default pool
+    segs = {s["address"]: s for s in torch.neuron.memory_snapshot()}
+
+    def pool_of(t):
+        for s in segs.values():
+            if s["address"] <= t.data_ptr() < s["address"] + s["total_size"]:
+                return tuple(s["segment_pool_id"])
+
+    assert pool_of(a) == pool_of(c) == pool.id
+    assert pool_of(b) == inner.id and pool_of(d) == (0, 0)
+    assert [s["address"] for s in pool.snapshot()] and all(
+        tuple(s["segment_pool_id"]) == pool.id for s in pool.snapshot())
+    ptr = a.data_ptr()
+    del a
+    e = torch.empty(3 << 20, dtype=torch.uint8, device=N)  # default pool: not a's block
+    assert e.data_ptr() != ptr
+    with torch.neuron.use_mem_pool(pool):
+        f = torch.empty(3 << 20, dtype=torch.uint8, device=N)  # reuses the pool's block
+    assert f.data_ptr() == ptr
+    reserved = torch.neuron.memory_reserved()
+    del f, c, b
+    del pool, inner  # their unused segments go back
+    assert torch.neuron.memory_reserved() < reserved

@@ -149,3 +149,63 @@ def test_fp16_training_step_with_grad_scaler(no_fallback):
         scaler.update()
     assert scaler.get_scale() == 2.0**10
     assert torch.isfinite(model.weight).all()
+
+
+def _bags_from_embedding(idx, w, off, mode, ps, pad, scale):
+    """embedding_bag from F.embedding: the oracle for scale_grad_by_freq,
+    where CPU's embedding_bag scales some rows by the wrong frequency
+    (embedding([1,2,4,5,4,3,2,9]) gives every row 1/count; CPU's
+    embedding_bag gives index 3 one half and index 4 two)."""
+    rows = torch.nn.functional.embedding(idx, w, scale_grad_by_freq=scale)
+    if ps is not None:
+        rows = rows * ps[:, None]
+    bounds = off.tolist() + [len(idx)]
+    out = []
+    for b in range(len(off)):
+        seg, ids = rows[bounds[b]:bounds[b + 1]], idx[bounds[b]:bounds[b + 1]]
+        if pad is not None:
+            seg = seg[ids != pad]
+        s = seg.sum(0)
+        out.append(s / max(len(seg), 1) if mode == "mean" else s)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("mode,psw,pad", [("sum", False, None), ("sum", True, None), ("sum", True, 2),
+                                          ("mean", False, None), ("mean", False, 2)])
+@pytest.mark.parametrize("scale", [False, True])
+def test_embedding_bag_forward_and_backward(no_fallback, mode, psw, pad, scale):
+    torch.manual_seed(0)
+    w = torch.randn(10, 3, requires_grad=True)
+    idx = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9])
+    off = torch.tensor([0, 3, 3, 6])  # bag 1 is empty
+    ps = torch.rand(8, requires_grad=True) if psw else None
+    kw = dict(mode=mode, padding_idx=pad, scale_grad_by_freq=scale)
+    if scale:
+        r = _bags_from_embedding(idx, w, off, mode, ps, pad, scale)
+    else:
+        r = torch.nn.functional.embedding_bag(idx, w, off, per_sample_weights=ps, **kw)
+    r.pow(2).sum().backward()
+    wn = w.detach().to(N).requires_grad_()
+    psn = ps.detach().to(N).requires_grad_() if psw else None
+    rn = torch.nn.functional.embedding_bag(idx.to(N), wn, off.to(N), per_sample_weights=psn, **kw)
+    rn.pow(2).sum().backward()
+    assert_same(rn, r.detach(), atol=1e-6, rtol=1e-5)
+    assert_same(wn.grad, w.grad, atol=1e-6, rtol=1e-5)
+    if psw:
+        assert_same(psn.grad, ps.grad, atol=1e-5, rtol=1e-5)
+    with torch.no_grad():  # the inference path
+        assert_same(torch.nn.functional.embedding_bag(idx.to(N), wn, off.to(N), **kw),
+                    torch.nn.functional.embedding_bag(idx, w, off, **kw), atol=1e-6, rtol=1e-5)
+
+
+def test_embedding_bag_module_2d_input_and_last_offset(no_fallback):
+    torch.manual_seed(0)
+    bag = torch.nn.EmbeddingBag(20, 4, mode="mean")
+    x = torch.randint(0, 20, (5, 3))
+    bn = torch.nn.EmbeddingBag(20, 4, mode="mean").to(N)
+    bn.load_state_dict(bag.state_dict())
+    assert_same(bn(x.to(N)), bag(x), atol=1e-6, rtol=1e-5)
+    idx, off = torch.tensor([0, 5, 7, 7, 19]), torch.tensor([0, 2, 5])
+    f = torch.nn.functional.embedding_bag
+    assert_same(f(idx.to(N), bn.weight, off.to(N), include_last_offset=True),
+                f(idx, bag.weight, off, include_last_offset=True), atol=1e-6, rtol=1e-5)

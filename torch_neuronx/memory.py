@@ -3,12 +3,16 @@
 ``torch.cuda.memory._snapshot()``, so PyTorch's memory visualiser
 (``torch.cuda._memory_viz``, or the file from ``_dump_snapshot`` dropped on
 pytorch.org/memory_viz) reads it."""
+import contextlib
+import itertools
 import pickle
 import sys
-from typing import Any, Literal, Optional
+import threading
+from typing import Literal
 
 from . import _C
 from .neuron import (  # noqa: F401  (the statistics, under their torch.cuda.memory names)
+    _dev,
     _device_t,
     empty_cache,
     get_per_process_memory_fraction,
@@ -71,7 +75,59 @@ def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
         pickle.dump(_snapshot(), f)
 
 
+_pool_ids = itertools.count(1)
+_current = threading.local()  # per thread: device -> stack of pool ids in use
+
+
+class MemPool:
+    """A pool of device memory in the caching allocator (torch.cuda.MemPool):
+    allocations made inside ``use_mem_pool(pool)`` take segments of their
+    own, and their blocks, once freed, serve only later allocations to the
+    same pool. Its unused segments are released when the pool is deleted
+    (and by ``empty_cache``)."""
+
+    def __init__(self, allocator=None, use_on_oom: bool = False, no_split: bool = False):
+        if allocator is not None:
+            raise NotImplementedError("neuron: MemPool with a custom allocator is not supported")
+        self._id = (0, next(_pool_ids))
+        self._devices = set()
+
+    @property
+    def id(self) -> tuple:
+        return self._id
+
+    def snapshot(self) -> list:
+        """The segments of this pool, as ``memory_snapshot()`` lists them."""
+        return [s for s in memory_snapshot() if tuple(s["segment_pool_id"]) == self._id]
+
+    def __del__(self):
+        for d in getattr(self, "_devices", ()):
+            try:
+                _C._mempool_release(d, self._id[1])
+            except Exception:  # noqa: BLE001 - interpreter shutdown
+                pass
+
+
+@contextlib.contextmanager
+def use_mem_pool(pool: MemPool, device: "_device_t" = None):
+    """Routes this thread's allocations on the device to ``pool``."""
+    d = _dev(device)
+    pool._devices.add(d)
+    stacks = getattr(_current, "stacks", None)
+    if stacks is None:
+        stacks = _current.stacks = {}
+    stack = stacks.setdefault(d, [])
+    stack.append(pool.id[1])
+    _C._mempool_use(d, pool.id[1])
+    try:
+        yield
+    finally:
+        stack.pop()
+        _C._mempool_use(d, stack[-1] if stack else 0)
+
+
 __all__ = [
+    "MemPool", "use_mem_pool",
     "_record_memory_history", "_snapshot", "_dump_snapshot", "memory_snapshot",
     "memory_stats", "memory_allocated", "memory_reserved", "max_memory_allocated",
     "max_memory_reserved", "memory_summary", "empty_cache", "mem_get_info",

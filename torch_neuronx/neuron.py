@@ -465,10 +465,10 @@ def memory_summary(device: _device_t = None, abbreviated: bool = False) -> str:
 
 from . import amp, random  # noqa: E402  (torch.neuron.amp / torch.neuron.random)
 from . import memory  # noqa: E402  (torch.neuron.memory)
-from .memory import memory_snapshot  # noqa: E402,F401
+from .memory import MemPool, memory_snapshot, use_mem_pool  # noqa: E402,F401
 
 __all__ = [
-    "OutOfMemoryError", "amp", "memory", "memory_snapshot", "can_device_access_peer", "device_memory_used",
+    "MemPool", "OutOfMemoryError", "amp", "memory", "memory_snapshot", "use_mem_pool", "can_device_access_peer", "device_memory_used",
     "get_arch_list", "get_per_process_memory_fraction", "host_memory_stats",
     "random", "reset_accumulated_host_memory_stats", "reset_peak_host_memory_stats",
     "set_per_process_memory_fraction", "utilization",

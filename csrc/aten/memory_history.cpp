@@ -147,7 +147,7 @@ py::dict snapshot() {
       seg["requested_size"] = requested;
       seg["stream"] = s.info.stream;
       seg["segment_type"] = s.info.pool == TNRT_POOL_SMALL ? "small" : "large";
-      seg["segment_pool_id"] = py::make_tuple(0, 0);
+      seg["segment_pool_id"] = py::make_tuple(0, s.info.mempool);
       seg["is_expandable"] = false;
       seg["frames"] = py::list();
       seg["blocks"] = blocks;

@@ -61,6 +61,14 @@ PYBIND11_MODULE(_C, m) {
     check(tnrt_get_memory_fraction(d, &f), "get_per_process_memory_fraction");
     return f;
   });
+  m.def("_mempool_use", [](int d, uint64_t id) {
+    check_device_index(static_cast<c10::DeviceIndex>(d));
+    check(id ? tnrt_mempool_begin(d, id) : tnrt_mempool_end(d), "use_mem_pool");
+  });
+  m.def("_mempool_release", [](int d, uint64_t id) {
+    check_device_index(static_cast<c10::DeviceIndex>(d));
+    check(tnrt_mempool_release(d, id), "MemPool release");
+  });
   m.def("_device_busy_ns", [](int d) {
     check_device_index(static_cast<c10::DeviceIndex>(d));
     uint64_t ns = 0;

@@ -223,9 +223,145 @@ at::Tensor& embedding_renorm(at::Tensor& self, const at::Tensor& indices, double
   return self;
 }
 
+// ------------------------------------------------------------- embedding_bag
+
+// Bags in sum (0) and mean (1) mode from index_add over each index's bag id
+// (offset2bag, as ATen defines it); max mode (2) goes to the CPU path.
+struct Bags {
+  at::Tensor idx, offset2bag, keep, bag_size;  // keep: 1 where idx != padding_idx
+  int64_t n_bags;
+};
+
+Bags make_bags(const at::Tensor& indices, const at::Tensor& offsets, bool include_last_offset,
+               int64_t padding_idx) {
+  TORCH_CHECK(indices.dim() == 1, "input has to be a 1D or 2D Tensor, but got Tensor of dimension ",
+              indices.dim());
+  TORCH_CHECK(offsets.dim() == 1, "offsets has to be a 1D Tensor, but got Tensor of dimension ",
+              offsets.dim());
+  Bags b;
+  b.idx = indices.to(at::kLong);
+  int64_t n = b.idx.numel();
+  b.n_bags = offsets.numel() - (include_last_offset ? 1 : 0);
+  TORCH_CHECK(b.n_bags >= 0, "include_last_offset: number of offsets should be at least 1");
+  at::Tensor off = offsets.to(at::kLong).narrow(0, 0, b.n_bags);
+  at::Tensor marks = at::zeros({n + 1}, b.idx.options());
+  if (b.n_bags) marks.index_add_(0, off.clamp(0, n), at::ones_like(off));
+  b.offset2bag = (marks.cumsum(0) - 1).narrow(0, 0, n).clamp_min(0);
+  b.keep = padding_idx >= 0 ? b.idx.ne(padding_idx) : at::ones({n}, b.idx.options().dtype(at::kBool));
+  b.bag_size = at::zeros({b.n_bags}, b.idx.options());
+  if (n) b.bag_size.index_add_(0, b.offset2bag, b.keep.to(at::kLong));
+  return b;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
+    const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+    bool scale_grad_by_freq, int64_t mode, bool sparse,
+    const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset,
+    int64_t padding_idx) {
+  bool psw = per_sample_weights.has_value() && per_sample_weights->defined();
+  if (mode == 2 || !c10::isFloatingType(weight.scalar_type()) || weight.dim() != 2 ||
+      indices.device() != weight.device() || offsets.device() != weight.device())
+    return FALLBACK(_embedding_bag, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+                    per_sample_weights, include_last_offset, padding_idx);
+  TORCH_CHECK(!psw || mode == 0, "embedding_bag: per_sample_weights was not None. "
+              "per_sample_weights is only supported for mode='sum' (got mode='",
+              mode == 1 ? "mean" : "max", "'). Please open a feature request on GitHub.");
+  Bags b = make_bags(indices, offsets, include_last_offset, padding_idx);
+  int64_t D = weight.size(1);
+  at::Tensor out = at::zeros({b.n_bags, D}, weight.options());
+  if (b.idx.numel()) {
+    at::Tensor rows = weight.index_select(0, b.idx);  // checks the index range
+    at::Tensor w = b.keep.to(weight.scalar_type());
+    if (psw) w = w * per_sample_weights->to(weight.scalar_type());
+    out.index_add_(0, b.offset2bag, rows * w.unsqueeze(1));
+    if (mode == 1)
+      out = out / b.bag_size.clamp_min(1).to(weight.scalar_type()).unsqueeze(1);
+  }
+  at::Tensor max_indices = at::zeros({b.n_bags}, b.idx.options());  // unused outside max mode
+  return {out, b.offset2bag, b.bag_size, max_indices};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag_forward_only(
+    const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+    bool scale_grad_by_freq, int64_t mode, bool sparse,
+    const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset,
+    int64_t padding_idx) {
+  if (mode == 2 || !c10::isFloatingType(weight.scalar_type()) || weight.dim() != 2 ||
+      indices.device() != weight.device() || offsets.device() != weight.device())
+    return FALLBACK(_embedding_bag_forward_only, weight, indices, offsets, scale_grad_by_freq,
+                    mode, sparse, per_sample_weights, include_last_offset, padding_idx);
+  return embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+                       per_sample_weights, include_last_offset, padding_idx);
+}
+
+// d weight: each index's row receives its bag's gradient (scaled as in the
+// forward; divided by the index's frequency with scale_grad_by_freq).
+at::Tensor embedding_bag_dense_backward(const at::Tensor& grad, const at::Tensor& indices,
+                                        const at::Tensor& offset2bag, const at::Tensor& bag_size,
+                                        const at::Tensor& maximum_indices, int64_t num_weights,
+                                        bool scale_grad_by_freq, int64_t mode,
+                                        const std::optional<at::Tensor>& per_sample_weights,
+                                        int64_t padding_idx) {
+  if (mode == 2)
+    return FALLBACK(_embedding_bag_dense_backward, grad, indices, offset2bag, bag_size,
+                    maximum_indices, num_weights, scale_grad_by_freq, mode, per_sample_weights,
+                    padding_idx);
+  at::Tensor idx = indices.to(at::kLong);
+  at::Tensor gw = at::zeros({num_weights, grad.size(1)}, grad.options());
+  if (idx.numel() == 0) return gw;
+  at::Tensor g = grad.index_select(0, offset2bag);
+  at::Tensor w = padding_idx >= 0 ? idx.ne(padding_idx).to(grad.scalar_type())
+                                  : at::ones({idx.numel()}, grad.options());
+  if (per_sample_weights.has_value() && per_sample_weights->defined())
+    w = w * per_sample_weights->to(grad.scalar_type());
+  if (mode == 1)
+    w = w / bag_size.index_select(0, offset2bag).clamp_min(1).to(grad.scalar_type());
+  if (scale_grad_by_freq) {
+    at::Tensor counts = at::zeros({num_weights}, idx.options()).index_add_(0, idx, at::ones_like(idx));
+    w = w / counts.index_select(0, idx).to(grad.scalar_type());
+  }
+  return gw.index_add_(0, idx, g * w.unsqueeze(1));
+}
+
+at::Tensor embedding_bag_backward(const at::Tensor& grad, const at::Tensor& indices,
+                                  const at::Tensor& offsets, const at::Tensor& offset2bag,
+                                  const at::Tensor& bag_size, const at::Tensor& maximum_indices,
+                                  int64_t num_weights, bool scale_grad_by_freq, int64_t mode,
+                                  bool sparse, const std::optional<at::Tensor>& per_sample_weights,
+                                  int64_t padding_idx) {
+  if (sparse || mode == 2)
+    return FALLBACK(_embedding_bag_backward, grad, indices, offsets, offset2bag, bag_size,
+                    maximum_indices, num_weights, scale_grad_by_freq, mode, sparse,
+                    per_sample_weights, padding_idx);
+  return embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices,
+                                      num_weights, scale_grad_by_freq, mode, per_sample_weights,
+                                      padding_idx);
+}
+
+// d per_sample_weights[i] = <grad of i's bag, weight row of i> (0 at padding)
+at::Tensor embedding_bag_per_sample_weights_backward(const at::Tensor& grad,
+                                                     const at::Tensor& weight,
+                                                     const at::Tensor& indices,
+                                                     const at::Tensor& offsets,
+                                                     const at::Tensor& offset2bag, int64_t mode,
+                                                     int64_t padding_idx) {
+  TORCH_CHECK(mode == 0, "embedding_bag_backward: per_sample_weights only supported for "
+              "mode='sum'");
+  at::Tensor idx = indices.to(at::kLong);
+  if (idx.numel() == 0) return at::zeros({0}, grad.options());
+  at::Tensor r = (grad.index_select(0, offset2bag) * weight.index_select(0, idx)).sum(1);
+  if (padding_idx >= 0) r = r * idx.ne(padding_idx).to(r.scalar_type());
+  return r;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_embedding_bag", embedding_bag);
+  m.impl("_embedding_bag_forward_only", embedding_bag_forward_only);
+  m.impl("_embedding_bag_dense_backward", embedding_bag_dense_backward);
+  m.impl("_embedding_bag_backward", embedding_bag_backward);
+  m.impl("_embedding_bag_per_sample_weights_backward", embedding_bag_per_sample_weights_backward);
   m.impl("dot", dot);
   m.impl("vdot", vdot);
   m.impl("addmv.out", addmv_out);

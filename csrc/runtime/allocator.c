@@ -26,6 +26,7 @@
 
 struct tnrt_block {
   int device, pool;
+  uint64_t mempool; /* 0: the default pool; else a MemPool's id */
   tnrt_stream_t *stream;
   void *ptr;
   size_t size, requested;
@@ -131,12 +132,17 @@ static void free_list_remove(device_alloc_t *a, tnrt_block_t *b) {
   }
 }
 
+/* The memory pool the calling thread allocates from, per device
+ * (tnrt_mempool_begin); 0 is the default pool. */
+static _Thread_local uint64_t t_mempool[TNRT_MAX_DEVICES];
+
 static tnrt_block_t *find_free(device_alloc_t *a, int pool, size_t size,
-                               tnrt_stream_t *s) {
+                               tnrt_stream_t *s, uint64_t mempool) {
   for (int bin = size_bin(size); bin < NBINS; bin++) {
     tnrt_block_t *best = NULL;
     for (tnrt_block_t *b = a->bins[pool][bin]; b; b = b->fnext)
-      if (b->stream == s && b->size >= size && (!best || b->size < best->size))
+      if (b->stream == s && b->mempool == mempool && b->size >= size &&
+          (!best || b->size < best->size))
         best = b;
     if (best) return best;
   }
@@ -275,13 +281,13 @@ static void process_pending(device_alloc_t *a) {
 }
 
 /* Releases every cached block that spans a whole segment. */
-static void release_cached(device_alloc_t *a) {
+static void release_cached_of(device_alloc_t *a, int all, uint64_t mempool) {
   for (int pool = 1; pool < TNRT_POOL_COUNT; pool++)
     for (int bin = 0; bin < NBINS; bin++) {
       tnrt_block_t *b = a->bins[pool][bin];
       while (b) {
         tnrt_block_t *next = b->fnext;
-        if (!is_split(b)) {
+        if (!is_split(b) && (all || b->mempool == mempool)) {
           free_list_remove(a, b);
           release_segment(a, b);
         }
@@ -289,6 +295,8 @@ static void release_cached(device_alloc_t *a) {
       }
     }
 }
+
+static void release_cached(device_alloc_t *a) { release_cached_of(a, 1, 0); }
 
 static void format_size(char *buf, size_t n, uint64_t bytes) {
   if (bytes >= (1ull << 30)) snprintf(buf, n, "%.2f GiB", bytes / 1073741824.0);
@@ -320,12 +328,14 @@ tnrt_status_t tnrt_malloc(int device, size_t bytes, tnrt_stream_t *s,
 
   pthread_mutex_lock(&a->mu);
   process_pending(a);
-  tnrt_block_t *b = find_free(a, pool, size, s);
+  uint64_t mempool = t_mempool[device];
+  tnrt_block_t *b = find_free(a, pool, size, s, mempool);
   if (b) {
     free_list_remove(a, b);
   } else {
     size_t seg = segment_size_for(size);
     st = alloc_segment(a, device, pool, seg, s, &b);
+    if (st == TNRT_OK) b->mempool = mempool;
     if (st != TNRT_OK) {
       /* Flush the cache and retry once, as CUDA's allocator does. Workers
        * may still be using cached blocks: synchronise before releasing. */
@@ -334,6 +344,7 @@ tnrt_status_t tnrt_malloc(int device, size_t bytes, tnrt_stream_t *s,
       process_pending(a);
       release_cached(a);
       st = alloc_segment(a, device, pool, seg, s, &b);
+    if (st == TNRT_OK) b->mempool = mempool;
     }
     if (st != TNRT_OK) {
       a->stats.num_ooms++;
@@ -387,7 +398,7 @@ tnrt_status_t tnrt_malloc(int device, size_t bytes, tnrt_stream_t *s,
     if (r) {
       *r = (tnrt_block_t){.device = device, .pool = pool, .stream = b->stream,
                           .ptr = (char *)b->ptr + size, .size = remaining,
-                          .prev = b, .next = b->next};
+                          .prev = b, .next = b->next, .mempool = b->mempool};
       if (b->next) b->next->prev = r;
       b->next = r;
       b->size = size;
@@ -570,7 +581,7 @@ tnrt_status_t tnrt_memory_walk(int device, tnrt_segment_fn on_segment, tnrt_bloc
     if (g_segs[i].device != device || !g_segs[i].head) continue;
     tnrt_block_t *h = g_segs[i].head;
     tnrt_segment_info_t si = {g_segs[i].base, g_segs[i].size, h->pool,
-                              h->stream ? tnrt_stream_index(h->stream) : 0};
+                              h->stream ? tnrt_stream_index(h->stream) : 0, h->mempool};
     on_segment(ctx, &si);
     for (tnrt_block_t *b = h; b; b = b->next) {
       tnrt_block_info_t bi = {(uintptr_t)b->ptr, b->size, b->requested, b->allocated};
@@ -581,3 +592,31 @@ tnrt_status_t tnrt_memory_walk(int device, tnrt_segment_fn on_segment, tnrt_bloc
   pthread_mutex_unlock(&a->mu);
   return TNRT_OK;
 }
+
+tnrt_status_t tnrt_mempool_begin(int device, uint64_t mempool) {
+  tnrt_status_t st = tnrt_check_device(device);
+  if (st != TNRT_OK) return st;
+  t_mempool[device] = mempool;
+  return TNRT_OK;
+}
+
+tnrt_status_t tnrt_mempool_end(int device) {
+  tnrt_status_t st = tnrt_check_device(device);
+  if (st != TNRT_OK) return st;
+  t_mempool[device] = 0;
+  return TNRT_OK;
+}
+
+tnrt_status_t tnrt_mempool_release(int device, uint64_t mempool) {
+  tnrt_status_t st = tnrt_check_device(device);
+  if (st != TNRT_OK) return st;
+  device_alloc_t *a = &g_alloc[device];
+  tnrt_device_wait(device);
+  pthread_mutex_lock(&a->mu);
+  process_pending(a);
+  release_cached_of(a, 0, mempool);
+  pthread_mutex_unlock(&a->mu);
+  return TNRT_OK;
+}
+
+uint64_t tnrt_block_mempool(const tnrt_block_t *block) { return block ? block->mempool : 0; }

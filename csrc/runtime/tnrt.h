@@ -205,6 +205,7 @@ typedef struct tnrt_segment_info {
   uint64_t address, size;
   int pool;   /* TNRT_POOL_SMALL / TNRT_POOL_LARGE */
   int stream; /* index of the stream the segment was allocated for */
+  uint64_t mempool; /* 0, or the MemPool the segment belongs to */
 } tnrt_segment_info_t;
 typedef struct tnrt_block_info {
   uint64_t address, size, requested;
@@ -214,6 +215,15 @@ typedef void (*tnrt_segment_fn)(void *ctx, const tnrt_segment_info_t *segment);
 typedef void (*tnrt_block_fn)(void *ctx, const tnrt_block_info_t *block);
 tnrt_status_t tnrt_memory_walk(int device, tnrt_segment_fn on_segment, tnrt_block_fn on_block,
                                void *ctx);
+
+/* Memory pools (torch.cuda.MemPool): between begin and end, the calling
+ * thread's allocations on device come from segments of pool mempool (a
+ * nonzero id), and its blocks are reused only by allocations to that pool;
+ * release returns the pool's unused segments. */
+tnrt_status_t tnrt_mempool_begin(int device, uint64_t mempool);
+tnrt_status_t tnrt_mempool_end(int device);
+tnrt_status_t tnrt_mempool_release(int device, uint64_t mempool);
+uint64_t tnrt_block_mempool(const tnrt_block_t *block);
 
 /* The share of the device's capacity this process may reserve (0..1; 1 by
  * default), as torch.cuda.set_per_process_memory_fraction. */

@@ -721,7 +721,9 @@ static void test_ternary_softmax_reduce_layernorm(void) {
         float cv = c[bc ? i % 3 : i];
         float w = op == TNK_ADDCMUL ? a[i] + 0.25f * b[i] * cv
                   : op == TNK_ADDCDIV ? a[i] + 0.25f * (b[i] / cv)
-                                      : a[i] + 0.25f * (b[i] - a[i]);
+                  : op == TNK_LERP_TENSOR /* the weight from c, ATen's two halves */
+                      ? (cv < 0.5f ? a[i] + cv * (b[i] - a[i]) : b[i] - (b[i] - a[i]) * (1 - cv))
+                      : a[i] + 0.25f * (b[i] - a[i]);
         bad += fabsf(o[i] - w) > 1e-6f;
       }
     }
