@@ -209,3 +209,34 @@ def test_embedding_bag_module_2d_input_and_last_offset(no_fallback):
     f = torch.nn.functional.embedding_bag
     assert_same(f(idx.to(N), bn.weight, off.to(N), include_last_offset=True),
                 f(idx, bag.weight, off, include_last_offset=True), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("norm", [None, "ortho", "forward"])
+def test_fft_family(no_fallback, dtype, norm):
+    torch.manual_seed(0)
+    x = torch.randn(3, 10, 12, dtype=dtype)
+    z = torch.randn(3, 10, 7, dtype=torch.complex64 if dtype == torch.float32 else torch.complex128)
+    tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=1e-10, rtol=1e-10)
+    cases = [
+        lambda t, c: torch.fft.fft(c, norm=norm),
+        lambda t, c: torch.fft.ifft(c, n=9, norm=norm),
+        lambda t, c: torch.fft.rfft(t, norm=norm),
+        lambda t, c: torch.fft.rfft(t, n=7, dim=1, norm=norm),
+        lambda t, c: torch.fft.irfft(c, norm=norm),
+        lambda t, c: torch.fft.irfft(c, n=15, norm=norm),
+        lambda t, c: torch.fft.fft2(c, norm=norm),
+        lambda t, c: torch.fft.rfftn(t, norm=norm),
+        lambda t, c: torch.fft.irfftn(c, s=(10, 12), norm=norm),
+        lambda t, c: torch.fft.hfft(c, norm=norm),
+    ]
+    for f in cases:
+        assert_same(f(x.to(N), z.to(N)), f(x, z), **tol)
+
+
+def test_fft_gradient(no_fallback):
+    x = torch.randn(4, 16, requires_grad=True)
+    torch.fft.rfft(x).abs().sum().backward()
+    xn = x.detach().to(N).requires_grad_()
+    torch.fft.rfft(xn).abs().sum().backward()
+    assert_same(xn.grad, x.grad, atol=1e-5, rtol=1e-5)

@@ -354,9 +354,140 @@ at::Tensor embedding_bag_per_sample_weights_backward(const at::Tensor& grad,
   return r;
 }
 
+// ------------------------------------------------------------------- spectral
+
+// Discrete Fourier transforms as products with the DFT matrix
+// W[j][k] = exp(-+2 pi i j k / n), built on the host in double and applied
+// with the device's complex matrix product in complex128 (the O(n) error
+// growth of a direct sum stays far below float32's resolution). O(n^2) per
+// transformed row: lengths above kMaxDftLength run on the CPU path.
+constexpr int64_t kMaxDftLength = 2048;
+
+bool dft_ok(const at::Tensor& x, at::IntArrayRef dim) {
+  for (int64_t d : dim)
+    if (x.size(d) > kMaxDftLength) return false;
+  return true;
+}
+
+at::Tensor dft_matrix(int64_t n, bool forward, c10::Device device) {
+  std::vector<double> w(static_cast<size_t>(2 * n * n));
+  double sign = forward ? -1.0 : 1.0;
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t k = 0; k < n; k++) {
+      int64_t r = (j * k) % n;  // exact phase index: no large-argument cos/sin
+      double a = sign * 2.0 * M_PI * static_cast<double>(r) / static_cast<double>(n);
+      w[2 * (j * n + k)] = std::cos(a);
+      w[2 * (j * n + k) + 1] = std::sin(a);
+    }
+  at::Tensor t = at::from_blob(w.data(), {n, n, 2}, at::TensorOptions().dtype(at::kDouble));
+  return at::view_as_complex(t.to(device));  // copies before w goes
+}
+
+// unnormalised transform of complex x along each of dims
+at::Tensor dft(const at::Tensor& x, at::IntArrayRef dims, bool forward) {
+  at::Tensor y = x.to(at::kComplexDouble);
+  for (int64_t d : dims) {
+    int64_t n = y.size(d);
+    if (n <= 1) continue;
+    at::Tensor moved = y.movedim(d, -1);
+    auto shape = moved.sizes().vec();
+    at::Tensor rows = moved.reshape({-1, n});
+    at::Tensor r = at::mm(rows, dft_matrix(n, forward, x.device()));
+    y = r.reshape(shape).movedim(-1, d);
+  }
+  return y;
+}
+
+at::Tensor normalized(const at::Tensor& y, const at::Tensor& x, at::IntArrayRef dims,
+                      int64_t normalization, c10::ScalarType out) {
+  double n = 1;
+  for (int64_t d : dims) n *= static_cast<double>(x.size(d));
+  at::Tensor r = y;
+  if (normalization == 1) r = r / std::sqrt(n);  // by_root_n
+  else if (normalization == 2) r = r / n;        // by_n
+  return r.to(out);
+}
+
+c10::ScalarType complex_of(c10::ScalarType t) {
+  return t == at::kDouble || t == at::kComplexDouble ? at::kComplexDouble : at::kComplexFloat;
+}
+
+at::Tensor fft_c2c(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization,
+                   bool forward) {
+  if (!dft_ok(self, dim) || (self.scalar_type() != at::kComplexFloat &&
+                             self.scalar_type() != at::kComplexDouble))
+    return FALLBACK(_fft_c2c, self, dim, normalization, forward);
+  return normalized(dft(self, dim, forward), self, dim, normalization, self.scalar_type());
+}
+
+at::Tensor fft_r2c(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization,
+                   bool onesided) {
+  if (!dft_ok(self, dim) || (self.scalar_type() != at::kFloat && self.scalar_type() != at::kDouble))
+    return FALLBACK(_fft_r2c, self, dim, normalization, onesided);
+  at::Tensor y = normalized(dft(self, dim, true), self, dim, normalization,
+                            complex_of(self.scalar_type()));
+  if (onesided && !dim.empty()) {
+    int64_t last = dim.back();
+    y = y.narrow(last, 0, self.size(last) / 2 + 1).contiguous();
+  }
+  return y;
+}
+
+// Inverse of a onesided spectrum: the complex inverse over the other dims
+// first; then each row along the last dim is the spectrum of a real signal,
+// whose missing half follows from Hermitian symmetry (X[n-k] = conj X[k]);
+// the real part of its inverse is the signal (the imaginary parts of X[0]
+// and X[n/2] drop out, as in pocketfft).
+at::Tensor fft_c2r(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization,
+                   int64_t last_dim_size) {
+  if (dim.empty() || last_dim_size > kMaxDftLength || !dft_ok(self, dim) ||
+      (self.scalar_type() != at::kComplexFloat && self.scalar_type() != at::kComplexDouble))
+    return FALLBACK(_fft_c2r, self, dim, normalization, last_dim_size);
+  int64_t last = dim.back(), n = last_dim_size;
+  int64_t have = n / 2 + 1;
+  at::Tensor half = self.narrow(last, 0, std::min(self.size(last), have)).to(at::kComplexDouble);
+  if (half.size(last) < have) {  // a shorter input is zero-padded
+    auto pad = half.sizes().vec();
+    pad[last] = have - half.size(last);
+    half = at::cat({half, at::zeros(pad, half.options())}, last);
+  }
+  if (dim.size() > 1) half = dft(half, dim.slice(0, dim.size() - 1), false);
+  int64_t missing = n - have;
+  at::Tensor full = half;
+  if (missing > 0) {
+    // X[n-k] for k = missing..1 -> conj of X[missing]..X[1], in that order
+    at::Tensor mirror = half.narrow(last, 1, missing).flip({last}).conj().resolve_conj();
+    full = at::cat({half, mirror}, last);
+  }
+  at::Tensor y = at::real(dft(full, at::IntArrayRef{last}, false)).contiguous();
+  c10::ScalarType out = self.scalar_type() == at::kComplexDouble ? at::kDouble : at::kFloat;
+  double count = 1;
+  for (int64_t d : dim) count *= static_cast<double>(d == last ? n : self.size(d));
+  if (normalization == 1) y = y / std::sqrt(count);
+  else if (normalization == 2) y = y / count;
+  return y.to(out);
+}
+
+// sgn: z / |z| for complex (0 at 0), sign for real dtypes
+at::Tensor& sgn_out(const at::Tensor& self, at::Tensor& out) {
+  at::Tensor r;
+  if (self.is_complex()) {
+    at::Tensor a = at::abs(self);
+    r = at::where(a.eq(0), at::zeros({}, self.options()), self / a);
+  } else {
+    r = at::sign(self);
+  }
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("sgn.out", sgn_out);
+  m.impl("_fft_c2c", fft_c2c);
+  m.impl("_fft_r2c", fft_r2c);
+  m.impl("_fft_c2r", fft_c2r);
   m.impl("_embedding_bag", embedding_bag);
   m.impl("_embedding_bag_forward_only", embedding_bag_forward_only);
   m.impl("_embedding_bag_dense_backward", embedding_bag_dense_backward);
