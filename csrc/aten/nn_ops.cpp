@@ -311,9 +311,17 @@ c10::ScalarType sum_dtype(const at::Tensor& self, std::optional<c10::ScalarType>
 
 }  // namespace
 
+at::Tensor complex_sum(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
+                       c10::ScalarType out_type);
+
 at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
                     std::optional<c10::ScalarType> dtype, at::Tensor& out) {
   c10::ScalarType odt = sum_dtype(self, dtype);
+  if (self.is_complex() && c10::isComplexType(odt) && out.scalar_type() == odt) {
+    at::Tensor r = complex_sum(self, dims, keepdim, odt);
+    at::native::resize_output(out, r.sizes());
+    return out.copy_(r);
+  }
   if (out.scalar_type() == odt) {
     at::native::resize_output(out, reduced_shape(self, dims, keepdim));
     if (launch_reduce(out, self, dims, keepdim, TNK_SUM, "aten::sum")) return out;
@@ -321,8 +329,25 @@ at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool k
   return FALLBACK(sum_IntList_out, self, dims, keepdim, dtype, out);
 }
 
+// A complex sum is the sum of the real and imaginary parts: the real
+// reduction over the same dims of the (..., 2) real view.
+at::Tensor complex_sum(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
+                       c10::ScalarType out_type) {
+  at::Tensor parts = at::view_as_real(self.resolve_conj().resolve_neg());
+  std::vector<int64_t> d;
+  if (dims.has_value() && !dims->empty()) {
+    for (int64_t x : *dims) d.push_back(at::maybe_wrap_dim(x, self.dim()));
+  } else {
+    for (int64_t x = 0; x < self.dim(); x++) d.push_back(x);
+  }
+  at::Tensor r = self.dim() ? at::sum(parts, d, keepdim) : parts.clone();
+  return at::view_as_complex(r.contiguous()).to(out_type);
+}
+
 at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
                    std::optional<c10::ScalarType> dtype) {
+  if (self.is_complex() && (!dtype.has_value() || c10::isComplexType(*dtype)))
+    return complex_sum(self, dims, keepdim, sum_dtype(self, dtype));
   at::Tensor out = at::empty(reduced_shape(self, dims, keepdim),
                              self.options().dtype(sum_dtype(self, dtype)));
   if (launch_reduce(out, self, dims, keepdim, TNK_SUM, "aten::sum")) return out;

@@ -468,23 +468,15 @@ at::Tensor fft_c2r(const at::Tensor& self, at::IntArrayRef dim, int64_t normaliz
   return y.to(out);
 }
 
-// sgn: z / |z| for complex (0 at 0), sign for real dtypes
-at::Tensor& sgn_out(const at::Tensor& self, at::Tensor& out) {
-  at::Tensor r;
-  if (self.is_complex()) {
-    at::Tensor a = at::abs(self);
-    r = at::where(a.eq(0), at::zeros({}, self.options()), self / a);
-  } else {
-    r = at::sign(self);
-  }
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+// rsub: other - alpha * self (HF attention masks: 1.0 - mask)
+at::Tensor rsub_tensor(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  return at::sub(other, self, alpha);
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("sgn.out", sgn_out);
+  m.impl("rsub.Tensor", rsub_tensor);
   m.impl("_fft_c2c", fft_c2c);
   m.impl("_fft_r2c", fft_r2c);
   m.impl("_fft_c2r", fft_c2r);
