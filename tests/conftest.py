@@ -26,6 +26,16 @@ def _reset_device_state():
     torch.neuron.synchronize(0)
 
 
+@pytest.fixture
+def no_fallback():
+    """Runs the test with the CPU fallback turned into errors: what it
+    exercises must be native."""
+    mode = torch_neuronx.get_fallback_mode()
+    torch_neuronx.set_fallback_mode("error")
+    yield
+    torch_neuronx.set_fallback_mode(mode)
+
+
 def assert_same(neuron_result, cpu_result, **kw):
     """Compares a neuron result with the CPU oracle (dtype, shape, values)."""
     assert neuron_result.device.type == "neuron", neuron_result.device

@@ -3,18 +3,9 @@ trained with SGD and SparseAdam, matching CPU, with no CPU fallback."""
 import pytest
 import torch
 
-import torch_neuronx
 from conftest import assert_same
 
 N = "neuron"
-
-
-@pytest.fixture
-def no_fallback():
-    mode = torch_neuronx.get_fallback_mode()
-    torch_neuronx.set_fallback_mode("error")
-    yield
-    torch_neuronx.set_fallback_mode(mode)
 
 
 def _coo(dev):

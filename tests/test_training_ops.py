@@ -5,18 +5,9 @@ nansum, lerp with a weight tensor, torch.equal and the AMP grad scaler."""
 import pytest
 import torch
 
-import torch_neuronx
 from conftest import assert_same
 
 N = "neuron"
-
-
-@pytest.fixture
-def no_fallback():
-    mode = torch_neuronx.get_fallback_mode()
-    torch_neuronx.set_fallback_mode("error")
-    yield
-    torch_neuronx.set_fallback_mode(mode)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.complex64])

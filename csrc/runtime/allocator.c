@@ -463,17 +463,21 @@ tnrt_status_t tnrt_record_stream(tnrt_block_t *b, tnrt_stream_t *s) {
   return TNRT_OK;
 }
 
-tnrt_status_t tnrt_empty_cache(int device) {
+/* Returns unused segments (all, or those of one memory pool) to the HAL,
+ * after the device's queued work: workers may still use cached blocks. */
+static tnrt_status_t release_unused(int device, int all, uint64_t mempool) {
   tnrt_status_t st = tnrt_check_device(device);
   if (st != TNRT_OK) return st;
   device_alloc_t *a = &g_alloc[device];
   tnrt_device_wait(device);
   pthread_mutex_lock(&a->mu);
   process_pending(a);
-  release_cached(a);
+  release_cached_of(a, all, mempool);
   pthread_mutex_unlock(&a->mu);
   return TNRT_OK;
 }
+
+tnrt_status_t tnrt_empty_cache(int device) { return release_unused(device, 1, 0); }
 
 tnrt_status_t tnrt_memory_stats(int device, tnrt_memory_stats_t *out) {
   tnrt_status_t st = tnrt_check_device(device);
@@ -608,15 +612,7 @@ tnrt_status_t tnrt_mempool_end(int device) {
 }
 
 tnrt_status_t tnrt_mempool_release(int device, uint64_t mempool) {
-  tnrt_status_t st = tnrt_check_device(device);
-  if (st != TNRT_OK) return st;
-  device_alloc_t *a = &g_alloc[device];
-  tnrt_device_wait(device);
-  pthread_mutex_lock(&a->mu);
-  process_pending(a);
-  release_cached_of(a, 0, mempool);
-  pthread_mutex_unlock(&a->mu);
-  return TNRT_OK;
+  return release_unused(device, 0, mempool);
 }
 
 uint64_t tnrt_block_mempool(const tnrt_block_t *block) { return block ? block->mempool : 0; }
