@@ -81,24 +81,20 @@ at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::T
 
 // --------------------------------------------------------------------- nansum
 
-at::Tensor& nansum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                       std::optional<c10::ScalarType> dtype, at::Tensor& out) {
-  TORCH_CHECK(!self.is_complex(), "nansum does not support complex inputs");
-  at::Tensor x = c10::isFloatingType(self.scalar_type())
-                     ? at::where(at::isnan(self), at::zeros({}, self.options()), self)
-                     : self;
-  at::Tensor r = at::sum(x, dim, keepdim, dtype);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
-}
-
-at::Tensor nansum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+at::Tensor nansum_dims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                   std::optional<c10::ScalarType> dtype) {
   TORCH_CHECK(!self.is_complex(), "nansum does not support complex inputs");
   at::Tensor x = c10::isFloatingType(self.scalar_type())
                      ? at::where(at::isnan(self), at::zeros({}, self.options()), self)
                      : self;
   return at::sum(x, dim, keepdim, dtype);
+}
+
+at::Tensor& nansum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                       std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  at::Tensor r = nansum_dims(self, dim, keepdim, dtype);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
 }
 
 // ---------------------------------------------------------------- torch.equal
@@ -253,14 +249,21 @@ Bags make_bags(const at::Tensor& indices, const at::Tensor& offsets, bool includ
   return b;
 }
 
+// What the composition covers: sum/mean bags of a 2-D floating table, all
+// on one device (max mode and the rest take the CPU path).
+bool bag_native(const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+                int64_t mode) {
+  return mode != 2 && c10::isFloatingType(weight.scalar_type()) && weight.dim() == 2 &&
+         indices.device() == weight.device() && offsets.device() == weight.device();
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
     const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
     bool scale_grad_by_freq, int64_t mode, bool sparse,
     const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset,
     int64_t padding_idx) {
   bool psw = per_sample_weights.has_value() && per_sample_weights->defined();
-  if (mode == 2 || !c10::isFloatingType(weight.scalar_type()) || weight.dim() != 2 ||
-      indices.device() != weight.device() || offsets.device() != weight.device())
+  if (!bag_native(weight, indices, offsets, mode))
     return FALLBACK(_embedding_bag, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
                     per_sample_weights, include_last_offset, padding_idx);
   TORCH_CHECK(!psw || mode == 0, "embedding_bag: per_sample_weights was not None. "
@@ -286,8 +289,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag_forward
     bool scale_grad_by_freq, int64_t mode, bool sparse,
     const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset,
     int64_t padding_idx) {
-  if (mode == 2 || !c10::isFloatingType(weight.scalar_type()) || weight.dim() != 2 ||
-      indices.device() != weight.device() || offsets.device() != weight.device())
+  if (!bag_native(weight, indices, offsets, mode))
     return FALLBACK(_embedding_bag_forward_only, weight, indices, offsets, scale_grad_by_freq,
                     mode, sparse, per_sample_weights, include_last_offset, padding_idx);
   return embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
@@ -488,7 +490,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("dot", dot);
   m.impl("vdot", vdot);
   m.impl("addmv.out", addmv_out);
-  m.impl("nansum", nansum);
+  m.impl("nansum", nansum_dims);
   m.impl("nansum.out", nansum_out);
   m.impl("equal", equal);
   m.impl("_amp_foreach_non_finite_check_and_unscale_", amp_non_finite_check_and_unscale);

@@ -142,15 +142,14 @@ void tnrt_stream_fault(void *stream, int kind, const char *what, int64_t value,
   pthread_mutex_unlock(&g_fault_mu);
 }
 
-/* Called on stream s after it waited for target up to seq: inherit a fault
- * of the work waited for. */
+/* Stream s, having waited for target up to seq, inherits a fault of the
+ * work waited for, at its own sequence number at_seq. */
 static void inherit_fault(tnrt_stream_t *s, tnrt_stream_t *target,
-                          uint64_t seq) {
+                          uint64_t seq, uint64_t at_seq) {
   if (!atomic_load(&target->has_fault)) return;
   pthread_mutex_lock(&g_fault_mu);
   fault_rec_t *r = target->fault;
-  if (r && r->active && target->fault_seq <= seq)
-    attach_fault(s, r, running_seq(s));
+  if (r && r->active && target->fault_seq <= seq) attach_fault(s, r, at_seq);
   pthread_mutex_unlock(&g_fault_mu);
 }
 
@@ -326,7 +325,7 @@ typedef struct wait_args {
 static void wait_task(void *p) {
   wait_args_t *a = p;
   g_rt.hal->queue_wait(a->target->queue, a->seq);
-  inherit_fault(a->self, a->target, a->seq);
+  inherit_fault(a->self, a->target, a->seq, running_seq(a->self));
 }
 
 tnrt_status_t tnrt_stream_wait_event(tnrt_stream_t *s, tnrt_event_t *e) {
@@ -338,13 +337,7 @@ tnrt_status_t tnrt_stream_wait_event(tnrt_stream_t *s, tnrt_event_t *e) {
   wait_args_t a = {s, e->stream, e->seq};
   if (g_rt.hal->queue_completed(tnrt_stream_queue(e->stream)) >= a.seq) {
     /* already passed: inherit a fault at once, ordered before s's next task */
-    if (atomic_load(&e->stream->has_fault)) {
-      pthread_mutex_lock(&g_fault_mu);
-      fault_rec_t *r = e->stream->fault;
-      if (r && r->active && e->stream->fault_seq <= a.seq)
-        attach_fault(s, r, tnrt_stream_submitted(s) + 1);
-      pthread_mutex_unlock(&g_fault_mu);
-    }
+    inherit_fault(s, e->stream, a.seq, tnrt_stream_submitted(s) + 1);
     return TNRT_OK;
   }
   return tnrt_launch(s, wait_task, &a, sizeof a, "stream_wait_event");
