@@ -6,11 +6,12 @@ known-failure list, tests/opinfo_known_failures.txt: one line per failing
     .venv/bin/python scripts/opinfo_known_failures.py --mode sample
     .venv/bin/python scripts/opinfo_known_failures.py -- -k test_out
 
-A run that covers only part of the suite (sample mode, -k) replaces the
-entries it ran and keeps the others. A test that kills the pytest process or
-makes no progress for --stall seconds is listed as 'Crash: ...' or
-'Timeout: ...' (the suite then does not run it), and the run resumes after
-it. Prints the totals: pairs run, passed, pass percentage, failure causes.
+A full run rewrites the list; one that covers only part of the suite
+(sample mode, -k) replaces the entries it ran and keeps the others. A test
+that kills the pytest process or makes no progress for --stall seconds is
+listed as 'Crash: ...' or 'Timeout: ...' (the suite then does not run it),
+and the run resumes after it. Prints the totals: tests run, passed, pass
+percentage, the most common failure reasons, the slowest tests.
 """
 import argparse
 import collections
@@ -94,11 +95,13 @@ def run_all(args, env, stall):
         append_record(record, open_key, reason)
 
 
-def write_known(outcomes, path):
-    """Replaces the entries for the keys that ran, keeps the others."""
+def write_known(outcomes, path, whole):
+    """Writes the failures among outcomes; unless the run was whole, keeps
+    the entries for the tests that did not run."""
     from test_opinfo import load_known_failures
 
-    known = {k: v for k, v in load_known_failures(path).items() if k not in outcomes}
+    known = {} if whole else load_known_failures(path)
+    known = {k: v for k, v in known.items() if k not in outcomes}
     known.update({k: reason for k, (event, reason, _) in outcomes.items() if event == "fail"})
     with open(path, "w") as f:
         f.write(HEADER)
@@ -144,7 +147,7 @@ def main():
     start = time.monotonic()
     run_all(args.pytest_args, env, args.stall)
     outcomes, _ = read_record(args.record)
-    write_known(outcomes, args.out)
+    write_known(outcomes, args.out, whole=args.mode == "full" and not args.pytest_args)
     summarise(outcomes)
     print(f"wrote {args.out}; {time.monotonic() - start:.0f} s")
 
