@@ -559,3 +559,149 @@ def test_stream_without_index_and_bad_index_before_init():
     r = run_python("import torch\ntry:\n    torch.neuron.memory_allocated(99)\nexcept RuntimeError as e:\n"
                    "    print('raised', 'invalid device ordinal' in str(e))\n")
     assert r.stdout.split() == ["raised", "True"], r.stdout + r.stderr
+
+
+# Found by PyTorch's OpInfo suite (tests/test_opinfo.py) ----------------------
+
+def _both(fn):
+    """fn(device) on the CPU and on neuron: (result or exception type) each."""
+    out = []
+    for dev in ("cpu", N):
+        try:
+            out.append(fn(dev))
+        except Exception as e:  # noqa: BLE001  (compared with the CPU's)
+            out.append(type(e))
+    return out
+
+
+@pytest.mark.parametrize("op", [
+    lambda a, b: a.logical_and_(b), lambda a, b: a.logical_or_(b),
+    lambda a, b: a.logical_xor_(b), lambda a, b: a.ldexp_(b),
+    lambda a, b: torch.add(a, b, out=a), lambda a, b: torch.mul(a, b, out=a),
+    lambda a, b: torch.where(b > 0, a, b, out=a), lambda a, b: torch.lerp(a, b, 0.5, out=a),
+    lambda a, b: torch.hypot(a, b, out=a),  # a CPU-fallback op: its out= aliases an input
+])
+def test_out_that_is_an_input_is_not_resized(op):
+    # CPU: "output with shape [5, 1] doesn't match the broadcast shape [5, 5]";
+    # neuron resized the tensor (and wrote a [5, 5] result into it)
+    def run(dev):
+        a = torch.zeros(5, 1, device=dev)
+        op(a, torch.ones(5, device=dev))
+        return a.shape
+
+    cpu, neuron = _both(run)
+    assert cpu is RuntimeError and neuron is RuntimeError
+
+
+def test_addr_in_place_needs_the_outer_product_shape():
+    def run(dev):
+        return torch.zeros((), device=dev).addr_(torch.ones(5, device=dev),
+                                                  torch.ones(10, device=dev)).shape
+
+    assert _both(run) == [RuntimeError, RuntimeError]
+
+
+def test_addbmm_in_place_with_a_broadcast_self():
+    b1, b2 = torch.randn(4, 3, 5), torch.randn(4, 5, 2)
+    s = torch.randn(1, 2)
+    expected = s.clone().addbmm_(b1, b2)
+    got = s.to(N).addbmm_(b1.to(N), b2.to(N))
+    assert_same(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["addmm", "addmv", "baddbmm"])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_integer_products_read_alpha_and_beta_as_integers(op, dtype):
+    # the CPU converts 0.5 to 0 for an integer kernel; neuron computed in float
+    shapes = {"addmm": ((2, 2), (2, 3), (3, 2)), "addmv": ((2,), (2, 3), (3,)),
+              "baddbmm": ((2, 2, 2), (2, 2, 3), (2, 3, 2))}[op]
+    args = [torch.randint(-5, 5, s, dtype=dtype) for s in shapes]
+    fn = getattr(torch, op)
+    for beta, alpha in [(0.5, 1.5), (1.7, 0.3), (2, 3)]:
+        expected = fn(*args, beta=beta, alpha=alpha)
+        assert_same(fn(*[a.to(N) for a in args], beta=beta, alpha=alpha), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.int16, torch.float32])
+@pytest.mark.parametrize("bounds", [(0.0, -8.000001, -4.0), (0.5, 5.0, 1.0), (0, 5, 1.5),
+                                    (-3.7, 4.2, 2.0)])
+def test_arange_with_float_bounds_and_integer_dtypes(dtype, bounds):
+    # neuron computed the length from truncated bounds: one element short
+    cpu, neuron = _both(lambda dev: torch.arange(*bounds, dtype=dtype, device=dev))
+    if isinstance(cpu, type):
+        assert neuron is cpu
+    else:
+        assert_same(neuron, cpu)
+
+
+@pytest.mark.parametrize("fn", [torch.all, torch.any, lambda t: torch.all(t, 1),
+                                lambda t: torch.any(t, 0)])
+def test_all_any_of_uint8_are_uint8(fn):
+    t = torch.tensor([[1, 0, 2], [3, 4, 5]], dtype=torch.uint8)
+    assert_same(fn(t.to(N)), fn(t))
+
+
+@pytest.mark.parametrize("dtype,args", [
+    (torch.int8, (0, 300)), (torch.int8, (-200, 10)), (torch.uint8, (-5, 2)),
+    (torch.bool, (0, 3)), (torch.float16, (0, 2 ** 40)), (torch.uint64, (5, None)),
+    (torch.int8, (-2 ** 63, None)), (torch.float16, (-2 ** 63, None)), (torch.uint16, ()),
+])
+def test_random_bounds_outside_the_dtype_raise_as_cpu(dtype, args):
+    # neuron wrapped them (int8 random_(0, 300) gave values above 127)
+    cpu, neuron = _both(lambda dev: torch.empty(8, dtype=dtype, device=dev).random_(*args))
+    assert isinstance(cpu, type) and neuron is cpu
+
+
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64, torch.int8,
+                                   torch.float16, torch.bool])
+def test_randint_covers_every_dtype_in_range(dtype):
+    hi = 2 if dtype == torch.bool else 100
+    x = torch.randint(0, hi, (4000,), dtype=dtype, device=N)
+    assert x.dtype == dtype and x.device.type == "neuron"
+    v = x.cpu().to(torch.int64)
+    assert v.min() == 0 and v.max() == hi - 1  # 4000 draws hit both ends
+    big = torch.empty(2000, dtype=torch.int64, device=N).random_(-2 ** 63, None).cpu()
+    assert (big < 0).any() and (big > 2 ** 62).any()  # the full 64-bit range
+
+
+def _error_vs_exact(fn, dtype, *args):
+    """max |result - float64 result| on the CPU and on neuron."""
+    exact = fn(*[a.double() if a.is_floating_point() else a for a in args])
+    cpu = fn(*args).double()
+    neuron = fn(*[a.to(N) for a in args]).cpu().double()
+    return (cpu - exact).abs().max().item(), (neuron - exact).abs().max().item()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_embedding_bag_sums_in_fp32(dtype):
+    # neuron summed in the storage type: up to 5x the CPU's error
+    torch.manual_seed(0)
+    w = torch.randn(50, 16).to(dtype)
+    idx = torch.randint(0, 50, (40,))
+    psw = torch.rand(40).to(dtype)
+    fn = lambda w, i, p: torch.nn.functional.embedding_bag(  # noqa: E731
+        i, w, torch.arange(0, 40, 8).to(i.device), mode="sum", per_sample_weights=p)
+    cpu_err, neuron_err = _error_vs_exact(fn, dtype, w, idx, psw)
+    assert neuron_err <= cpu_err * 1.01 + 1e-6
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_half_convolution_adds_the_bias_before_rounding(dtype, transposed):
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 7, 7).to(dtype)
+    w = torch.randn(4, 4, 3, 3).to(dtype)
+    b = (torch.randn(4) * 10).to(dtype)
+    fn = torch.nn.functional.conv_transpose2d if transposed else torch.nn.functional.conv2d
+    cpu_err, neuron_err = _error_vs_exact(fn, dtype, x, w, b)
+    assert neuron_err <= cpu_err * 1.01 + 1e-6
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("op", [lambda x: x * 0.1, lambda x: x / 0.3, lambda x: 0.7 * x,
+                                lambda x: x.clone().mul_(0.1), lambda x: x + 0.1234567])
+def test_half_arithmetic_with_a_python_number_keeps_it_in_fp32(dtype, op):
+    # neuron rounded 0.1 to bf16 (0.10009765625) before multiplying. The
+    # oracle is CUDA's rule: the op in fp32 on the number at fp32, one rounding.
+    x = (torch.rand(4096) * 10).to(dtype)
+    assert_same(op(x.to(N)), op(x.float()).to(dtype), rtol=0, atol=0)

@@ -122,8 +122,9 @@ at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const c10::Scalar& or
 at::Tensor linalg_vector_norm(const at::Tensor& self, const c10::Scalar& ord,
                               at::OptionalIntArrayRef dim, bool keepdim,
                               std::optional<c10::ScalarType> dtype) {
-  at::Tensor out = at::empty({0}, self.options().dtype(dtype.value_or(
-                                      c10::toRealValueType(self.scalar_type()))));
+  // real even for a complex dtype= (the norm of complex values)
+  at::Tensor out = at::empty({0}, self.options().dtype(c10::toRealValueType(
+                                      dtype.value_or(self.scalar_type()))));
   return linalg_vector_norm_out(self, ord, dim, keepdim, dtype, out);
 }
 
@@ -137,15 +138,27 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(
   TORCH_CHECK(group > 0 && C % group == 0, "Expected number of channels in input to be "
               "divisible by num_groups, but got input of shape ", x.sizes(), " and num_groups=",
               group);
+  TORCH_CHECK(x.is_contiguous(x.suggest_memory_format()),
+              "Expected X.is_contiguous(memory_format) to be true, but got false.");
   int64_t D = C / group * HxW;
-  at::Tensor x2 = x.contiguous().view({N * group, D});
+  // fp16/bf16: normalise, scale and shift in float32, one rounding at the end
+  const at::ScalarType t = x.scalar_type();
+  const bool low = at::isReducedFloatingType(t);
+  auto wide = [&](const at::Tensor& v) { return low ? v.to(at::kFloat) : v; };
+  at::Tensor x2 = wide(x.contiguous().view({N * group, D}));
   auto r = at::native_layer_norm(x2, {D}, std::nullopt, std::nullopt, eps);
   at::Tensor y = std::get<0>(r).view(x.sizes());
   std::vector<int64_t> cshape(x.dim(), 1);
   if (x.dim() > 1) cshape[1] = C;
-  if (weight.has_value() && weight->defined()) y = y * weight->view(cshape);
-  if (bias.has_value() && bias->defined()) y = y + bias->view(cshape);
-  return {y.contiguous(), std::get<1>(r).view({N, group}), std::get<2>(r).view({N, group})};
+  if (weight.has_value() && weight->defined()) y = y * wide(*weight).view(cshape);
+  if (bias.has_value() && bias->defined()) y = y + wide(*bias).view(cshape);
+  // mean and rstd in x's dtype, float32 when a parameter is (CPU's mixed type)
+  bool mixed = false;
+  for (const auto* p : {&weight, &bias})
+    mixed = mixed || (p->has_value() && (*p)->defined() && (*p)->scalar_type() == at::kFloat);
+  const at::ScalarType st = low && mixed ? at::kFloat : t;
+  return {y.to(t).contiguous(), std::get<1>(r).view({N, group}).to(st),
+          std::get<2>(r).view({N, group}).to(st)};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
@@ -170,7 +183,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
   std::vector<int64_t> sum_dims{0};
   for (int64_t d = 2; d < x.dim(); d++) sum_dims.push_back(d);
   if (mask[1]) {
-    at::Tensor xhat = ((x.contiguous().view({N, group, -1}) - mean.view({N, group, 1})) *
+    at::Tensor xhat = ((x.contiguous().view({N, group, D}) - mean.view({N, group, 1})) *
                        rstd.view({N, group, 1})).view(x.sizes());
     gw = at::sum(grad * xhat, sum_dims);
   }
@@ -549,6 +562,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
     save_mean = at::empty({0}, input.options().dtype(st));
     save_invstd = at::empty({0}, input.options().dtype(st));
   }
+  // The saved statistics, computed in float32, are kept in the input's dtype
+  // unless a parameter or running statistic is float32 (CPU's mixed-type rule).
+  bool mixed = false;
+  for (const auto* p : {&weight, &bias, &rmean, &rvar})
+    mixed = mixed || (p->has_value() && (*p)->defined() && (*p)->scalar_type() == at::kFloat);
+  const at::ScalarType saved = mixed || !at::isReducedFloatingType(input.scalar_type())
+                                   ? st : input.scalar_type();
+  save_mean = save_mean.to(saved);
+  save_invstd = save_invstd.to(saved);
   at::Tensor y = (x - mean.view(shape)) * invstd.view(shape);
   if (weight.has_value() && weight->defined()) y = y * weight->to(st).view(shape);
   if (bias.has_value() && bias->defined()) y = y + bias->to(st).view(shape);
@@ -961,7 +983,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_runs(const at::Tensor& sel
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor& self, bool sorted,
                                                        bool return_inverse, bool return_counts) {
-  (void)sorted;
+  // the wide unsigned types have no sort/select kernels anywhere but in the
+  // CPU's own unique
+  if (self.scalar_type() == at::kUInt16 || self.scalar_type() == at::kUInt32 ||
+      self.scalar_type() == at::kUInt64)
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_unique2)>::call(
+        self, sorted, return_inverse, return_counts);
   return unique_runs(self, true, return_inverse, return_counts);
 }
 
@@ -973,7 +1000,26 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive(
   return unique_runs(self, false, return_inverse, return_counts);
 }
 
+// mode(..., out=): ATen's out form refuses devices other than CPU, CUDA and
+// XPU; the values come from mode itself, with ATen's out checks.
+std::tuple<at::Tensor&, at::Tensor&> mode_out(const at::Tensor& self, int64_t dim, bool keepdim,
+                                              at::Tensor& values, at::Tensor& indices) {
+  TORCH_CHECK(self.device() == values.device(), "expected device '", self.device(),
+              "' but got '", values.device(), "' for values output");
+  TORCH_CHECK(self.device() == indices.device(), "expected device '", self.device(),
+              "' but got '", indices.device(), "' for indices output");
+  TORCH_CHECK(self.scalar_type() == values.scalar_type(), "expected scalar type '",
+              self.scalar_type(), "' but got '", values.scalar_type(), "' for values output");
+  TORCH_CHECK(indices.scalar_type() == at::kLong, "expected scalar type '", at::kLong,
+              "' but got '", indices.scalar_type(), "' for indices output");
+  auto [v, i] = at::mode(self, dim, keepdim);
+  assign_result(values, v);
+  assign_result(indices, i);
+  return {values, indices};
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("mode.values", mode_out);
   m.impl("_unique2", unique2);
   m.impl("unique_consecutive", unique_consecutive);
   NEURON_REGISTER_WITH_BACKWARD(upsample_nearest1d)

@@ -174,9 +174,9 @@ at::Tensor transposed_forward(const at::Tensor& input, const at::Tensor& weight,
   }
   at::Tensor img = at::zeros(g.shape(g.c, g.in), xf.options());
   lower(g, img, col, true);
-  at::Tensor out = img.to(input.scalar_type());
-  if (bias.has_value() && bias->defined()) out.add_(bias->view(per_channel(g)));
-  return out;
+  // the bias joins in fp32: one rounding to a half-precision output
+  if (bias.has_value() && bias->defined()) img.add_(bias->to(at::kFloat).view(per_channel(g)));
+  return img.to(input.scalar_type());
 }
 
 }  // namespace
@@ -200,12 +200,17 @@ at::Tensor conv_native_forward(const at::Tensor& input, const at::Tensor& weight
   int64_t og = g.o / groups, kg = g.c / groups * g.taps(), L = g.pixels();
   at::Tensor w = weight.contiguous().view({g.o, kg});
   at::Tensor out = at::empty({g.n, g.o, L}, input.options());
+  // With a bias, out starts as the bias and the products accumulate onto it
+  // in the GEMM (fp32, one rounding for half-precision outputs, as the CPU).
+  const bool has_bias = bias.has_value() && bias->defined();
+  if (has_bias) out.copy_(bias->view({1, g.o, 1}).expand_as(out));
   for (int64_t gi = 0; gi < groups; gi++) {
     at::Tensor o = out.narrow(1, gi * og, og);
-    at::bmm_out(o, w.narrow(0, gi * og, og).unsqueeze(0).expand({g.n, og, kg}),
-                col.narrow(1, gi * kg, kg));
+    at::Tensor wg = w.narrow(0, gi * og, og).unsqueeze(0).expand({g.n, og, kg});
+    at::Tensor cg = col.narrow(1, gi * kg, kg);
+    if (has_bias) at::baddbmm_out(o, o, wg, cg);
+    else at::bmm_out(o, wg, cg);
   }
-  if (bias.has_value() && bias->defined()) out.add_(bias->view({1, g.o, 1}));
   return out.view(g.shape(g.o, g.out));
 }
 

@@ -182,14 +182,26 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op,
   std::vector<at::Tensor> out_tmp(num_args);
   for (size_t i = 0; i < num_args; i++) {
     c10::IValue& v = (*stack)[base + i];
-    bool is_out = args[i].is_out();
-    if (is_out && v.isTensor() && v.toTensor().is_privateuseone()) {
-      at::Tensor cpu = host_alias(v.toTensor()).clone(at::MemoryFormat::Preserve);
-      out_tmp[i] = cpu;
-      v = cpu;
-    } else {
-      v = to_host(v);
+    if (args[i].is_out() && v.isTensor() && v.toTensor().is_privateuseone()) {
+      out_tmp[i] = host_alias(v.toTensor()).clone(at::MemoryFormat::Preserve);
+      v = out_tmp[i];
     }
+  }
+  // An input that is the out= tensor itself (addr_ is addr.out(self, out=self))
+  // is passed as that same temporary: the CPU kernel then sees the read-write
+  // operand it would have seen, and raises rather than resizing it.
+  auto out_temporary_of = [&](const c10::IValue& v) -> const at::Tensor* {
+    if (!v.isTensor()) return nullptr;
+    for (size_t k = 0; k < num_args; k++)
+      if (out_tmp[k].defined() && originals[k].toTensor().is_same(v.toTensor()))
+        return &out_tmp[k];
+    return nullptr;
+  };
+  for (size_t i = 0; i < num_args; i++) {
+    if (out_tmp[i].defined()) continue;
+    c10::IValue& v = (*stack)[base + i];
+    const at::Tensor* shared = out_temporary_of(v);
+    v = shared ? c10::IValue(*shared) : to_host(v);
   }
 
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);

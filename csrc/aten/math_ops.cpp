@@ -5,6 +5,8 @@
 // fallback, counted like any other fallback.
 #include "neuron.h"
 
+#include <ATen/ops/addr_native.h>
+
 #include <ATen/ExpandUtils.h>
 #include <ATen/Operators.h>
 #include <ATen/native/BinaryOps.h>
@@ -82,6 +84,14 @@ bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
       at::Tensor s = t.scalar_type() == common ? t : t.to(common);
       std::memcpy(task.scalar, s.const_data_ptr(), s.itemsize());
       task.scalar_slot = slot;
+      // fp16/bf16 arithmetic takes the number at fp32, as CUDA's kernels
+      // and the CPU's mul/div do (0.1 rounded to bf16 first is 0.4% off;
+      // the CPU's add/sub round it, CUDA's do not); comparisons compare
+      // with the number in the tensor's dtype, as both do.
+      if (at::isReducedFloatingType(common) && !compute.has_value() && !t.is_complex()) {
+        task.args.scalar_operand = slot;
+        task.args.scalar = t.item<double>();
+      }
       for (int d = 0; d < TNK_MAX_DIMS; d++) v->strides[d] = 0;
       return;
     }
@@ -167,7 +177,7 @@ c10::Device device_of_pair(const at::Tensor& a, const at::Tensor& b) {
                 " can't be cast to the desired output type ", out.scalar_type());  \
     if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, ALPHA_VALUE); \
     auto shape = at::infer_size_dimvector(a.sizes(), b.sizes());                   \
-    at::native::resize_output(out, shape);                                         \
+    resize_elementwise_out(out, shape, {&a, &b});                                  \
     if (common == out.scalar_type() && launch_binary(out, a, b, OP, ALPHA_VALUE, "aten::" #NAME))  \
       return out;                                                                  \
     return at::native::call_fallback_fn<&neuron_cpu_fallback,                      \
@@ -258,7 +268,7 @@ at::Tensor& clamp_into(const at::Tensor& self, const at::Tensor* lo, const at::T
   auto shape = self.sizes().vec();
   for (const at::Tensor* t : {lo, hi})
     if (t) shape = at::infer_size(shape, t->sizes());
-  at::native::resize_output(out, shape);
+  resize_elementwise_out(out, shape, {&self, lo, hi});
   const at::Tensor* first = lo ? lo : hi;
   if (!launch_binary(out, self, *first, lo ? TNK_MAXIMUM : TNK_MINIMUM, 1, "aten::clamp"))
     return out;
@@ -346,6 +356,7 @@ at::Tensor& store_bool(const at::Tensor& r, at::Tensor& out) {
       return FALLBACK_CALL(NAME##_out, a, b, out);                                        \
     at::Tensor x = as_bool(a), y = as_bool(b);                                            \
     auto shape = at::infer_size_dimvector(x.sizes(), y.sizes());                          \
+    resize_elementwise_out(out, shape, {&a, &b});                                         \
     if (out.scalar_type() == at::kBool && !out.storage().is_alias_of(x.storage()) &&      \
         !out.storage().is_alias_of(y.storage())) {                                        \
       at::native::resize_output(out, shape);                                              \
@@ -439,8 +450,10 @@ at::Tensor product3(const at::Tensor& a, const at::Tensor& b) {  // [B,M,K] @ [B
 
 // beta * self + alpha * product, with self ignored when beta is 0 (as CPU:
 // NaN or inf in it do not propagate)
-at::Tensor scaled_sum(const at::Tensor& self, const at::Tensor& prod, const c10::Scalar& beta,
-                      const c10::Scalar& alpha) {
+at::Tensor scaled_sum(const at::Tensor& self, const at::Tensor& prod, const c10::Scalar& beta_,
+                      const c10::Scalar& alpha_) {
+  const c10::Scalar beta = scalar_as(beta_, prod.scalar_type());
+  const c10::Scalar alpha = scalar_as(alpha_, prod.scalar_type());
   at::Tensor r = prod * alpha;
   if (beta.toComplexDouble() == 0.0) return r;
   return r + self * beta;
@@ -558,6 +571,45 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
   return out;
 }
 
+// addr as outer_sum: ATen's composite formula (beta 0 ignores self), with the CPU's
+// scalar checks; fp16/bf16 are computed in fp32 and rounded once.
+at::Tensor outer_sum(const at::Tensor& self, const at::Tensor& v1, const at::Tensor& v2,
+                const c10::Scalar& beta, const c10::Scalar& alpha) {
+  const at::ScalarType t =
+      c10::promoteTypes(c10::promoteTypes(self.scalar_type(), v1.scalar_type()), v2.scalar_type());
+  for (auto [v, name] : {std::pair<const c10::Scalar*, const char*>{&beta, "beta"},
+                         {&alpha, "alpha"}}) {
+    TORCH_CHECK(!v->isBoolean() || t == at::kBool, "Boolean ", name,
+                " only supported for Boolean results.");
+    TORCH_CHECK(at::isFloatingType(t) || at::isComplexType(t) || v->isIntegral(true),
+                "For integral input tensors, argument ", name,
+                " must not be a floating point number.");
+  }
+  if (at::isReducedFloatingType(t))
+    return at::native::math_addr(self.to(at::kFloat), v1.to(at::kFloat), v2.to(at::kFloat),
+                                 beta, alpha).to(t);
+  return at::native::math_addr(self, v1, v2, beta, alpha);
+}
+
+at::Tensor& addr_out(const at::Tensor& self, const at::Tensor& v1, const at::Tensor& v2,
+                     const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
+  at::Tensor r = outer_sum(self, v1, v2, beta, alpha);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+// addr_: ATen's composite form expands self, so it would accept (and
+// resize) any self that broadcasts; CPU's and CUDA's in-place kernel writes
+// self itself, which must be the 2-D outer-product shape.
+at::Tensor& addr_(at::Tensor& self, const at::Tensor& v1, const at::Tensor& v2,
+                  const c10::Scalar& beta, const c10::Scalar& alpha) {
+  at::Tensor r = outer_sum(self, v1, v2, beta, alpha);  // checks the vectors
+  TORCH_CHECK(self.dim() == 2, "2D tensor expected, got ", self.dim(), "D tensor for input");
+  TORCH_CHECK(self.sizes() == r.sizes(), "size mismatch, input: ", self.sizes(), ", v1: ",
+              v1.sizes(), ", v2: ", v2.sizes());
+  return self.copy_(r);
+}
+
 at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& a,
                       const at::Tensor& b, const c10::Scalar& beta,
                       const c10::Scalar& alpha, at::Tensor& out) {
@@ -661,6 +713,35 @@ at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
   return baddbmm_out(self, a, b, beta, alpha, self);
 }
 
+// addbmm: beta * self + alpha * sum_b batch1[b] @ batch2[b], one matrix
+// product of the batches laid side by side: [n, B*k] @ [B*k, m]
+at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
+                       const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
+  TORCH_CHECK(b1.dim() == 3, "batch1 must be a 3D tensor");
+  const int64_t batches = b2.size(0), k = b2.size(1), m = b2.size(2);  // IndexError as CPU
+  TORCH_CHECK(b2.dim() == 3, "batch2 must be a 3D tensor");
+  TORCH_CHECK(b1.size(0) == batches, "batch1 and batch2 must have same number of batches, got ",
+              b1.size(0), " and ", batches);
+  TORCH_CHECK(b1.size(2) == k, "Incompatible matrix sizes for bmm (", b1.size(1), "x",
+              b1.size(2), " and ", k, "x", m, ")");
+  at::Tensor side = b1.transpose(0, 1).reshape({b1.size(1), batches * k});
+  at::Tensor r = at::addmm(self, side, b2.reshape({batches * k, m}), beta, alpha);
+  // out may be self (addbmm_): the result is complete before it is written
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+at::Tensor addbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
+                  const c10::Scalar& beta, const c10::Scalar& alpha) {
+  at::Tensor out = at::empty({0}, self.options().dtype(b1.scalar_type()));
+  return addbmm_out(self, b1, b2, beta, alpha, out);
+}
+
+at::Tensor& addbmm_(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
+                    const c10::Scalar& beta, const c10::Scalar& alpha) {
+  return addbmm_out(self, b1, b2, beta, alpha, self);
+}
+
 // ---------------------------------------------------- activation backward
 // grad_input = f'(saved) * grad_output, with the saved tensor the input or
 // the output as ATen's derivative formulas give it.
@@ -670,7 +751,8 @@ at::Tensor& activation_backward_into(at::Tensor& out, const at::Tensor& grad,
                                      const at::Tensor& saved, tnk_binary_op_t op,
                                      double alpha, const char* name, double beta = 0,
                                      double gamma = 0) {
-  at::native::resize_output(out, at::infer_size_dimvector(grad.sizes(), saved.sizes()));
+  resize_elementwise_out(out, at::infer_size_dimvector(grad.sizes(), saved.sizes()),
+                         {&grad, &saved});
   launch_binary(out, grad, saved, op, c10::Scalar(alpha), name, std::nullopt, beta, gamma);
   return out;
 }
@@ -803,7 +885,7 @@ at::Tensor mish_backward(const at::Tensor& grad, const at::Tensor& self) {
     check_operand(b, dev, #NAME);                                                     \
     c10::ScalarType common = at::result_type(a, b);                                   \
     if (c10::isIntegralType(common, true) && out.scalar_type() == common) {           \
-      at::native::resize_output(out, at::infer_size_dimvector(a.sizes(), b.sizes())); \
+      resize_elementwise_out(out, at::infer_size_dimvector(a.sizes(), b.sizes()), {&a, &b}); \
       if (launch_binary(out, a, b, OP, 1, "aten::" #NAME)) return out;                \
     }                                                                                 \
     return at::native::call_fallback_fn<&neuron_cpu_fallback,                         \
@@ -825,7 +907,7 @@ at::Tensor& compare_into(at::Tensor& out, const at::Tensor& a, const at::Tensor&
   check_operand(b, dev, name);
   if (out.scalar_type() != at::kBool) return out;
   c10::ScalarType common = at::result_type(a, b);
-  at::native::resize_output(out, at::infer_size_dimvector(a.sizes(), b.sizes()));
+  resize_elementwise_out(out, at::infer_size_dimvector(a.sizes(), b.sizes()), {&a, &b});
   *done = launch_binary(out, a, b, op, 1, name, common);
   return out;
 }
@@ -917,6 +999,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmm", addmm);
   m.impl("addmm.out", addmm_out);
   m.impl("addmm_", addmm_);
+  m.impl("addr_", addr_);
+  m.impl("addr", outer_sum);
+  m.impl("addr.out", addr_out);
+  m.impl("addbmm", addbmm);
+  m.impl("addbmm.out", addbmm_out);
+  m.impl("addbmm_", addbmm_);
   m.impl("bmm", bmm);
   m.impl("bmm.out", bmm_out);
   m.impl("baddbmm", baddbmm);

@@ -65,6 +65,22 @@ void memory_history_free(void* ptr, size_t size, int device, int stream);
 bool profiler_recording();
 void profiler_note_launch(tnrt_stream_t* s, uint64_t seq, int64_t t0, int64_t t1,
                           const char* name);
+// alpha / beta as ATen's kernels read them for a tensor of dtype t: an
+// integer kernel converts them to its type first (0.5 becomes 0).
+inline c10::Scalar scalar_as(const c10::Scalar& v, c10::ScalarType t) {
+  if (c10::isIntegralType(t, /*includeBool=*/false) && v.isFloatingPoint())
+    return c10::Scalar(v.toLong());
+  return v;
+}
+
+// resize_output for a broadcasting elementwise out=. An out that is also one
+// of the operands (torch.add(a, b, out=a), or an in-place op that ATen writes
+// as its out= form, as logical_and_) is read as well as written, so, as in
+// TensorIterator, it must already have the broadcast shape: CPU's error
+// rather than a resize.
+void resize_elementwise_out(at::Tensor& out, at::IntArrayRef shape,
+                            std::initializer_list<const at::Tensor*> operands);
+
 // ATen's memory-overlap rules for a kernel's written tensor, so that CPU's
 // and CUDA's errors are raised here too: `out` must not have two elements in
 // one memory location (checked by the kernel families' launchers), and an

@@ -93,8 +93,9 @@ void launch_ternary(const at::Tensor& out, const at::Tensor& a, const at::Tensor
                          at::Tensor& out) {                                          \
     if (!ternary_ok(out, {&self, &t1, &t2}))                                         \
       return FALLBACK(NAME##_out, self, t1, t2, value, out);                         \
-    at::native::resize_output(out, at::infer_size_dimvector(                         \
-        at::infer_size_dimvector(self.sizes(), t1.sizes()), t2.sizes()));            \
+    resize_elementwise_out(out, at::infer_size_dimvector(                            \
+        at::infer_size_dimvector(self.sizes(), t1.sizes()), t2.sizes()),             \
+        {&self, &t1, &t2});                                                          \
     launch_ternary(out, self, t1, t2, OP, value.toDouble(), "aten::" #NAME);         \
     return out;                                                                      \
   }
@@ -127,7 +128,7 @@ at::Tensor& lerp_tensor_out(const at::Tensor& self, const at::Tensor& end, const
                                         w.sizes());
   if (!ternary_ok(out, {&self, &end, &w}))
     return FALLBACK(lerp_Tensor_out, self, end, w, out);
-  at::native::resize_output(out, shape);
+  resize_elementwise_out(out, shape, {&self, &end, &w});
   launch_ternary(out, self, end, w, TNK_LERP_TENSOR, 0.0, "aten::lerp");
   return out;
 }
@@ -149,7 +150,7 @@ at::Tensor& lerp_out(const at::Tensor& self, const at::Tensor& end, const c10::S
                      at::Tensor& out) {
   if (!ternary_ok(out, {&self, &end}) || w.isComplex())
     return FALLBACK(lerp_Scalar_out, self, end, w, out);
-  at::native::resize_output(out, at::infer_size_dimvector(self.sizes(), end.sizes()));
+  resize_elementwise_out(out, at::infer_size_dimvector(self.sizes(), end.sizes()), {&self, &end});
   launch_ternary(out, self, end, at::Tensor(), TNK_LERP, w.toDouble(), "aten::lerp");
   return out;
 }

@@ -3,6 +3,7 @@
 // logic, then launches a C kernel on the current stream of its device.
 #include "neuron.h"
 
+#include <ATen/Dispatch.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
@@ -128,6 +129,15 @@ at::Tensor host_alias(const at::Tensor& t) {
   if (t.is_conj()) out._set_conj(true);
   if (t.is_neg()) out._set_neg(true);
   return out;
+}
+
+void resize_elementwise_out(at::Tensor& out, at::IntArrayRef shape,
+                            std::initializer_list<const at::Tensor*> operands) {
+  for (const at::Tensor* t : operands)
+    TORCH_CHECK(!t || !t->defined() || !t->is_same(out) || out.sizes() == shape,
+                "output with shape ", out.sizes(), " doesn't match the broadcast shape ",
+                shape);
+  at::native::resize_output(out, shape);
 }
 
 namespace {
@@ -515,8 +525,23 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std,
   return launch_random(self, a, gen, "aten::normal_");
 }
 
+bool is_unsigned_wide(c10::ScalarType t) {
+  return t == at::kUInt16 || t == at::kUInt32 || t == at::kUInt64;
+}
+
 at::Tensor& random_range(at::Tensor& self, int64_t from, uint64_t range,
                          std::optional<at::Generator> gen) {
+  if (is_unsigned_wide(self.scalar_type())) {
+    // No kernel dtype for these: draw in int64 (the range checks kept every
+    // value inside [0, INT64_MAX]) and convert on the way in.
+    check_generator_target(self);
+    if (self.numel() == 0) return self;
+    at::assert_no_internal_overlap(self);
+    at::Tensor wide = at::empty(self.sizes(), self.options().dtype(at::kLong));
+    random_range(wide, from, range, gen);
+    self.copy_(wide);
+    return self;
+  }
   tnk_random_args_t a{};
   a.kind = TNK_RAND_INT;
   a.ilo = from;
@@ -539,32 +564,131 @@ uint64_t random_default_range(c10::ScalarType t) {
     case at::kInt: return 1ull << 31;
     case at::kLong: return 1ull << 63;
     default:
-      TORCH_CHECK_TYPE(false, "random_ does not support dtype ", t);
+      // CPU and CUDA have no bound-less random_ for the wide unsigned types
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "\"random_\" not implemented for '", t, "'");
   }
 }
 
 at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> gen) {
+  check_generator_target(self);
   return random_range(self, 0, random_default_range(self.scalar_type()), gen);
 }
 
-at::Tensor& random_from(at::Tensor& self, int64_t from,
-                        std::optional<int64_t> to,
-                        std::optional<at::Generator> gen) {
-  uint64_t range;
-  if (to.has_value()) {
-    TORCH_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but "
-                "got from=", from, " >= to=", *to);
-    range = static_cast<uint64_t>(*to) - static_cast<uint64_t>(from);
-  } else {
-    uint64_t top = random_default_range(self.scalar_type());
-    if (at::isFloatingType(self.scalar_type()))
-      range = top - 1 > static_cast<uint64_t>(from)
-                  ? top - 1 - static_cast<uint64_t>(from) + 1 : 1;
-    else
-      range = (self.scalar_type() == at::kLong
-                   ? static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
-                   : top - 1) - static_cast<uint64_t>(from) + 1;
+// The draws are integers converted to the float dtype; near the ends of a
+// wide range that conversion rounds. As ATen, 'from' moves up and 'to' down
+// to the nearest integers that round inside [from, to).
+template <typename T>
+int64_t float_from(int64_t from) {
+  const auto up = static_cast<int64_t>(static_cast<T>(from + 1));
+  if (up >= from) return from;
+  int bits = 0;
+  for (int64_t m = std::abs(from + 1); m >>= 1;) ++bits;
+  return up + (int64_t{1} << (bits - std::numeric_limits<T>::digits + 1));
+}
+
+template <typename T>
+int64_t float_to(int64_t to) {
+  const auto down = static_cast<int64_t>(static_cast<T>(to - 1));
+  if (down < to) return to;
+  int bits = 0;
+  for (int64_t m = std::abs(to - 1); m >>= 1;) ++bits;
+  return down - (int64_t{1} << (bits - std::numeric_limits<T>::digits + 1));
+}
+
+// [from, to_inc] must fit the dtype: the CPU's checks and messages.
+void check_random_bounds(int64_t from, int64_t to_inc, const at::Tensor& self) {
+  const c10::ScalarType t = self.scalar_type();
+  if (at::isFloatingType(t)) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t, "random_bounds", [&] {
+      const double lo = static_cast<double>(std::numeric_limits<scalar_t>::lowest());
+      const double hi = static_cast<double>(std::numeric_limits<scalar_t>::max());
+      TORCH_CHECK(from >= lo && from <= hi, "from is out of bounds for ", self.dtype());
+      TORCH_CHECK(to_inc >= lo && to_inc <= hi, "to - 1 is out of bounds for ", self.dtype());
+      const int64_t exact = int64_t{1} << std::numeric_limits<scalar_t>::digits;
+      for (auto [v, name] : {std::pair<int64_t, const char*>{from, "from"}, {to_inc, "to - 1"}})
+        if (v < -exact || v > exact)
+          TORCH_WARN(name, " is out of bounds [-(2^", std::numeric_limits<scalar_t>::digits,
+                     "), 2^", std::numeric_limits<scalar_t>::digits, "]. Due to precision "
+                     "limitations ", self.dtype(), " can support discrete uniform "
+                     "distribution only within this range.");
+    });
+    return;
   }
+  int64_t lo = 0, hi = std::numeric_limits<int64_t>::max();
+  switch (t) {
+    case at::kBool: hi = 1; break;
+    case at::kByte: hi = 255; break;
+    case at::kUInt16: hi = 65535; break;
+    case at::kUInt32: hi = 4294967295LL; break;
+    case at::kUInt64: break;
+    case at::kChar: lo = -128; hi = 127; break;
+    case at::kShort: lo = -32768; hi = 32767; break;
+    case at::kInt: lo = std::numeric_limits<int32_t>::min();
+                   hi = std::numeric_limits<int32_t>::max(); break;
+    case at::kLong: lo = std::numeric_limits<int64_t>::min(); break;
+    default:
+      TORCH_CHECK(false, "random_ handles only integral, floating-point and "
+                  "boolean types, got ", t);
+  }
+  TORCH_CHECK(from >= lo && from <= hi, "from is out of bounds for ", self.dtype());
+  TORCH_CHECK(to_inc >= lo && to_inc <= hi, "to - 1 is out of bounds for ", self.dtype());
+}
+
+at::Tensor& random_from(at::Tensor& self, int64_t from,
+                        std::optional<int64_t> to_opt,
+                        std::optional<at::Generator> gen) {
+  check_generator_target(self);
+  const c10::ScalarType t = self.scalar_type();
+  const bool fp = at::isFloatingType(t);
+  int64_t to_inc = 0;
+  if (to_opt.has_value()) {  // [from, to)
+    int64_t to = *to_opt;
+    TORCH_CHECK(from < to, "random_ expects 'from' to be less than 'to', but "
+                "got from=", from, " >= to=", to);
+    if (fp) {
+      AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t, "random_from_to", [&] {
+        from = float_from<scalar_t>(from);
+        to = float_to<scalar_t>(to);
+      });
+      TORCH_CHECK(from < to, "random_ expects 'from' casted to dtype to be less "
+                  "than 'to' casted to dtype, but got from=", from, " >= to=", to);
+    }
+    to_inc = to - 1;
+  } else if (from == std::numeric_limits<int64_t>::min()) {
+    // [INT64_MIN, INT64_MAX]: all 2^64 values (a range of 0 means that), for
+    // the dtypes the CPU draws them for
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        t == at::kLong || t == at::kDouble || t == at::kFloat || t == at::kBFloat16 ||
+            t == at::kByte || t == at::kChar || t == at::kShort || t == at::kInt,
+        "\"random_\" over the full 64-bit range not implemented for '", t, "'");
+    TORCH_CHECK(t == at::kLong || t == at::kDouble || t == at::kFloat || t == at::kBFloat16,
+                "random_ over the full 64-bit range handles only int64, double, "
+                "float and bfloat16");
+    return self.numel() == 0 ? self : random_range(self, from, 0, gen);
+  } else if (fp) {  // [from, 2^digits]
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t, "random_from", [&] {
+      to_inc = int64_t{1} << std::min(std::numeric_limits<scalar_t>::digits, 62);
+      from = float_from<scalar_t>(from);
+    });
+    TORCH_CHECK(from < to_inc, "random_ expects 'from' casted to dtype to be less "
+                "than or equal to 'to_inc' casted to dtype, but got from=", from,
+                " > to_inc=", to_inc);
+  } else {  // [from, the dtype's max]
+    switch (t) {
+      case at::kBool: to_inc = 1; break;
+      case at::kByte: to_inc = 255; break;
+      case at::kUInt16: to_inc = 65535; break;
+      case at::kUInt32: to_inc = 4294967295LL; break;
+      case at::kChar: to_inc = 127; break;
+      case at::kShort: to_inc = 32767; break;
+      case at::kInt: to_inc = std::numeric_limits<int32_t>::max(); break;
+      case at::kUInt64: to_inc = -1; break;  // 2^64 - 1 does not fit: the CPU refuses
+      default: to_inc = std::numeric_limits<int64_t>::max(); break;
+    }
+  }
+  check_random_bounds(from, to_inc, self);
+  if (self.numel() == 0) return self;
+  const uint64_t range = static_cast<uint64_t>(to_inc) - static_cast<uint64_t>(from) + 1;
   return random_range(self, from, range, gen);
 }
 

@@ -58,7 +58,7 @@ at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& self,
   to_tnk(common, &ok);
   if (!ok || out.scalar_type() != common || shape.size() > TNK_MAX_DIMS)
     return FALLBACK(where_self_out, cond, self, other, out);
-  at::native::resize_output(out, shape);
+  resize_elementwise_out(out, shape, {&cond, &self, &other});
   if (out.numel() == 0) return out;
   at::Tensor c = on_device(cond, dev, at::kBool), a = on_device(self, dev, common),
              b = on_device(other, dev, common);
@@ -146,16 +146,33 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end,
   bool ok;
   tnk_dtype_t dt = to_tnk(out.scalar_type(), &ok);
   if (!ok || out.is_complex()) return FALLBACK(arange_start_out, start, end, step, out);
+  // CPU's rules: an integer dtype reads the bounds and step as int64
+  // (truncating), a floating one as double; the length comes from the
+  // int64 values for int64 but from the double ones for the other integer
+  // types (arange(0., -8.5, -4., dtype=int32) has 3 elements, int64 2).
   bool integral = c10::isIntegralType(out.scalar_type(), true);
   double xs = start.toDouble(), xe = end.toDouble(), st = step.toDouble();
-  TORCH_CHECK(st != 0, "step must be nonzero");
-  TORCH_CHECK(std::isfinite(xs) && std::isfinite(xe), "unsupported range: ", xs, " -> ", xe);
-  TORCH_CHECK((st > 0 && xe >= xs) || (st < 0 && xe <= xs),
-              "upper bound and larger bound inconsistent with step sign");
-  double size_d = integral
-                      ? std::ceil(static_cast<double>(end.toLong() - start.toLong()) /
-                                  static_cast<double>(step.toLong()))
-                      : std::ceil((xe - xs) / st);
+  int64_t is = 0, ie = 0, ist = 0;
+  if (integral) {
+    is = start.toLong();
+    ie = end.toLong();
+    ist = step.toLong();
+    TORCH_CHECK(ist != 0, "step must be nonzero");
+    TORCH_CHECK((ist > 0 && ie >= is) || (ist < 0 && ie <= is),
+                "upper bound and larger bound inconsistent with step sign");
+  } else {
+    TORCH_CHECK(st != 0, "step must be nonzero");
+    TORCH_CHECK(std::isfinite(xs) && std::isfinite(xe), "unsupported range: ", xs, " -> ", xe);
+    TORCH_CHECK((st > 0 && xe >= xs) || (st < 0 && xe <= xs),
+                "upper bound and larger bound inconsistent with step sign");
+  }
+  double size_d;
+  if (out.scalar_type() == at::kLong) {
+    const int64_t sgn = (ist > 0) - (ist < 0);
+    size_d = static_cast<double>((ie - is + ist - sgn) / ist);
+  } else {
+    size_d = std::ceil((xe - xs) / st);
+  }
   TORCH_CHECK(size_d >= 0 && size_d <= static_cast<double>(std::numeric_limits<int64_t>::max()),
               "invalid size, possible overflow?");
   int64_t n = static_cast<int64_t>(size_d);
@@ -166,8 +183,8 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end,
   a.n = n;
   a.integral = integral;
   if (integral) {
-    a.istart = start.toLong();
-    a.istep = step.toLong();
+    a.istart = is;
+    a.istep = ist;
   }
   a.start = xs;
   a.step = st;
@@ -195,6 +212,11 @@ at::Tensor& logical_reduce(const at::Tensor& self, at::OptionalIntArrayRef dims,
          op == TNK_ALL ? "aten::all" : "aten::any");
   return out;
 }
+
+// all/any of a uint8 tensor are uint8 (CPU's and CUDA's legacy rule)
+at::Tensor as_input_dtype(const at::Tensor& r, const at::Tensor& self) {
+  return self.scalar_type() == at::kByte ? r.to(at::kByte) : r;
+}
 }  // namespace
 
 #define NEURON_LOGICAL(NAME, OP)                                                        \
@@ -202,7 +224,7 @@ at::Tensor& logical_reduce(const at::Tensor& self, at::OptionalIntArrayRef dims,
     at::Tensor out = at::empty({}, self.options().dtype(at::kBool));                    \
     bool done;                                                                          \
     logical_reduce(self, std::nullopt, false, OP, out, &done);                          \
-    return done ? out : FALLBACK(NAME, self);                                           \
+    return done ? as_input_dtype(out, self) : FALLBACK(NAME, self);                      \
   }                                                                                     \
   at::Tensor& NAME##_all_out(const at::Tensor& self, at::Tensor& out) {                 \
     bool done;                                                                          \
@@ -216,7 +238,7 @@ at::Tensor& logical_reduce(const at::Tensor& self, at::OptionalIntArrayRef dims,
     logical_reduce(self, self.dim() ? at::OptionalIntArrayRef(at::IntArrayRef(d))       \
                                     : at::OptionalIntArrayRef(std::nullopt),            \
                    keepdim, OP, out, &done);                                            \
-    return done ? out : FALLBACK(NAME##_dim, self, dim, keepdim);                       \
+    return done ? as_input_dtype(out, self) : FALLBACK(NAME##_dim, self, dim, keepdim);  \
   }
 
 NEURON_LOGICAL(all, TNK_ALL)

@@ -62,7 +62,9 @@ at::Tensor vdot(const at::Tensor& a, const at::Tensor& b) {
 
 // out = beta * self + alpha * (mat @ vec), as a one-column matrix product
 at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec,
-                      const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
+                      const c10::Scalar& beta_, const c10::Scalar& alpha_, at::Tensor& out) {
+  const c10::Scalar beta = scalar_as(beta_, mat.scalar_type());
+  const c10::Scalar alpha = scalar_as(alpha_, mat.scalar_type());
   TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1 && self.dim() <= 1,
               "vector + matrix @ vector expected, got ", self.dim(), ", ", mat.dim(), ", ",
               vec.dim());
@@ -271,17 +273,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
               mode == 1 ? "mean" : "max", "'). Please open a feature request on GitHub.");
   Bags b = make_bags(indices, offsets, include_last_offset, padding_idx);
   int64_t D = weight.size(1);
-  at::Tensor out = at::zeros({b.n_bags, D}, weight.options());
+  // fp16/bf16 bags sum in fp32 and round once, as the CPU
+  const at::ScalarType acc = at::isReducedFloatingType(weight.scalar_type())
+                                 ? at::kFloat : weight.scalar_type();
+  at::Tensor out = at::zeros({b.n_bags, D}, weight.options().dtype(acc));
   if (b.idx.numel()) {
-    at::Tensor rows = weight.index_select(0, b.idx);  // checks the index range
-    at::Tensor w = b.keep.to(weight.scalar_type());
-    if (psw) w = w * per_sample_weights->to(weight.scalar_type());
+    at::Tensor rows = weight.index_select(0, b.idx).to(acc);  // checks the index range
+    at::Tensor w = b.keep.to(acc);
+    if (psw) w = w * per_sample_weights->to(acc);
     out.index_add_(0, b.offset2bag, rows * w.unsqueeze(1));
-    if (mode == 1)
-      out = out / b.bag_size.clamp_min(1).to(weight.scalar_type()).unsqueeze(1);
+    if (mode == 1) out = out / b.bag_size.clamp_min(1).to(acc).unsqueeze(1);
   }
   at::Tensor max_indices = at::zeros({b.n_bags}, b.idx.options());  // unused outside max mode
-  return {out, b.offset2bag, b.bag_size, max_indices};
+  return {out.to(weight.scalar_type()), b.offset2bag, b.bag_size, max_indices};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag_forward_only(

@@ -122,6 +122,8 @@ typedef int64_t (*loop_fn)(char *o, const char *a, const char *b, int64_t so,
     (void)ial;                                                               \
     typedef C ctype_t __attribute__((unused)); /* compute type, for op macros */ \
     C alpha = (C)al[0], beta = (C)al[1], gamma = (C)al[2];                   \
+    const int ks = (int)al[4]; /* operand given at compute precision */      \
+    const C kv = (C)al[3];                                                   \
     (void)alpha;                                                             \
     (void)beta;                                                              \
     (void)gamma;                                                             \
@@ -137,7 +139,7 @@ typedef int64_t (*loop_fn)(char *o, const char *a, const char *b, int64_t so,
       T *restrict po = (T *)o;                                               \
       T sv;                                                                  \
       memcpy(&sv, sa == 0 ? a : b, sizeof sv);                               \
-      const C k = (C)LOAD(sv);                                               \
+      const C k = ks ? kv : (C)LOAD(sv);                                     \
       const T *restrict pv = (const T *)(sa == 0 ? b : a);                   \
       if (sa == 0)                                                           \
         for (int64_t i = 0; i < n; i++) po[i] = STORE(OP(k, (C)LOAD(pv[i]), alpha)); \
@@ -149,7 +151,7 @@ typedef int64_t (*loop_fn)(char *o, const char *a, const char *b, int64_t so,
       T x, y;                                                                \
       memcpy(&x, a + i * sa, sizeof x);                                      \
       memcpy(&y, b + i * sb, sizeof y);                                      \
-      T r = STORE(OP((C)LOAD(x), (C)LOAD(y), alpha));                        \
+      T r = STORE(OP(ks == 1 ? kv : (C)LOAD(x), ks == 2 ? kv : (C)LOAD(y), alpha)); \
       memcpy(o + i * so, &r, sizeof r);                                      \
     }                                                                        \
     return 0;                                                                \
@@ -446,7 +448,7 @@ typedef struct bin_ctx {
   tnk_view_t v[3]; /* out, a, b */
   loop_fn fn;
   int64_t esz, oesz; /* input / output element sizes (bool for comparisons) */
-  double alpha[3]; /* alpha, beta, gamma */
+  double alpha[5]; /* alpha, beta, gamma, the scalar operand and its slot */
   int64_t ialpha;
   _Atomic int64_t zero_divisions;
   int vbwd; /* contiguous fp32 SiLU (1) / GELU (2) / GELU tanh (3) backward: vector bodies */
@@ -506,6 +508,8 @@ void tnk_binary(const tnk_binary_args_t *a) {
   c.alpha[0] = a->alpha;
   c.alpha[1] = a->beta;
   c.alpha[2] = a->gamma;
+  c.alpha[3] = a->scalar;
+  c.alpha[4] = a->scalar_operand == 1 || a->scalar_operand == 2 ? a->scalar_operand : 0;
   c.ialpha = a->ialpha;
   int64_t inner = c.shape.sizes[c.shape.ndim - 1];
   if (a->dtype == TNK_F32 && c.shape.ndim == 1 && c.v[0].strides[0] == 1 &&

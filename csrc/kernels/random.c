@@ -95,7 +95,8 @@ static int draw(const tnk_random_args_t *a, int wide, int64_t i,
     }
     case TNK_RAND_INT: {
       uint64_t x = ((uint64_t)w[0] << 32) | w[1];
-      v->i = a->ilo + (int64_t)(a->irange ? x % a->irange : x);
+      /* modular, as ATen: the full 2^64 range wraps from its start */
+      v->i = (int64_t)((uint64_t)a->ilo + (a->irange ? x % a->irange : x));
       v->re = (double)v->i;
       v->isint = 1;
       break;

@@ -225,6 +225,12 @@ typedef struct tnk_binary_args {
   int64_t ialpha;   /* for integer dtypes */
   double beta, gamma; /* more parameters of activation backward ops */
   tnk_fault_t fault; /* integer division by zero (value and bound 0) */
+  /* 1 (a) or 2 (b): that operand is the scalar `scalar`, read at the compute
+   * precision instead of from its (stride 0) view, so that a half-type op
+   * with a Python number (x * 0.1) does not round the number to the
+   * storage type first; 0: none. Floating arithmetic only (not comparisons). */
+  int32_t scalar_operand;
+  double scalar;
 } tnk_binary_args_t;
 int tnk_binary_supported(int op, int dtype);
 void tnk_binary(const tnk_binary_args_t *args);
