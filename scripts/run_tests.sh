@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Sets up (idempotent) and runs the whole test suite: the C runtime/kernel
-# tests (plain and ASan+UBSan) and the PyTorch integration tests.
+# tests (plain, ASan+UBSan, TSan) and the PyTorch integration tests, twice:
+# plain, then with device memory closed to the host except through the HAL
+# (TORCH_NEURONX_PROTECT_DEVICE_MEMORY=1, the proof that nothing above the
+# HAL bypasses it; docs/ARCHITECTURE.md, "The HAL").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 make -C csrc BUILD="$PWD/build/c" test
 make -C csrc BUILD="$PWD/build/c" asan
 make -C csrc BUILD="$PWD/build/c" tsan
-exec .venv/bin/python -m pytest -q tests "$@"
+.venv/bin/python -m pytest -q tests "$@"
+TORCH_NEURONX_PROTECT_DEVICE_MEMORY=1 exec .venv/bin/python -m pytest -q tests "$@"

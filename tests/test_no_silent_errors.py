@@ -100,9 +100,18 @@ def test_fault_is_sticky_until_its_thread_sees_it():
     torch.neuron.synchronize()
 
 
-def test_fault_of_an_exited_thread_is_raised_once():
+@pytest.mark.parametrize("queue", ["idle", "busy"])
+def test_fault_of_an_exited_thread_is_raised_once(queue):
     x = torch.randn(10, device=N)
-    t = threading.Thread(target=lambda: _bad_gather(x)); t.start(); t.join()
+    big = torch.randn(1024, 1024, device=N)
+
+    def launch():
+        if queue == "busy":  # the thread exits before the kernel finds the fault
+            for _ in range(8):
+                big @ big
+        _bad_gather(x)
+
+    t = threading.Thread(target=launch); t.start(); t.join()
     # join() returns before the OS thread has finished exiting; until then
     # the fault is still its thread's (raised here, not consumed)
     for _ in range(250):

@@ -19,7 +19,8 @@ def main():
     print(f"host: {platform.machine()}, {os.cpu_count()} CPUs, "
           f"features: {', '.join(_C._cpu_features()) or 'baseline'}")
     b = _C._build_info()
-    print(f"build: built against torch {b['torch']} with gcc {b['compiler']}, HAL '{b['hal']}', "
+    print(f"build: built against torch {b['torch']} with gcc {b['compiler']}, HAL '{b['hal']}' "
+          f"(device memory {'' if b['host_addressable'] else 'not '}host addressable), "
           f"{b['streams_per_device']} streams/device, {b['task_slot_bytes']}-byte task slots")
     print(f"kernel ISA selected: {_C._isa()} (TORCH_NEURONX_ISA overrides)")
     print(f"host thread pool: {_C._num_threads()} threads; "

@@ -1,14 +1,16 @@
 // The boxed CPU fallback for ops without a native neuron kernel, the
 // autocast op lists and the legacy profiler stubs.
 //
-// Device memory is host addressable, so inputs are passed to the CPU kernel
-// as zero-copy aliases after the streams that produce them are synchronised.
+// Inputs reach the CPU kernel as host views (HostViews, after the streams
+// that produce them are synchronised): zero-copy aliases where the HAL says
+// device memory is host addressable, staged copies through the HAL where not.
 // What the stock at::native::cpu_fallback gets wrong, and how this one
 // handles it:
 //  - out= arguments may need resizing: they run on a CPU temporary that is
 //    resized and copied back into the neuron tensor;
-//  - in-place arguments are aliased, so the CPU kernel writes device memory
-//    directly and the original neuron tensor is returned (identity kept);
+//  - in-place arguments are viewed as written, so the CPU kernel writes
+//    device memory (directly, or through the staged copy written back) and
+//    the original neuron tensor is returned (identity kept);
 //  - a returned view of an input is rebuilt as a view of the neuron input
 //    (as_strided), never a copy, so aliasing holds;
 //  - the output device is the neuron device of the inputs even when a CPU
@@ -86,17 +88,17 @@ void visit_tensors(const c10::IValue& v, Devices& d) {
   }
 }
 
-c10::IValue to_host(const c10::IValue& v) {
-  if (v.isTensor()) return host_alias(v.toTensor());
+c10::IValue to_host(const c10::IValue& v, HostViews& host, bool written) {
+  if (v.isTensor()) return host.view(v.toTensor(), written);
   if (v.isTensorList()) {
     c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(host_alias(t));
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(host.view(t, written));
     return out;
   }
   if (v.isOptionalTensorList()) {
     c10::List<std::optional<at::Tensor>> out;
     for (const std::optional<at::Tensor>& t : v.toOptionalTensorList())
-      out.push_back(t.has_value() ? std::optional<at::Tensor>(host_alias(*t))
+      out.push_back(t.has_value() ? std::optional<at::Tensor>(host.view(*t, written))
                                   : std::nullopt);
     return out;
   }
@@ -110,9 +112,10 @@ at::Tensor to_device(const at::Tensor& t, c10::Device dev) {
   return t.to(dev);
 }
 
-// Rebuilds a CPU view of a host alias as the same view of the neuron tensor.
-at::Tensor rebase_view(const at::Tensor& cpu_view, const at::Tensor& base) {
-  const char* b = static_cast<const char*>(base.storage().data());
+// Rebuilds a CPU view of a host view as the same view of the neuron tensor.
+at::Tensor rebase_view(const at::Tensor& cpu_view, const at::Tensor& base,
+                       const HostViews& host) {
+  const char* b = static_cast<const char*>(host.host_base(base));
   const char* p = static_cast<const char*>(cpu_view.const_data_ptr());
   int64_t offset = cpu_view.numel() ? (p - b) / (int64_t)cpu_view.itemsize()
                                     : base.storage_offset();
@@ -179,11 +182,12 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op,
 
   // Originals of every argument, and CPU temporaries for out= arguments.
   std::vector<c10::IValue> originals(stack->begin() + base, stack->end());
+  HostViews host;
   std::vector<at::Tensor> out_tmp(num_args);
   for (size_t i = 0; i < num_args; i++) {
     c10::IValue& v = (*stack)[base + i];
     if (args[i].is_out() && v.isTensor() && v.toTensor().is_privateuseone()) {
-      out_tmp[i] = host_alias(v.toTensor()).clone(at::MemoryFormat::Preserve);
+      out_tmp[i] = host.view(v.toTensor(), false).clone(at::MemoryFormat::Preserve);
       v = out_tmp[i];
     }
   }
@@ -201,10 +205,13 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op,
     if (out_tmp[i].defined()) continue;
     c10::IValue& v = (*stack)[base + i];
     const at::Tensor* shared = out_temporary_of(v);
-    v = shared ? c10::IValue(*shared) : to_host(v);
+    // in-place arguments (and _foreach_ lists) are written through their views
+    bool written = args[i].alias_info() && args[i].alias_info()->isWrite();
+    v = shared ? c10::IValue(*shared) : to_host(v, host, written);
   }
 
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  host.write_back();  // staged device memory the kernel wrote goes back
 
   // Write out= temporaries back into the neuron tensors.
   for (size_t i = 0; i < num_args; i++) {
@@ -233,12 +240,12 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op,
       r = originals[aliased];  // in-place / out=: the neuron tensor itself
     } else if (alias && aliased >= 0 && originals[aliased].isTensor() &&
                r.isTensor()) {
-      r = rebase_view(r.toTensor(), originals[aliased].toTensor());
+      r = rebase_view(r.toTensor(), originals[aliased].toTensor(), host);
     } else if (alias && aliased >= 0 && originals[aliased].isTensor() &&
                r.isTensorList()) {
       c10::List<at::Tensor> out;
       for (const at::Tensor& t : r.toTensorList())
-        out.push_back(rebase_view(t, originals[aliased].toTensor()));
+        out.push_back(rebase_view(t, originals[aliased].toTensor(), host));
       r = out;
     } else if (r.isTensor()) {
       r = to_device(r.toTensor(), target);
@@ -293,11 +300,11 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 
 namespace {
 
-at::Tensor sync_alias(const at::Tensor& t) {
+at::Tensor sync_alias(const at::Tensor& t, HostViews& host) {
   if (!t.defined() || !t.is_privateuseone()) return t;
   check(tnrt_stream_synchronize(current_native_stream(t.device().index())),
         "stream synchronize");
-  return host_alias(t);
+  return host.view(t, false);
 }
 
 }  // namespace
@@ -309,9 +316,10 @@ at::Tensor conv_cpu(const at::Tensor& input, const at::Tensor& weight,
                              at::IntArrayRef output_padding, int64_t groups) {
   note_fallback("aten::convolution_overrideable");
   c10::DeviceGuard guard(input.device());
+  HostViews host;
   std::optional<at::Tensor> b;
-  if (bias.has_value() && bias->defined()) b = sync_alias(*bias);
-  at::Tensor out = at::convolution(sync_alias(input), sync_alias(weight), b, stride,
+  if (bias.has_value() && bias->defined()) b = sync_alias(*bias, host);
+  at::Tensor out = at::convolution(sync_alias(input, host), sync_alias(weight, host), b, stride,
                                    padding, dilation, transposed, output_padding,
                                    groups);
   return out.to(input.device());
@@ -326,8 +334,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_cpu_backward(
   c10::DeviceGuard guard(input.device());
   int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
   std::vector<int64_t> bias_sizes{out_channels};
-  auto r = at::convolution_backward(sync_alias(grad_output), sync_alias(input),
-                                    sync_alias(weight), at::OptionalIntArrayRef(bias_sizes),
+  HostViews host;
+  auto r = at::convolution_backward(sync_alias(grad_output, host), sync_alias(input, host),
+                                    sync_alias(weight, host), at::OptionalIntArrayRef(bias_sizes),
                                     stride, padding, dilation, transposed,
                                     output_padding, groups, output_mask);
   auto dev = [&](const at::Tensor& t) {

@@ -140,7 +140,8 @@ PYBIND11_MODULE(_C, m) {
     d["compiler"] = std::string(__VERSION__);
     d["cplusplus"] = static_cast<long>(__cplusplus);
     d["torch"] = std::string(TORCH_VERSION);
-    d["hal"] = std::string("host");
+    d["hal"] = std::string(tnrt_hal_name());  // initialises the runtime
+    d["host_addressable"] = bool(tnrt_host_addressable());
     d["task_slot_bytes"] = TNRT_TASK_ARGS_MAX;
     d["streams_per_device"] = TNRT_STREAMS_PER_DEVICE;
     return d;

@@ -10,6 +10,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 extern "C" {
+#include <unordered_map>
+
 #include "../kernels/tnk.h"
 #include "../runtime/tnrt.h"
 }
@@ -49,9 +51,32 @@ tnk_dtype_t to_tnk(c10::ScalarType t, bool* ok);
 // Fills a kernel view from a tensor; false if the dtype or rank is not
 // supported by the kernels.
 bool to_view(const at::Tensor& t, tnk_view_t* view);
-// A CPU tensor aliasing a neuron tensor's memory (device memory is host
-// addressable); the caller synchronises the producing stream first.
-at::Tensor host_alias(const at::Tensor& t);
+// The host's view of neuron tensors, for code that runs on the CPU (the
+// fallback, copies the kernels cannot do, the CPU convolution); the caller
+// synchronises the streams that use them first. Where the HAL reports
+// device memory as host addressable, a view is a zero-copy alias; otherwise
+// each device storage is copied to a host buffer once, through the HAL, and
+// write_back() copies back the ones viewed as written or found changed
+// (schemas do not announce every write). Other tensors pass through.
+class HostViews {
+ public:
+  HostViews();
+  at::Tensor view(const at::Tensor& t, bool written);
+  // Where view()'s tensors for t's storage start in host memory (rebuilds a
+  // CPU view of them as a view of t).
+  const void* host_base(const at::Tensor& t) const;
+  void write_back();
+
+ private:
+  struct Staged {
+    at::Tensor device;  // keeps the device storage alive
+    at::Tensor host;    // its bytes on the host
+    at::Tensor pristine;  // those bytes as staged
+    bool written = false;
+  };
+  bool addressable_;
+  std::unordered_map<const c10::StorageImpl*, Staged> staged_;
+};
 void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void* args,
             size_t size, const char* name);
 // Memory history (memory_history.cpp): allocations and frees while

@@ -117,18 +117,61 @@ void copy_task(void* p) { tnk_copy(static_cast<tnk_copy_args_t*>(p)); }
 
 }  // namespace
 
-at::Tensor host_alias(const at::Tensor& t) {
+HostViews::HostViews() : addressable_(tnrt_host_addressable() != 0) {}
+
+at::Tensor HostViews::view(const at::Tensor& t, bool written) {
   if (!t.defined() || !t.is_privateuseone()) return t;
-  c10::Storage keep = t.storage();
+  const c10::Storage& storage = t.storage();
+  const char* base = static_cast<const char*>(storage.data());
+  if (!addressable_ && storage.nbytes()) {
+    auto it = staged_.find(storage.unsafeGetStorageImpl());
+    if (it == staged_.end()) {
+      Staged st;
+      st.device = t;
+      st.host = at::empty({static_cast<int64_t>(storage.nbytes())},
+                          at::TensorOptions().dtype(at::kByte));
+      check(tnrt_memcpy_d2h(t.device().index(), st.host.data_ptr(), base, storage.nbytes()),
+            "copy device memory to the host");
+      // Schemas do not mark every write (native_batch_norm updates its
+      // running statistics unannounced): what changed is found by comparison.
+      st.pristine = st.host.clone();
+      it = staged_.emplace(storage.unsafeGetStorageImpl(), std::move(st)).first;
+    }
+    it->second.written = it->second.written || written;
+    base = static_cast<const char*>(it->second.host.const_data_ptr());
+  }
+  // the host tensor keeps what backs it alive: the device storage, and the
+  // staged copy (which HostViews also keeps until it is written back)
+  c10::Storage keep = storage;
+  at::Tensor host = addressable_ || !storage.nbytes()
+                        ? at::Tensor() : staged_.at(storage.unsafeGetStorageImpl()).host;
   void* data = t.numel() == 0 ? nullptr
-                              : static_cast<char*>(keep.mutable_data()) +
-                                    t.storage_offset() * t.itemsize();
+                              : const_cast<char*>(base) + t.storage_offset() * t.itemsize();
   auto out = at::from_blob(
-      data, t.sizes(), t.strides(), [keep](void*) mutable { keep = {}; },
+      data, t.sizes(), t.strides(), [keep, host](void*) mutable { keep = {}; host.reset(); },
       t.options().device(at::kCPU));
   if (t.is_conj()) out._set_conj(true);
   if (t.is_neg()) out._set_neg(true);
   return out;
+}
+
+const void* HostViews::host_base(const at::Tensor& t) const {
+  auto it = staged_.find(t.storage().unsafeGetStorageImpl());
+  return it == staged_.end() ? t.storage().data() : it->second.host.const_data_ptr();
+}
+
+void HostViews::write_back() {
+  for (auto& [impl, st] : staged_) {
+    if (!st.written && !std::memcmp(st.host.const_data_ptr(), st.pristine.const_data_ptr(),
+                                   st.device.storage().nbytes()))
+      continue;
+    check(tnrt_memcpy_h2d(st.device.device().index(),
+                          const_cast<void*>(st.device.storage().data()),
+                          st.host.const_data_ptr(), st.device.storage().nbytes()),
+          "copy host memory to the device");
+    st.written = false;
+    st.pristine.copy_(st.host);
+  }
 }
 
 void resize_elementwise_out(at::Tensor& out, at::IntArrayRef shape,
@@ -168,8 +211,10 @@ void copy_on_host(const at::Tensor& src, const at::Tensor& dst) {
   if (dst.is_privateuseone())
     check(tnrt_stream_synchronize(current_native_stream(dst.device().index())),
           "stream synchronize");
-  at::Tensor d = host_alias(dst);
-  d.copy_(host_alias(src));
+  HostViews host;
+  at::Tensor d = host.view(dst, /*written=*/true);
+  d.copy_(host.view(src, false));
+  host.write_back();
 }
 
 tnk_dtype_t raw_dtype(const at::Tensor& t, bool* ok) {

@@ -1,6 +1,14 @@
-/* The host HAL: device memory is anonymous host memory and each queue is a
- * worker thread draining a fixed ring of task slots. This is the software
- * NeuronCore; everything above it is device-agnostic. */
+/* The host HAL: the software NeuronCore. Device memory is anonymous host
+ * memory, each queue is a worker thread draining a fixed ring of task
+ * slots, and the devices are modelled from the environment (host_model.c).
+ *
+ * TORCH_NEURONX_PROTECT_DEVICE_MEMORY=1 (a debug mode) makes device memory
+ * unreadable by the host except while a device task or one of this HAL's
+ * transfers runs (mprotect, process-wide: memory is opened when the first of
+ * them starts and closed when the last ends). The HAL then reports device
+ * memory as not host addressable, so the layers above must move every byte
+ * through it, as they would for a discrete device; a stray host access is a
+ * segmentation fault at the culprit. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -8,6 +16,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -66,6 +75,51 @@ static void wake(tnrt_hal_queue_t *q, pthread_cond_t *cv, int broadcast) {
   pthread_mutex_unlock(&q->mu);
 }
 
+/* ---- device memory access (protect mode) ---- */
+
+typedef struct segment {
+  void *ptr;
+  size_t bytes;
+  struct segment *next;
+} segment_t;
+
+static pthread_once_t g_protect_once = PTHREAD_ONCE_INIT;
+static int g_protect;               /* TORCH_NEURONX_PROTECT_DEVICE_MEMORY */
+static pthread_mutex_t g_access_mu = PTHREAD_MUTEX_INITIALIZER;
+static segment_t *g_segments;       /* every live segment (protect mode) */
+static int g_open;                  /* device tasks and transfers running */
+
+static void read_protect(void) {
+  const char *v = getenv("TORCH_NEURONX_PROTECT_DEVICE_MEMORY");
+  g_protect = v && *v && strcmp(v, "0") != 0;
+}
+
+static int protecting(void) {
+  pthread_once(&g_protect_once, read_protect);
+  return g_protect;
+}
+
+static void set_access(int prot) {
+  for (segment_t *s = g_segments; s; s = s->next)
+    if (mprotect(s->ptr, s->bytes, prot) != 0) abort(); /* debug mode: no way on */
+}
+
+/* Brackets device work: device memory is readable from the first enter to
+ * the last exit. */
+static void device_enter(void) {
+  if (!protecting()) return;
+  pthread_mutex_lock(&g_access_mu);
+  if (g_open++ == 0) set_access(PROT_READ | PROT_WRITE);
+  pthread_mutex_unlock(&g_access_mu);
+}
+
+static void device_exit(void) {
+  if (!protecting()) return;
+  pthread_mutex_lock(&g_access_mu);
+  if (--g_open == 0) set_access(PROT_NONE);
+  pthread_mutex_unlock(&g_access_mu);
+}
+
 static void *queue_worker(void *arg) {
   pthread_setname_np(pthread_self(), "neuron-queue"); /* a device stream's worker */
   tnrt_pin_queue_worker();
@@ -90,7 +144,9 @@ static void *queue_worker(void *arg) {
     }
     task_slot_t *slot = &q->ring[head % RING_SLOTS];
     int64_t t0 = tnrt_now_ns();
+    device_enter();
     slot->fn(slot->args);
+    device_exit();
     int64_t t1 = tnrt_now_ns();
     atomic_fetch_add_explicit(&q->busy_ns, (uint64_t)(t1 - t0), memory_order_relaxed);
     if (atomic_load_explicit(&g_trace_enabled, memory_order_relaxed)) {
@@ -206,10 +262,29 @@ static void host_queue_wait(tnrt_hal_queue_t *q, uint64_t seq) {
  * a streaming kernel over 64 MiB otherwise takes a TLB miss every 4 KiB. */
 #define HUGE_PAGE ((size_t)2 << 20)
 
+static tnrt_status_t map_segment(size_t bytes, void **out);
+
 static tnrt_status_t host_mem_alloc(void *ctx, int device, size_t bytes,
                                     void **out) {
   (void)ctx;
   (void)device;
+  if (!protecting()) return map_segment(bytes, out);
+  segment_t *seg = malloc(sizeof *seg);
+  if (!seg) return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY, "segment record");
+  pthread_mutex_lock(&g_access_mu);
+  tnrt_status_t st = map_segment(bytes, out);
+  if (st == TNRT_OK) {
+    *seg = (segment_t){*out, bytes, g_segments};
+    g_segments = seg;
+    if (!g_open && mprotect(*out, bytes, PROT_NONE) != 0) abort();
+  } else {
+    free(seg);
+  }
+  pthread_mutex_unlock(&g_access_mu);
+  return st;
+}
+
+static tnrt_status_t map_segment(size_t bytes, void **out) {
   int huge = bytes >= HUGE_PAGE;
   size_t span = huge ? bytes + HUGE_PAGE : bytes;
   char *p = mmap(NULL, span, PROT_READ | PROT_WRITE,
@@ -235,23 +310,124 @@ static tnrt_status_t host_mem_alloc(void *ctx, int device, size_t bytes,
 static void host_mem_free(void *ctx, int device, void *ptr, size_t bytes) {
   (void)ctx;
   (void)device;
+  if (protecting()) {
+    pthread_mutex_lock(&g_access_mu);
+    for (segment_t **s = &g_segments; *s; s = &(*s)->next)
+      if ((*s)->ptr == ptr) {
+        segment_t *dead = *s;
+        *s = dead->next;
+        free(dead);
+        break;
+      }
+    pthread_mutex_unlock(&g_access_mu);
+  }
   munmap(ptr, bytes);
+}
+
+static int host_addressable(void *ctx) {
+  (void)ctx;
+  return !protecting();
+}
+
+/* Transfers: the host's CPUs move the bytes, inside the device bracket. */
+static tnrt_status_t host_copy(void *dst, const void *src, size_t bytes) {
+  device_enter();
+  memmove(dst, src, bytes);
+  device_exit();
+  return TNRT_OK;
+}
+
+static tnrt_status_t host_memcpy_h2d(void *ctx, int device, void *dst, const void *src,
+                                     size_t bytes) {
+  (void)ctx;
+  (void)device;
+  return host_copy(dst, src, bytes);
+}
+
+static tnrt_status_t host_memcpy_d2h(void *ctx, int device, void *dst, const void *src,
+                                     size_t bytes) {
+  (void)ctx;
+  (void)device;
+  return host_copy(dst, src, bytes);
+}
+
+static tnrt_status_t host_memcpy_d2d(void *ctx, int device, void *dst, const void *src,
+                                     size_t bytes) {
+  (void)ctx;
+  (void)device;
+  return host_copy(dst, src, bytes);
+}
+
+static tnrt_status_t host_memset(void *ctx, int device, void *dst, int value, size_t bytes) {
+  (void)ctx;
+  (void)device;
+  device_enter();
+  memset(dst, value, bytes);
+  device_exit();
+  return TNRT_OK;
+}
+
+/* ---- devices: the environment's model, read once ---- */
+
+static pthread_once_t g_model_once = PTHREAD_ONCE_INIT;
+static tnrt_host_model_t g_model;
+static tnrt_status_t g_model_status;
+static char g_model_error[256];
+
+static void read_model(void) {
+  g_model_status = tnrt_host_model(&g_model);
+  if (g_model_status != TNRT_OK)
+    snprintf(g_model_error, sizeof g_model_error, "%s", tnrt_last_error());
+}
+
+static tnrt_status_t model(void) {
+  pthread_once(&g_model_once, read_model);
+  if (g_model_status != TNRT_OK) return tnrt_set_error(g_model_status, "%s", g_model_error);
+  return TNRT_OK;
+}
+
+static tnrt_status_t host_device_count(void *ctx, int *count) {
+  (void)ctx;
+  tnrt_status_t st = model();
+  *count = st == TNRT_OK ? g_model.count : 0;
+  return st;
+}
+
+static tnrt_status_t host_get_properties(void *ctx, int device, tnrt_device_props_t *out) {
+  (void)ctx;
+  tnrt_status_t st = model();
+  if (st != TNRT_OK) return st;
+  if (device < 0 || device >= g_model.count)
+    return tnrt_set_error(TNRT_ERR_INVALID_DEVICE, "no host device %d", device);
+  *out = g_model.props[device];
+  return TNRT_OK;
+}
+
+static uint64_t host_budget(void *ctx) {
+  (void)ctx;
+  return model() == TNRT_OK ? g_model.budget : 0;
 }
 
 static const tnrt_hal_t k_host_hal = {
     .api_version = TNRT_HAL_API_VERSION,
     .name = "host",
     .context = NULL,
-    .get_properties = NULL,
+    .device_count = host_device_count,
+    .get_properties = host_get_properties,
+    .memory_budget = host_budget,
     .mem_alloc = host_mem_alloc,
     .mem_free = host_mem_free,
+    .host_addressable = host_addressable,
+    .memcpy_h2d = host_memcpy_h2d,
+    .memcpy_d2h = host_memcpy_d2h,
+    .memcpy_d2d = host_memcpy_d2d,
+    .memset_d = host_memset,
     .queue_create = host_queue_create,
     .queue_submit = host_queue_submit,
     .queue_completed = host_queue_completed,
     .queue_submitted = host_queue_submitted,
     .queue_wait = host_queue_wait,
     .queue_busy_ns = host_queue_busy_ns,
-    .memcpy_d2h = NULL,
 };
 
 const tnrt_hal_t *tnrt_hal_host(void) { return &k_host_hal; }

@@ -19,6 +19,10 @@ struct tnrt_stream {
   atomic_int has_fault;
   struct fault_rec *fault;
   uint64_t fault_seq;
+  /* threads that exited with tasks still queued here: a fault of one of
+   * those tasks has nobody left to tell (stream.c, under the fault mutex) */
+  struct orphan *orphans;
+  int n_orphans, cap_orphans;
 };
 
 /* Global runtime state, written once by tnrt_init under g_init_once. */
@@ -42,8 +46,17 @@ tnrt_status_t tnrt_check_device(int device);
 tnrt_hal_queue_t *tnrt_stream_queue(tnrt_stream_t *s);
 
 
-/* Device configuration parsed from the environment (device.c). */
+/* Selects the HAL and reads its devices into rt (device.c). */
 tnrt_status_t tnrt_configure_devices(tnrt_runtime_t *rt);
+
+/* The software NeuronCore's devices, modelled from the environment
+ * (host_model.c); the host HAL reports them. */
+typedef struct tnrt_host_model {
+  int count;
+  tnrt_device_props_t props[TNRT_MAX_DEVICES];
+  uint64_t budget; /* what the host's RAM can back, all devices together */
+} tnrt_host_model_t;
+tnrt_status_t tnrt_host_model(tnrt_host_model_t *out);
 /* Allocator lifecycle (allocator.c). */
 void tnrt_allocator_init(int device_count);
 

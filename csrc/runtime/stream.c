@@ -78,17 +78,51 @@ static _Thread_local uint32_t t_token;
 static pthread_key_t g_token_key;
 static pthread_once_t g_token_once = PTHREAD_ONCE_INIT;
 
+/* A thread that exited with tasks up to seq still queued on a stream. */
+struct orphan {
+  uint32_t token;
+  uint64_t seq;
+};
+
 /* A thread that exits leaves its faults to whoever synchronises next
- * (origin 0): there is nobody else left to tell. */
+ * (origin 0): there is nobody else left to tell. That covers the faults
+ * already recorded, and, through the stream's orphan list, those its queued
+ * tasks have yet to find. */
 static void token_thread_exit(void *p) {
   uint32_t token = (uint32_t)(uintptr_t)p;
   pthread_mutex_lock(&g_fault_mu);
   int n = g_rt.streams ? g_rt.device_count * TNRT_STREAMS_PER_DEVICE : 0;
   for (int i = 0; i < n; i++) {
-    struct fault_rec *r = g_rt.streams[i].fault;
+    tnrt_stream_t *s = &g_rt.streams[i];
+    struct fault_rec *r = s->fault;
     if (r && r->origin == token) r->origin = 0;
+    if (!s->queue) continue;
+    uint64_t submitted = g_rt.hal->queue_submitted(s->queue);
+    uint64_t completed = g_rt.hal->queue_completed(s->queue);
+    /* forget the exited threads whose tasks have all run */
+    int k = 0;
+    for (int j = 0; j < s->n_orphans; j++)
+      if (s->orphans[j].seq > completed) s->orphans[k++] = s->orphans[j];
+    s->n_orphans = k;
+    if (submitted <= completed) continue;
+    if (s->n_orphans == s->cap_orphans) {
+      int cap = s->cap_orphans ? 2 * s->cap_orphans : 4;
+      struct orphan *grown = realloc(s->orphans, (size_t)cap * sizeof *grown);
+      if (!grown) abort(); /* cannot lose a fault's owner */
+      s->orphans = grown;
+      s->cap_orphans = cap;
+    }
+    s->orphans[s->n_orphans++] = (struct orphan){token, submitted};
   }
   pthread_mutex_unlock(&g_fault_mu);
+}
+
+/* Under g_fault_mu: the origin a fault found at seq on s is reported
+ * with, 0 when its thread has exited. */
+static uint32_t live_origin(const tnrt_stream_t *s, uint32_t origin, uint64_t seq) {
+  for (int j = 0; j < s->n_orphans; j++)
+    if (s->orphans[j].token == origin && seq <= s->orphans[j].seq) return 0;
+  return origin;
 }
 
 static void token_key_create(void) {
@@ -135,9 +169,10 @@ void tnrt_stream_fault(void *stream, int kind, const char *what, int64_t value,
   if (!s) return;
   fault_rec_t *r = calloc(1, sizeof *r);
   if (!r) abort(); /* cannot lose a fault */
-  *r = (fault_rec_t){1, 0, kind, s->device, what, value, bound, origin};
+  uint64_t seq = running_seq(s);
   pthread_mutex_lock(&g_fault_mu);
-  attach_fault(s, r, running_seq(s));
+  *r = (fault_rec_t){1, 0, kind, s->device, what, value, bound, live_origin(s, origin, seq)};
+  attach_fault(s, r, seq);
   if (r->refs == 0) free(r);
   pthread_mutex_unlock(&g_fault_mu);
 }

@@ -61,6 +61,21 @@ typedef struct tnrt_device_props {
 } tnrt_device_props_t;
 
 tnrt_status_t tnrt_device_properties(int device, tnrt_device_props_t *out);
+/* The HAL in use ("host": the software NeuronCore). */
+const char *tnrt_hal_name(void);
+
+/* ---- moving bytes -------------------------------------------------------- */
+
+/* Whether host code may dereference device pointers directly. When 0 (a
+ * discrete device, or the host HAL under TORCH_NEURONX_PROTECT_DEVICE_MEMORY)
+ * host code reads and writes device memory only with these transfers and
+ * device tasks. */
+int tnrt_host_addressable(void);
+/* Synchronous copies through the HAL between host memory and the memory of
+ * `device`; the caller has ordered them after the device work that uses
+ * the same memory (a stream synchronisation). */
+tnrt_status_t tnrt_memcpy_d2h(int device, void *dst, const void *src, size_t bytes);
+tnrt_status_t tnrt_memcpy_h2d(int device, void *dst, const void *src, size_t bytes);
 
 /* ---- streams ----------------------------------------------------------- */
 

@@ -3,6 +3,7 @@
 #include "check.h"
 #include "tnrt.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -10,6 +11,8 @@
 #include <unistd.h>
 
 static void test_devices_default(void) {
+  CHECK(tnrt_host_addressable());
+  CHECK(!strcmp(tnrt_hal_name(), "host"));
   CHECK(tnrt_init() == TNRT_OK);
   CHECK(tnrt_device_count() == 4);
   tnrt_device_props_t p;
@@ -389,7 +392,65 @@ static void test_fork_child_refuses(void) {
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* --protect (run with TORCH_NEURONX_PROTECT_DEVICE_MEMORY=1): device memory
+ * is reachable only through the HAL's transfers and device tasks. */
+typedef struct fill_args {
+  unsigned char *p;
+  size_t n;
+  unsigned char v;
+} fill_args_t;
+
+static void fill_task(void *a) {
+  fill_args_t *f = a;
+  for (size_t i = 0; i < f->n; i++) f->p[i] = (unsigned char)(f->v + i);
+}
+
+static void test_protected_device_memory(void) {
+  CHECK(!tnrt_host_addressable());
+  void *p;
+  tnrt_block_t *b;
+  CHECK(tnrt_malloc(0, 5000, NULL, &p, &b) == TNRT_OK);
+  unsigned char in[5000], out[5000];
+  for (int i = 0; i < 5000; i++) in[i] = (unsigned char)(i * 7);
+  CHECK(tnrt_memcpy_h2d(0, p, in, sizeof in) == TNRT_OK);
+  CHECK(tnrt_memcpy_d2h(0, out, p, sizeof out) == TNRT_OK);
+  CHECK(!memcmp(in, out, sizeof in));
+  tnrt_stream_t *s = tnrt_stream_get(0, 0);
+  fill_args_t f = {p, 100, 3};
+  CHECK(tnrt_launch(s, fill_task, &f, sizeof f, "fill") == TNRT_OK);
+  CHECK(tnrt_stream_synchronize(s) == TNRT_OK);
+  CHECK(tnrt_memcpy_d2h(0, out, p, 100) == TNRT_OK);
+  CHECK(out[0] == 3 && out[99] == 102);
+  /* the host itself may not touch it: a child that tries dies of SIGSEGV */
+  pid_t pid = fork();
+  if (pid == 0) {
+    volatile unsigned char *q = p;
+    q[10] = 1;
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV);
+  tnrt_free(b);
+}
+
+/* --bad-hal (run with TORCH_NEURONX_HAL=/nonexistent.so): the runtime
+ * reports the driver library it could not load, and has no devices. */
+static void test_hal_library_that_cannot_load(void) {
+  CHECK(tnrt_init() == TNRT_ERR_CONFIG);
+  CHECK(strstr(tnrt_last_error(), "TORCH_NEURONX_HAL=/nonexistent.so cannot be loaded"));
+  CHECK(tnrt_device_count() == 0);
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--bad-hal")) {
+    RUN(test_hal_library_that_cannot_load);
+    return REPORT("test_runtime --bad-hal");
+  }
+  if (argc > 1 && !strcmp(argv[1], "--protect")) {
+    RUN(test_protected_device_memory);
+    return REPORT("test_runtime --protect");
+  }
   if (argc > 1 && !strcmp(argv[1], "--config")) {
     RUN(test_devices_config);
     return REPORT("test_runtime --config");
