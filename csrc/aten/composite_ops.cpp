@@ -22,13 +22,6 @@ namespace {
 #define FALLBACK(OPNAME, ...) \
   at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(OPNAME)>::call(__VA_ARGS__)
 
-// An out= argument takes a result computed into a new tensor: resized as
-// ATen resizes outputs, then written.
-at::Tensor& assign_result(at::Tensor& out, const at::Tensor& r) {
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
-}
-
 bool floating(const at::Tensor& t) {
   return t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble ||
          t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf;

@@ -357,8 +357,7 @@ at::Tensor& col2im_out(const at::Tensor& self, c10::SymIntArrayRef osize, at::In
   if (col.numel()) lower(g, accf, col.to(accf.scalar_type()), true);
   at::Tensor r = accf.to(self.scalar_type());
   if (!batched) r = r.squeeze(0);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return assign_result(out, r);
 }
 
 at::Tensor col2im(const at::Tensor& self, c10::SymIntArrayRef osize, at::IntArrayRef k,

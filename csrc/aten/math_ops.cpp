@@ -343,8 +343,7 @@ at::Tensor as_bool(const at::Tensor& t) {
   return t.scalar_type() == at::kBool ? t : t.ne(0);
 }
 at::Tensor& store_bool(const at::Tensor& r, at::Tensor& out) {
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return assign_result(out, r);
 }
 }  // namespace
 
@@ -543,8 +542,7 @@ at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
               a.scalar_type(), ", but got ", out.scalar_type(), " instead");
   if (!gemm_dtype_ok(a) && other_product_ok(a) && b.scalar_type() == a.scalar_type()) {
     at::Tensor r = product3(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0);
-    at::native::resize_output(out, r.sizes());
-    return out.copy_(r);
+    return assign_result(out, r);
   }
   if (!gemm_dtype_ok(a))
     return at::native::call_fallback_fn<&neuron_cpu_fallback,
@@ -594,8 +592,7 @@ at::Tensor outer_sum(const at::Tensor& self, const at::Tensor& v1, const at::Ten
 at::Tensor& addr_out(const at::Tensor& self, const at::Tensor& v1, const at::Tensor& v2,
                      const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
   at::Tensor r = outer_sum(self, v1, v2, beta, alpha);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return assign_result(out, r);
 }
 
 // addr_: ATen's composite form expands self, so it would accept (and
@@ -656,8 +653,7 @@ at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   check_same_device(a, b, "bmm");
   if (!gemm_dtype_ok(a) && other_product_ok(a)) {
     at::Tensor r = product3(a, b);
-    at::native::resize_output(out, r.sizes());
-    return out.copy_(r);
+    return assign_result(out, r);
   }
   if (!gemm_dtype_ok(a))
     return at::native::call_fallback_fn<&neuron_cpu_fallback,
@@ -726,9 +722,7 @@ at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::T
               b1.size(2), " and ", k, "x", m, ")");
   at::Tensor side = b1.transpose(0, 1).reshape({b1.size(1), batches * k});
   at::Tensor r = at::addmm(self, side, b2.reshape({batches * k, m}), beta, alpha);
-  // out may be self (addbmm_): the result is complete before it is written
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return assign_result(out, r);  // out may be self (addbmm_)
 }
 
 at::Tensor addbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,

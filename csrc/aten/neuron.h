@@ -98,6 +98,10 @@ inline c10::Scalar scalar_as(const c10::Scalar& v, c10::ScalarType t) {
   return v;
 }
 
+// An out= argument takes a result computed into a new tensor: resized as
+// ATen resizes outputs, then written (out may be one of the inputs: the
+// result is complete first).
+at::Tensor& assign_result(at::Tensor& out, const at::Tensor& r);
 // resize_output for a broadcasting elementwise out=. An out that is also one
 // of the operands (torch.add(a, b, out=a), or an in-place op that ATen writes
 // as its out= form, as logical_and_) is read as well as written, so, as in

@@ -320,8 +320,7 @@ at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool k
   c10::ScalarType odt = sum_dtype(self, dtype);
   if (self.is_complex() && c10::isComplexType(odt) && out.scalar_type() == odt) {
     at::Tensor r = complex_sum(self, dims, keepdim, odt);
-    at::native::resize_output(out, r.sizes());
-    return out.copy_(r);
+    return assign_result(out, r);
   }
   if (out.scalar_type() == odt) {
     at::native::resize_output(out, reduced_shape(self, dims, keepdim));

@@ -174,6 +174,11 @@ void HostViews::write_back() {
   }
 }
 
+at::Tensor& assign_result(at::Tensor& out, const at::Tensor& r) {
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
 void resize_elementwise_out(at::Tensor& out, at::IntArrayRef shape,
                             std::initializer_list<const at::Tensor*> operands) {
   for (const at::Tensor* t : operands)
@@ -640,6 +645,28 @@ int64_t float_to(int64_t to) {
   return down - (int64_t{1} << (bits - std::numeric_limits<T>::digits + 1));
 }
 
+// The values of an integer (or bool) dtype as int64: uint64's top is
+// INT64_MAX, as far as int64 bounds reach.
+void integer_bounds(c10::ScalarType t, int64_t* lo, int64_t* hi) {
+  *lo = 0;
+  *hi = std::numeric_limits<int64_t>::max();
+  switch (t) {
+    case at::kBool: *hi = 1; break;
+    case at::kByte: *hi = 255; break;
+    case at::kUInt16: *hi = 65535; break;
+    case at::kUInt32: *hi = 4294967295LL; break;
+    case at::kUInt64: break;
+    case at::kChar: *lo = -128; *hi = 127; break;
+    case at::kShort: *lo = -32768; *hi = 32767; break;
+    case at::kInt: *lo = std::numeric_limits<int32_t>::min();
+                   *hi = std::numeric_limits<int32_t>::max(); break;
+    case at::kLong: *lo = std::numeric_limits<int64_t>::min(); break;
+    default:
+      TORCH_CHECK(false, "random_ handles only integral, floating-point and "
+                  "boolean types, got ", t);
+  }
+}
+
 // [from, to_inc] must fit the dtype: the CPU's checks and messages.
 void check_random_bounds(int64_t from, int64_t to_inc, const at::Tensor& self) {
   const c10::ScalarType t = self.scalar_type();
@@ -659,22 +686,8 @@ void check_random_bounds(int64_t from, int64_t to_inc, const at::Tensor& self) {
     });
     return;
   }
-  int64_t lo = 0, hi = std::numeric_limits<int64_t>::max();
-  switch (t) {
-    case at::kBool: hi = 1; break;
-    case at::kByte: hi = 255; break;
-    case at::kUInt16: hi = 65535; break;
-    case at::kUInt32: hi = 4294967295LL; break;
-    case at::kUInt64: break;
-    case at::kChar: lo = -128; hi = 127; break;
-    case at::kShort: lo = -32768; hi = 32767; break;
-    case at::kInt: lo = std::numeric_limits<int32_t>::min();
-                   hi = std::numeric_limits<int32_t>::max(); break;
-    case at::kLong: lo = std::numeric_limits<int64_t>::min(); break;
-    default:
-      TORCH_CHECK(false, "random_ handles only integral, floating-point and "
-                  "boolean types, got ", t);
-  }
+  int64_t lo, hi;
+  integer_bounds(t, &lo, &hi);
   TORCH_CHECK(from >= lo && from <= hi, "from is out of bounds for ", self.dtype());
   TORCH_CHECK(to_inc >= lo && to_inc <= hi, "to - 1 is out of bounds for ", self.dtype());
 }
@@ -719,17 +732,9 @@ at::Tensor& random_from(at::Tensor& self, int64_t from,
                 "than or equal to 'to_inc' casted to dtype, but got from=", from,
                 " > to_inc=", to_inc);
   } else {  // [from, the dtype's max]
-    switch (t) {
-      case at::kBool: to_inc = 1; break;
-      case at::kByte: to_inc = 255; break;
-      case at::kUInt16: to_inc = 65535; break;
-      case at::kUInt32: to_inc = 4294967295LL; break;
-      case at::kChar: to_inc = 127; break;
-      case at::kShort: to_inc = 32767; break;
-      case at::kInt: to_inc = std::numeric_limits<int32_t>::max(); break;
-      case at::kUInt64: to_inc = -1; break;  // 2^64 - 1 does not fit: the CPU refuses
-      default: to_inc = std::numeric_limits<int64_t>::max(); break;
-    }
+    int64_t lo;
+    integer_bounds(t, &lo, &to_inc);
+    if (t == at::kUInt64) to_inc = -1;  // 2^64 - 1 as int64: the CPU refuses it
   }
   check_random_bounds(from, to_inc, self);
   if (self.numel() == 0) return self;

@@ -95,8 +95,7 @@ at::Tensor nansum_dims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool
 at::Tensor& nansum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                        std::optional<c10::ScalarType> dtype, at::Tensor& out) {
   at::Tensor r = nansum_dims(self, dim, keepdim, dtype);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return assign_result(out, r);
 }
 
 // ---------------------------------------------------------------- torch.equal
