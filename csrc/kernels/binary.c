@@ -7,101 +7,8 @@
 #include <stdatomic.h>
 
 #include "dtype.h"
-#include "mvec.h"
 #include "tnk.h"
 #include "vmath.h"
-
-#define OP_ADD(x, y, al) ((x) + (al) * (y))
-#define OP_SUB(x, y, al) ((x) - (al) * (y))
-#define OP_MUL(x, y, al) ((x) * (y))
-#define OP_DIV(x, y, al) ((x) / (y))
-/* maximum/minimum propagate NaN, as torch.maximum does */
-#define OP_MAXIMUM(x, y, al) ((x) != (x) ? (x) : (y) != (y) ? (y) : (x) > (y) ? (x) : (y))
-#define OP_MINIMUM(x, y, al) ((x) != (x) ? (x) : (y) != (y) ? (y) : (x) < (y) ? (x) : (y))
-
-/* activation backward, in the compute type C (float or double) */
-/* in the compute type: float math for fp32 and half types, double for fp64 */
-#define ERF_C(x) (sizeof(x) == sizeof(float) ? erff((float)(x)) : erf((double)(x)))
-#define EXP_C(x) (sizeof(x) == sizeof(float) ? expf((float)(x)) : exp((double)(x)))
-#define OP_GELU_BWD(g, x, al) \
-  ((g) * ((ctype_t)0.5 * (1 + ERF_C((x) * (ctype_t)0.7071067811865476)) + \
-          (x) * (ctype_t)0.3989422804014327 * EXP_C((ctype_t)-0.5 * (x) * (x))))
-#define OP_GELU_TANH_BWD(g, x, al) gelu_tanh_bwd((g), (x))
-#define OP_SILU_BWD(g, x, al) \
-  ((g) * (1 / (1 + EXP_C(-(x)))) * (1 + (x) * (1 - 1 / (1 + EXP_C(-(x))))))
-#define OP_SIGMOID_BWD(g, y, al) ((g) * (1 - (y)) * (y))
-#define OP_TANH_BWD(g, y, al) ((g) * (1 - (y) * (y)))
-#define OP_THRESHOLD_BWD(g, x, al) ((x) <= (al) ? 0 : (g))
-#define OP_LEAKY_RELU_BWD(g, x, al) ((x) > 0 ? (g) : (g) * (al))
-#define OP_HARDTANH_BWD(g, x, al) ((x) <= (al) || (x) >= beta ? 0 : (g))
-#define OP_HARDSWISH_BWD(g, x, al) \
-  ((x) < -3 ? 0 : (x) <= 3 ? (g) * ((x) / 3 + (ctype_t)0.5) : (g))
-#define OP_HARDSIGMOID_BWD(g, x, al) ((x) > -3 && (x) < 3 ? (g) * ((ctype_t)1 / 6) : 0)
-#define OP_MISH_BWD(g, x, al)                                      \
-  (sizeof(ctype_t) == sizeof(float) ? (ctype_t)mish_bwd_f((float)(g), (float)(x)) \
-                                    : (ctype_t)mish_bwd((g), (x)))
-/* ELU: al = alpha, beta = scale, gamma = input_scale; from the input or, for
- * the _RESULT form, from the output y (then exp(x * is) - 1 = y / (al*sc)) */
-#define OP_ELU_BWD(g, x, al) \
-  ((x) <= 0 ? (g) * gamma * ((al) * beta) * EXP_C((x) * gamma) : (g) * beta)
-#define OP_ELU_RESULT_BWD(g, y, al) \
-  ((y) <= 0 ? (g) * gamma * ((y) + (al) * beta) : (g) * beta)
-#define OP_LOGIT_BWD(g, x, al) logit_bwd((g), (x), (al))
-#define OP_ATAN2(x, y, al) \
-  (sizeof(x) == sizeof(float) ? atan2f((float)(x), (float)(y)) : atan2((double)(x), (double)(y)))
-#define LOG_C(x) (sizeof(x) == sizeof(float) ? logf((float)(x)) : log((double)(x)))
-#define OP_XLOGY(x, y, al) ((y) != (y) ? (y) : (x) == 0 ? 0 : (x) * LOG_C(y))
-
-static inline double gelu_tanh_bwd(double g, double x) {
-  const double k = 0.7978845608028654, c = 0.044715;
-  double inner = k * (x + c * x * x * x);
-  double t = tanh(inner);
-  double left = 0.5 * x, right = 1.0 + t;
-  double dinner = k * (1.0 + 3.0 * c * x * x);
-  return g * (0.5 * right + left * (1.0 - t * t) * dinner);
-}
-
-/* fp32 (and half types) in float math, which vectorises through mvec.h:
- * the double form ran 10x slower than PyTorch CPU */
-static inline float mish_bwd_f(float g, float x) {
-  float sig = 1.0f / (1.0f + expf(-x));
-  float tsp = tanhf(log1pf(expf(x)));
-  return g * (tsp + x * sig * (1.0f - tsp * tsp));
-}
-static inline double mish_bwd(double g, double x) {
-  double sig = 1.0 / (1.0 + exp(-x));
-  double tsp = tanh(log1p(exp(x)));
-  return g * (tsp + x * sig * (1.0 - tsp * tsp));
-}
-static inline double logit_bwd(double g, double x, double eps) {
-  if (eps < 0) return x < 0 || x > 1 ? NAN : g / (x * (1 - x));
-  return x < eps || x > 1 - eps ? 0 : g / (x * (1 - x));
-}
-
-/* Python's floor division and modulo on floats, as PyTorch computes them
- * (through fmod, so that a - b * floor_div(a, b) == remainder(a, b)). */
-static inline double floor_div_f(double a, double b, double al) {
-  (void)al;
-  if (b == 0) return a / b;
-  double mod = fmod(a, b), div = (a - mod) / b;
-  if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;
-  if (div == 0) return copysign(0.0, a / b);
-  double fl = floor(div);
-  return div - fl > 0.5 ? fl + 1 : fl;
-}
-static inline double trunc_div_f(double a, double b, double al) {
-  (void)al;
-  return trunc(a / b);
-}
-static inline double remainder_f(double a, double b, double al) {
-  (void)al;
-  double m = fmod(a, b);
-  return m != 0 && (b < 0) != (m < 0) ? m + b : m;
-}
-static inline double pow_f(double a, double b, double al) {
-  (void)al;
-  return pow(a, b);
-}
 
 #define IOP_ADD(x, y, al) ((int64_t)((uint64_t)(x) + (uint64_t)(al) * (uint64_t)(y)))
 #define IOP_SUB(x, y, al) ((int64_t)((uint64_t)(x) - (uint64_t)(al) * (uint64_t)(y)))
@@ -109,53 +16,7 @@ static inline double pow_f(double a, double b, double al) {
 #define IOP_MAXIMUM(x, y, al) ((x) > (y) ? (x) : (y))
 #define IOP_MINIMUM(x, y, al) ((x) < (y) ? (x) : (y))
 
-typedef int64_t (*loop_fn)(char *o, const char *a, const char *b, int64_t so,
-                        int64_t sa, int64_t sb, int64_t n, const double *al,
-                        int64_t ial);
-
-/* T: storage type, C: compute type, LOAD/STORE convert between them. */
-#define FLOAT_LOOP(NAME, OP, T, C, LOAD, STORE)                              \
-  TNK_VECTOR_CLONES static int64_t NAME(char *o, const char *a, const char *b,  \
-                                        int64_t so, int64_t sa, int64_t sb,     \
-                                        int64_t n, const double *al,            \
-                                        int64_t ial) {                          \
-    (void)ial;                                                               \
-    typedef C ctype_t __attribute__((unused)); /* compute type, for op macros */ \
-    C alpha = (C)al[0], beta = (C)al[1], gamma = (C)al[2];                   \
-    const int ks = (int)al[4]; /* operand given at compute precision */      \
-    const C kv = (C)al[3];                                                   \
-    (void)alpha;                                                             \
-    (void)beta;                                                              \
-    (void)gamma;                                                             \
-    if (so == sizeof(T) && sa == sizeof(T) && sb == sizeof(T)) {             \
-      T *restrict po = (T *)o;                                               \
-      const T *restrict pa = (const T *)a, *restrict pb = (const T *)b;      \
-      for (int64_t i = 0; i < n; i++)                                        \
-        po[i] = STORE(OP((C)LOAD(pa[i]), (C)LOAD(pb[i]), alpha));            \
-      return 0;                                                              \
-    }                                                                        \
-    if (so == sizeof(T) && (sa == 0) != (sb == 0) &&                         \
-        (sa == sizeof(T) || sb == sizeof(T))) { /* one scalar operand */     \
-      T *restrict po = (T *)o;                                               \
-      T sv;                                                                  \
-      memcpy(&sv, sa == 0 ? a : b, sizeof sv);                               \
-      const C k = ks ? kv : (C)LOAD(sv);                                     \
-      const T *restrict pv = (const T *)(sa == 0 ? b : a);                   \
-      if (sa == 0)                                                           \
-        for (int64_t i = 0; i < n; i++) po[i] = STORE(OP(k, (C)LOAD(pv[i]), alpha)); \
-      else                                                                   \
-        for (int64_t i = 0; i < n; i++) po[i] = STORE(OP((C)LOAD(pv[i]), k, alpha)); \
-      return 0;                                                              \
-    }                                                                        \
-    for (int64_t i = 0; i < n; i++) {                                        \
-      T x, y;                                                                \
-      memcpy(&x, a + i * sa, sizeof x);                                      \
-      memcpy(&y, b + i * sb, sizeof y);                                      \
-      T r = STORE(OP(ks == 1 ? kv : (C)LOAD(x), ks == 2 ? kv : (C)LOAD(y), alpha)); \
-      memcpy(o + i * so, &r, sizeof r);                                      \
-    }                                                                        \
-    return 0;                                                                \
-  }
+typedef tnk_bloop_fn loop_fn;
 
 #define ID(x) (x)
 #define F32_OF_BF16(x) tnk_bf16_to_f32(x)
@@ -178,37 +39,6 @@ typedef int64_t (*loop_fn)(char *o, const char *a, const char *b, int64_t so,
     return 0;                                                                \
   }
 
-#define FLOAT_OPS(OPN, OP)                                                   \
-  FLOAT_LOOP(f32_##OPN, OP, float, float, ID, ID)                            \
-  FLOAT_LOOP(f64_##OPN, OP, double, double, ID, ID)                          \
-  FLOAT_LOOP(bf16_##OPN, OP, uint16_t, float, F32_OF_BF16, BF16_OF_F32)      \
-  FLOAT_LOOP(f16_##OPN, OP, uint16_t, float, F32_OF_F16, F16_OF_F32)
-FLOAT_OPS(add, OP_ADD)
-FLOAT_OPS(sub, OP_SUB)
-FLOAT_OPS(mul, OP_MUL)
-FLOAT_OPS(div, OP_DIV)
-FLOAT_OPS(maximum, OP_MAXIMUM)
-FLOAT_OPS(minimum, OP_MINIMUM)
-FLOAT_OPS(floordiv, floor_div_f)
-FLOAT_OPS(truncdiv, trunc_div_f)
-FLOAT_OPS(remainder, remainder_f)
-FLOAT_OPS(pow, pow_f)
-FLOAT_OPS(gelu_bwd, OP_GELU_BWD)
-FLOAT_OPS(gelu_tanh_bwd, OP_GELU_TANH_BWD)
-FLOAT_OPS(silu_bwd, OP_SILU_BWD)
-FLOAT_OPS(sigmoid_bwd, OP_SIGMOID_BWD)
-FLOAT_OPS(tanh_bwd, OP_TANH_BWD)
-FLOAT_OPS(threshold_bwd, OP_THRESHOLD_BWD)
-FLOAT_OPS(leaky_relu_bwd, OP_LEAKY_RELU_BWD)
-FLOAT_OPS(hardtanh_bwd, OP_HARDTANH_BWD)
-FLOAT_OPS(hardswish_bwd, OP_HARDSWISH_BWD)
-FLOAT_OPS(hardsigmoid_bwd, OP_HARDSIGMOID_BWD)
-FLOAT_OPS(mish_bwd, OP_MISH_BWD)
-FLOAT_OPS(elu_bwd, OP_ELU_BWD)
-FLOAT_OPS(elu_result_bwd, OP_ELU_RESULT_BWD)
-FLOAT_OPS(logit_bwd, OP_LOGIT_BWD)
-FLOAT_OPS(atan2, OP_ATAN2)
-FLOAT_OPS(xlogy, OP_XLOGY)
 
 /* Integer floor/trunc division and remainder; a zero divisor is counted
  * (reported as a fault by the caller) and gives 0. */
@@ -384,32 +214,22 @@ CPLX_OPS(sub, C_SUB)
 CPLX_OPS(mul, C_MUL)
 CPLX_OPS(div, C_DIV)
 
+/* The floating loops of the arithmetic ops are per variant in the kernel
+ * configuration (eltwise_loops.h); this table holds the rest. */
 #define ROW(OPN, DIVF)                                                       \
   {[TNK_BOOL] = DIVF, [TNK_U8] = u8_##OPN, [TNK_I8] = i8_##OPN, [TNK_I16] = i16_##OPN,          \
-   [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN, [TNK_F16] = f16_##OPN,      \
-   [TNK_BF16] = bf16_##OPN, [TNK_F32] = f32_##OPN, [TNK_F64] = f64_##OPN}
+   [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN}
 #define CPLX(OPN) , [TNK_C64] = c64_##OPN, [TNK_C128] = c128_##OPN
 #define ROWC(OPN, DIVF)                                                      \
   {[TNK_BOOL] = DIVF, [TNK_U8] = u8_##OPN, [TNK_I8] = i8_##OPN, [TNK_I16] = i16_##OPN,          \
-   [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN, [TNK_F16] = f16_##OPN,      \
-   [TNK_BF16] = bf16_##OPN, [TNK_F32] = f32_##OPN, [TNK_F64] = f64_##OPN CPLX(OPN)}
+   [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN CPLX(OPN)}
 static const loop_fn k_loops[TNK_BINARY_OP_COUNT][TNK_DTYPE_COUNT] = {
     [TNK_ADD] = ROWC(add, bool_add),
     [TNK_SUB] = ROWC(sub, 0),
     [TNK_MUL] = ROWC(mul, bool_mul),
-    [TNK_DIV] = {[TNK_F16] = f16_div, [TNK_BF16] = bf16_div,
-                 [TNK_F32] = f32_div, [TNK_F64] = f64_div CPLX(div)},
+    [TNK_DIV] = {[TNK_C64] = c64_div, [TNK_C128] = c128_div},
     [TNK_MAXIMUM] = ROW(maximum, bool_maximum),
     [TNK_MINIMUM] = ROW(minimum, bool_minimum),
-#define FROW(OPN)                                                            \
-  {[TNK_F16] = f16_##OPN, [TNK_BF16] = bf16_##OPN, [TNK_F32] = f32_##OPN,    \
-   [TNK_F64] = f64_##OPN}
-    [TNK_GELU_BWD] = FROW(gelu_bwd),
-    [TNK_GELU_TANH_BWD] = FROW(gelu_tanh_bwd),
-    [TNK_SILU_BWD] = FROW(silu_bwd),
-    [TNK_SIGMOID_BWD] = FROW(sigmoid_bwd),
-    [TNK_TANH_BWD] = FROW(tanh_bwd),
-    [TNK_THRESHOLD_BWD] = FROW(threshold_bwd),
 #define CROW(OPN)                                                            \
   {[TNK_BOOL] = bool_##OPN, [TNK_U8] = u8_##OPN, [TNK_I8] = i8_##OPN,        \
    [TNK_I16] = i16_##OPN, [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN,      \
@@ -426,22 +246,15 @@ static const loop_fn k_loops[TNK_BINARY_OP_COUNT][TNK_DTYPE_COUNT] = {
     [TNK_TRUNCDIV] = ROW(truncdiv, 0),
     [TNK_REMAINDER] = ROW(remainder, 0),
     [TNK_POW] = ROW(pow, 0),
-    [TNK_LEAKY_RELU_BWD] = FROW(leaky_relu_bwd),
-    [TNK_HARDTANH_BWD] = FROW(hardtanh_bwd),
-    [TNK_HARDSWISH_BWD] = FROW(hardswish_bwd),
-    [TNK_HARDSIGMOID_BWD] = FROW(hardsigmoid_bwd),
-    [TNK_MISH_BWD] = FROW(mish_bwd),
-    [TNK_ELU_BWD] = FROW(elu_bwd),
-    [TNK_ELU_RESULT_BWD] = FROW(elu_result_bwd),
-    [TNK_LOGIT_BWD] = FROW(logit_bwd),
-    [TNK_ATAN2] = FROW(atan2),
-    [TNK_XLOGY] = FROW(xlogy),
 };
 
-int tnk_binary_supported(int op, int dtype) {
-  return op >= 0 && op < TNK_BINARY_OP_COUNT && dtype >= 0 &&
-         dtype < TNK_DTYPE_COUNT && k_loops[op][dtype] != NULL;
+static loop_fn find_loop(int op, int dtype) {
+  if (op < 0 || op >= TNK_BINARY_OP_COUNT || dtype < 0 || dtype >= TNK_DTYPE_COUNT) return NULL;
+  loop_fn f = tnk_config()->loops->binary[op][dtype];
+  return f ? f : k_loops[op][dtype];
 }
+
+int tnk_binary_supported(int op, int dtype) { return find_loop(op, dtype) != NULL; }
 
 typedef struct bin_ctx {
   tnk_shape_t shape;
@@ -502,7 +315,7 @@ void tnk_binary(const tnk_binary_args_t *a) {
     c.shape.sizes[0] = 1;
     for (int v = 0; v < 3; v++) c.v[v].strides[0] = 0;
   }
-  c.fn = k_loops[a->op][a->dtype];
+  c.fn = find_loop(a->op, a->dtype);
   c.esz = (int64_t)tnk_dtype_size(a->dtype);
   c.oesz = a->op >= TNK_EQ && a->op <= TNK_GE ? 1 : c.esz;
   c.alpha[0] = a->alpha;

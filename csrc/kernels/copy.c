@@ -64,7 +64,7 @@ static void copy_inner(const copy_ctx_t *c, char *d, const char *s,
   int64_t ds = c->dst.strides[c->shape.ndim - 1] * (int64_t)c->dsz;
   int64_t ss = c->src.strides[c->shape.ndim - 1] * (int64_t)c->ssz;
   if (c->same && ds == (int64_t)c->dsz && ss == ds) {
-    if (c->stream) tnk_vcopy_stream_avx512(d, s, n * (int64_t)c->dsz);
+    if (c->stream) TNK_VM->copy_stream(d, s, n * (int64_t)c->dsz);
     else memcpy(d, s, (size_t)n * c->dsz);
   }
   else
@@ -109,7 +109,7 @@ void tnk_copy(const tnk_copy_args_t *a) {
   c.ssz = tnk_dtype_size(c.src.dtype);
   c.fn = k_cvt[c.src.dtype][c.dst.dtype];
   c.same = c.src.dtype == c.dst.dtype;
-  c.stream = c.same && tnk_isa() >= TNK_ISA_AVX512 && n * (int64_t)c.dsz > TNK_STREAM_BYTES;
+  c.stream = c.same && TNK_VM->copy_stream && n * (int64_t)c.dsz > TNK_STREAM_BYTES;
   int64_t inner = c.shape.sizes[c.shape.ndim - 1];
   if (c.shape.ndim == 1)
     tnk_parallel_for(inner, 1 << 16, copy_chunks, &c);

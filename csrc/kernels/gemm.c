@@ -8,17 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "dtype.h"
-#include "gemm_ukernels.h"
 #include "tnk.h"
 
-#ifndef MC
-#define MC 144  /* most rows of A per packed block (multiple of 6 and 12) */
-#endif
-#ifndef KC
-#define KC 512  /* depth per packed block */
-#endif
-#define NC 2048 /* columns of B per packed panel */
+/* The micro-kernels, their tiles and the blocking sizes come from the
+ * kernel configuration (config.h, tnk_gemm_config_t: mc rows of A per
+ * packed block, kc depth per packed block, nc columns of B per panel). */
+typedef tnk_gemm_config_t ukernel_desc_t;
 
 int tnk_gemm_supported(int dtype) {
   return dtype == TNK_F32 || dtype == TNK_F64 || dtype == TNK_BF16 ||
@@ -84,11 +81,6 @@ static void gemm_reference(const tnk_gemm_args_t *g) {
 
 /* ---- packed fp32 path ------------------------------------------------------- */
 
-typedef struct ukernel_desc {
-  int mr, nr;
-  tnk_ukernel_fn fn;
-} ukernel_desc_t;
-
 /* fp32 views of A and B for one batch (converted if the dtype is narrower). */
 typedef struct f32_problem {
   int64_t m, n, k;
@@ -144,10 +136,10 @@ static void run_tile(const f32_problem_t *p, const ukernel_desc_t *uk,
                h == uk->mr && w == uk->nr && (accumulate || p->beta == 0.0f || p->beta == 1.0f);
   if (direct) {
     float *c = (float *)p->c + i0 * p->sc_r + j0;
-    uk->fn(kc, a, a_rs, a_cs, b, b_rs, c, p->sc_r, accumulate || p->beta == 1.0f);
+    uk->f32(kc, a, a_rs, a_cs, b, b_rs, c, p->sc_r, accumulate || p->beta == 1.0f);
     return;
   }
-  uk->fn(kc, a, a_rs, a_cs, b, b_rs, acc, uk->nr, 0);
+  uk->f32(kc, a, a_rs, a_cs, b, b_rs, acc, uk->nr, 0);
   store_tile(p, acc, uk->nr, i0, j0, h, w, accumulate);
 }
 
@@ -272,12 +264,12 @@ static void macro_blocks(void *vp, int64_t begin, int64_t end) {
   free(apack);
 }
 
-/* Rows per A block: at most MC, a multiple of mr, and a block count that
+/* Rows per A block: at most mcmax, a multiple of mr, and a block count that
  * is a multiple of the thread count so the static split is even. */
-static int64_t block_rows(int64_t m, int mr) {
+static int64_t block_rows(int64_t m, int mr, int64_t mcmax) {
   int64_t t = tnk_num_threads(), micro = (m + mr - 1) / mr;
   int64_t per_thread = (micro + t - 1) / t;              /* micro-panels */
-  int64_t rounds = (per_thread * mr + MC - 1) / MC;      /* blocks per thread */
+  int64_t rounds = (per_thread * mr + mcmax - 1) / mcmax;      /* blocks per thread */
   int64_t blocks = rounds * t;
   return (micro + blocks - 1) / blocks * mr;
 }
@@ -331,9 +323,10 @@ static void gemm_packed(const f32_problem_t *p, const ukernel_desc_t *uk) {
 }
 
 static void gemm_packed_shared(const f32_problem_t *p, const ukernel_desc_t *uk) {
-  int64_t mcb = block_rows(p->m, uk->mr);
+  int64_t mcb = block_rows(p->m, uk->mr, uk->mc);
   /* sized for this problem: small GEMMs (attention tiles) must not pay
-   * for a full KC x NC panel */
+   * for a full kc x nc panel */
+  const int64_t KC = uk->kc, NC = uk->nc;
   int64_t kcmax = p->k < KC ? p->k : KC, ncmax = p->n < NC ? p->n : NC;
   ncmax = (ncmax + uk->nr - 1) / uk->nr * uk->nr;
   float *bpack = alloc_floats(kcmax * ncmax + 64);
@@ -390,7 +383,6 @@ static void gemm_small(const f32_problem_t *p, const ukernel_desc_t *uk) {
  * (an odd k pads the last pair with 0); vdpbf16ps multiplies two pairs per
  * lane and accumulates in fp32, twice the fp32 FMA rate. Tiles go through
  * store_tile (alpha, beta, accumulation over k blocks, the bf16 rounding). */
-#define KCB 1024 /* depth per packed block: bf16 panels are half the bytes */
 
 static inline uint32_t bf16_pair(const uint16_t *s, int64_t step, int has_second) {
   return (uint32_t)s[0] | (has_second ? (uint32_t)s[step] << 16 : 0u);
@@ -436,6 +428,7 @@ static void pack_a_bf16(const f32_problem_t *p, int64_t ic, int64_t mc, int64_t 
 
 typedef struct macro16_ctx {
   const f32_problem_t *p;
+  const ukernel_desc_t *uk;
   const uint32_t *bpack;
   int64_t pc, kc, jc, nc, mc;
 } macro16_ctx_t;
@@ -459,11 +452,11 @@ static void macro_blocks_bf16(void *vp, int64_t begin, int64_t end) {
         if (direct) { /* full tile, C = A B in bf16: rounded straight into C */
           uint16_t *o = (uint16_t *)p->c + (ic + i0) * p->sc_r + c->jc + j0;
           if (h == 12 && w == 32) {
-            tnk_ukernel_bf16_avx512_12x32(kp, apack + i0 * kp, c->bpack + j0 * kp, o, p->sc_r, 2);
+            c->uk->bf16(kp, apack + i0 * kp, c->bpack + j0 * kp, o, p->sc_r, 2);
             continue;
           }
         }
-        tnk_ukernel_bf16_avx512_12x32(kp, apack + i0 * kp, c->bpack + j0 * kp, acc, 32, 0);
+        c->uk->bf16(kp, apack + i0 * kp, c->bpack + j0 * kp, acc, 32, 0);
         store_tile(p, acc, 32, ic + i0, c->jc + j0, h, w, c->pc > 0);
       }
     }
@@ -471,13 +464,13 @@ static void macro_blocks_bf16(void *vp, int64_t begin, int64_t end) {
   free(apack);
 }
 
-static void gemm_packed_bf16_blocks(const f32_problem_t *p);
+static void gemm_packed_bf16_blocks(const f32_problem_t *p, const ukernel_desc_t *uk);
 
 /* Depths over one packed block accumulate in an fp32 copy of the product
  * (bf16 C would round after every block), then C = alpha T + beta C once. */
-static void gemm_packed_bf16(const f32_problem_t *p) {
-  if (p->k <= KCB) {
-    gemm_packed_bf16_blocks(p);
+static void gemm_packed_bf16(const f32_problem_t *p, const ukernel_desc_t *uk) {
+  if (p->k <= uk->bf16_kc) {
+    gemm_packed_bf16_blocks(p, uk);
     return;
   }
   float *t = alloc_floats(p->m * p->n);
@@ -489,20 +482,20 @@ static void gemm_packed_bf16(const f32_problem_t *p) {
   q.dtype = TNK_F32;
   q.alpha = 1.0f;
   q.beta = 0.0f;
-  gemm_packed_bf16_blocks(&q);
+  gemm_packed_bf16_blocks(&q, uk);
   for (int64_t i = 0; i < p->m; i++) store_tile(p, t + i * p->n, (int)p->n, i, 0, 1, p->n, 0);
   free(t);
 }
 
 static void gemm_packed_bf16_shared(const f32_problem_t *p, const ukernel_desc_t *uk);
 
-static void gemm_packed_bf16_blocks(const f32_problem_t *p) {
-  if (!gemm_colsplit(p, NULL, 32, gemm_packed_bf16_shared)) gemm_packed_bf16_shared(p, NULL);
+static void gemm_packed_bf16_blocks(const f32_problem_t *p, const ukernel_desc_t *uk) {
+  if (!gemm_colsplit(p, uk, 32, gemm_packed_bf16_shared)) gemm_packed_bf16_shared(p, uk);
 }
 
 static void gemm_packed_bf16_shared(const f32_problem_t *p, const ukernel_desc_t *uk) {
-  (void)uk;
-  int64_t mcb = block_rows(p->m, 12);
+  const int64_t KCB = uk->bf16_kc, NC = uk->nc;
+  int64_t mcb = block_rows(p->m, 12, uk->mc);
   int64_t kcmax = p->k < KCB ? p->k : KCB, ncmax = p->n < NC ? p->n : NC;
   ncmax = (ncmax + 31) / 32 * 32;
   int64_t kpmax = (kcmax + 1) / 2;
@@ -514,7 +507,7 @@ static void gemm_packed_bf16_shared(const f32_problem_t *p, const ukernel_desc_t
       int64_t kc = p->k - pc < KCB ? p->k - pc : KCB;
       pack_b16_ctx_t b = {p, pc, kc, jc, nc, bpack};
       tnk_parallel_for((nc + 31) / 32, 4, pack_b_bf16_panels, &b);
-      macro16_ctx_t c = {p, bpack, pc, kc, jc, nc, mcb};
+      macro16_ctx_t c = {p, uk, bpack, pc, kc, jc, nc, mcb};
       tnk_parallel_for((p->m + mcb - 1) / mcb, 1, macro_blocks_bf16, &c);
     }
   }
@@ -525,7 +518,7 @@ static void gemm_packed_bf16_shared(const f32_problem_t *p, const ukernel_desc_t
 
 typedef struct gemv_ctx {
   const f32_problem_t *p;
-  int isa;
+  tnk_dot_rows_fn dot_rows;
 } gemv_ctx_t;
 
 /* Columns [begin, end) of C for every row of A: dot products of A rows with
@@ -538,48 +531,27 @@ static void gemv_cols(void *vp, int64_t begin, int64_t end) {
     const float *x = p->a + i * p->sa_r;
     for (int64_t j0 = begin; j0 < end; j0 += 256) {
       int64_t w = end - j0 < 256 ? end - j0 : 256;
-      const float *bcol = p->b + j0 * p->sb_c;
-      if (c->isa == TNK_ISA_AVX512)
-        tnk_dot_rows_f32_avx512(p->k, x, bcol, p->sb_c, w, tmp);
-      else
-        tnk_dot_rows_f32_avx2(p->k, x, bcol, p->sb_c, w, tmp);
+      c->dot_rows(p->k, x, p->b + j0 * p->sb_c, p->sb_c, w, tmp);
       store_tile(p, tmp, (int)w, i, j0, 1, w, 0);
     }
   }
 }
 
-static int gemv_applies(const f32_problem_t *p, int isa) {
-  return (isa == TNK_ISA_AVX512 || isa == TNK_ISA_AVX2) && p->m <= 4 &&
-         p->sa_c == 1 && p->sb_r == 1 && p->dtype == TNK_F32;
+static int gemv_applies(const f32_problem_t *p, const ukernel_desc_t *uk) {
+  return uk->dot_rows && p->m <= 4 && p->sa_c == 1 && p->sb_r == 1 && p->dtype == TNK_F32;
 }
 
-static void gemm_gemv(const f32_problem_t *p, int isa) {
-  gemv_ctx_t c = {p, isa};
+static void gemm_gemv(const f32_problem_t *p, const ukernel_desc_t *uk) {
+  gemv_ctx_t c = {p, uk->dot_rows};
   int64_t grain = 32768 / (p->k > 0 ? p->k : 1);
   tnk_parallel_for(p->n, grain > 16 ? grain : 16, gemv_cols, &c);
 }
 
-static int select_ukernel(int isa, ukernel_desc_t *out) {
-#if defined(__x86_64__)
-  if (isa == TNK_ISA_AVX512) {
-    *out = (ukernel_desc_t){12, 32, tnk_ukernel_f32_avx512_12x32};
-    return 1;
-  }
-  if (isa == TNK_ISA_AVX2) {
-    *out = (ukernel_desc_t){6, 16, tnk_ukernel_f32_avx2_6x16};
-    return 1;
-  }
-#endif
-  (void)isa;
-  (void)out;
-  return 0;
-}
-
-void tnk_gemm_isa(const tnk_gemm_args_t *g, int isa) {
+void tnk_gemm_with(const tnk_config_t *cfg, const tnk_gemm_args_t *g) {
   if (!tnk_gemm_supported(g->dtype) || g->m <= 0 || g->n <= 0 || g->batch <= 0)
     return;
-  ukernel_desc_t uk;
-  if (g->dtype == TNK_F64 || !select_ukernel(isa, &uk) || g->k == 0) {
+  const ukernel_desc_t *uk = &cfg->gemm;
+  if (g->dtype == TNK_F64 || !uk->f32 || g->k == 0) {
     gemm_reference(g);
     return;
   }
@@ -598,20 +570,19 @@ void tnk_gemm_isa(const tnk_gemm_args_t *g, int isa) {
     } else { /* bf16/fp16: bf16 dot products, or converted to fp32 while packing */
       p.a16 = (const uint16_t *)g->a + bi * g->sa_b;
       p.b16 = (const uint16_t *)g->b + bi * g->sb_b;
-      if (g->dtype == TNK_BF16 && isa == TNK_ISA_AVX512 &&
-          (tnk_cpu_features() & TNK_FEAT_AVX512BF16))
-        gemm_packed_bf16(&p);
+      if (g->dtype == TNK_BF16 && uk->bf16)
+        gemm_packed_bf16(&p, uk);
       else
-        gemm_packed(&p, &uk);
+        gemm_packed(&p, uk);
       continue;
     }
-    if (gemv_applies(&p, isa))
-      gemm_gemv(&p, isa);
-    else if (p.sb_c == 1 && p.m * p.n * p.k <= 128 * 128 * 128 && p.n >= uk.nr)
-      gemm_small(&p, &uk);
+    if (gemv_applies(&p, uk))
+      gemm_gemv(&p, uk);
+    else if (p.sb_c == 1 && p.m * p.n * p.k <= 128 * 128 * 128 && p.n >= uk->nr)
+      gemm_small(&p, uk);
     else
-      gemm_packed(&p, &uk);
+      gemm_packed(&p, uk);
   }
 }
 
-void tnk_gemm(const tnk_gemm_args_t *g) { tnk_gemm_isa(g, tnk_isa()); }
+void tnk_gemm(const tnk_gemm_args_t *g) { tnk_gemm_with(tnk_config(), g); }

@@ -21,8 +21,8 @@ static void ln_forward_rows(void *p, int64_t begin, int64_t end) {
      * 64-byte lines per row, pipelined (next row's loads under this row's
      * stores) */
     int stream = a->rows * a->n * 4 > TNK_STREAM_BYTES;
-    if (stream && tnk_vrows_pipelined_ok(a->y, a->n)) {
-      tnk_vlayer_norm_rows_stream_f32_avx512(
+    if (stream && TNK_VM->layer_norm_rows_stream && tnk_vrows_pipelined_ok(a->y, a->n)) {
+      TNK_VM->layer_norm_rows_stream(
           (const float *)a->x + begin * a->n, (float *)a->y + begin * a->n, end - begin, a->n,
           (float)a->eps, a->w, a->b, (float *)a->mean + begin, (float *)a->rstd + begin);
       return;

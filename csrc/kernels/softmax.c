@@ -31,7 +31,7 @@ static void softmax_rows_f32(const tnk_softmax_args_t *a, int64_t begin,
     if (tnk_vrows_pipelined_ok(a->out, n)) {
       scratch = aligned_alloc(64, sizeof(float) * (size_t)(2 * n));
       if (scratch) {
-        tnk_vsoftmax_rows_stream_f32_avx512((const float *)a->in + begin * n,
+        TNK_VM->softmax_rows_stream((const float *)a->in + begin * n,
                                             (float *)a->out + begin * n, end - begin, n,
                                             scratch);
         free(scratch);

@@ -719,8 +719,10 @@ typedef struct tnk_gemm_args {
 } tnk_gemm_args_t;
 int tnk_gemm_supported(int dtype);
 void tnk_gemm(const tnk_gemm_args_t *args);
-/* Same, forcing a given ISA variant (TNK_ISA_*); for tests and benchmarks. */
-void tnk_gemm_isa(const tnk_gemm_args_t *args, int isa);
+/* Same with a given kernel configuration (config.h, tnk_config_for_isa):
+ * for the tests, which run every variant against the reference. */
+struct tnk_config;
+void tnk_gemm_with(const struct tnk_config *cfg, const tnk_gemm_args_t *args);
 
 #ifdef __cplusplus
 }

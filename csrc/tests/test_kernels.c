@@ -1,6 +1,7 @@
 /* Tests of the kernel library against independent references. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "config.h"
 #include "tnk.h"
 #include "vmath.h"
 #include "dtype.h"
@@ -381,16 +382,12 @@ static void test_vmath(void) {
     }
     CHECK(bad == 0);
   }
-  int f = tnk_cpu_features();
-  if (f & TNK_ISA_AVX2) {
-    check_vmath(tnk_vexp_sum_f32_avx2, tnk_vsigmoid_f32_avx2, tnk_vsilu_bwd_f32_avx2);
-    check_vexp_bounded(tnk_vexp_bounded_sum_f32_avx2);
-    check_vgelu(tnk_vgelu_f32_avx2, tnk_vgelu_bwd_f32_avx2);
-  }
-  if (f & TNK_ISA_AVX512) {
-    check_vmath(tnk_vexp_sum_f32_avx512, tnk_vsigmoid_f32_avx512, tnk_vsilu_bwd_f32_avx512);
-    check_vexp_bounded(tnk_vexp_bounded_sum_f32_avx512);
-    check_vgelu(tnk_vgelu_f32_avx512, tnk_vgelu_bwd_f32_avx512);
+  for (int isa = TNK_ISA_AVX2; isa <= TNK_ISA_AVX512; isa++) {
+    tnk_config_t c;
+    if (tnk_config_for_isa(isa, &c) != 0) continue;
+    check_vmath(c.vmath.exp_sum, c.vmath.sigmoid, c.vmath.silu_bwd);
+    check_vexp_bounded(c.vmath.exp_bounded_sum);
+    check_vgelu(c.vmath.gelu, c.vmath.gelu_bwd);
   }
 }
 
@@ -515,7 +512,9 @@ static void test_gemm_variants(void) {
                                       {130, 257, 40}, {1, 300, 260}, {3, 50, 37},
                                       {4, 600, 64}, {37, 45, 531},
                                       {300, 700, 37}, {260, 530, 600}}; /* column split */
-  int isas[3] = {TNK_ISA_REFERENCE, TNK_ISA_AVX2, TNK_ISA_AVX512};
+  tnk_config_t cfg[3];
+  int have[3];
+  for (int v = 0; v < 3; v++) have[v] = tnk_config_for_isa(v, &cfg[v]) == 0;
   int bad = 0;
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
@@ -533,13 +532,13 @@ static void test_gemm_variants(void) {
       for (int64_t i = 0; i < m * n; i++) C0[i] = (float)(i % 3);
       memcpy(C1, C0, sizeof(float) * m * n);
       g.c = C0;
-      tnk_gemm_isa(&g, TNK_ISA_REFERENCE);
+      tnk_gemm_with(&cfg[0], &g);
       for (int v = 1; v < 3; v++) {
-        if (!(tnk_cpu_features() & isas[v])) continue;
+        if (!have[v]) continue;
         float *Cv = malloc(sizeof(float) * m * n);
         memcpy(Cv, C1, sizeof(float) * m * n);
         g.c = Cv;
-        tnk_gemm_isa(&g, isas[v]);
+        tnk_gemm_with(&cfg[v], &g);
         for (int64_t i = 0; i < m * n; i++)
           if (fabsf(Cv[i] - C0[i]) > 1e-4f * (1.0f + fabsf(C0[i]))) bad++;
         free(Cv);
@@ -896,6 +895,13 @@ static void test_resample_cubic(void) {
   CHECK(fabs(sg - sb) < 1e-4);
 }
 
+/* The AVX-512 configuration (the callers return early without AVX-512). */
+static const tnk_config_t *avx512_cfg(void) {
+  static tnk_config_t c;
+  tnk_config_for_isa(TNK_ISA_AVX512, &c);
+  return &c;
+}
+
 /* The pipelined AVX-512 softmax against a double-precision reference:
  * rows of 48, one with a NaN (all NaN out), one all -inf (NaN, as CPU's),
  * one with -inf entries (exact zeros) and large values. */
@@ -910,7 +916,7 @@ static void test_softmax_pipelined(void) {
   x[3 * N + 0] = -INFINITY;
   x[3 * N + 7] = 80.0f;
   x[4 * N + 3] = 1e30f;
-  tnk_vsoftmax_rows_stream_f32_avx512(x, y, R, N, scratch);
+  avx512_cfg()->vmath.softmax_rows_stream(x, y, R, N, scratch);
   int bad = 0;
   for (int r = 0; r < R; r++) {
     double mx = -INFINITY, sum = 0;
@@ -1010,7 +1016,7 @@ static void test_layer_norm_pipelined(void) {
   for (int k = 0; k < N; k++) { w[k] = 0.5f + 0.01f * (float)k; b[k] = (float)(k % 3) - 1.0f; }
   int bad = 0;
   for (int affine = 0; affine < 2; affine++) {
-    tnk_vlayer_norm_rows_stream_f32_avx512(x, y, R, N, 1e-5f, affine ? w : NULL, affine ? b : NULL,
+    avx512_cfg()->vmath.layer_norm_rows_stream(x, y, R, N, 1e-5f, affine ? w : NULL, affine ? b : NULL,
                                            mean, rstd);
     for (int r = 0; r < R; r++) {
       double mu = 0, var = 0;
@@ -1041,7 +1047,7 @@ static void test_copy_stream(void) {
   for (int off = 0; off < 64; off += 7)
     for (int len = 0; len < B - 64; len += 61) {
       memset(dst, 0xEE, B + 64);
-      tnk_vcopy_stream_avx512(dst + off, src + (off * 3) % 64, len);
+      avx512_cfg()->vmath.copy_stream(dst + off, src + (off * 3) % 64, len);
       bad += memcmp(dst + off, src + (off * 3) % 64, (size_t)len) != 0;
       for (int i = 0; i < off; i++) bad += dst[i] != 0xEE;
       for (int i = off + len; i < B + 64; i++) bad += dst[i] != 0xEE;
@@ -1103,14 +1109,15 @@ static void test_gemm_bf16_variants(void) {
       }
       g.sa_r = trans & 1 ? 1 : k; g.sa_c = trans & 1 ? m : 1;
       g.sb_r = trans & 2 ? 1 : n; g.sb_c = trans & 2 ? k : 1;
-      tnk_gemm_isa(&g, TNK_ISA_REFERENCE);
-      const int isas[2] = {TNK_ISA_AVX2, TNK_ISA_AVX512};
-      for (int v = 0; v < 2; v++) {
-        if (!(tnk_cpu_features() & isas[v])) continue;
+      tnk_config_t ref, cv;
+      tnk_config_for_isa(TNK_ISA_REFERENCE, &ref);
+      tnk_gemm_with(&ref, &g);
+      for (int isa = TNK_ISA_AVX2; isa <= TNK_ISA_AVX512; isa++) {
+        if (tnk_config_for_isa(isa, &cv) != 0) continue;
         uint16_t *Cv = malloc(2 * m * n);
         memcpy(Cv, C1, 2 * m * n);
         g.c = Cv;
-        tnk_gemm_isa(&g, isas[v]);
+        tnk_gemm_with(&cv, &g);
         for (int64_t i = 0; i < m * n; i++) {
           float got = tnk_bf16_to_f32(Cv[i]), want = tnk_bf16_to_f32(C0[i]);
           /* sums of up to 1101 terms of size ~2: a few bf16 ulps of the
@@ -1165,6 +1172,123 @@ static void test_trsm(void) {
   CHECK(!tnk_trsm_supported(TNK_BF16));
 }
 
+/* Every entry of every variant's configuration against the reference
+ * configuration's entry (config.h): the element-wise loops of every
+ * (op, dtype) contiguous and strided, on values in [-4, 4] and the special
+ * values; the vector row math; GEMM is test_gemm_variants. Tolerance: the
+ * vector libm (libmvec) is within 4 ulp of libm, and a half type may round
+ * that difference to one of its own ulps. */
+static int close_enough(double got, double want, int dtype) {
+  if (got != got || want != want) return (got != got) == (want != want);
+  if (got == want) return 1;
+  double rel = dtype == TNK_F64 ? 1e-13 : dtype == TNK_F32 ? 4e-6 : dtype == TNK_BF16 ? 1.6e-2 : 2e-3;
+  /* absolute at the scale of 1: ops like GELU's backward cancel terms of
+   * size ~1, where a last-ulp difference of erff is not relative to the result */
+  return fabs(got - want) <= rel * (fabs(want) + (dtype == TNK_F64 ? 1e-3 : 1.0));
+}
+
+enum { VN = 53 };
+static void variant_inputs(int dtype, char *buf, int64_t stride, int seed) {
+  static const double specials[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1e-30, 60.0, -60.0, 1.0, -1.0};
+  for (int i = 0; i < VN; i++) {
+    double v = i < 10 ? specials[(i + seed) % 10] : ((i * 37 + seed * 11) % 97) / 12.0 - 4.0;
+    tnk_stf(buf + i * stride, dtype, 0, v);
+  }
+}
+
+static int compare_outputs(const char *got, const char *want, int64_t stride, int dtype, int out_dtype) {
+  int bad = 0;
+  for (int i = 0; i < VN; i++) {
+    double g = tnk_ldf(got + i * stride, out_dtype, 0), w = tnk_ldf(want + i * stride, out_dtype, 0);
+    if (!close_enough(g, w, dtype)) bad++;
+  }
+  return bad;
+}
+
+static void test_config_variants(void) {
+  tnk_config_t ref, v;
+  CHECK(tnk_config_for_isa(TNK_ISA_REFERENCE, &ref) == 0);
+  CHECK(tnk_config()->isa == tnk_isa());
+  static const int fdt[] = {TNK_F16, TNK_BF16, TNK_F32, TNK_F64};
+  const double p[3] = {0.5, 1.5, 2.0}, al[5] = {1.5, 0.5, 1.0, 0, 0};
+  int checked = 0;
+  for (int isa = TNK_ISA_AVX2; isa <= TNK_ISA_AVX512; isa++) {
+    if (tnk_config_for_isa(isa, &v) != 0) continue;
+    CHECK(v.isa == isa && v.loops != ref.loops);
+    int bad = 0;
+    for (int strided = 0; strided < 2; strided++)
+      for (int d = 0; d < 4; d++) {
+        int dt = fdt[d];
+        int64_t esz = (int64_t)tnk_dtype_size(dt), st = strided ? 3 * esz : esz;
+        char *a = calloc(VN, (size_t)st), *b = calloc(VN, (size_t)st);
+        char *o1 = calloc(VN, (size_t)st), *o2 = calloc(VN, (size_t)st);
+        variant_inputs(dt, a, st, 0);
+        variant_inputs(dt, b, st, 3);
+        for (int op = 0; op < TNK_UNARY_OP_COUNT; op++) {
+          tnk_uloop_fn fr = ref.loops->unary[op][dt], fv = v.loops->unary[op][dt];
+          CHECK((fr == NULL) == (fv == NULL));
+          if (!fr || !fv) continue;
+          fr(o1, a, st, st, VN, p);
+          fv(o2, a, st, st, VN, p);
+          int nb = compare_outputs(o2, o1, st, dt, dt);
+          if (nb) fprintf(stderr, "  %s unary op %d dtype %d strided %d: %d differ\n", tnk_isa_name(isa), op, dt, strided, nb);
+          bad += nb;
+          checked++;
+        }
+        for (int op = 0; op < TNK_BINARY_OP_COUNT; op++) {
+          tnk_bloop_fn fr = ref.loops->binary[op][dt], fv = v.loops->binary[op][dt];
+          CHECK((fr == NULL) == (fv == NULL));
+          if (!fr || !fv) continue;
+          fr(o1, a, b, st, st, st, VN, al, 1);
+          fv(o2, a, b, st, st, st, VN, al, 1);
+          int nb = compare_outputs(o2, o1, st, dt, dt);
+          if (nb) fprintf(stderr, "  %s binary op %d dtype %d strided %d: %d differ\n", tnk_isa_name(isa), op, dt, strided, nb);
+          bad += nb;
+          checked++;
+        }
+        free(a); free(b); free(o1); free(o2);
+      }
+    /* the vector row math, every length class around the vector widths */
+    float x[VN + 40], g[VN + 40], y1[VN + 40], y2[VN + 40], w[VN + 40], bb[VN + 40];
+    for (int i = 0; i < VN + 40; i++) {
+      x[i] = (float)((i * 29 % 83) / 10.0 - 4.0);
+      g[i] = (float)((i * 13 % 17) / 8.0 - 1.0);
+      w[i] = 0.5f + (float)(i % 5) * 0.25f;
+      bb[i] = (float)(i % 3) - 1.0f;
+    }
+    for (int n = 0; n <= VN + 40; n += 7) {
+      const tnk_vmath_config_t *R = &ref.vmath, *V = &v.vmath;
+      float s1 = R->exp_sum(x, 1.0f, y1, n), s2 = V->exp_sum(x, 1.0f, y2, n);
+      bad += !close_enough(s2, s1, TNK_F32);
+      for (int k = 0; k < n; k++) bad += !close_enough(y2[k], y1[k], TNK_F32);
+      s1 = R->exp_bounded_sum(x, 4.0f, y1, n); s2 = V->exp_bounded_sum(x, 4.0f, y2, n);
+      bad += !close_enough(s2, s1, TNK_F32);
+      for (int k = 0; k < n; k++) bad += !close_enough(y2[k], y1[k], TNK_F32);
+      for (int form = 0; form < 2; form++) {
+        R->sigmoid(x, y1, n, form); V->sigmoid(x, y2, n, form);
+        for (int k = 0; k < n; k++) bad += !close_enough(y2[k], y1[k], TNK_F32);
+        R->gelu(x, y1, n, form); V->gelu(x, y2, n, form);
+        for (int k = 0; k < n; k++) bad += !close_enough(y2[k], y1[k], TNK_F32);
+        R->gelu_bwd(g, x, y1, n, form); V->gelu_bwd(g, x, y2, n, form);
+        for (int k = 0; k < n; k++) bad += !close_enough(y2[k], y1[k], TNK_F32);
+      }
+      R->silu_bwd(g, x, y1, n); V->silu_bwd(g, x, y2, n);
+      for (int k = 0; k < n; k++) bad += !close_enough(y2[k], y1[k], TNK_F32);
+      bad += !close_enough(V->sum_f64(x, n), R->sum_f64(x, n), TNK_F64);
+      bad += fabsf(V->sum(x, n) - R->sum(x, n)) > 1e-5f * (float)(n + 1);
+      bad += fabsf(V->sumsqdev(x, n, 0.25f) - R->sumsqdev(x, n, 0.25f)) > 1e-4f * (float)(n + 1);
+      bad += V->max(x, n) != R->max(x, n);
+      R->normalize(x, y1, n, 0.5f, 1.25f, w, bb); V->normalize(x, y2, n, 0.5f, 1.25f, w, bb);
+      for (int k = 0; k < n; k++) bad += !close_enough(y2[k], y1[k], TNK_F32);
+      R->scale_stream(x, 0.75f, y1, n); V->scale_stream(x, 0.75f, y2, n);
+      for (int k = 0; k < n; k++) bad += y2[k] != y1[k];
+      checked++;
+    }
+    CHECK(bad == 0);
+  }
+  if (tnk_cpu_features() & TNK_ISA_AVX2) CHECK(checked > 0);
+}
+
 int main(void) {
   RUN(test_philox_known_answers);
   RUN(test_half_conversions);
@@ -1173,6 +1297,7 @@ int main(void) {
   RUN(test_random);
   RUN(test_binary);
   RUN(test_vmath);
+  RUN(test_config_variants);
   RUN(test_attention);
   RUN(test_gemm_variants);
   RUN(test_scan_logsumexp);

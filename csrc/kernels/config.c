@@ -1,8 +1,9 @@
-/* CPU feature detection, once per process. The kernel tables pick their
- * variants from it; TORCH_NEURONX_ISA forces one ("reference", "avx2",
- * "avx512") for testing. */
-#include "tnk.h"
+/* CPU feature detection and the kernel configuration, once per process
+ * (config.h). TORCH_NEURONX_ISA=reference|avx2|avx512 forces the variant
+ * of every entry when the CPU has it. */
+#include "config.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,9 +27,8 @@ int tnk_cpu_features(void) {
   return features;
 }
 
-int tnk_isa(void) {
-  static int isa = -1; /* benign race, as above */
-  if (isa >= 0) return isa;
+/* The best variant this build and CPU run, or the forced one. */
+static int choose_isa(void) {
   int f = tnk_cpu_features(), chosen;
   if (f & TNK_ISA_AVX512) chosen = TNK_ISA_AVX512;
   else if (f & TNK_ISA_AVX2) chosen = TNK_ISA_AVX2;
@@ -40,9 +40,39 @@ int tnk_isa(void) {
     else if (!strcmp(force, "avx512") && (f & TNK_ISA_AVX512))
       chosen = TNK_ISA_AVX512;
   }
-  isa = chosen;
-  return isa;
+  return chosen;
 }
+
+int tnk_config_for_isa(int isa, tnk_config_t *out) {
+  int f = tnk_cpu_features();
+  if (isa != TNK_ISA_REFERENCE && !(f & isa)) return -1;
+  memset(out, 0, sizeof *out);
+  out->isa = isa;
+  out->features = f;
+  tnk_config_init_ref(out);
+#if defined(__x86_64__)
+  if (isa >= TNK_ISA_AVX2) tnk_config_init_avx2(out);
+  if (isa >= TNK_ISA_AVX512) tnk_config_init_avx512(out);
+#else
+  if (isa != TNK_ISA_REFERENCE) return -1; /* no per-ISA directories built here */
+#endif
+  return 0;
+}
+
+static tnk_config_t g_config;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void init_config(void) {
+  if (tnk_config_for_isa(choose_isa(), &g_config) != 0)
+    tnk_config_for_isa(TNK_ISA_REFERENCE, &g_config);
+}
+
+const tnk_config_t *tnk_config(void) {
+  pthread_once(&g_once, init_config);
+  return &g_config;
+}
+
+int tnk_isa(void) { return tnk_config()->isa; }
 
 const char *tnk_isa_name(int isa) {
   switch (isa) {

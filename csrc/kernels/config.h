@@ -1,0 +1,109 @@
+/* The kernel configuration (internal to the library): one table per
+ * process of the kernel variants this CPU runs, filled once from the named
+ * reference kernels (kernels/ref/) and overridden per ISA by the per-ISA
+ * directories (kernels/x86/avx2/, kernels/x86/avx512/), which are only
+ * built where they apply. TORCH_NEURONX_ISA=reference|avx2|avx512 forces
+ * every entry to one variant. XNNPACK's hardware config and BLIS's context
+ * are the pattern: dispatch is a load from this table, never an ISA ladder
+ * at the call site.
+ *
+ * Adding a variant: write the function in the ISA's directory, assign it
+ * in that directory's config.c; the C tests (test_kernels.c, "variants")
+ * iterate tnk_config_for_isa() and compare each entry with the reference. */
+#ifndef TNK_CONFIG_H
+#define TNK_CONFIG_H
+
+#include <stdint.h>
+
+#include "tnk.h"
+
+/* Element-wise loops over n elements at byte strides (o: out, i/a/b: in);
+ * p / al: the op's scalar parameters. A binary loop returns the count of
+ * integer divisions by zero. */
+typedef void (*tnk_uloop_fn)(char *o, const char *i, int64_t so, int64_t si, int64_t n,
+                             const double *p);
+typedef int64_t (*tnk_bloop_fn)(char *o, const char *a, const char *b, int64_t so, int64_t sa,
+                                int64_t sb, int64_t n, const double *al, int64_t ial);
+
+/* The loops GCC vectorises (unary.c, binary.c), compiled once per variant:
+ * float ops over f16/bf16/f32/f64, and the integer neg/abs. */
+typedef struct tnk_eltwise_loops {
+  tnk_uloop_fn unary[TNK_UNARY_OP_COUNT][TNK_DTYPE_COUNT];
+  tnk_uloop_fn int_neg[TNK_DTYPE_COUNT], int_abs[TNK_DTYPE_COUNT];
+  tnk_bloop_fn binary[TNK_BINARY_OP_COUNT][TNK_DTYPE_COUNT];
+} tnk_eltwise_loops_t;
+
+/* fp32 GEMM micro-kernel: T[mr][nr] = sum over k of A[r][k] * B[k][:], A[r][k]
+ * at a[r * a_rs + k * a_cs], B row k at b + k * b_rs (nr contiguous floats);
+ * c = T (accumulate 0) or c += T, row r at c + r * ldc. */
+typedef void (*tnk_ukernel_f32_fn)(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs,
+                                   const float *b, int64_t b_rs, float *c, int64_t ldc,
+                                   int accumulate);
+/* bf16 micro-kernel on k-pairs (see gemm.c, "bf16 with dot products"):
+ * mode 0: fp32 c = T, 1: fp32 c += T, 2: bf16 c = T rounded. */
+typedef void (*tnk_ukernel_bf16_fn)(int64_t kp, const uint32_t *a, const uint32_t *b, void *c,
+                                    int64_t ldc, int mode);
+/* out[j] = sum_i x[i] * w[j * ldw + i] for j < n (skinny products). */
+typedef void (*tnk_dot_rows_fn)(int64_t k, const float *x, const float *w, int64_t ldw,
+                                int64_t n, float *out);
+
+#define TNK_UKERNEL_MAX_TILE (12 * 32) /* the largest mr * nr of any variant */
+
+typedef struct tnk_gemm_config {
+  tnk_ukernel_f32_fn f32; /* NULL: the reference GEMM runs */
+  int mr, nr;             /* its tile */
+  int64_t mc, kc, nc;     /* blocking: rows of A, depth, columns of B per panel */
+  tnk_ukernel_bf16_fn bf16; /* NULL: bf16 converts to fp32 while packing */
+  int bf16_mr, bf16_nr;
+  int64_t bf16_kc;
+  tnk_dot_rows_fn dot_rows; /* NULL: skinny products take the blocked path */
+} tnk_gemm_config_t;
+
+/* Vectorised fp32 row math; the contracts are in vmath.h. The streaming
+ * row kernels are NULL where the variant has none. */
+typedef struct tnk_vmath_config {
+  float (*exp_sum)(const float *x, float sub, float *y, int64_t n);
+  float (*exp_bounded_sum)(const float *x, float sub, float *y, int64_t n);
+  void (*sigmoid)(const float *x, float *y, int64_t n, int silu);
+  void (*silu_bwd)(const float *g, const float *x, float *out, int64_t n);
+  void (*gelu)(const float *x, float *y, int64_t n, int tanh_form);
+  void (*gelu_bwd)(const float *g, const float *x, float *out, int64_t n, int tanh_form);
+  double (*sum_f64)(const float *x, int64_t n);
+  float (*sum)(const float *x, int64_t n);
+  float (*sumsqdev)(const float *x, int64_t n, float mean);
+  float (*max)(const float *x, int64_t n);
+  void (*normalize)(const float *x, float *y, int64_t n, float mean, float rstd,
+                    const float *w, const float *b);
+  void (*scale_stream)(const float *x, float s, float *y, int64_t n);
+  /* rows of n floats, n % rows_stream_multiple == 0, rows 64-byte aligned */
+  int rows_stream_multiple;
+  void (*softmax_rows_stream)(const float *x, float *y, int64_t rows, int64_t n,
+                              float *scratch);
+  void (*layer_norm_rows_stream)(const float *x, float *y, int64_t rows, int64_t n, float eps,
+                                 const float *w, const float *b, float *mean, float *rstd);
+  void (*copy_stream)(void *dst, const void *src, int64_t bytes);
+} tnk_vmath_config_t;
+
+typedef struct tnk_config {
+  int isa;      /* TNK_ISA_*: the variant every entry comes from */
+  int features; /* what the CPU has (tnk_cpu_features()) */
+  tnk_vmath_config_t vmath;
+  tnk_gemm_config_t gemm;
+  const tnk_eltwise_loops_t *loops;
+} tnk_config_t;
+
+/* This process's configuration (filled on first use, thread-safe). */
+const tnk_config_t *tnk_config(void);
+/* The configuration of one variant, for tests and benchmarks: 0 and *out
+ * filled, or -1 when this CPU (or build) cannot run it. */
+int tnk_config_for_isa(int isa, tnk_config_t *out);
+
+/* Fillers: the reference, then each ISA's overrides on top. */
+void tnk_config_init_ref(tnk_config_t *c);
+void tnk_config_init_avx2(tnk_config_t *c);
+void tnk_config_init_avx512(tnk_config_t *c);
+
+extern const tnk_eltwise_loops_t tnk_eltwise_loops_ref, tnk_eltwise_loops_avx2,
+    tnk_eltwise_loops_avx512;
+
+#endif

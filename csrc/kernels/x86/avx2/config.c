@@ -1,0 +1,30 @@
+/* The AVX2+FMA overrides of the kernel configuration (config.h). */
+#include "../../config.h"
+#include "../x86.h"
+
+void tnk_config_init_avx2(tnk_config_t *c) {
+  tnk_vmath_config_t *v = &c->vmath;
+  v->exp_sum = tnk_vexp_sum_f32_avx2;
+  v->exp_bounded_sum = tnk_vexp_bounded_sum_f32_avx2;
+  v->sigmoid = tnk_vsigmoid_f32_avx2;
+  v->silu_bwd = tnk_vsilu_bwd_f32_avx2;
+  v->gelu = tnk_vgelu_f32_avx2;
+  v->gelu_bwd = tnk_vgelu_bwd_f32_avx2;
+  v->sum_f64 = tnk_vsum_f32_f64_avx2;
+  v->sum = tnk_vsum_f32_avx2;
+  v->sumsqdev = tnk_vsumsqdev_f32_avx2;
+  v->max = tnk_vmax_f32_avx2;
+  v->normalize = tnk_vnormalize_f32_avx2;
+  v->scale_stream = tnk_vscale_stream_f32_avx2;
+
+  tnk_gemm_config_t *g = &c->gemm;
+  g->f32 = tnk_ukernel_f32_avx2;
+  g->mr = 6;
+  g->nr = 16;
+  g->mc = 144; /* rows of A per packed block (a multiple of mr) */
+  g->kc = 512; /* depth per packed block */
+  g->nc = 2048; /* columns of B per packed panel */
+  g->dot_rows = tnk_dot_rows_f32_avx2;
+
+  c->loops = &tnk_eltwise_loops_avx2;
+}

@@ -1,0 +1,19 @@
+/* The AVX2+FMA GEMM micro-kernel (6x16) and dot rows (x86/gemm_body.h). */
+#include "../x86.h"
+
+#define UK_MR 6
+#define UK_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define UK_PREFETCH_C
+#define UK_K_LOOP
+#include "../gemm_body.h"
+
+void tnk_ukernel_f32_avx2(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs,
+                               const float *b, int64_t b_rs, float *c, int64_t ldc,
+                               int accumulate) {
+  ukernel_f32(kc, a, a_rs, a_cs, b, b_rs, c, ldc, accumulate);
+}
+
+void tnk_dot_rows_f32_avx2(int64_t k, const float *x, const float *w, int64_t ldw, int64_t n,
+                           float *out) {
+  dot_rows_f32(k, x, w, ldw, n, out);
+}

@@ -1,0 +1,36 @@
+/* The AVX-512 overrides of the kernel configuration (config.h), applied
+ * on top of the AVX2 ones: the row statistics stay AVX2's. */
+#include "../../config.h"
+#include "../x86.h"
+
+void tnk_config_init_avx512(tnk_config_t *c) {
+  tnk_vmath_config_t *v = &c->vmath;
+  v->exp_sum = tnk_vexp_sum_f32_avx512;
+  v->exp_bounded_sum = tnk_vexp_bounded_sum_f32_avx512;
+  v->sigmoid = tnk_vsigmoid_f32_avx512;
+  v->silu_bwd = tnk_vsilu_bwd_f32_avx512;
+  v->gelu = tnk_vgelu_f32_avx512;
+  v->gelu_bwd = tnk_vgelu_bwd_f32_avx512;
+  v->scale_stream = tnk_vscale_stream_f32_avx512;
+  v->rows_stream_multiple = 16;
+  v->softmax_rows_stream = tnk_vsoftmax_rows_stream_f32_avx512;
+  v->layer_norm_rows_stream = tnk_vlayer_norm_rows_stream_f32_avx512;
+  v->copy_stream = tnk_vcopy_stream_avx512;
+
+  tnk_gemm_config_t *g = &c->gemm;
+  g->f32 = tnk_ukernel_f32_avx512;
+  g->mr = 12;
+  g->nr = 32;
+  g->mc = 144;
+  g->kc = 512;
+  g->nc = 2048;
+  g->dot_rows = tnk_dot_rows_f32_avx512;
+  if (c->features & TNK_FEAT_AVX512BF16) {
+    g->bf16 = tnk_ukernel_bf16_avx512;
+    g->bf16_mr = 12;
+    g->bf16_nr = 32;
+    g->bf16_kc = 1024; /* bf16 panels are half the bytes */
+  }
+
+  c->loops = &tnk_eltwise_loops_avx512;
+}

@@ -1,0 +1,55 @@
+/* The AVX-512 GEMM micro-kernels: fp32 12x32 and dot rows
+ * (x86/gemm_body.h), and bf16 12x32 on the AVX512-BF16 dot product (its
+ * own target attribute: the configuration takes it only where the CPU
+ * has the instruction). */
+#include "../x86.h"
+
+#define UK_MR 12
+#define UK_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define UK_PREFETCH_C \
+  for (int r = 0; r < UK_MR; r++) _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
+#define UK_K_LOOP _Pragma("GCC unroll 4")
+#include "../gemm_body.h"
+
+void tnk_ukernel_f32_avx512(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs,
+                                  const float *b, int64_t b_rs, float *c, int64_t ldc,
+                                  int accumulate) {
+  ukernel_f32(kc, a, a_rs, a_cs, b, b_rs, c, ldc, accumulate);
+}
+
+void tnk_dot_rows_f32_avx512(int64_t k, const float *x, const float *w, int64_t ldw, int64_t n,
+                             float *out) {
+  dot_rows_f32(k, x, w, ldw, n, out);
+}
+
+#define BF16_STEP(r)                                                       \
+  {                                                                        \
+    __m512bh av = (__m512bh)_mm512_set1_epi32((int)ap[(r)]);               \
+    c##r##0 = _mm512_dpbf16_ps(c##r##0, av, b0);                           \
+    c##r##1 = _mm512_dpbf16_ps(c##r##1, av, b1);                           \
+  }
+#define BF16_STORE(r)                                                             \
+  _mm256_storeu_si256((__m256i *)(o + (r) * ldc), (__m256i)_mm512_cvtneps_pbh(c##r##0));  \
+  _mm256_storeu_si256((__m256i *)(o + (r) * ldc + 16), (__m256i)_mm512_cvtneps_pbh(c##r##1));
+
+__attribute__((target("avx512f,avx512bf16")))
+void tnk_ukernel_bf16_avx512(int64_t kp, const uint32_t *a, const uint32_t *b, void *cv,
+                                   int64_t ldc, int mode) {
+  float *c = cv;
+  uint16_t *o = cv;
+  UK_ROWS(UK_DECL)
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < kp; p++) {
+    __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + p * 32);
+    __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + p * 32 + 16);
+    const uint32_t *ap = a + p * 12;
+    UK_ROWS(BF16_STEP)
+  }
+  if (mode == 2) {
+    UK_ROWS(BF16_STORE)
+  } else if (mode == 1) {
+    UK_ROWS(UK_ACCUM)
+  } else {
+    UK_ROWS(UK_STORE)
+  }
+}

@@ -1,0 +1,75 @@
+/* The fp32 GEMM micro-kernel and the skinny-product dot rows, written once
+ * against x86/simd.h and compiled per width (avx2/gemm.c: 6x16, avx512/
+ * gemm.c: 12x32). The including file defines UK_MR (rows of the tile),
+ * UK_ROWS(X) (X applied to each row index) and UK_K_LOOP (the pragma
+ * before the k loop); the tile is UK_MR x 2 vectors. Contracts: config.h. */
+#ifndef TNK_X86_GEMM_BODY_H
+#define TNK_X86_GEMM_BODY_H
+
+#include "simd.h"
+
+#define UK_NR (2 * VF_LANES)
+#define UK_DECL(r) vf c##r##0 = vf_zero(), c##r##1 = vf_zero();
+#define UK_STEP(r)                                  \
+  {                                                 \
+    vf av = vf_set1(ak[(r) * a_rs]);                \
+    c##r##0 = vf_fmadd(av, b0, c##r##0);            \
+    c##r##1 = vf_fmadd(av, b1, c##r##1);            \
+  }
+#define UK_STORE(r)                                 \
+  vf_store(c + (r) * ldc, c##r##0);                 \
+  vf_store(c + (r) * ldc + VF_LANES, c##r##1);
+#define UK_ACCUM(r)                                                         \
+  vf_store(c + (r) * ldc, vf_add(c##r##0, vf_load(c + (r) * ldc)));         \
+  vf_store(c + (r) * ldc + VF_LANES, vf_add(c##r##1, vf_load(c + (r) * ldc + VF_LANES)));
+
+/* Spelled out so every accumulator stays in a register; inlined twice:
+ * once with the packed-panel strides as constants (A broadcasts become
+ * immediate-offset loads folded into the FMAs, no stride registers to
+ * spill), once generic for unpacked operands. */
+static inline __attribute__((always_inline)) void ukernel(int64_t kc, const float *a,
+                                                          int64_t a_rs, int64_t a_cs,
+                                                          const float *b, int64_t b_rs, float *c,
+                                                          int64_t ldc, int accumulate) {
+  UK_ROWS(UK_DECL)
+  UK_PREFETCH_C
+  UK_K_LOOP
+  for (int64_t k = 0; k < kc; k++) {
+    vf b0 = vf_load(b + k * b_rs);
+    vf b1 = vf_load(b + k * b_rs + VF_LANES);
+    const float *ak = a + k * a_cs;
+    UK_ROWS(UK_STEP)
+  }
+  if (accumulate) {
+    UK_ROWS(UK_ACCUM)
+  } else {
+    UK_ROWS(UK_STORE)
+  }
+}
+
+static void ukernel_f32(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
+                        int64_t b_rs, float *c, int64_t ldc, int accumulate) {
+  if (a_rs == 1 && a_cs == UK_MR && b_rs == UK_NR)
+    ukernel(kc, a, 1, UK_MR, b, UK_NR, c, ldc, accumulate);
+  else
+    ukernel(kc, a, a_rs, a_cs, b, b_rs, c, ldc, accumulate);
+}
+
+/* out[j] = x . w[j], two accumulators over 2 vectors of k per step */
+static void dot_rows_f32(int64_t k, const float *x, const float *w, int64_t ldw, int64_t n,
+                         float *out) {
+  for (int64_t j = 0; j < n; j++) {
+    const float *r = w + j * ldw;
+    vf s0 = vf_zero(), s1 = vf_zero();
+    int64_t i = 0;
+    for (; i + 2 * VF_LANES <= k; i += 2 * VF_LANES) {
+      s0 = vf_fmadd(vf_load(x + i), vf_load(r + i), s0);
+      s1 = vf_fmadd(vf_load(x + i + VF_LANES), vf_load(r + i + VF_LANES), s1);
+    }
+    float acc = vf_hsum(vf_add(s0, s1));
+    for (; i < k; i++) acc += x[i] * r[i];
+    out[j] = acc;
+  }
+}
+
+#endif
