@@ -39,6 +39,7 @@ const char *tnrt_status_to_string(tnrt_status_t s) {
     case TNRT_ERR_INTERNAL: return "internal error";
     case TNRT_ERR_DEVICE_INDEX: return "device-side index out of range";
     case TNRT_ERR_DEVICE_ASSERT: return "device-side assertion";
+    case TNRT_ERR_NOT_SUPPORTED: return "not supported by the HAL";
   }
   return "unknown status";
 }
@@ -191,6 +192,44 @@ tnrt_status_t tnrt_memcpy_d2h(int device, void *dst, const void *src, size_t byt
   tnrt_status_t st = tnrt_check_device(device);
   if (st != TNRT_OK || !bytes) return st;
   return g_rt.hal->memcpy_d2h(g_rt.hal->context, device, dst, src, bytes);
+}
+
+static tnrt_status_t shared_supported(int device) {
+  tnrt_status_t st = tnrt_check_device(device);
+  if (st != TNRT_OK) return st;
+  if (!g_rt.hal->mem_alloc_shared || !g_rt.hal->mem_import || !g_rt.hal->mem_unimport)
+    return tnrt_set_error(TNRT_ERR_NOT_SUPPORTED,
+                          "the %s HAL cannot share device memory with other processes",
+                          g_rt.hal->name);
+  return TNRT_OK;
+}
+
+tnrt_status_t tnrt_mem_alloc_shared(int device, size_t bytes, void **ptr,
+                                    tnrt_mem_handle_t *handle) {
+  tnrt_status_t st = shared_supported(device);
+  if (st != TNRT_OK) return st;
+  if (!bytes || !ptr || !handle)
+    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "shared allocation of %zu bytes", bytes);
+  return g_rt.hal->mem_alloc_shared(g_rt.hal->context, device, bytes, ptr, handle);
+}
+
+void tnrt_mem_free_shared(int device, void *ptr, size_t bytes) {
+  if (ptr && tnrt_check_device(device) == TNRT_OK)
+    g_rt.hal->mem_free(g_rt.hal->context, device, ptr, bytes);
+}
+
+tnrt_status_t tnrt_mem_import(int device, const tnrt_mem_handle_t *handle, void **ptr,
+                              size_t *bytes) {
+  tnrt_status_t st = shared_supported(device);
+  if (st != TNRT_OK) return st;
+  if (!handle || !ptr || !bytes)
+    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "import of a NULL handle");
+  return g_rt.hal->mem_import(g_rt.hal->context, device, handle, ptr, bytes);
+}
+
+void tnrt_mem_unimport(int device, void *ptr, size_t bytes) {
+  if (ptr && shared_supported(device) == TNRT_OK)
+    g_rt.hal->mem_unimport(g_rt.hal->context, device, ptr, bytes);
 }
 
 tnrt_status_t tnrt_memcpy_h2d(int device, void *dst, const void *src, size_t bytes) {

@@ -16,7 +16,7 @@
 
 #include "tnrt.h"
 
-#define TNRT_HAL_API_VERSION 2
+#define TNRT_HAL_API_VERSION 3
 
 typedef struct tnrt_hal_queue tnrt_hal_queue_t;
 
@@ -39,6 +39,16 @@ typedef struct tnrt_hal {
   /* Device memory: segments handed to the caching allocator. */
   tnrt_status_t (*mem_alloc)(void *ctx, int device, size_t bytes, void **out);
   void (*mem_free)(void *ctx, int device, void *ptr, size_t bytes);
+  /* optional (NULL: the runtime reports TNRT_ERR_NOT_SUPPORTED): device
+   * memory other processes of the host can map (tnrt.h, "device memory
+   * other processes map"). mem_alloc_shared fills *handle; mem_free releases
+   * the allocation; mem_import maps another process's allocation, which
+   * mem_unimport unmaps. */
+  tnrt_status_t (*mem_alloc_shared)(void *ctx, int device, size_t bytes, void **out,
+                                    tnrt_mem_handle_t *handle);
+  tnrt_status_t (*mem_import)(void *ctx, int device, const tnrt_mem_handle_t *handle,
+                              void **out, size_t *bytes);
+  void (*mem_unimport)(void *ctx, int device, void *ptr, size_t bytes);
 
   /* Nonzero when host code may dereference device pointers directly (the
    * layers above then read device memory in place instead of staging it

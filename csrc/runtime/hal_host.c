@@ -19,7 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 #define RING_SLOTS 1024u
@@ -264,23 +267,39 @@ static void host_queue_wait(tnrt_hal_queue_t *q, uint64_t seq) {
 
 static tnrt_status_t map_segment(size_t bytes, void **out);
 
+/* Protect mode: every mapping of device memory (allocated, shared or
+ * imported) is listed and closed to the host outside device work. */
+static tnrt_status_t track_segment(void *ptr, size_t bytes) {
+  if (!protecting()) return TNRT_OK;
+  segment_t *seg = malloc(sizeof *seg);
+  if (!seg) return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY, "segment record");
+  pthread_mutex_lock(&g_access_mu);
+  *seg = (segment_t){ptr, bytes, g_segments};
+  g_segments = seg;
+  if (!g_open && mprotect(ptr, bytes, PROT_NONE) != 0) abort();
+  pthread_mutex_unlock(&g_access_mu);
+  return TNRT_OK;
+}
+
+static void untrack_segment(void *ptr) {
+  if (!protecting()) return;
+  pthread_mutex_lock(&g_access_mu);
+  for (segment_t **s = &g_segments; *s; s = &(*s)->next)
+    if ((*s)->ptr == ptr) {
+      segment_t *dead = *s;
+      *s = dead->next;
+      free(dead);
+      break;
+    }
+  pthread_mutex_unlock(&g_access_mu);
+}
+
 static tnrt_status_t host_mem_alloc(void *ctx, int device, size_t bytes,
                                     void **out) {
   (void)ctx;
   (void)device;
-  if (!protecting()) return map_segment(bytes, out);
-  segment_t *seg = malloc(sizeof *seg);
-  if (!seg) return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY, "segment record");
-  pthread_mutex_lock(&g_access_mu);
   tnrt_status_t st = map_segment(bytes, out);
-  if (st == TNRT_OK) {
-    *seg = (segment_t){*out, bytes, g_segments};
-    g_segments = seg;
-    if (!g_open && mprotect(*out, bytes, PROT_NONE) != 0) abort();
-  } else {
-    free(seg);
-  }
-  pthread_mutex_unlock(&g_access_mu);
+  if (st == TNRT_OK && (st = track_segment(*out, bytes)) != TNRT_OK) munmap(*out, bytes);
   return st;
 }
 
@@ -307,21 +326,121 @@ static tnrt_status_t map_segment(size_t bytes, void **out) {
   return TNRT_OK;
 }
 
+/* ---- memory other processes map: memfd segments ---- */
+
+/* What a handle holds: the exporter's pid and descriptor, and the file's
+ * identity, so a descriptor number reused for another file is refused. */
+typedef struct host_handle {
+  uint32_t magic;
+  int32_t pid, fd;
+  uint32_t pad_;
+  uint64_t bytes, ino, dev;
+} host_handle_t;
+#define HANDLE_MAGIC 0x544e5348u /* "TNSH" */
+_Static_assert(sizeof(host_handle_t) <= TNRT_MEM_HANDLE_BYTES, "handle fits");
+
+typedef struct shared_seg {
+  void *ptr;
+  int fd;
+  struct shared_seg *next;
+} shared_seg_t;
+static pthread_mutex_t g_shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static shared_seg_t *g_shared; /* this process's exported allocations */
+
+static tnrt_status_t host_mem_alloc_shared(void *ctx, int device, size_t bytes, void **out,
+                                           tnrt_mem_handle_t *handle) {
+  (void)ctx;
+  (void)device;
+  shared_seg_t *rec = malloc(sizeof *rec);
+  int fd = memfd_create("neuron-device-memory", MFD_CLOEXEC);
+  struct stat sb;
+  void *p = MAP_FAILED;
+  if (rec && fd >= 0 && ftruncate(fd, (off_t)bytes) == 0 && fstat(fd, &sb) == 0)
+    p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    int err = errno;
+    if (fd >= 0) close(fd);
+    free(rec);
+    return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY,
+                          "shared device memory of %zu bytes cannot be created (%s)", bytes,
+                          strerror(err));
+  }
+  tnrt_status_t st = track_segment(p, bytes);
+  if (st != TNRT_OK) {
+    munmap(p, bytes);
+    close(fd);
+    free(rec);
+    return st;
+  }
+  host_handle_t h = {HANDLE_MAGIC, (int32_t)getpid(), fd, 0, bytes, (uint64_t)sb.st_ino,
+                     (uint64_t)sb.st_dev};
+  memset(handle, 0, sizeof *handle);
+  memcpy(handle->bytes, &h, sizeof h);
+  pthread_mutex_lock(&g_shared_mu);
+  *rec = (shared_seg_t){p, fd, g_shared};
+  g_shared = rec;
+  pthread_mutex_unlock(&g_shared_mu);
+  *out = p;
+  return TNRT_OK;
+}
+
+static tnrt_status_t host_mem_import(void *ctx, int device, const tnrt_mem_handle_t *handle,
+                                     void **out, size_t *bytes) {
+  (void)ctx;
+  (void)device;
+  host_handle_t h;
+  memcpy(&h, handle->bytes, sizeof h);
+  if (h.magic != HANDLE_MAGIC || h.pid <= 0 || h.fd < 0 || !h.bytes)
+    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "not a device memory handle");
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)h.pid, (int)h.fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) != 0 || (uint64_t)sb.st_ino != h.ino ||
+      (uint64_t)sb.st_dev != h.dev || (uint64_t)sb.st_size < h.bytes) {
+    if (fd >= 0) close(fd);
+    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
+                          "the device memory of process %d cannot be mapped (has it "
+                          "exited or freed the memory?)", (int)h.pid);
+  }
+  void *p = mmap(NULL, (size_t)h.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  close(fd); /* the mapping keeps the memory */
+  if (p == MAP_FAILED)
+    return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY, "mapping %llu bytes of process %d: %s",
+                          (unsigned long long)h.bytes, (int)h.pid, strerror(err));
+  tnrt_status_t st = track_segment(p, (size_t)h.bytes);
+  if (st != TNRT_OK) {
+    munmap(p, (size_t)h.bytes);
+    return st;
+  }
+  *out = p;
+  *bytes = (size_t)h.bytes;
+  return TNRT_OK;
+}
+
+static void host_mem_unimport(void *ctx, int device, void *ptr, size_t bytes) {
+  (void)ctx;
+  (void)device;
+  untrack_segment(ptr);
+  munmap(ptr, bytes);
+}
+
 static void host_mem_free(void *ctx, int device, void *ptr, size_t bytes) {
   (void)ctx;
   (void)device;
-  if (protecting()) {
-    pthread_mutex_lock(&g_access_mu);
-    for (segment_t **s = &g_segments; *s; s = &(*s)->next)
-      if ((*s)->ptr == ptr) {
-        segment_t *dead = *s;
-        *s = dead->next;
-        free(dead);
-        break;
-      }
-    pthread_mutex_unlock(&g_access_mu);
-  }
+  untrack_segment(ptr);
   munmap(ptr, bytes);
+  pthread_mutex_lock(&g_shared_mu);
+  for (shared_seg_t **s = &g_shared; *s; s = &(*s)->next)
+    if ((*s)->ptr == ptr) {
+      shared_seg_t *dead = *s;
+      *s = dead->next;
+      close(dead->fd);
+      free(dead);
+      break;
+    }
+  pthread_mutex_unlock(&g_shared_mu);
 }
 
 static int host_addressable(void *ctx) {
@@ -417,6 +536,9 @@ static const tnrt_hal_t k_host_hal = {
     .memory_budget = host_budget,
     .mem_alloc = host_mem_alloc,
     .mem_free = host_mem_free,
+    .mem_alloc_shared = host_mem_alloc_shared,
+    .mem_import = host_mem_import,
+    .mem_unimport = host_mem_unimport,
     .host_addressable = host_addressable,
     .memcpy_h2d = host_memcpy_h2d,
     .memcpy_d2h = host_memcpy_d2h,

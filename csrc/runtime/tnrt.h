@@ -26,6 +26,7 @@ typedef enum tnrt_status {
   TNRT_ERR_INTERNAL,
   TNRT_ERR_DEVICE_INDEX,  /* a kernel met an index out of range (IndexError) */
   TNRT_ERR_DEVICE_ASSERT, /* a kernel met other bad data (RuntimeError) */
+  TNRT_ERR_NOT_SUPPORTED, /* the HAL in use does not offer the operation */
 } tnrt_status_t;
 
 const char *tnrt_status_to_string(tnrt_status_t status);
@@ -76,6 +77,29 @@ int tnrt_host_addressable(void);
  * the same memory (a stream synchronisation). */
 tnrt_status_t tnrt_memcpy_d2h(int device, void *dst, const void *src, size_t bytes);
 tnrt_status_t tnrt_memcpy_h2d(int device, void *dst, const void *src, size_t bytes);
+
+/* ---- device memory other processes map ----------------------------------
+ * CUDA IPC's model: memory allocated with tnrt_mem_alloc_shared is named by
+ * a handle, plain bytes another process of this host passes to
+ * tnrt_mem_import (the same HAL) to map the same memory; both see each
+ * other's writes, ordered by the caller (streams of both processes
+ * synchronised). The exporter keeps the allocation alive until every
+ * importer has unmapped it; the software NeuronCore's memory is a memfd
+ * (nothing named in /dev/shm, nothing left behind by a crash), imported
+ * through /proc/<pid>/fd while the exporter lives. The collectives and
+ * tensors sent to other processes use it. */
+#define TNRT_MEM_HANDLE_BYTES 64
+typedef struct tnrt_mem_handle {
+  unsigned char bytes[TNRT_MEM_HANDLE_BYTES]; /* meaningful to the HAL only */
+} tnrt_mem_handle_t;
+tnrt_status_t tnrt_mem_alloc_shared(int device, size_t bytes, void **ptr,
+                                    tnrt_mem_handle_t *handle);
+void tnrt_mem_free_shared(int device, void *ptr, size_t bytes);
+/* *ptr: the memory, *bytes: its size. TNRT_ERR_INVALID_ARGUMENT when the
+ * handle names nothing this process can map (the exporter has exited). */
+tnrt_status_t tnrt_mem_import(int device, const tnrt_mem_handle_t *handle, void **ptr,
+                              size_t *bytes);
+void tnrt_mem_unimport(int device, void *ptr, size_t bytes);
 
 /* ---- streams ----------------------------------------------------------- */
 

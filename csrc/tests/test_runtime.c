@@ -442,13 +442,84 @@ static void test_hal_library_that_cannot_load(void) {
   CHECK(tnrt_device_count() == 0);
 }
 
+/* Device memory another process maps (tnrt_mem_alloc_shared / import):
+ * a second mapping in this process and one in a fresh process (this test
+ * binary re-executed with --import <handle>) see the same bytes, the other
+ * process's writes come back, and a handle of freed memory or garbage is
+ * refused. Only HAL transfers touch the memory, so it runs under --protect. */
+enum { SHARED_BYTES = 1 << 20 };
+
+static void to_hex(const tnrt_mem_handle_t *h, char *out) {
+  for (int i = 0; i < TNRT_MEM_HANDLE_BYTES; i++) sprintf(out + 2 * i, "%02x", h->bytes[i]);
+}
+
+static int import_child(const char *hex) { /* the --import mode: exit status 0 on success */
+  tnrt_mem_handle_t h;
+  if (strlen(hex) != 2 * TNRT_MEM_HANDLE_BYTES) return 2;
+  for (int i = 0; i < TNRT_MEM_HANDLE_BYTES; i++) {
+    unsigned v;
+    if (sscanf(hex + 2 * i, "%2x", &v) != 1) return 2;
+    h.bytes[i] = (unsigned char)v;
+  }
+  void *q;
+  size_t n;
+  if (tnrt_mem_import(0, &h, &q, &n) != TNRT_OK || n != SHARED_BYTES) return 3;
+  static unsigned char buf[4096];
+  if (tnrt_memcpy_d2h(0, buf, q, sizeof buf) != TNRT_OK) return 4;
+  for (int i = 0; i < 4096; i++)
+    if (buf[i] != (unsigned char)(i * 7)) return 5;
+  for (int i = 0; i < 4096; i++) buf[i] = (unsigned char)(i * 3 + 1);
+  if (tnrt_memcpy_h2d(0, q, buf, sizeof buf) != TNRT_OK) return 6;
+  tnrt_mem_unimport(0, q, n);
+  return 0;
+}
+
+static void test_shared_memory(void) {
+  void *p, *q;
+  size_t n = 0;
+  tnrt_mem_handle_t h;
+  CHECK(tnrt_mem_alloc_shared(0, SHARED_BYTES, &p, &h) == TNRT_OK);
+  static unsigned char in[4096], out[4096];
+  for (int i = 0; i < 4096; i++) in[i] = (unsigned char)(i * 7);
+  CHECK(tnrt_memcpy_h2d(0, p, in, sizeof in) == TNRT_OK);
+  /* a second mapping in this process */
+  CHECK(tnrt_mem_import(0, &h, &q, &n) == TNRT_OK);
+  CHECK(n == SHARED_BYTES && q != p);
+  CHECK(tnrt_memcpy_d2h(0, out, q, sizeof out) == TNRT_OK && !memcmp(in, out, sizeof in));
+  tnrt_mem_unimport(0, q, n);
+  /* another process */
+  char hex[2 * TNRT_MEM_HANDLE_BYTES + 1];
+  to_hex(&h, hex);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/proc/self/exe", "test_runtime", "--import", hex, (char *)NULL);
+    _exit(127);
+  }
+  int status = -1;
+  CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(tnrt_memcpy_d2h(0, out, p, sizeof out) == TNRT_OK);
+  int bad = 0;
+  for (int i = 0; i < 4096; i++) bad += out[i] != (unsigned char)(i * 3 + 1);
+  CHECK(bad == 0);
+  tnrt_mem_free_shared(0, p, SHARED_BYTES);
+  /* freed memory and garbage are refused */
+  CHECK(tnrt_mem_import(0, &h, &q, &n) == TNRT_ERR_INVALID_ARGUMENT);
+  tnrt_mem_handle_t junk;
+  memset(&junk, 0x5a, sizeof junk);
+  CHECK(tnrt_mem_import(0, &junk, &q, &n) == TNRT_ERR_INVALID_ARGUMENT);
+  CHECK(tnrt_mem_alloc_shared(0, 0, &p, &h) == TNRT_ERR_INVALID_ARGUMENT);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--bad-hal")) {
     RUN(test_hal_library_that_cannot_load);
     return REPORT("test_runtime --bad-hal");
   }
+  if (argc > 2 && !strcmp(argv[1], "--import")) return import_child(argv[2]);
   if (argc > 1 && !strcmp(argv[1], "--protect")) {
     RUN(test_protected_device_memory);
+    RUN(test_shared_memory);
     return REPORT("test_runtime --protect");
   }
   if (argc > 1 && !strcmp(argv[1], "--config")) {
@@ -468,6 +539,7 @@ int main(int argc, char **argv) {
   RUN(test_trace);
   RUN(test_device_faults);
   RUN(test_fork_child_refuses);
+  RUN(test_shared_memory);
   return REPORT(tnrt_launch_blocking() ? "test_runtime (launch blocking)"
                                        : "test_runtime");
 }
