@@ -1,9 +1,9 @@
 """Builds torch_neuronx._C: the C libraries (csrc/runtime, csrc/kernels) are
 compiled by csrc/Makefile into a static archive, then linked into the thin
 C++ extension (csrc/aten). Build with --no-build-isolation against torch."""
+
 import os
 import subprocess
-import sysconfig
 from pathlib import Path
 
 from setuptools import setup
@@ -20,9 +20,7 @@ C_BUILD = ROOT / "build" / "c"
 class BuildWithCLibraries(BuildExtension):
     def run(self):
         jobs = str(os.cpu_count() or 1)
-        subprocess.check_call(
-            ["make", "-C", str(ROOT / "csrc"), f"-j{jobs}", f"BUILD={C_BUILD}"]
-        )
+        subprocess.check_call(["make", "-C", str(ROOT / "csrc"), f"-j{jobs}", f"BUILD={C_BUILD}"])
         super().run()
 
 

@@ -5,6 +5,7 @@ same threads in one process (rounds interleaved).
 Not a test: it reports ratios and never asserts on time.
     python benchmarks/bench_train_step.py [--layers 4 --d-model 512 --seq 256 --batch 4]
 """
+
 import argparse
 import copy
 import statistics
@@ -18,11 +19,16 @@ import torch_neuronx
 def build(args):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(vocab_size=args.vocab, hidden_size=args.d_model,
-                      intermediate_size=int(args.d_model * 8 / 3) // 64 * 64,
-                      num_hidden_layers=args.layers, num_attention_heads=args.d_model // 64,
-                      num_key_value_heads=args.d_model // 64, max_position_embeddings=args.seq,
-                      attn_implementation="sdpa")
+    cfg = LlamaConfig(
+        vocab_size=args.vocab,
+        hidden_size=args.d_model,
+        intermediate_size=int(args.d_model * 8 / 3) // 64 * 64,
+        num_hidden_layers=args.layers,
+        num_attention_heads=args.d_model // 64,
+        num_key_value_heads=args.d_model // 64,
+        max_position_embeddings=args.seq,
+        attn_implementation="sdpa",
+    )
     torch.manual_seed(0)
     return LlamaForCausalLM(cfg)
 
@@ -61,7 +67,9 @@ def main():
     args = p.parse_args()
 
     base = build(args)
-    ids = torch.randint(0, args.vocab, (args.batch, args.seq), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(
+        0, args.vocab, (args.batch, args.seq), generator=torch.Generator().manual_seed(1)
+    )
     models, opts, inputs = {}, {}, {}
     for d in ("neuron", "cpu"):
         models[d] = copy.deepcopy(base).to(d)
@@ -71,7 +79,7 @@ def main():
     losses = {d: [] for d in models}
     for r in range(args.rounds + 1):  # round 0 warms up (allocator, lazy state)
         for d in models:
-            t, loss = timed(lambda: train_step(models[d], opts[d], inputs[d]), d)
+            t, loss = timed(lambda d=d: train_step(models[d], opts[d], inputs[d]), d)
             if r:
                 step[d].append(t)
             losses[d].append(loss.item())
@@ -84,19 +92,32 @@ def main():
     for r in range(args.rounds + 1):
         for d in models:
             m = models[d].eval()
-            t, _ = timed(lambda: m.generate(prompt.to(d), max_new_tokens=args.gen_tokens,
-                                            min_new_tokens=args.gen_tokens, do_sample=False), d)
+            t, _ = timed(
+                lambda m=m, d=d: m.generate(
+                    prompt.to(d),
+                    max_new_tokens=args.gen_tokens,
+                    min_new_tokens=args.gen_tokens,
+                    do_sample=False,
+                ),
+                d,
+            )
             if r:
                 gen[d].append(args.gen_tokens / t)
 
     med = {d: statistics.median(v) for d, v in step.items()}
     tps = {d: statistics.median(v) for d, v in gen.items()}
-    print(f"model: Llama-style, {args.layers} layers, d_model {args.d_model}, seq {args.seq}, "
-          f"batch {args.batch}, vocab {args.vocab}; threads {torch.get_num_threads()}")
-    print(f"train step: neuron {med['neuron'] * 1e3:.0f} ms, cpu {med['cpu'] * 1e3:.0f} ms, "
-          f"speed ratio neuron/cpu {med['cpu'] / med['neuron']:.2f}x")
-    print(f"greedy decode: neuron {tps['neuron']:.1f} tok/s, cpu {tps['cpu']:.1f} tok/s, "
-          f"ratio {tps['neuron'] / tps['cpu']:.2f}x")
+    print(
+        f"model: Llama-style, {args.layers} layers, d_model {args.d_model}, seq {args.seq}, "
+        f"batch {args.batch}, vocab {args.vocab}; threads {torch.get_num_threads()}"
+    )
+    print(
+        f"train step: neuron {med['neuron'] * 1e3:.0f} ms, cpu {med['cpu'] * 1e3:.0f} ms, "
+        f"speed ratio neuron/cpu {med['cpu'] / med['neuron']:.2f}x"
+    )
+    print(
+        f"greedy decode: neuron {tps['neuron']:.1f} tok/s, cpu {tps['cpu']:.1f} tok/s, "
+        f"ratio {tps['neuron'] / tps['cpu']:.2f}x"
+    )
     print(f"losses (per step) neuron {[round(x, 4) for x in losses['neuron']]}")
     print(f"losses (per step) cpu    {[round(x, 4) for x in losses['cpu']]}")
     print(f"fallback ops in one neuron step: {fallbacks}")

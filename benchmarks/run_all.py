@@ -6,6 +6,7 @@ written as one results table.
 Not a test: it reports ratios and never asserts on time.
     python benchmarks/run_all.py [--write docs/benchmarks/results.md] [--quick]
 """
+
 import argparse
 import copy
 import os
@@ -18,7 +19,6 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-import torch_neuronx
 from torch_neuronx import _C
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -76,34 +76,55 @@ def cpu_name():
 
 
 def gemm_rows(rows, peak, quick):
-    shapes = [(2048, 2048, 2048, "square"), (512, 2048, 2048, "model: 512x2048 @ 2048x2048"),
-              (2048, 512, 2048, "model: 2048x512 @ 512x2048"),
-              (1, 4096, 4096, "decode: 1x4096 @ (4096x4096)^T")]
+    shapes = [
+        (2048, 2048, 2048, "square"),
+        (512, 2048, 2048, "model: 512x2048 @ 2048x2048"),
+        (2048, 512, 2048, "model: 2048x512 @ 512x2048"),
+        (1, 4096, 4096, "decode: 1x4096 @ (4096x4096)^T"),
+    ]
     for m, k, n, label in shapes:
         g = torch.Generator().manual_seed(0)
-        a, b = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g) if m == 1 else \
-            torch.randn(k, n, generator=g)
+        a, b = (
+            torch.randn(m, k, generator=g),
+            torch.randn(n, k, generator=g) if m == 1 else torch.randn(k, n, generator=g),
+        )
 
         def make(d, a=a, b=b, m=m):
             x, y = a.to(d), b.to(d)
             return (lambda: x @ y.t()) if m == 1 else (lambda: x @ y)
+
         t = side_by_side(make, rounds=3 if quick else 5, reps=3 if m > 1 else 50)
         fl = 2.0 * m * n * k
         gn, gc = fl / t["neuron"] / 1e9, fl / t["cpu"] / 1e9
-        rows.append((f"fp32 GEMM {m}x{k}x{n} ({label})", f"{gn:.0f} GFLOPS",
-                     f"{gc:.0f} GFLOPS", f"{gn / gc:.2f}x",
-                     f"{100 * gn / peak:.0f}% of FMA peak" if m > 1 else "memory-bound (weights)"))
+        rows.append(
+            (
+                f"fp32 GEMM {m}x{k}x{n} ({label})",
+                f"{gn:.0f} GFLOPS",
+                f"{gc:.0f} GFLOPS",
+                f"{gn / gc:.2f}x",
+                f"{100 * gn / peak:.0f}% of FMA peak" if m > 1 else "memory-bound (weights)",
+            )
+        )
     # bf16 against our own fp32 and PyTorch CPU's bf16
     g = torch.Generator().manual_seed(1)
     a, b = torch.randn(1024, 1024, generator=g), torch.randn(1024, 1024, generator=g)
-    t32 = side_by_side(lambda d: (lambda x=a.to(d), y=b.to(d): x @ y), rounds=3, reps=3)
-    t16 = side_by_side(lambda d: (lambda x=a.to(d, torch.bfloat16), y=b.to(d, torch.bfloat16): x @ y),
-                       rounds=3, reps=3)
-    fl = 2.0 * 1024 ** 3
-    rows.append(("bf16 GEMM 1024^3", f"{fl / t16['neuron'] / 1e9:.0f} GFLOPS",
-                 f"{fl / t16['cpu'] / 1e9:.0f} GFLOPS", f"{t16['cpu'] / t16['neuron']:.2f}x",
-                 f"{t32['neuron'] / t16['neuron']:.2f}x of neuron fp32 "
-                 f"({fl / t32['neuron'] / 1e9:.0f} GFLOPS)"))
+    t32 = side_by_side(lambda d: lambda x=a.to(d), y=b.to(d): x @ y, rounds=3, reps=3)
+    t16 = side_by_side(
+        lambda d: lambda x=a.to(d, torch.bfloat16), y=b.to(d, torch.bfloat16): x @ y,
+        rounds=3,
+        reps=3,
+    )
+    fl = 2.0 * 1024**3
+    rows.append(
+        (
+            "bf16 GEMM 1024^3",
+            f"{fl / t16['neuron'] / 1e9:.0f} GFLOPS",
+            f"{fl / t16['cpu'] / 1e9:.0f} GFLOPS",
+            f"{t16['cpu'] / t16['neuron']:.2f}x",
+            f"{t32['neuron'] / t16['neuron']:.2f}x of neuron fp32 "
+            f"({fl / t32['neuron'] / 1e9:.0f} GFLOPS)",
+        )
+    )
 
 
 def sdpa_rows(rows, quick):
@@ -121,12 +142,20 @@ def sdpa_rows(rows, quick):
                 with sdpa_kernel(backend):
                     o = F.scaled_dot_product_attention(*ts, is_causal=True)
             o.sum().backward()
+
         return run
+
     t = side_by_side(step, rounds=3, reps=1)
     t_math = timeit(step("neuron", SDPBackend.MATH), "neuron", 2)
-    rows.append((f"SDPA fwd+bwd causal, 8 heads, L={L}, E=64", f"{t['neuron'] * 1e3:.1f} ms",
-                 f"{t['cpu'] * 1e3:.1f} ms", f"{t['cpu'] / t['neuron']:.2f}x",
-                 f"{t_math / t['neuron']:.2f}x the unfused math path on neuron"))
+    rows.append(
+        (
+            f"SDPA fwd+bwd causal, 8 heads, L={L}, E=64",
+            f"{t['neuron'] * 1e3:.1f} ms",
+            f"{t['cpu'] * 1e3:.1f} ms",
+            f"{t['cpu'] / t['neuron']:.2f}x",
+            f"{t_math / t['neuron']:.2f}x the unfused math path on neuron",
+        )
+    )
 
 
 def memcpy_anchor(nbytes):
@@ -142,6 +171,7 @@ def memcpy_anchor(nbytes):
 
     def run():  # on the current stream: the kernels' threads and CPUs; timed with a sync
         _C._memcpy_on_stream(dst.data_ptr(), src.data_ptr(), nbytes)
+
     return run
 
 
@@ -151,15 +181,23 @@ def memory_rows(rows):
     g = torch.Generator().manual_seed(3)
     x, y = torch.randn(n, generator=g), torch.randn(n, generator=g)
     cases = [
-        ("add (a + b)", 3, lambda d: (lambda a=x.to(d), b=y.to(d): a + b)),
-        ("copy (clone)", 2, lambda d: (lambda a=x.to(d): a.clone())),
-        ("layer_norm (4096 rows x 4096)", 2,
-         lambda d: (lambda a=x.view(4096, 4096).to(d): F.layer_norm(a, (4096,)))),
-        ("softmax (4096 rows x 4096)", 2, lambda d: (lambda a=x.view(4096, 4096).to(d): a.softmax(-1))),
+        ("add (a + b)", 3, lambda d: lambda a=x.to(d), b=y.to(d): a + b),
+        ("copy (clone)", 2, lambda d: lambda a=x.to(d): a.clone()),
+        (
+            "layer_norm (4096 rows x 4096)",
+            2,
+            lambda d: lambda a=x.view(4096, 4096).to(d): F.layer_norm(a, (4096,)),
+        ),
+        (
+            "softmax (4096 rows x 4096)",
+            2,
+            lambda d: lambda a=x.view(4096, 4096).to(d): a.softmax(-1),
+        ),
     ]
     for name, streams, make in cases:
-        samples = interleaved({"neuron": make("neuron"), "cpu": make("cpu"), "memcpy": memcpy},
-                              rounds=9, reps=3)
+        samples = interleaved(
+            {"neuron": make("neuron"), "cpu": make("cpu"), "memcpy": memcpy}, rounds=9, reps=3
+        )
         t = {d: statistics.median(v) for d, v in samples.items()}
         gbs = streams * 4 * n / t["neuron"] / 1e9
         bw = 2 * 4 * n / t["memcpy"] / 1e9
@@ -168,12 +206,19 @@ def memory_rows(rows):
         # round of each (the machine undisturbed), and the median over rounds
         # of the kernel against the memcpy timed next to it.
         best = streams * min(samples["memcpy"]) / (2 * min(samples["neuron"]))
-        paired = statistics.median(streams * tm / (2 * tn)
-                                   for tn, tm in zip(samples["neuron"], samples["memcpy"]))
-        rows.append((f"{name}, fp32 64 MiB", f"{gbs:.1f} GB/s", f"{streams * 4 * n / t['cpu'] / 1e9:.1f} GB/s",
-                     f"{t['cpu'] / t['neuron']:.2f}x",
-                     f"{100 * best:.0f}% of memcpy, best rounds ({100 * paired:.0f}% paired "
-                     f"median; memcpy median {bw:.1f} GB/s)"))
+        paired = statistics.median(
+            streams * tm / (2 * tn) for tn, tm in zip(samples["neuron"], samples["memcpy"])
+        )
+        rows.append(
+            (
+                f"{name}, fp32 64 MiB",
+                f"{gbs:.1f} GB/s",
+                f"{streams * 4 * n / t['cpu'] / 1e9:.1f} GB/s",
+                f"{t['cpu'] / t['neuron']:.2f}x",
+                f"{100 * best:.0f}% of memcpy, best rounds ({100 * paired:.0f}% paired "
+                f"median; memcpy median {bw:.1f} GB/s)",
+            )
+        )
 
 
 def activation_rows(rows, quick):
@@ -189,32 +234,49 @@ def activation_rows(rows, quick):
         def run(a, b, o1, o2):
             torch._C._nn.gelu(a, approximate=approx, out=o1)
             torch.ops.aten.gelu_backward.grad_input(b, a, approximate=approx, grad_input=o2)
+
         return run
-    cases = [("GELU fwd+bwd (exact, erf)", gelu("none")), ("GELU fwd+bwd (tanh)", gelu("tanh")),
-             ("tanh", lambda a, b, o1, o2: torch.tanh(a, out=o1))]
+
+    cases = [
+        ("GELU fwd+bwd (exact, erf)", gelu("none")),
+        ("GELU fwd+bwd (tanh)", gelu("tanh")),
+        ("tanh", lambda a, b, o1, o2: torch.tanh(a, out=o1)),
+    ]
     for name, f in cases:
+
         def make(d, f=f):
             a, b = x.to(d), gy.to(d)
             o1, o2 = torch.empty_like(a), torch.empty_like(a)
             return lambda: f(a, b, o1, o2)
+
         t = side_by_side(make, rounds=5, reps=3)
-        rows.append((f"{name}, fp32 {x.shape[0]}x{x.shape[1]}", f"{t['neuron'] * 1e3:.2f} ms",
-                     f"{t['cpu'] * 1e3:.2f} ms", f"{t['cpu'] / t['neuron']:.2f}x",
-                     "speed ratio neuron/CPU (outputs preallocated)"))
+        rows.append(
+            (
+                f"{name}, fp32 {x.shape[0]}x{x.shape[1]}",
+                f"{t['neuron'] * 1e3:.2f} ms",
+                f"{t['cpu'] * 1e3:.2f} ms",
+                f"{t['cpu'] / t['neuron']:.2f}x",
+                "speed ratio neuron/CPU (outputs preallocated)",
+            )
+        )
 
 
 def cpu_step_peak_bytes(model, opt, ids):
     """Peak bytes the CPU step allocates above its start, from the profiler's
     allocation events (CPU has no allocator statistics)."""
     from torch.profiler import ProfilerActivity, profile
+
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as p:
         loss = model(input_ids=ids, labels=ids).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
     cur = peak = 0
-    events = [e for e in p.profiler.kineto_results.events()
-              if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
+    events = [
+        e
+        for e in p.profiler.kineto_results.events()
+        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
+    ]
     for e in sorted(events, key=lambda e: e.start_ns()):
         cur += e.nbytes()
         peak = max(peak, cur)
@@ -224,17 +286,30 @@ def cpu_step_peak_bytes(model, opt, ids):
 def model_rows(rows, quick):
     sys.path.insert(0, HERE)
     import bench_train_step as bts
+
     args = argparse.Namespace(layers=4, d_model=512, seq=128 if quick else 256, batch=4, vocab=8000)
     base = bts.build(args)
-    ids = torch.randint(0, args.vocab, (args.batch, args.seq), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(
+        0, args.vocab, (args.batch, args.seq), generator=torch.Generator().manual_seed(1)
+    )
     models = {d: copy.deepcopy(base).to(d) for d in ("neuron", "cpu")}
     opts = {d: torch.optim.AdamW(models[d].parameters(), lr=1e-4) for d in models}
     # two warm-up steps: the first allocates the optimizer state
-    t = side_by_side(lambda d: (lambda: bts.train_step(models[d], opts[d], ids.to(d))),
-                     rounds=2 if quick else 5, reps=1, warmup=2)
-    rows.append((f"train step, Llama-style 4 layers d512 seq {args.seq} batch 4 (fwd+bwd+AdamW)",
-                 f"{t['neuron'] * 1e3:.0f} ms", f"{t['cpu'] * 1e3:.0f} ms",
-                 f"{t['cpu'] / t['neuron']:.2f}x", "speed ratio neuron/CPU"))
+    t = side_by_side(
+        lambda d: lambda: bts.train_step(models[d], opts[d], ids.to(d)),
+        rounds=2 if quick else 5,
+        reps=1,
+        warmup=2,
+    )
+    rows.append(
+        (
+            f"train step, Llama-style 4 layers d512 seq {args.seq} batch 4 (fwd+bwd+AdamW)",
+            f"{t['neuron'] * 1e3:.0f} ms",
+            f"{t['cpu'] * 1e3:.0f} ms",
+            f"{t['cpu'] / t['neuron']:.2f}x",
+            "speed ratio neuron/CPU",
+        )
+    )
     # peak memory of the step above its starting point
     torch.neuron.synchronize()
     start = torch.neuron.memory_allocated()
@@ -243,18 +318,34 @@ def model_rows(rows, quick):
     torch.neuron.synchronize()
     neuron_peak = torch.neuron.max_memory_allocated() - start
     cpu_peak = cpu_step_peak_bytes(models["cpu"], opts["cpu"], ids)
-    rows.append(("train step peak memory above its start", f"{neuron_peak / 2**20:.0f} MiB",
-                 f"{cpu_peak / 2**20:.0f} MiB", f"{neuron_peak / max(cpu_peak, 1):.2f}x",
-                 "memory ratio neuron/CPU (lower is better)"))
+    rows.append(
+        (
+            "train step peak memory above its start",
+            f"{neuron_peak / 2**20:.0f} MiB",
+            f"{cpu_peak / 2**20:.0f} MiB",
+            f"{neuron_peak / max(cpu_peak, 1):.2f}x",
+            "memory ratio neuron/CPU (lower is better)",
+        )
+    )
     prompt = ids[:1, :16]
     tok = 16 if quick else 32
 
     def gen(d):
         m = models[d].eval()
-        return lambda: m.generate(prompt.to(d), max_new_tokens=tok, min_new_tokens=tok, do_sample=False)
+        return lambda: m.generate(
+            prompt.to(d), max_new_tokens=tok, min_new_tokens=tok, do_sample=False
+        )
+
     t = side_by_side(gen, rounds=2 if quick else 3, reps=1)
-    rows.append(("greedy decode, same model, batch 1", f"{tok / t['neuron']:.1f} tok/s",
-                 f"{tok / t['cpu']:.1f} tok/s", f"{t['cpu'] / t['neuron']:.2f}x", "speed ratio neuron/CPU"))
+    rows.append(
+        (
+            "greedy decode, same model, batch 1",
+            f"{tok / t['neuron']:.1f} tok/s",
+            f"{tok / t['cpu']:.1f} tok/s",
+            f"{t['cpu'] / t['neuron']:.2f}x",
+            "speed ratio neuron/CPU",
+        )
+    )
 
 
 def main():

@@ -7,6 +7,7 @@ with AdamW on examples/data/tiny_corpus.txt. Both runs start from the same
 weights and see the same batches, so their losses must match to fp32
 rounding. The only change between them is the device string.
 """
+
 import argparse
 import copy
 import math
@@ -56,8 +57,8 @@ def batches(data, steps, batch, ctx, seed):
     g = torch.Generator().manual_seed(seed)
     for _ in range(steps):
         starts = torch.randint(0, len(data) - ctx - 1, (batch,), generator=g)
-        x = torch.stack([data[s:s + ctx] for s in starts])
-        y = torch.stack([data[s + 1:s + ctx + 1] for s in starts])
+        x = torch.stack([data[s : s + ctx] for s in starts])
+        y = torch.stack([data[s + 1 : s + ctx + 1] for s in starts])
         yield x, y
 
 
@@ -95,8 +96,10 @@ def main():
     data = torch.tensor([chars.index(c) for c in text], dtype=torch.long)
     torch.manual_seed(0)
     model = TinyGPT(len(chars), ctx=args.ctx)
-    print(f"TinyGPT: {sum(p.numel() for p in model.parameters()):,} parameters, vocab {len(chars)}, "
-          f"{len(data):,} characters; device {torch.neuron.get_device_name(0)}")
+    print(
+        f"TinyGPT: {sum(p.numel() for p in model.parameters()):,} parameters, vocab {len(chars)}, "
+        f"{len(data):,} characters; device {torch.neuron.get_device_name(0)}"
+    )
 
     import torch_neuronx
 
@@ -113,12 +116,18 @@ def main():
     t_cpu = time.perf_counter() - t0
 
     diff = max(abs(a - b) for a, b in zip(neuron_losses, cpu_losses))
-    agree = all(math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-4) for a, b in zip(neuron_losses, cpu_losses))
+    agree = all(
+        math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-4) for a, b in zip(neuron_losses, cpu_losses)
+    )
     print(f"neuron: {t_neuron:.2f} s, cpu: {t_cpu:.2f} s for {args.steps} steps")
-    print(f"loss {neuron_losses[0]:.4f} -> {neuron_losses[-1]:.4f} on neuron, "
-          f"{cpu_losses[0]:.4f} -> {cpu_losses[-1]:.4f} on cpu")
-    print(f"ops that ran through the CPU fallback: {len(fallbacks)} kinds, "
-          f"{sum(fallbacks.values())} calls")
+    print(
+        f"loss {neuron_losses[0]:.4f} -> {neuron_losses[-1]:.4f} on neuron, "
+        f"{cpu_losses[0]:.4f} -> {cpu_losses[-1]:.4f} on cpu"
+    )
+    print(
+        f"ops that ran through the CPU fallback: {len(fallbacks)} kinds, "
+        f"{sum(fallbacks.values())} calls"
+    )
     print(f"losses agree with CPU: {'yes' if agree else 'NO'} (max |diff| = {diff:.2e})")
     return 0 if agree else 1
 

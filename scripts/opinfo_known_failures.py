@@ -13,6 +13,7 @@ listed as 'Crash: ...' or 'Timeout: ...' (the suite then does not run it),
 and the run resumes after it. Prints the totals: tests run, passed, pass
 percentage, the most common failure reasons, the slowest tests.
 """
+
 import argparse
 import collections
 import json
@@ -58,8 +59,17 @@ def append_record(path, key, reason):
 
 def run_pytest(args, env, stall):
     """One pytest run: its exit status, or None when it stalled (killed)."""
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=no",
-           os.path.join(ROOT, "tests", "test_opinfo.py"), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--tb=no",
+        os.path.join(ROOT, "tests", "test_opinfo.py"),
+        *args,
+    ]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
     record = env["TORCH_NEURONX_OPINFO_RECORD"]
     last = time.monotonic()
@@ -114,8 +124,10 @@ def summarise(outcomes):
     outcomes = {k: v for k, v in outcomes.items() if v[0] != "skip"}
     total = len(outcomes)
     passed = sum(event == "pass" for event, _, _ in outcomes.values())
-    print(f"\n{total} op-variant-dtype tests, {passed} passed "
-          f"({100.0 * passed / max(total, 1):.1f}%), {total - passed} failed")
+    print(
+        f"\n{total} op-variant-dtype tests, {passed} passed "
+        f"({100.0 * passed / max(total, 1):.1f}%), {total - passed} failed"
+    )
     by_variant = collections.Counter((k[1], e) for k, (e, _, _) in outcomes.items())
     for variant in sorted({k[1] for k in outcomes}):
         p, f = by_variant[(variant, "pass")], by_variant[(variant, "fail")]
@@ -131,19 +143,30 @@ def summarise(outcomes):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=["full", "sample"], default="full")
-    parser.add_argument("--record", default="/tmp/opinfo_record.jsonl",
-                        help="JSON-lines outcome log (kept: rerun with --resume)")
-    parser.add_argument("--resume", action="store_true",
-                        help="keep the record and run only tests not yet in it")
-    parser.add_argument("--stall", type=int, default=600,
-                        help="seconds without a finished test before it counts as hung")
+    parser.add_argument(
+        "--record",
+        default="/tmp/opinfo_record.jsonl",
+        help="JSON-lines outcome log (kept: rerun with --resume)",
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="keep the record and run only tests not yet in it"
+    )
+    parser.add_argument(
+        "--stall",
+        type=int,
+        default=600,
+        help="seconds without a finished test before it counts as hung",
+    )
     parser.add_argument("--out", default=KNOWN)
     parser.add_argument("pytest_args", nargs="*", help="passed to pytest (after --)")
     args = parser.parse_args()
     if not args.resume and os.path.exists(args.record):
         os.remove(args.record)
-    env = dict(os.environ, TORCH_NEURONX_OPINFO=args.mode,
-               TORCH_NEURONX_OPINFO_RECORD=os.path.abspath(args.record))
+    env = dict(
+        os.environ,
+        TORCH_NEURONX_OPINFO=args.mode,
+        TORCH_NEURONX_OPINFO_RECORD=os.path.abspath(args.record),
+    )
     start = time.monotonic()
     run_all(args.pytest_args, env, args.stall)
     outcomes, _ = read_record(args.record)

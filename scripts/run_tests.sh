@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Sets up (idempotent) and runs the whole test suite: the C runtime/kernel
-# tests (plain, ASan+UBSan, TSan) and the PyTorch integration tests, twice:
+# Sets up (idempotent) and runs the whole test suite: lint and format checks,
+# the C runtime/kernel tests (plain, ASan+UBSan, TSan) and the PyTorch
+# integration tests, twice:
 # plain, then with device memory closed to the host except through the HAL
 # (TORCH_NEURONX_PROTECT_DEVICE_MEMORY=1, the proof that nothing above the
 # HAL bypasses it; docs/ARCHITECTURE.md, "The HAL").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# Lint and format checks first: they take seconds (ruff: pyproject.toml;
+# clang-format: .clang-format). `bash scripts/format.sh` applies them.
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
 make -C csrc BUILD="$PWD/build/c" test
 make -C csrc BUILD="$PWD/build/c" asan
 make -C csrc BUILD="$PWD/build/c" tsan

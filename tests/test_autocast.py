@@ -1,4 +1,5 @@
 """torch.autocast("neuron") with PyTorch's standard op lists."""
+
 import pytest
 import torch
 

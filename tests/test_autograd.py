@@ -1,8 +1,8 @@
 """Autograd on neuron against the same computation on CPU."""
+
 import copy
 
 import torch
-
 from conftest import assert_same
 
 

@@ -1,9 +1,9 @@
 """The C runtime and kernel tests, plain and under ASan + UBSan."""
+
 import os
 import subprocess
 
 import pytest
-
 from conftest import ROOT
 
 
@@ -11,7 +11,9 @@ from conftest import ROOT
 def test_c_suite(target, tmp_path):
     r = subprocess.run(
         ["make", "-C", os.path.join(ROOT, "csrc"), f"BUILD={tmp_path}", target],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     out = r.stdout + r.stderr
     assert r.returncode == 0, out

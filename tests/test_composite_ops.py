@@ -1,12 +1,13 @@
 """Ops composed from native kernels (variance, norms, dropout, mse_loss,
 softplus, log_sigmoid, sign, flip, eye, linspace, prod) against CPU, forward
 and backward, with no CPU fallback."""
+
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import assert_same
 
 import torch_neuronx
-from conftest import assert_same
 
 
 @pytest.fixture(autouse=True)
@@ -49,14 +50,21 @@ def test_var_std(dim, correction, keepdim):
 def test_group_norm_and_batch_statistics():
     x = torch.randn(2, 6, 4, 4)
     gn = torch.nn.GroupNorm(3, 6)
-    grad_check(lambda t: F.group_norm(t, 3, gn.weight.detach().to(t.device),
-                                      gn.bias.detach().to(t.device)), x)
+    grad_check(
+        lambda t: F.group_norm(
+            t, 3, gn.weight.detach().to(t.device), gn.bias.detach().to(t.device)
+        ),
+        x,
+    )
 
 
 @pytest.mark.parametrize("ord", [2, 1, float("inf"), -float("inf"), 0, 3.0])
 def test_vector_norm(ord):
-    fn = (lambda x: torch.linalg.vector_norm(x, ord=ord, dim=1)) if ord != 0 else \
-        (lambda x: torch.linalg.vector_norm(x.detach(), ord=0, dim=1))
+    fn = (
+        (lambda x: torch.linalg.vector_norm(x, ord=ord, dim=1))
+        if ord != 0
+        else (lambda x: torch.linalg.vector_norm(x.detach(), ord=0, dim=1))
+    )
     if ord == 0:
         assert_same(fn(X.neuron()), fn(X))
     else:
@@ -109,16 +117,20 @@ def test_softplus_log_sigmoid_sign():
 
 def test_flip_eye_linspace_prod():
     for dims in ((0,), (1, 2), (-1,)):
-        grad_check(lambda t: torch.flip(t, dims), X)
+        grad_check(lambda t, dims=dims: torch.flip(t, dims), X)
     assert_same(torch.eye(3, 5, device="neuron"), torch.eye(3, 5))
     assert_same(torch.eye(4, dtype=torch.int64, device="neuron"), torch.eye(4, dtype=torch.int64))
     for a, b, n in ((0, 1, 7), (-3.5, 2.0, 10), (5, 5, 1), (0, 10, 0)):
         assert_same(torch.linspace(a, b, n, device="neuron"), torch.linspace(a, b, n))
-    assert_same(torch.linspace(0, 10, 6, dtype=torch.int64, device="neuron"),
-                torch.linspace(0, 10, 6, dtype=torch.int64))
+    assert_same(
+        torch.linspace(0, 10, 6, dtype=torch.int64, device="neuron"),
+        torch.linspace(0, 10, 6, dtype=torch.int64),
+    )
     grad_check(lambda t: torch.prod(t, 1), X)
     assert_same(torch.prod(X.neuron()), torch.prod(X), rtol=1e-4, atol=1e-30)
-    assert_same(torch.tensor([[2, 3], [4, 5]]).neuron().prod(0), torch.tensor([[2, 3], [4, 5]]).prod(0))
+    assert_same(
+        torch.tensor([[2, 3], [4, 5]]).neuron().prod(0), torch.tensor([[2, 3], [4, 5]]).prod(0)
+    )
 
 
 def test_group_norm_module_parameter_grads():
@@ -143,10 +155,27 @@ def rnd(*shape):
     return torch.randn(*shape, generator=R)
 
 
-@pytest.mark.parametrize("name", ["atan2", "xlogy", "xlogy_zero", "glu", "prelu", "prelu_c",
-                                  "smooth_l1", "smooth_l1_b0", "huber_sum", "roll", "roll_flat",
-                                  "reflect1d", "reflect2d", "replicate1d", "replicate2d",
-                                  "kl_div"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "atan2",
+        "xlogy",
+        "xlogy_zero",
+        "glu",
+        "prelu",
+        "prelu_c",
+        "smooth_l1",
+        "smooth_l1_b0",
+        "huber_sum",
+        "roll",
+        "roll_flat",
+        "reflect1d",
+        "reflect2d",
+        "replicate1d",
+        "replicate2d",
+        "kl_div",
+    ],
+)
 def test_more_composites(name):
     x, y = rnd(3, 4, 6), rnd(3, 4, 6)
     fns = {
@@ -165,8 +194,9 @@ def test_more_composites(name):
         "reflect2d": lambda a, b: F.pad(a, (2, 3, 1, 2), mode="reflect"),
         "replicate1d": lambda a, b: F.pad(a, (3, 1), mode="replicate"),
         "replicate2d": lambda a, b: F.pad(a[None], (1, 4, 2, 0), mode="replicate"),
-        "kl_div": lambda a, b: F.kl_div(F.log_softmax(a, -1), F.softmax(b, -1),
-                                        reduction="batchmean"),
+        "kl_div": lambda a, b: F.kl_div(
+            F.log_softmax(a, -1), F.softmax(b, -1), reduction="batchmean"
+        ),
     }
     grad_check(fns[name], x, y, tol={"rtol": 1e-5, "atol": 1e-5})
 
@@ -206,8 +236,12 @@ def test_median_kthvalue_bincount():
     x = rnd(4, 7)
     x[1, 3] = float("nan")
     xn = x.neuron()
-    for f in (lambda t: t.median(1), lambda t: t.median(0, keepdim=True),
-              lambda t: t.kthvalue(3, 1), lambda t: t.kthvalue(2, 0, keepdim=True)):
+    for f in (
+        lambda t: t.median(1),
+        lambda t: t.median(0, keepdim=True),
+        lambda t: t.kthvalue(3, 1),
+        lambda t: t.kthvalue(2, 0, keepdim=True),
+    ):
         vc, ic = f(x)
         vn, in_ = f(xn)
         assert_same(vn, vc, equal_nan=True)
@@ -218,8 +252,9 @@ def test_median_kthvalue_bincount():
     i = torch.tensor([0, 3, 3, 1, 7])
     w = torch.rand(5)
     assert_same(torch.bincount(i.neuron()), torch.bincount(i))
-    assert_same(torch.bincount(i.neuron(), w.neuron(), minlength=10),
-                torch.bincount(i, w, minlength=10))
+    assert_same(
+        torch.bincount(i.neuron(), w.neuron(), minlength=10), torch.bincount(i, w, minlength=10)
+    )
     for dev in ("cpu", "neuron"):
         with pytest.raises(RuntimeError, match="non-negative"):
             torch.bincount(torch.tensor([1, -1], device=dev))
@@ -242,34 +277,44 @@ def test_scatter_reduce(reduce, include_self):
     src[1, 2] = float("nan") if reduce in ("amax", "amin", "max") else src[1, 2]
     index = torch.randint(0, 6, (4, 5), generator=g)
     ref = self_.scatter_reduce(1, index, src, reduce, include_self=include_self)
-    got = self_.neuron().scatter_reduce(1, index.neuron(), src.neuron(), reduce,
-                                        include_self=include_self)
+    got = self_.neuron().scatter_reduce(
+        1, index.neuron(), src.neuron(), reduce, include_self=include_self
+    )
     assert_same(got, ref, rtol=1e-5, atol=1e-6, equal_nan=True)
     iself = torch.randint(-5, 5, (3, 4), generator=g)
     isrc = torch.randint(-5, 5, (3, 4), generator=g)
     iidx = torch.randint(0, 4, (3, 4), generator=g)
-    assert_same(iself.neuron().scatter_reduce(0, iidx.neuron() % 3, isrc.neuron(), reduce,
-                                              include_self=include_self),
-                iself.scatter_reduce(0, iidx % 3, isrc, reduce, include_self=include_self))
+    assert_same(
+        iself.neuron().scatter_reduce(
+            0, iidx.neuron() % 3, isrc.neuron(), reduce, include_self=include_self
+        ),
+        iself.scatter_reduce(0, iidx % 3, isrc, reduce, include_self=include_self),
+    )
 
 
 def test_scatter_reduce_backward_unfold_backward_and_integer_pow():
     g = torch.Generator().manual_seed(6)
     x = torch.randn(2, 9, generator=g)
     idx = torch.randint(0, 3, (2, 9), generator=g)
-    grad_check(lambda t: torch.zeros(2, 3, device=t.device).scatter_reduce(
-        1, idx.to(t.device), t, "amax", include_self=False), x)
+    grad_check(
+        lambda t: torch.zeros(2, 3, device=t.device).scatter_reduce(
+            1, idx.to(t.device), t, "amax", include_self=False
+        ),
+        x,
+    )
     grad_check(lambda t: t.unfold(1, 4, 2).pow(2).sum(-1), x)  # overlapping windows
     grad_check(lambda t: t.unfold(0, 2, 1), x)
     a = torch.randint(-4, 5, (20,), generator=g)
     b = torch.randint(-2, 6, (20,), generator=g)
-    assert_same(a.neuron() ** b.neuron(), a ** b)
-    assert_same(a.to(torch.int8).neuron() ** b.to(torch.int8).neuron(),
-                a.to(torch.int8) ** b.to(torch.int8))
+    assert_same(a.neuron() ** b.neuron(), a**b)
+    assert_same(
+        a.to(torch.int8).neuron() ** b.to(torch.int8).neuron(), a.to(torch.int8) ** b.to(torch.int8)
+    )
     for dev in ("cpu", "neuron"):
         with pytest.raises(RuntimeError, match="reduce argument must be"):
-            torch.zeros(3, device=dev).scatter_reduce(0, torch.zeros(3, dtype=torch.long, device=dev),
-                                                      torch.ones(3, device=dev), "foo")
+            torch.zeros(3, device=dev).scatter_reduce(
+                0, torch.zeros(3, dtype=torch.long, device=dev), torch.ones(3, device=dev), "foo"
+            )
 
 
 @pytest.mark.parametrize("upper", [False, True])
@@ -282,23 +327,32 @@ def test_solve_triangular(upper, left, unit):
     A = torch.randn(2, 3, 8, 8, generator=g) * 0.3 + torch.eye(8) * 2
     A = A.triu() if upper else A.tril()
     B = torch.randn(3, 8, 5, generator=g) if left else torch.randn(3, 5, 8, generator=g)
-    grad_check(lambda a, b: torch.linalg.solve_triangular(a, b, upper=upper, left=left,
-                                                          unitriangular=unit),
-               A, B, tol={"rtol": 1e-4, "atol": 1e-5})
+    grad_check(
+        lambda a, b: torch.linalg.solve_triangular(
+            a, b, upper=upper, left=left, unitriangular=unit
+        ),
+        A,
+        B,
+        tol={"rtol": 1e-4, "atol": 1e-5},
+    )
 
 
 def test_solve_triangular_errors_and_float64():
     A = torch.randn(4, 4, dtype=torch.float64).tril() + 3 * torch.eye(4, dtype=torch.float64)
     B = torch.randn(4, 2, dtype=torch.float64)
-    assert_same(torch.linalg.solve_triangular(A.neuron(), B.neuron(), upper=False),
-                torch.linalg.solve_triangular(A, B, upper=False))
+    assert_same(
+        torch.linalg.solve_triangular(A.neuron(), B.neuron(), upper=False),
+        torch.linalg.solve_triangular(A, B, upper=False),
+    )
     for dev in ("cpu", "neuron"):
         with pytest.raises(RuntimeError, match="square"):
-            torch.linalg.solve_triangular(torch.zeros(3, 4, device=dev),
-                                          torch.zeros(3, 2, device=dev), upper=True)
+            torch.linalg.solve_triangular(
+                torch.zeros(3, 4, device=dev), torch.zeros(3, 2, device=dev), upper=True
+            )
         with pytest.raises(RuntimeError, match="Incompatible shapes"):
-            torch.linalg.solve_triangular(torch.eye(3, device=dev),
-                                          torch.zeros(4, 2, device=dev), upper=True)
+            torch.linalg.solve_triangular(
+                torch.eye(3, device=dev), torch.zeros(4, 2, device=dev), upper=True
+            )
 
 
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
@@ -309,8 +363,13 @@ def test_complex_arithmetic_and_polar(dtype):
     a = torch.randn(3, 5, dtype=dtype, generator=g)
     b = torch.randn(3, 5, dtype=dtype, generator=g)
     b[0, 0] = complex(0.0, 1e-3)  # |imag| >> |real|: the other division branch
-    for f in (lambda x, y: x + y, lambda x, y: x - y * 2, lambda x, y: x * y, lambda x, y: x / y,
-              lambda x, y: x * y[:1]):  # broadcast
+    for f in (
+        lambda x, y: x + y,
+        lambda x, y: x - y * 2,
+        lambda x, y: x * y,
+        lambda x, y: x / y,
+        lambda x, y: x * y[:1],
+    ):  # broadcast
         assert_same(f(a.neuron(), b.neuron()), f(a, b), rtol=1e-5, atol=1e-6)
     real = torch.float32 if dtype == torch.complex64 else torch.float64
     m, ang = torch.rand(6, dtype=real, generator=g), torch.randn(6, dtype=real, generator=g)
@@ -325,28 +384,38 @@ def test_complex_arithmetic_and_polar(dtype):
     grad_check(lambda t, f: rope(t, f), x, freqs, tol={"rtol": 1e-5, "atol": 1e-6})
 
 
-@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32, torch.bfloat16,
-                                   torch.bool, torch.uint8])
+@pytest.mark.parametrize(
+    "dtype", [torch.int64, torch.int32, torch.float32, torch.bfloat16, torch.bool, torch.uint8]
+)
 def test_unique_matches_cpu(dtype):
     g = torch.Generator().manual_seed(11)
     x = torch.randint(0, 7, (5, 9), generator=g).to(dtype)
     torch_neuronx.clear_op_tracking()
-    for kw in (dict(), dict(return_inverse=True), dict(return_counts=True),
-               dict(return_inverse=True, return_counts=True), dict(sorted=False)):
+    for kw in (
+        dict(),
+        dict(return_inverse=True),
+        dict(return_counts=True),
+        dict(return_inverse=True, return_counts=True),
+        dict(sorted=False),
+    ):
         got, want = torch.unique(x.neuron(), **kw), torch.unique(x, **kw)
-        for a, b in zip(got if isinstance(got, tuple) else (got,),
-                        want if isinstance(want, tuple) else (want,)):
+        for a, b in zip(
+            got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)
+        ):
             assert_same(a, b)
     for kw in (dict(), dict(return_inverse=True, return_counts=True)):
         got = torch.unique_consecutive(x.neuron().flatten(), **kw)
         want = torch.unique_consecutive(x.flatten(), **kw)
-        for a, b in zip(got if isinstance(got, tuple) else (got,),
-                        want if isinstance(want, tuple) else (want,)):
+        for a, b in zip(
+            got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)
+        ):
             assert_same(a, b)
     assert torch_neuronx.get_fallback_ops() == {}
     e = torch.empty(0, 3, dtype=dtype)
-    for a, b in zip(torch.unique(e.neuron(), return_inverse=True, return_counts=True),
-                    torch.unique(e, return_inverse=True, return_counts=True)):
+    for a, b in zip(
+        torch.unique(e.neuron(), return_inverse=True, return_counts=True),
+        torch.unique(e, return_inverse=True, return_counts=True),
+    ):
         assert a.shape == b.shape and a.dtype == b.dtype
 
 
@@ -361,11 +430,14 @@ def test_logcumsumexp_matches_cpu(dtype, dim):
     x[6, 1] = float("nan")
     torch_neuronx.clear_op_tracking()
     tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {"rtol": 1e-6, "atol": 1e-6}
-    assert_same(torch.logcumsumexp(x.neuron(), dim), torch.logcumsumexp(x, dim), equal_nan=True,
-                **tol)
+    assert_same(
+        torch.logcumsumexp(x.neuron(), dim), torch.logcumsumexp(x, dim), equal_nan=True, **tol
+    )
     y = torch.randn(5, 6, generator=g).to(dtype)
     yc, yn = y.clone().requires_grad_(), y.neuron().requires_grad_()
     torch.logcumsumexp(yc, dim).sum().backward()
     torch.logcumsumexp(yn, dim).sum().backward()
-    assert_same(yn.grad, yc.grad, **(tol if dtype != torch.bfloat16 else {"rtol": 5e-2, "atol": 5e-2}))
+    assert_same(
+        yn.grad, yc.grad, **(tol if dtype != torch.bfloat16 else {"rtol": 5e-2, "atol": 5e-2})
+    )
     assert torch_neuronx.get_fallback_ops() == {}

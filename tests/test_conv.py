@@ -1,11 +1,12 @@
 """Native convolutions (im2col + GEMM, col2im for the input gradient) against
 CPU: 1-D, 2-D and 3-D, stride, padding, dilation, groups, bias, half precision."""
+
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import assert_same
 
 import torch_neuronx
-from conftest import assert_same
 
 CASES = [
     dict(shape=(2, 3, 9, 11), w=(4, 3, 3, 3), kw=dict(padding=1)),
@@ -16,8 +17,11 @@ CASES = [
     dict(shape=(3, 4, 15), w=(2, 4, 5), kw=dict(padding=2, stride=2)),  # 1-D
     dict(shape=(2, 3, 6, 6), w=(5, 3, 1, 1), kw=dict()),  # 1x1
     dict(shape=(1, 2, 4, 5, 5), w=(3, 2, 3, 3, 3), kw=dict()),  # 3-D
-    dict(shape=(2, 4, 5, 6, 7), w=(6, 2, 3, 2, 3),  # video VAE style: groups, per-dim params
-         kw=dict(stride=(1, 2, 2), padding=(1, 0, 1), dilation=(2, 1, 1), groups=2)),
+    dict(
+        shape=(2, 4, 5, 6, 7),
+        w=(6, 2, 3, 2, 3),  # video VAE style: groups, per-dim params
+        kw=dict(stride=(1, 2, 2), padding=(1, 0, 1), dilation=(2, 1, 1), groups=2),
+    ),
     dict(shape=(1, 3, 3, 8, 8), w=(4, 3, 1, 3, 3), kw=dict(padding=(0, 1, 1))),  # per-frame
 ]
 CONV = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}
@@ -61,14 +65,21 @@ def test_conv_errors_like_cpu():
     with pytest.raises(RuntimeError):
         F.conv2d(x, torch.randn(4, 2, 1, 1, device="neuron"))  # channel mismatch
     with pytest.raises(RuntimeError):  # 3-D kernel deeper than the input
-        F.conv3d(torch.randn(1, 2, 2, 4, 4, device="neuron"),
-                 torch.randn(3, 2, 3, 3, 3, device="neuron"))
+        F.conv3d(
+            torch.randn(1, 2, 2, 4, 4, device="neuron"), torch.randn(3, 2, 3, 3, 3, device="neuron")
+        )
 
 
-NEAREST = [((2, 3, 4, 4), dict(scale_factor=2)), ((2, 3, 4, 4), dict(size=(7, 5))),
-           ((2, 3, 4, 4), dict(scale_factor=1.5)), ((2, 3, 5), dict(scale_factor=3)),
-           ((2, 3, 5), dict(size=7)), ((1, 2, 3, 4, 5), dict(scale_factor=(1, 2, 2))),
-           ((1, 2, 3, 4, 5), dict(size=(5, 3, 8))), ((1, 2, 3, 4, 4), dict(scale_factor=0.5))]
+NEAREST = [
+    ((2, 3, 4, 4), dict(scale_factor=2)),
+    ((2, 3, 4, 4), dict(size=(7, 5))),
+    ((2, 3, 4, 4), dict(scale_factor=1.5)),
+    ((2, 3, 5), dict(scale_factor=3)),
+    ((2, 3, 5), dict(size=7)),
+    ((1, 2, 3, 4, 5), dict(scale_factor=(1, 2, 2))),
+    ((1, 2, 3, 4, 5), dict(size=(5, 3, 8))),
+    ((1, 2, 3, 4, 4), dict(scale_factor=0.5)),
+]
 
 
 @pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
@@ -98,8 +109,11 @@ TCASES = [
     dict(shape=(1, 4, 4, 4), w=(4, 2, 4, 4), kw=dict(stride=2, padding=1, groups=2)),  # VAE up
     dict(shape=(2, 3, 5, 5), w=(3, 2, 3, 2), kw=dict(dilation=2)),
     dict(shape=(2, 3, 7), w=(3, 5, 4), kw=dict(stride=3, padding=1, output_padding=2)),  # 1-D
-    dict(shape=(1, 4, 3, 4, 4), w=(4, 2, 3, 4, 4),  # 3-D: video VAE upsampling
-         kw=dict(stride=(1, 2, 2), padding=(1, 1, 1), groups=2)),
+    dict(
+        shape=(1, 4, 3, 4, 4),
+        w=(4, 2, 3, 4, 4),  # 3-D: video VAE upsampling
+        kw=dict(stride=(1, 2, 2), padding=(1, 1, 1), groups=2),
+    ),
 ]
 TCONV = {3: F.conv_transpose1d, 4: F.conv_transpose2d, 5: F.conv_transpose3d}
 
@@ -114,8 +128,10 @@ def test_conv_transpose_forward_backward(case, dtype):
     b = torch.randn(c["w"][1] * groups, generator=g)
     conv = TCONV[len(c["shape"])]
     torch_neuronx.clear_op_tracking()
-    ins = [[t.clone().to(dtype).requires_grad_() for t in (x, w, b)],
-           [t.to(dtype).neuron().requires_grad_() for t in (x, w, b)]]
+    ins = [
+        [t.clone().to(dtype).requires_grad_() for t in (x, w, b)],
+        [t.to(dtype).neuron().requires_grad_() for t in (x, w, b)],
+    ]
     outs = [conv(*i, **c["kw"]) for i in ins]
     tol = dict(rtol=3e-2, atol=3e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-4)
     assert_same(outs[1], outs[0], **tol)
@@ -123,8 +139,9 @@ def test_conv_transpose_forward_backward(case, dtype):
     outs[0].backward(gout)
     outs[1].backward(gout.neuron())
     for a, r in zip(ins[1], ins[0]):
-        assert_same(a.grad, r.grad, **(dict(rtol=5e-2, atol=1e-1) if dtype == torch.bfloat16
-                                       else tol))
+        assert_same(
+            a.grad, r.grad, **(dict(rtol=5e-2, atol=1e-1) if dtype == torch.bfloat16 else tol)
+        )
     assert torch_neuronx.get_fallback_ops() == {}
 
 

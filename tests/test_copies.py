@@ -1,15 +1,26 @@
 """Copies in every direction, casts, views, storage ops: against the CPU."""
+
 import itertools
 import warnings
 
 import pytest
 import torch
-
 from conftest import assert_same
 
-DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-          torch.float16, torch.bfloat16, torch.float32, torch.float64,
-          torch.complex64, torch.complex128]
+DTYPES = [
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+    torch.complex128,
+]
 
 
 def sample(dtype, shape=(5, 7)):
@@ -54,7 +65,9 @@ def test_strided_and_broadcast_copies():
     dst.copy_(torch.arange(5.0))  # broadcast from CPU
     assert torch.equal(dst.cpu(), torch.arange(5.0).expand(3, 4, 5))
     dst[1].copy_(n[2])  # device to device into a view
-    ref = torch.zeros(3, 4, 5); ref.copy_(torch.arange(5.0)); ref[1].copy_(base[2])
+    ref = torch.zeros(3, 4, 5)
+    ref.copy_(torch.arange(5.0))
+    ref[1].copy_(base[2])
     assert torch.equal(dst.cpu(), ref)
     cpu_out = torch.empty(5, 4, 3)
     cpu_out.copy_(n.permute(2, 1, 0))  # D2H into a contiguous CPU tensor
@@ -186,9 +199,9 @@ def test_large_copies_stream_exactly():
     xn = x.neuron()
     assert torch.equal(xn.clone().cpu(), x)
     d = torch.zeros(n + 5, device="neuron")
-    d[3:3 + n - 1].copy_(xn[1:])  # both ends off any 64-byte boundary
+    d[3 : 3 + n - 1].copy_(xn[1:])  # both ends off any 64-byte boundary
     want = torch.zeros(n + 5)
-    want[3:3 + n - 1] = x[1:]
+    want[3 : 3 + n - 1] = x[1:]
     assert torch.equal(d.cpu(), want)
     m = x[: 2098 * 2049].view(2098, 2049)
     assert torch.equal(m.neuron()[:, 1:].contiguous().cpu(), m[:, 1:].contiguous())

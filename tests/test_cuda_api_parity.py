@@ -1,10 +1,10 @@
 """The parts of torch.cuda's API that users reach for, on torch.neuron (and
 torch.accelerator), checked against what torch.cuda documents."""
+
 import json
 
 import pytest
 import torch
-
 from conftest import run_python
 
 N = "neuron"
@@ -24,7 +24,14 @@ def test_device_capability_lists_the_dtypes_a_tensor_can_hold():
     dtypes = torch.accelerator.get_device_capability()["supported_dtypes"]
     for dt in dtypes:
         torch.empty(2, dtype=dt, device=N)  # every advertised dtype is accepted
-    for dt in (torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool, torch.complex64):
+    for dt in (
+        torch.float32,
+        torch.bfloat16,
+        torch.float16,
+        torch.int64,
+        torch.bool,
+        torch.complex64,
+    ):
         assert dt in dtypes
     for dt in (torch.complex32, torch.qint8, torch.bits8):
         assert dt not in dtypes
@@ -33,7 +40,9 @@ def test_device_capability_lists_the_dtypes_a_tensor_can_hold():
 
 
 def test_peer_access_arch_list_and_oom_error_class():
-    assert torch.neuron.can_device_access_peer(0, 1) and not torch.neuron.can_device_access_peer(1, 1)
+    assert torch.neuron.can_device_access_peer(0, 1) and not torch.neuron.can_device_access_peer(
+        1, 1
+    )
     with pytest.raises(RuntimeError, match="invalid device ordinal"):
         torch.neuron.can_device_access_peer(0, 9)
     assert torch.neuron.get_arch_list() == ["trn2", "trn3"]
@@ -113,8 +122,9 @@ def test_utilization_measures_busy_time():
 def test_profiler_links_kernels_to_ops_and_records_memory(tmp_path):
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
-                 profile_memory=True) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], profile_memory=True
+    ) as prof:
         a = torch.randn(128, 128, device=N)
         b = (a @ a).relu()
         del a
@@ -128,8 +138,12 @@ def test_profiler_links_kernels_to_ops_and_records_memory(tmp_path):
     ends = {e["id"] for e in events if e.get("cat") == "ac2g" and e.get("ph") == "f"}
     assert len(launches) >= 3 and len(kernels) >= 3
     assert starts and starts == ends  # every launch flows to its kernel
-    memory = [e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 20]
-    assert any(e["args"]["Bytes"] > 0 for e in memory) and any(e["args"]["Bytes"] < 0 for e in memory)
+    memory = [
+        e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 20
+    ]
+    assert any(e["args"]["Bytes"] > 0 for e in memory) and any(
+        e["args"]["Bytes"] < 0 for e in memory
+    )
     del b
 
 
@@ -191,7 +205,8 @@ def test_mem_pool_routes_allocations():
     assert pool_of(a) == pool_of(c) == pool.id
     assert pool_of(b) == inner.id and pool_of(d) == (0, 0)
     assert [s["address"] for s in pool.snapshot()] and all(
-        tuple(s["segment_pool_id"]) == pool.id for s in pool.snapshot())
+        tuple(s["segment_pool_id"]) == pool.id for s in pool.snapshot()
+    )
     ptr = a.data_ptr()
     del a
     e = torch.empty(3 << 20, dtype=torch.uint8, device=N)  # default pool: not a's block

@@ -1,6 +1,6 @@
 """Device registration, torch.neuron basics, torch.accelerator, packaging."""
-import torch
 
+import torch
 from conftest import run_python
 
 
@@ -17,6 +17,7 @@ def test_default_model_is_one_trn2_chip():
     assert p.modelled_memory == 24 * 2**30  # 96 GiB of HBM shared by 4 logical cores
     # ... as far as the host can back it (software device memory is host memory)
     import os
+
     host = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     assert 0 < p.total_memory <= p.modelled_memory and p.total_memory <= host
     assert p.generation == 2 and p.instance_model == "trn2"
@@ -75,7 +76,9 @@ def test_bad_visible_cores_is_a_clear_error():
 
 
 def test_autoload_by_import_torch_and_opt_out():
-    r = run_python("import torch; print(torch.neuron.is_available(), torch.ones(1, device='neuron').device)")
+    r = run_python(
+        "import torch; print(torch.neuron.is_available(), torch.ones(1, device='neuron').device)"
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["True", "neuron:0"]
     r = run_python(
@@ -108,8 +111,10 @@ def test_info_tool_runs():
 
 
 def test_thread_pool_size_is_overridable():
-    r = run_python("import torch_neuronx; print(torch_neuronx._C._num_threads())",
-                   {"TORCH_NEURONX_NUM_THREADS": "1"})
+    r = run_python(
+        "import torch_neuronx; print(torch_neuronx._C._num_threads())",
+        {"TORCH_NEURONX_NUM_THREADS": "1"},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "1"
 
@@ -167,6 +172,7 @@ def test_host_threads_are_named_and_placed():
     usable CPU, helper i runs on the i-th CPU and queue workers on the first;
     TORCH_NEURONX_PIN_THREADS=0 leaves them free."""
     import os
+
     cpus = sorted(os.sched_getaffinity(0))
     r = run_python(PLACEMENT)
     assert r.returncode == 0, r.stderr
@@ -177,8 +183,9 @@ def test_host_threads_are_named_and_placed():
     if len(cpus) > 1:
         pool = sorted(ln.split(" ", 1)[1] for ln in lines if ln.startswith("neuron-pool"))
         assert pool == sorted(str([c]) for c in cpus[1:])
-        assert all(ln.split(" ", 1)[1] == str([cpus[0]]) for ln in lines
-                   if ln.startswith("neuron-queue"))
+        assert all(
+            ln.split(" ", 1)[1] == str([cpus[0]]) for ln in lines if ln.startswith("neuron-queue")
+        )
     free = run_python(PLACEMENT, {"TORCH_NEURONX_PIN_THREADS": "0"})
     assert free.returncode == 0, free.stderr
     assert all(ln.split(" ", 1)[1] == str(cpus) for ln in free.stdout.splitlines())

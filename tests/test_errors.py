@@ -1,8 +1,8 @@
 """Bad input gets the exception CPU/CUDA would raise, with an actionable
 message: never a crash, hang or silent wrong result."""
+
 import pytest
 import torch
-
 from conftest import run_python
 
 
@@ -18,7 +18,9 @@ def test_wrong_device_index():
 
 def test_two_devices_in_one_op():
     a = torch.ones(3, device="neuron:0")
-    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device.*neuron:0 and cpu"):
+    with pytest.raises(
+        RuntimeError, match="Expected all tensors to be on the same device.*neuron:0 and cpu"
+    ):
         a + torch.ones(3)
     with pytest.raises(RuntimeError, match="neuron:0 and neuron:1"):
         a * torch.ones(3, device="neuron:1")

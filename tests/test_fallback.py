@@ -1,12 +1,13 @@
 """The boxed CPU fallback: correctness on the cases where the stock
 cpu_fallback goes wrong, op tracking, warn-once and error mode."""
+
 import warnings
 
 import pytest
 import torch
+from conftest import assert_same, run_python
 
 import torch_neuronx
-from conftest import assert_same, run_python
 
 
 @pytest.fixture(autouse=True)
@@ -65,7 +66,7 @@ def test_reverse_scalar_ops_stay_on_neuron():
     n = x.neuron()
     assert_same(2 // n, 2 // x)
     assert_same(2 - n, 2 - x)
-    assert_same(2 ** n, 2 ** x)
+    assert_same(2**n, 2**x)
     assert_same(1 / n, 1 / x)
 
 
@@ -111,11 +112,31 @@ def test_view_ops_never_fall_back():
     x = torch.randn(4, 6)
     n = x.neuron()
     views = [
-        n.t(), n.transpose(0, 1), n.view(24), n.reshape(2, 12), n[1], n[:, 2:5], n.narrow(1, 1, 3),
-        n.expand(3, 4, 6), n.unsqueeze(0), n.squeeze(), n.diagonal(), n.unfold(1, 2, 2),
-        n.permute(1, 0), n.view(torch.int32), n.flatten(), n.select(1, 2), n.movedim(0, 1),
-        *n.unbind(0), *n.split(2), *n.chunk(3, dim=1), n.as_strided((2, 2), (1, 2)), n.detach(),
-        n.real, n.view_as(torch.empty(24)), n.unflatten(1, (2, 3)),
+        n.t(),
+        n.transpose(0, 1),
+        n.view(24),
+        n.reshape(2, 12),
+        n[1],
+        n[:, 2:5],
+        n.narrow(1, 1, 3),
+        n.expand(3, 4, 6),
+        n.unsqueeze(0),
+        n.squeeze(),
+        n.diagonal(),
+        n.unfold(1, 2, 2),
+        n.permute(1, 0),
+        n.view(torch.int32),
+        n.flatten(),
+        n.select(1, 2),
+        n.movedim(0, 1),
+        *n.unbind(0),
+        *n.split(2),
+        *n.chunk(3, dim=1),
+        n.as_strided((2, 2), (1, 2)),
+        n.detach(),
+        n.real,
+        n.view_as(torch.empty(24)),
+        n.unflatten(1, (2, 3)),
     ]
     for v in views:
         assert v.untyped_storage().data_ptr() == n.untyped_storage().data_ptr()
@@ -135,7 +156,9 @@ def _view_ops_needing_a_backend_kernel():
         except RuntimeError:
             continue
         rets = schema.returns
-        if not rets or not any(r.alias_info is not None and not r.alias_info.is_write for r in rets):
+        if not rets or not any(
+            r.alias_info is not None and not r.alias_info.is_write for r in rets
+        ):
             continue
         out.append(name)
     return out
@@ -143,8 +166,20 @@ def _view_ops_needing_a_backend_kernel():
 
 # View ops that exist only for layouts neuron does not have (sparse, nested,
 # quantized, mkldnn): they cannot receive a strided neuron tensor.
-_LAYOUT_ONLY = ("sparse", "indices", "values", "crow", "ccol", "col_indices", "row_indices",
-                "nested", "quantize", "mkldnn", "q_per_channel", "_fw_primal")
+_LAYOUT_ONLY = (
+    "sparse",
+    "indices",
+    "values",
+    "crow",
+    "ccol",
+    "col_indices",
+    "row_indices",
+    "nested",
+    "quantize",
+    "mkldnn",
+    "q_per_channel",
+    "_fw_primal",
+)
 
 
 def test_every_strided_view_op_has_a_neuron_kernel():
@@ -179,8 +214,9 @@ def test_error_mode_from_environment():
     r = run_python(
         "import torch\ntry:\n  torch.special.i1(torch.ones(2, device='neuron'))\n"
         "except NotImplementedError as e: print('NIE', 'aten::special_i1' in str(e))\n"
-        "print((torch.ones(2, device='neuron') * 0).device)  # native ops still fine\n"
-        .replace("* 0", ".clone()"),
+        "print((torch.ones(2, device='neuron') * 0).device)  # native ops still fine\n".replace(
+            "* 0", ".clone()"
+        ),
         {"TORCH_NEURONX_FALLBACK": "error"},
     )
     assert r.returncode == 0, r.stderr
@@ -201,7 +237,11 @@ def test_convolution_through_overrideable_ops():
     torch.manual_seed(0)
     for transposed in (False, True):
         x = torch.randn(2, 4, 7, 7, requires_grad=True)
-        w = torch.randn(4, 3, 3, 3, requires_grad=True) if transposed else torch.randn(6, 2, 3, 3, requires_grad=True)
+        w = (
+            torch.randn(4, 3, 3, 3, requires_grad=True)
+            if transposed
+            else torch.randn(6, 2, 3, 3, requires_grad=True)
+        )
         b = torch.randn(3 if transposed else 6, requires_grad=True)
         xn, wn, bn = (t.detach().neuron().requires_grad_() for t in (x, w, b))
         if transposed:
@@ -216,10 +256,18 @@ def test_convolution_through_overrideable_ops():
             assert_same(tn.grad, t.grad, rtol=1e-4, atol=1e-4)
     assert "aten::convolution_overrideable" not in torch_neuronx.get_fallback_ops()
     x3, w3 = torch.randn(1, 2, 4, 5, 5), torch.randn(3, 2, 3, 3, 3)
-    assert_same(torch.nn.functional.conv3d(x3.neuron(), w3.neuron()),
-                torch.nn.functional.conv3d(x3, w3), rtol=1e-4, atol=1e-4)
+    assert_same(
+        torch.nn.functional.conv3d(x3.neuron(), w3.neuron()),
+        torch.nn.functional.conv3d(x3, w3),
+        rtol=1e-4,
+        atol=1e-4,
+    )
     assert "aten::convolution_overrideable" not in torch_neuronx.get_fallback_ops()
     x3, w3 = x3.double(), w3.double()
-    assert_same(torch.nn.functional.conv3d(x3.neuron(), w3.neuron()),
-                torch.nn.functional.conv3d(x3, w3), rtol=1e-10, atol=1e-10)
+    assert_same(
+        torch.nn.functional.conv3d(x3.neuron(), w3.neuron()),
+        torch.nn.functional.conv3d(x3, w3),
+        rtol=1e-10,
+        atol=1e-10,
+    )
     assert "aten::convolution_overrideable" in torch_neuronx.get_fallback_ops()

@@ -2,6 +2,7 @@
 (transposed, sliced with steps, broadcast), dtypes and broadcasts thrown at
 the element-wise, reduction, copy and GEMM paths. Seeds are fixed, so a
 failure reproduces; each case prints what it was."""
+
 import random
 
 import pytest
@@ -9,8 +10,17 @@ import torch
 
 import torch_neuronx
 
-DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64, torch.int32,
-          torch.int8, torch.uint8, torch.bool]
+DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.bfloat16,
+    torch.float16,
+    torch.int64,
+    torch.int32,
+    torch.int8,
+    torch.uint8,
+    torch.bool,
+]
 FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 
 
@@ -44,14 +54,16 @@ def layout(rng, t):
 
 def random_shape(rng, max_dims=4):
     nd = rng.randint(0, max_dims)
-    return [rng.choice([0, 1, 1, 2, 3, 5, 8]) if rng.random() < 0.1 else rng.randint(1, 7)
-            for _ in range(nd)]
+    return [
+        rng.choice([0, 1, 1, 2, 3, 5, 8]) if rng.random() < 0.1 else rng.randint(1, 7)
+        for _ in range(nd)
+    ]
 
 
 def broadcast_partner(rng, shape):
     """A shape that broadcasts against `shape` (dims dropped or set to 1)."""
     out = [1 if rng.random() < 0.3 else s for s in shape]
-    return out[rng.randint(0, len(out)):] if out and rng.random() < 0.3 else out
+    return out[rng.randint(0, len(out)) :] if out and rng.random() < 0.3 else out
 
 
 def compare(neuron, cpu, what):
@@ -60,12 +72,21 @@ def compare(neuron, cpu, what):
     tol = {}
     if cpu.dtype in (torch.bfloat16, torch.float16):
         tol = dict(rtol=2e-2, atol=2e-2)
-    torch.testing.assert_close(neuron.cpu(), cpu, equal_nan=True, msg=lambda m: f"{what}: {m}",
-                               **tol)
+    torch.testing.assert_close(
+        neuron.cpu(), cpu, equal_nan=True, msg=lambda m: f"{what}: {m}", **tol
+    )
 
 
-BINARY = [torch.add, torch.sub, torch.mul, torch.maximum, torch.minimum, torch.eq, torch.lt,
-          torch.ge]
+BINARY = [
+    torch.add,
+    torch.sub,
+    torch.mul,
+    torch.maximum,
+    torch.minimum,
+    torch.eq,
+    torch.lt,
+    torch.ge,
+]
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -84,8 +105,17 @@ def test_fuzz_elementwise(seed):
         what = f"{op.__name__}({da}{list(a.shape)} {ka}, {db}{list(b.shape)})"
         compare(op(view(a.neuron()), b.neuron()), op(view(a), b), what)
         if da in FLOATS:
-            un = rng.choice([torch.exp, torch.tanh, torch.sigmoid, torch.abs, torch.neg,
-                             torch.nn.functional.silu, torch.nn.functional.gelu])
+            un = rng.choice(
+                [
+                    torch.exp,
+                    torch.tanh,
+                    torch.sigmoid,
+                    torch.abs,
+                    torch.neg,
+                    torch.nn.functional.silu,
+                    torch.nn.functional.gelu,
+                ]
+            )
             compare(un(view(a.neuron())), un(view(a)), f"{un.__name__}({da}{list(a.shape)} {ka})")
 
 
@@ -102,14 +132,23 @@ def test_fuzz_reductions(seed):
         dims = sorted(rng.sample(range(nd), rng.randint(1, nd))) if xv.dim() else None
         keep = rng.random() < 0.5
         what = f"{dt}{list(x.shape)} {kind} dims={dims} keepdim={keep}"
-        compare(torch.sum(xn, dims, keepdim=keep) if dims else xn.sum(),
-                torch.sum(xv, dims, keepdim=keep) if dims else xv.sum(), "sum " + what)
+        compare(
+            torch.sum(xn, dims, keepdim=keep) if dims else xn.sum(),
+            torch.sum(xv, dims, keepdim=keep) if dims else xv.sum(),
+            "sum " + what,
+        )
         if dt in FLOATS and xv.numel():
-            compare(torch.mean(xn, dims, keepdim=keep) if dims else xn.mean(),
-                    torch.mean(xv, dims, keepdim=keep) if dims else xv.mean(), "mean " + what)
+            compare(
+                torch.mean(xn, dims, keepdim=keep) if dims else xn.mean(),
+                torch.mean(xv, dims, keepdim=keep) if dims else xv.mean(),
+                "mean " + what,
+            )
         if xv.numel() and dims:
-            compare(torch.amax(xn, dims, keepdim=keep), torch.amax(xv, dims, keepdim=keep),
-                    "amax " + what)
+            compare(
+                torch.amax(xn, dims, keepdim=keep),
+                torch.amax(xv, dims, keepdim=keep),
+                "amax " + what,
+            )
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -146,10 +185,14 @@ def test_fuzz_gemm(seed):
         what = f"mm {dt} {m}x{k}x{n} a{a.stride()} b{b.stride()}"
         ref = (a.double() @ b.double()).to(dt)
         tol = dict(rtol=2e-2, atol=1e-1) if dt == torch.bfloat16 else dict(rtol=1e-4, atol=1e-3)
-        torch.testing.assert_close((a.neuron() @ b.neuron()).cpu(), ref, **tol,
-                                   msg=lambda s: f"{what}: {s}")
+        torch.testing.assert_close(
+            (a.neuron() @ b.neuron()).cpu(), ref, **tol, msg=lambda s, what=what: f"{what}: {s}"
+        )
         batch = rng.randint(1, 3)
         A, B = rand_tensor(rng, [batch, m, k], dt), rand_tensor(rng, [batch, k, n], dt)
-        torch.testing.assert_close(torch.bmm(A.neuron(), B.neuron()).cpu(),
-                                   torch.bmm(A.double(), B.double()).to(dt), **tol,
-                                   msg=lambda s: f"b{what}: {s}")
+        torch.testing.assert_close(
+            torch.bmm(A.neuron(), B.neuron()).cpu(),
+            torch.bmm(A.double(), B.double()).to(dt),
+            **tol,
+            msg=lambda s, what=what: f"b{what}: {s}",
+        )

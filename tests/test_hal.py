@@ -4,10 +4,10 @@ everything that reads or writes it from the host goes through the HAL's
 transfers, with the same results as the zero-copy path; a driver library
 that cannot load is reported. The test command also runs the whole suite
 under the protect mode."""
+
 import json
 
 import pytest
-
 from conftest import run_python
 
 # Exercises each way host code reaches device memory: the CPU fallback
@@ -45,8 +45,14 @@ print(json.dumps(r))
 
 
 def _probe(protect):
-    p = run_python(PROBE, {"TORCH_NEURONX_PROTECT_DEVICE_MEMORY": "1" if protect else "0",
-                           "TORCH_NEURONX_FALLBACK": "silent"}, timeout=300)
+    p = run_python(
+        PROBE,
+        {
+            "TORCH_NEURONX_PROTECT_DEVICE_MEMORY": "1" if protect else "0",
+            "TORCH_NEURONX_FALLBACK": "silent",
+        },
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1])
 
@@ -56,15 +62,20 @@ def test_protected_device_memory_gives_the_zero_copy_results():
     assert plain.pop("addressable") is True
     assert protected.pop("addressable") is False
     for key in plain:
-        assert protected[key] == pytest.approx(plain[key]) if isinstance(plain[key], float) \
-            else protected[key] == plain[key], key
+        assert (
+            protected[key] == pytest.approx(plain[key])
+            if isinstance(plain[key], float)
+            else protected[key] == plain[key]
+        ), key
 
 
 def test_host_access_to_protected_device_memory_faults():
     # a host read of device memory outside the HAL is a segmentation fault
-    code = ("import torch, torch_neuronx, ctypes\n"
-            "x = torch.ones(1024, device='neuron'); torch.neuron.synchronize()\n"
-            "print(ctypes.c_float.from_address(x.data_ptr()).value)\n")
+    code = (
+        "import torch, torch_neuronx, ctypes\n"
+        "x = torch.ones(1024, device='neuron'); torch.neuron.synchronize()\n"
+        "print(ctypes.c_float.from_address(x.data_ptr()).value)\n"
+    )
     p = run_python(code, {"TORCH_NEURONX_PROTECT_DEVICE_MEMORY": "1"})
     assert p.returncode == -11, (p.returncode, p.stdout, p.stderr[-2000:])
     p = run_python(code, {"TORCH_NEURONX_PROTECT_DEVICE_MEMORY": "0"})
@@ -72,10 +83,12 @@ def test_host_access_to_protected_device_memory_faults():
 
 
 def test_a_hal_library_that_cannot_load_is_reported():
-    code = ("import torch, torch_neuronx\n"
-            "print(torch.neuron.device_count())\n"
-            "try:\n    torch.ones(1, device='neuron')\n"
-            "except RuntimeError as e:\n    print('error:', e)\n")
+    code = (
+        "import torch, torch_neuronx\n"
+        "print(torch.neuron.device_count())\n"
+        "try:\n    torch.ones(1, device='neuron')\n"
+        "except RuntimeError as e:\n    print('error:', e)\n"
+    )
     p = run_python(code, {"TORCH_NEURONX_HAL": "/nonexistent/libhal.so"})
     assert p.returncode == 0, p.stderr[-2000:]
     lines = p.stdout.strip().splitlines()

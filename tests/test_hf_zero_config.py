@@ -1,8 +1,8 @@
 """The Hugging Face libraries pick neuron with zero configuration: in each
 test the user code names no device. Where a run can be repeated on CPU
 (fp32, same seeds), the neuron results are compared with it."""
+
 import copy
-import os
 
 import pytest
 import torch
@@ -25,9 +25,18 @@ def _quiet(tmp_path, monkeypatch):
 
 def tiny_llama(seed=0, vocab=64):
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                      pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
     return LlamaForCausalLM(cfg)
 
 
@@ -48,8 +57,16 @@ def test_trainer_bf16_picks_neuron():
     model = tiny_llama()
     ids = torch.randint(3, 64, (16, 16), generator=torch.Generator().manual_seed(0))
     ds = Dataset.from_dict({"input_ids": ids.tolist(), "labels": ids.tolist()})
-    args = TrainingArguments(output_dir="out", per_device_train_batch_size=4, max_steps=4, bf16=True,
-                             learning_rate=1e-2, report_to=[], logging_steps=1, save_strategy="no")
+    args = TrainingArguments(
+        output_dir="out",
+        per_device_train_batch_size=4,
+        max_steps=4,
+        bf16=True,
+        learning_rate=1e-2,
+        report_to=[],
+        logging_steps=1,
+        save_strategy="no",
+    )
     assert args.device == torch.device("neuron:0")
     before = model.model.embed_tokens.weight.detach().clone()
     trainer = Trainer(model=model, args=args, train_dataset=ds)
@@ -97,8 +114,10 @@ def _lora_run(device):
 
     base = tiny_llama(seed=0)
     torch.manual_seed(1)
-    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
-                                            init_lora_weights=False))
+    model = get_peft_model(
+        base,
+        LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False),
+    )
     model.to(device)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
     g = torch.Generator().manual_seed(2)
@@ -134,8 +153,13 @@ def _char_tokenizer():
     vocab.update({c: i + 4 for i, c in enumerate(chars)})
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Split("", "isolated")
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>",
-                                   eos_token="</s>", unk_token="<unk>")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+    )
 
 
 def test_trl_sft_trainer_default_config():
@@ -144,13 +168,30 @@ def test_trl_sft_trainer_default_config():
 
     tok = _char_tokenizer()
     model = tiny_llama(vocab=len(tok))
-    texts = ["the keeper lit the lamp", "gulls on the ledge", "wind from the west",
-             "two trawlers and a cargo ship", "storm in the night", "one boat brought in"] * 2
-    args = SFTConfig(output_dir="sft", max_steps=3, per_device_train_batch_size=4, report_to=[],
-                     save_strategy="no", logging_steps=1, max_length=32)
+    texts = [
+        "the keeper lit the lamp",
+        "gulls on the ledge",
+        "wind from the west",
+        "two trawlers and a cargo ship",
+        "storm in the night",
+        "one boat brought in",
+    ] * 2
+    args = SFTConfig(
+        output_dir="sft",
+        max_steps=3,
+        per_device_train_batch_size=4,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        max_length=32,
+    )
     assert args.bf16  # TRL's default on accelerators
-    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_dict({"text": texts}),
-                         processing_class=tok)
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_dict({"text": texts}),
+        processing_class=tok,
+    )
     assert trainer.args.device.type == "neuron"
     result = trainer.train()
     assert next(trainer.model.parameters()).device.type == "neuron"
@@ -161,9 +202,16 @@ def _unet():
     from diffusers import UNet2DModel
 
     torch.manual_seed(0)
-    return UNet2DModel(sample_size=8, in_channels=3, out_channels=3, layers_per_block=1,
-                       block_out_channels=(8, 16), down_block_types=("DownBlock2D", "AttnDownBlock2D"),
-                       up_block_types=("AttnUpBlock2D", "UpBlock2D"), norm_num_groups=4)
+    return UNet2DModel(
+        sample_size=8,
+        in_channels=3,
+        out_channels=3,
+        layers_per_block=1,
+        block_out_channels=(8, 16),
+        down_block_types=("DownBlock2D", "AttnDownBlock2D"),
+        up_block_types=("AttnUpBlock2D", "UpBlock2D"),
+        norm_num_groups=4,
+    )
 
 
 def test_diffusers_unet2d_pipeline_matches_cpu():
@@ -172,10 +220,13 @@ def test_diffusers_unet2d_pipeline_matches_cpu():
     unet = _unet()
     out = {}
     for dev in ("cpu", "neuron"):
-        pipe = DDPMPipeline(unet=copy.deepcopy(unet), scheduler=DDPMScheduler(num_train_timesteps=10))
+        pipe = DDPMPipeline(
+            unet=copy.deepcopy(unet), scheduler=DDPMScheduler(num_train_timesteps=10)
+        )
         pipe.to(dev)
-        out[dev] = pipe(num_inference_steps=3, output_type="np",
-                        generator=torch.Generator().manual_seed(0)).images
+        out[dev] = pipe(
+            num_inference_steps=3, output_type="np", generator=torch.Generator().manual_seed(0)
+        ).images
     assert abs(out["cpu"] - out["neuron"]).max() < 1e-4
 
 
@@ -183,22 +234,45 @@ def test_diffusers_dit_pipeline_matches_cpu():
     from diffusers import AutoencoderKL, DDIMScheduler, DiTPipeline, DiTTransformer2DModel
 
     torch.manual_seed(0)
-    transformer = DiTTransformer2DModel(sample_size=8, patch_size=2, in_channels=4, out_channels=8,
-                                        num_layers=2, num_attention_heads=2, attention_head_dim=8,
-                                        num_embeds_ada_norm=1000, norm_type="ada_norm_zero")  # null class = 1000
-    vae = AutoencoderKL(in_channels=3, out_channels=3, latent_channels=4, block_out_channels=(8, 8),
-                        down_block_types=("DownEncoderBlock2D",) * 2,
-                        up_block_types=("UpDecoderBlock2D",) * 2, norm_num_groups=4, sample_size=16)
+    transformer = DiTTransformer2DModel(
+        sample_size=8,
+        patch_size=2,
+        in_channels=4,
+        out_channels=8,
+        num_layers=2,
+        num_attention_heads=2,
+        attention_head_dim=8,
+        num_embeds_ada_norm=1000,
+        norm_type="ada_norm_zero",
+    )  # null class = 1000
+    vae = AutoencoderKL(
+        in_channels=3,
+        out_channels=3,
+        latent_channels=4,
+        block_out_channels=(8, 8),
+        down_block_types=("DownEncoderBlock2D",) * 2,
+        up_block_types=("UpDecoderBlock2D",) * 2,
+        norm_num_groups=4,
+        sample_size=16,
+    )
     # eval mode, as from_pretrained leaves them: in training mode the class
     # embedder drops labels at random, and neuron's RNG is not the CPU's
     transformer.eval()
     vae.eval()
     out = {}
     for dev in ("cpu", "neuron"):
-        pipe = DiTPipeline(transformer=copy.deepcopy(transformer), vae=copy.deepcopy(vae),
-                           scheduler=DDIMScheduler(num_train_timesteps=10))
+        pipe = DiTPipeline(
+            transformer=copy.deepcopy(transformer),
+            vae=copy.deepcopy(vae),
+            scheduler=DDIMScheduler(num_train_timesteps=10),
+        )
         pipe.to(dev)
-        out[dev] = pipe(class_labels=[1, 3], num_inference_steps=2, guidance_scale=1.5,
-                        generator=torch.Generator().manual_seed(0), output_type="np").images
+        out[dev] = pipe(
+            class_labels=[1, 3],
+            num_inference_steps=2,
+            guidance_scale=1.5,
+            generator=torch.Generator().manual_seed(0),
+            output_type="np",
+        ).images
     assert out["cpu"].shape == (2, 16, 16, 3)
     assert abs(out["cpu"] - out["neuron"]).max() < 1e-4

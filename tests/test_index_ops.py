@@ -1,12 +1,13 @@
 """Native indexing against CPU: index_select/index_add/embedding, gather/scatter,
 nll_loss/cross_entropy, max/min with indices, argmax/argmin, cumsum/cumprod,
 masked_fill, isin; and bad indices raising like CPU (at the next sync)."""
+
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import assert_same, run_python
 
 import torch_neuronx
-from conftest import assert_same, run_python
 
 FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 REALS = FLOATS + [torch.int64, torch.int32, torch.int8, torch.uint8]
@@ -58,8 +59,10 @@ def test_index_add(dtype):
     x, src = rand((5, 4), dtype, 1), rand((3, 4), dtype, 2)
     idx = torch.tensor([1, 3, 1])
     for alpha in (1, 2):
-        assert_same(x.neuron().index_add(0, idx.neuron(), src.neuron(), alpha=alpha),
-                    x.index_add(0, idx, src, alpha=alpha))
+        assert_same(
+            x.neuron().index_add(0, idx.neuron(), src.neuron(), alpha=alpha),
+            x.index_add(0, idx, src, alpha=alpha),
+        )
     srcT = rand((5, 3), dtype, 3)
     y = x.neuron()
     y.index_add_(1, torch.tensor([0, 3, 3]).neuron(), srcT.neuron())
@@ -96,8 +99,9 @@ def test_gather_scatter(dtype):
     assert_same(x.neuron().scatter(1, idx_u.neuron(), src.neuron()), x.scatter(1, idx_u, src))
     assert_same(x.neuron().scatter(0, idx.neuron(), 1), x.scatter(0, idx, 1))
     if dtype != torch.bool:
-        assert_same(x.neuron().scatter_add(1, idx.neuron(), src.neuron()),
-                    x.scatter_add(1, idx, src))
+        assert_same(
+            x.neuron().scatter_add(1, idx.neuron(), src.neuron()), x.scatter_add(1, idx, src)
+        )
         y = x.neuron()
         y.scatter_add_(0, idx.neuron(), src.neuron())
         assert_same(y, x.scatter_add(0, idx, src))
@@ -140,9 +144,13 @@ def test_nll_loss_1d_input_and_checks():
     t = torch.tensor(3)
     assert_same(F.nll_loss(x.neuron(), t.neuron()), F.nll_loss(x, t))
     with pytest.raises(ValueError, match="batch_size|Expected"):
-        F.nll_loss(torch.randn(3, 4, device="neuron"), torch.zeros(2, dtype=torch.long, device="neuron"))
+        F.nll_loss(
+            torch.randn(3, 4, device="neuron"), torch.zeros(2, dtype=torch.long, device="neuron")
+        )
     with pytest.raises(RuntimeError, match="Long"):
-        F.nll_loss(torch.randn(3, 4, device="neuron"), torch.zeros(3, dtype=torch.int32, device="neuron"))
+        F.nll_loss(
+            torch.randn(3, 4, device="neuron"), torch.zeros(3, dtype=torch.int32, device="neuron")
+        )
 
 
 @pytest.mark.parametrize("dtype", REALS)
@@ -208,8 +216,10 @@ def test_masked_fill(dtype):
     mask = torch.tensor([True, False, False, True])  # broadcast over rows
     value = True if dtype == torch.bool else 5
     assert_same(x.neuron().masked_fill(mask.neuron(), value), x.masked_fill(mask, value))
-    assert_same(x.neuron().masked_fill(mask.neuron(), torch.tensor(value)),
-                x.masked_fill(mask, torch.tensor(value)))
+    assert_same(
+        x.neuron().masked_fill(mask.neuron(), torch.tensor(value)),
+        x.masked_fill(mask, torch.tensor(value)),
+    )
     xt = x.t().neuron()  # non-contiguous, in place
     xt.masked_fill_(mask.view(4, 1).neuron(), value)
     assert_same(xt, x.t().masked_fill(mask.view(4, 1), value))
@@ -232,8 +242,9 @@ def test_isin(dtype):
     e = torch.tensor([[1, 2, 3], [4, 5, 2]]).to(dtype)
     t = torch.tensor([2, 5, 9]).to(dtype)
     for invert in (False, True):
-        assert_same(torch.isin(e.neuron(), t.neuron(), invert=invert),
-                    torch.isin(e, t, invert=invert))
+        assert_same(
+            torch.isin(e.neuron(), t.neuron(), invert=invert), torch.isin(e, t, invert=invert)
+        )
     no_fallback()
 
 
@@ -245,8 +256,14 @@ BAD_INDEX_CASES = {
     "index_add": "x.index_add(0, torch.tensor([9], device='neuron'), x[:1])",
     "nll_loss": "F.nll_loss(x, torch.tensor([0, 2, 5, 1, 0], device='neuron'))",
 }
-CPU_EXC = {"index_select": IndexError, "embedding": IndexError, "gather": RuntimeError,
-           "scatter_add": RuntimeError, "index_add": RuntimeError, "nll_loss": IndexError}
+CPU_EXC = {
+    "index_select": IndexError,
+    "embedding": IndexError,
+    "gather": RuntimeError,
+    "scatter_add": RuntimeError,
+    "index_add": RuntimeError,
+    "nll_loss": IndexError,
+}
 
 
 @pytest.mark.parametrize("case", sorted(BAD_INDEX_CASES))
@@ -273,7 +290,8 @@ def test_bad_index_raises_at_the_op_under_launch_blocking():
         "    x.index_select(0, torch.tensor([4], device='neuron'))\n"
         "except IndexError as e:\n"
         "    print('raised', 'out of bounds' in str(e))\n",
-        env_extra={"NEURON_LAUNCH_BLOCKING": "1"})
+        env_extra={"NEURON_LAUNCH_BLOCKING": "1"},
+    )
     assert r.stdout.strip() == "raised True", r.stderr
 
 
@@ -360,7 +378,9 @@ def test_index_errors_like_cpu():
     with pytest.raises(IndexError, match="broadcast"):
         x[torch.tensor([0, 1]).neuron(), torch.tensor([0, 1, 2]).neuron()]
     with pytest.raises(RuntimeError, match="dtypes match"):
-        x.index_put_((torch.tensor([0]).neuron(),), torch.ones(4, dtype=torch.float64, device="neuron"))
+        x.index_put_(
+            (torch.tensor([0]).neuron(),), torch.ones(4, dtype=torch.float64, device="neuron")
+        )
     y = x[torch.tensor([3]).neuron()]
     with pytest.raises(IndexError, match="out of bounds"):
         y.cpu()
@@ -425,14 +445,18 @@ def test_topk(dtype, k, largest):
 def test_moe_router_pattern():
     """The Mixtral/Qwen-MoE routing step: softmax, topk, one-hot counts, histc."""
     logits = torch.randn(16, 8)
+
     def route(lg):
         w = lg.softmax(-1)
         top_w, top_i = torch.topk(w, 2, dim=-1)
         top_w = top_w / top_w.sum(-1, keepdim=True)
         counts = torch.histc(top_i.flatten().float(), bins=8, min=0, max=7)
-        counts_int = torch.histc(top_i.flatten(), bins=8, min=0, max=7) if lg.device.type != "cpu" else None
+        counts_int = (
+            torch.histc(top_i.flatten(), bins=8, min=0, max=7) if lg.device.type != "cpu" else None
+        )
         order = top_i.flatten().argsort(stable=True)
         return top_w, top_i, counts, counts_int, order
+
     n = route(logits.neuron())
     c = route(logits)
     for a, b in zip(n[:3] + n[4:], c[:3] + c[4:]):
@@ -458,7 +482,9 @@ def test_gather_scatter_int32_index_and_bad_dtype():
     i32 = torch.tensor([[0, 3], [2, 0]], dtype=torch.int32)
     assert_same(x.neuron().gather(1, i32.neuron()), x.gather(1, i32))
     assert_same(x.neuron().scatter(1, i32.neuron(), 1.0), x.scatter(1, i32, 1.0))
-    assert_same(x.neuron().scatter_add(1, i32.neuron(), torch.ones(2, 2).neuron()),
-                x.scatter_add(1, i32, torch.ones(2, 2)))
+    assert_same(
+        x.neuron().scatter_add(1, i32.neuron(), torch.ones(2, 2).neuron()),
+        x.scatter_add(1, i32, torch.ones(2, 2)),
+    )
     with pytest.raises(RuntimeError, match="int32/int64"):
         x.neuron().gather(1, i32.to(torch.int16).neuron())

@@ -4,6 +4,7 @@ again in fresh interpreters with TORCH_NEURONX_ISA forcing the portable
 reference and AVX2 (the default run covers the best ISA the CPU has). The
 C suite compares the GEMM and vector-math variants with the reference
 directly."""
+
 import os
 import subprocess
 import sys
@@ -12,8 +13,15 @@ import pytest
 
 import torch_neuronx
 
-SUITES = ["test_fuzz.py", "test_unary_ops.py", "test_nn_ops.py", "test_attention.py",
-          "test_math_ops.py", "test_conv.py", "test_pooling.py"]
+SUITES = [
+    "test_fuzz.py",
+    "test_unary_ops.py",
+    "test_nn_ops.py",
+    "test_attention.py",
+    "test_math_ops.py",
+    "test_conv.py",
+    "test_pooling.py",
+]
 
 
 @pytest.mark.parametrize("isa", ["reference", "avx2"])
@@ -22,10 +30,29 @@ def test_suites_under_forced_isa(isa):
         pytest.skip(f"this CPU has no {isa}")  # a machine fact, not a failure
     here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, TORCH_NEURONX_ISA=isa)
-    probe = subprocess.run([sys.executable, "-m", "torch_neuronx.info"], env=env,
-                           capture_output=True, text=True, timeout=120)
+    probe = subprocess.run(
+        [sys.executable, "-m", "torch_neuronx.info"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert f"kernel ISA selected: {isa}" in probe.stdout, probe.stdout
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                        *[os.path.join(here, s) for s in SUITES]],
-                       env=env, capture_output=True, text=True, timeout=900, cwd=here)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-x",
+            "-p",
+            "no:cacheprovider",
+            *[os.path.join(here, s) for s in SUITES],
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=here,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]

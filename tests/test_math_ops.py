@@ -1,15 +1,25 @@
 """Native arithmetic and matrix products against PyTorch CPU: broadcasting,
 type promotion, scalars, in-place/out forms, strides and errors."""
+
 import itertools
 
 import pytest
 import torch
-
-import torch_neuronx
 from conftest import assert_same
 
-DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64,
-          torch.int32, torch.int16, torch.int8, torch.uint8]
+import torch_neuronx
+
+DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.bfloat16,
+    torch.float16,
+    torch.int64,
+    torch.int32,
+    torch.int16,
+    torch.int8,
+    torch.uint8,
+]
 OPS = [torch.add, torch.sub, torch.mul, torch.div, torch.maximum, torch.minimum]
 
 
@@ -48,7 +58,9 @@ def test_alpha_scalars_and_promotion(dtype):
     assert_same(a.neuron() / 4, a / 4)  # true division of integers
     assert_same(a.neuron() * torch.tensor(1.5), a * torch.tensor(1.5))
     assert_same(a.neuron().float() + b.neuron().double(), a.float() + b.double())
-    assert_same(a.neuron().half() * b.neuron().bfloat16(), a.half() * b.bfloat16(), rtol=2e-2, atol=2e-2)
+    assert_same(
+        a.neuron().half() * b.neuron().bfloat16(), a.half() * b.bfloat16(), rtol=2e-2, atol=2e-2
+    )
     assert torch_neuronx.get_fallback_ops() == {}
 
 
@@ -72,8 +84,11 @@ def test_inplace_out_and_strided():
     with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
         torch.ones(3, device="neuron").add_(torch.ones(2, 3, device="neuron"))
     with pytest.raises(RuntimeError, match="alpha"):
-        torch.add(torch.ones(2, dtype=torch.int64, device="neuron"),
-                  torch.ones(2, dtype=torch.int64, device="neuron"), alpha=0.5)
+        torch.add(
+            torch.ones(2, dtype=torch.int64, device="neuron"),
+            torch.ones(2, dtype=torch.int64, device="neuron"),
+            alpha=0.5,
+        )
 
 
 def test_overlapping_inplace():
@@ -109,13 +124,27 @@ def test_unsupported_dtypes_fall_back_correctly():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("shape", [(1, 1, 1), (7, 5, 3), (64, 64, 64), (130, 257, 40), (1, 300, 260),
-                                   (300, 700, 37), (260, 530, 600)])  # last two: column split
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (1, 1, 1),
+        (7, 5, 3),
+        (64, 64, 64),
+        (130, 257, 40),
+        (1, 300, 260),
+        (300, 700, 37),
+        (260, 530, 600),
+    ],
+)  # last two: column split
 def test_mm_matches_cpu(dtype, shape):
     m, n, k = shape
     a, b = rand((m, k), torch.float32, 1).to(dtype), rand((k, n), torch.float32, 2).to(dtype)
     want = (a.double() @ b.double()).to(dtype)
-    t = {"rtol": 2e-2, "atol": 5e-2 * k ** 0.5} if dtype in (torch.bfloat16, torch.float16) else {"rtol": 1e-4, "atol": 1e-4}
+    t = (
+        {"rtol": 2e-2, "atol": 5e-2 * k**0.5}
+        if dtype in (torch.bfloat16, torch.float16)
+        else {"rtol": 1e-4, "atol": 1e-4}
+    )
     assert_same(a.neuron() @ b.neuron(), want, **t)
     assert_same(a.neuron().t().contiguous().t() @ b.neuron().t().contiguous().t(), want, **t)
     assert torch_neuronx.get_fallback_ops() == {}
@@ -123,11 +152,19 @@ def test_mm_matches_cpu(dtype, shape):
 
 def test_addmm_bmm_linear_matmul():
     x, w, bias = torch.randn(8, 16), torch.randn(4, 16), torch.randn(4)
-    assert_same(torch.nn.functional.linear(x.neuron(), w.neuron(), bias.neuron()),
-                torch.nn.functional.linear(x, w, bias), rtol=1e-5, atol=1e-5)
+    assert_same(
+        torch.nn.functional.linear(x.neuron(), w.neuron(), bias.neuron()),
+        torch.nn.functional.linear(x, w, bias),
+        rtol=1e-5,
+        atol=1e-5,
+    )
     c = torch.randn(8, 4)
-    assert_same(torch.addmm(c.neuron(), x.neuron(), w.neuron().t(), beta=0.5, alpha=2),
-                torch.addmm(c, x, w.t(), beta=0.5, alpha=2), rtol=1e-5, atol=1e-5)
+    assert_same(
+        torch.addmm(c.neuron(), x.neuron(), w.neuron().t(), beta=0.5, alpha=2),
+        torch.addmm(c, x, w.t(), beta=0.5, alpha=2),
+        rtol=1e-5,
+        atol=1e-5,
+    )
     cn = c.neuron()
     cn.addmm_(x.neuron(), w.neuron().t())
     assert_same(cn, c.addmm(x, w.t()), rtol=1e-5, atol=1e-5)
@@ -143,12 +180,19 @@ def test_mm_edge_cases_and_errors():
     e = torch.empty(3, 0)
     assert_same(e.neuron() @ torch.empty(0, 4).neuron(), e @ torch.empty(0, 4))
     nan_c = torch.full((2, 2), float("nan"))
-    assert_same(torch.addmm(nan_c.neuron(), torch.ones(2, 3).neuron(), torch.ones(3, 2).neuron(), beta=0),
-                torch.addmm(nan_c, torch.ones(2, 3), torch.ones(3, 2), beta=0))
-    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
+    assert_same(
+        torch.addmm(nan_c.neuron(), torch.ones(2, 3).neuron(), torch.ones(3, 2).neuron(), beta=0),
+        torch.addmm(nan_c, torch.ones(2, 3), torch.ones(3, 2), beta=0),
+    )
+    with pytest.raises(
+        RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"
+    ):
         torch.ones(2, 3, device="neuron") @ torch.ones(4, 5, device="neuron")
     with pytest.raises(RuntimeError, match="same dtype"):
-        torch.mm(torch.ones(2, 2, device="neuron"), torch.ones(2, 2, device="neuron", dtype=torch.float64))
+        torch.mm(
+            torch.ones(2, 2, device="neuron"),
+            torch.ones(2, 2, device="neuron", dtype=torch.float64),
+        )
     i = torch.randint(0, 5, (3, 3))
     assert_same(i.neuron() @ i.neuron(), i @ i)  # integer matmul: CPU fallback
 
@@ -202,7 +246,7 @@ def test_pow_tensor_tensor_and_scalar_base(dtype):
     tol = dict(atol=1e-2, rtol=1e-2) if dtype == torch.bfloat16 else {}
     assert_same(torch.pow(a.neuron(), e.neuron()), torch.pow(a, e), **tol)
     assert_same(torch.pow(2, e.neuron()), torch.pow(2, e), **tol)
-    assert_same(2.5 ** e.neuron(), 2.5 ** e, **tol)
+    assert_same(2.5 ** e.neuron(), 2.5**e, **tol)
     assert torch_neuronx.get_fallback_ops() == {}
 
 
@@ -254,8 +298,11 @@ def test_baddbmm(dtype):
     s, a, b = s.to(dtype), a.to(dtype), b.to(dtype)
     tol = dict(atol=5e-2, rtol=2e-2) if dtype == torch.bfloat16 else {}
     for beta, alpha in ((1.0, 1.0), (0.5, -2.0), (0.0, 1.0)):
-        assert_same(torch.baddbmm(s.neuron(), a.neuron(), b.neuron(), beta=beta, alpha=alpha),
-                    torch.baddbmm(s, a, b, beta=beta, alpha=alpha), **tol)
+        assert_same(
+            torch.baddbmm(s.neuron(), a.neuron(), b.neuron(), beta=beta, alpha=alpha),
+            torch.baddbmm(s, a, b, beta=beta, alpha=alpha),
+            **tol,
+        )
     t = torch.randn(3, 4, 5).to(dtype)
     tn = t.neuron()
     tn.baddbmm_(a.neuron(), b.neuron(), alpha=0.5)

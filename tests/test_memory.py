@@ -1,7 +1,7 @@
 """The caching allocator as PyTorch sees it: stats, cache, OOM, accelerator API."""
+
 import pytest
 import torch
-
 from conftest import run_python
 
 MiB = 2**20
@@ -48,8 +48,14 @@ def test_stats_match_torch_accelerator():
     free, total = torch.neuron.mem_get_info()
     assert total == torch.neuron.get_device_properties(0).total_memory
     assert free == total - torch.neuron.memory_reserved()
-    for key in ("allocation.all.current", "segment.all.current", "active_bytes.all.peak",
-                "requested_bytes.all.current", "num_alloc_retries", "num_ooms"):
+    for key in (
+        "allocation.all.current",
+        "segment.all.current",
+        "active_bytes.all.peak",
+        "requested_bytes.all.current",
+        "num_alloc_retries",
+        "num_ooms",
+    ):
         assert key in s
     del x
 

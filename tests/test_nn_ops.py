@@ -1,11 +1,12 @@
 """Native optimizer arithmetic, softmax family and sum/mean against CPU."""
+
 import copy
 
 import pytest
 import torch
+from conftest import assert_same
 
 import torch_neuronx
-from conftest import assert_same
 
 FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 
@@ -28,9 +29,15 @@ def _track():
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_addcmul_addcdiv_lerp(dtype):
-    a, b, c = rand(4, 5, dtype=dtype), rand(4, 5, dtype=dtype, seed=1), rand(5, dtype=dtype, seed=2).abs() + 0.5
+    a, b, c = (
+        rand(4, 5, dtype=dtype),
+        rand(4, 5, dtype=dtype, seed=1),
+        rand(5, dtype=dtype, seed=2).abs() + 0.5,
+    )
     an, bn, cn = a.neuron(), b.neuron(), c.neuron()
-    assert_same(torch.addcmul(an, bn, cn, value=0.3), torch.addcmul(a, b, c, value=0.3), **tol(dtype))
+    assert_same(
+        torch.addcmul(an, bn, cn, value=0.3), torch.addcmul(a, b, c, value=0.3), **tol(dtype)
+    )
     assert_same(torch.addcdiv(an, bn, cn, value=-2), torch.addcdiv(a, b, c, value=-2), **tol(dtype))
     for w in (0.1, 0.9):
         assert_same(torch.lerp(an, bn, w), torch.lerp(a, b, w), **tol(dtype))
@@ -44,7 +51,7 @@ def test_addcmul_addcdiv_lerp(dtype):
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("dim", [-1, 0, 1])
 def test_softmax_family(dtype, dim):
-    x = (rand(3, 6, 5, dtype=dtype) * 3)
+    x = rand(3, 6, 5, dtype=dtype) * 3
     xn = x.neuron()
     for f in (torch.softmax, torch.log_softmax):
         assert_same(f(xn, dim), f(x, dim), **tol(dtype))
@@ -76,7 +83,11 @@ def test_half_to_float_softmax():
 def test_sum(dtype):
     x = (rand(3, 4, 5) * 10).to(dtype)
     xn = x.neuron()
-    t = {"rtol": 2e-2, "atol": 0.5} if dtype in (torch.bfloat16, torch.float16) else {"rtol": 1e-5, "atol": 1e-5}
+    t = (
+        {"rtol": 2e-2, "atol": 0.5}
+        if dtype in (torch.bfloat16, torch.float16)
+        else {"rtol": 1e-5, "atol": 1e-5}
+    )
     assert_same(xn.sum(), x.sum(), **t)
     for dims, keep in (((1,), False), ((0, 2), True), ((-1,), False), ((), False)):
         assert_same(xn.sum(dims, keepdim=keep), x.sum(dims, keepdim=keep), **t)
@@ -152,13 +163,12 @@ def test_large_softmax_streams_its_output():
     torch_neuronx.clear_op_tracking()
     for cols in (4096, 4099):  # 4096: the pipelined AVX-512 form
         x = torch.randn(1100, cols, generator=torch.Generator().manual_seed(cols))
-        x[3, 7] = float("nan")        # a NaN row: all NaN
-        x[550] = float("-inf")         # a row of -inf: NaN, as CPU's
-        x[551, ::3] = float("-inf")    # -inf entries: exact zeros
-        x[1099, 5] = 1e30              # one dominant entry in the last row
-        x[549, 0] = 90.0               # the row before a thread boundary
-        assert_same(x.neuron().softmax(-1), x.softmax(-1), rtol=1e-5, atol=1e-7,
-                    equal_nan=True)
+        x[3, 7] = float("nan")  # a NaN row: all NaN
+        x[550] = float("-inf")  # a row of -inf: NaN, as CPU's
+        x[551, ::3] = float("-inf")  # -inf entries: exact zeros
+        x[1099, 5] = 1e30  # one dominant entry in the last row
+        x[549, 0] = 90.0  # the row before a thread boundary
+        assert_same(x.neuron().softmax(-1), x.softmax(-1), rtol=1e-5, atol=1e-7, equal_nan=True)
     assert torch_neuronx.get_fallback_ops() == {}
 
 
@@ -169,7 +179,9 @@ def test_large_layer_norm_streams_its_output(cols, affine):
     g = torch.Generator().manual_seed(9)
     x = torch.randn(1100, cols, generator=g) * 3 + 1
     x[5, 3] = float("nan")  # a NaN row stays NaN, its neighbours untouched
-    w, b = (torch.randn(cols, generator=g), torch.randn(cols, generator=g)) if affine else (None, None)
+    w, b = (
+        (torch.randn(cols, generator=g), torch.randn(cols, generator=g)) if affine else (None, None)
+    )
     wn, bn = (w.neuron(), b.neuron()) if affine else (None, None)
     y, mean, rstd = torch.native_layer_norm(x.neuron(), (cols,), wn, bn, 1e-5)
     yc, meanc, rstdc = torch.native_layer_norm(x, (cols,), w, b, 1e-5)

@@ -1,11 +1,11 @@
 """Regressions for silent wrong results, crashes and hangs (issue: "No silent
 wrong results"). Each test reproduces one defect found on an earlier main and
 compares against PyTorch on CPU (or CUDA's documented behaviour)."""
+
 import threading
 
 import pytest
 import torch
-
 from conftest import assert_same, run_python
 
 N = "neuron"
@@ -13,11 +13,14 @@ N = "neuron"
 
 # 1. cross-device copies are ordered both ways -------------------------------
 
+
 @pytest.mark.parametrize("how", ["to", "copy_", "non_blocking", "reverse"])
 def test_cross_device_copy_orders_later_source_writes(how):
     n = 1 << 22
     for _ in range(8):
-        src_dev, dst_dev = ("neuron:1", "neuron:0") if how == "reverse" else ("neuron:0", "neuron:1")
+        src_dev, dst_dev = (
+            ("neuron:1", "neuron:0") if how == "reverse" else ("neuron:0", "neuron:1")
+        )
         a = torch.ones(n, device=src_dev)
         if how in ("to", "reverse"):
             b = a.to(dst_dev)
@@ -31,6 +34,7 @@ def test_cross_device_copy_orders_later_source_writes(how):
 
 
 # 2. device faults reach the work that caused them ---------------------------
+
 
 def _bad_gather(x):
     return x[torch.tensor([100], device=N)]  # out of range: found by the kernel
@@ -63,7 +67,10 @@ def test_fault_is_not_stolen_by_another_threads_stream():
         other_done.set()
 
     ta, tb = threading.Thread(target=a), threading.Thread(target=b)
-    ta.start(); tb.start(); ta.join(20); tb.join(20)
+    ta.start()
+    tb.start()
+    ta.join(20)
+    tb.join(20)
     assert isinstance(seen["a"], IndexError), seen["a"]
     assert "out of bounds" in str(seen["a"])
     assert torch.equal(seen["b"], torch.full((3,), 2.0)), seen["b"]
@@ -85,7 +92,8 @@ def test_fault_is_sticky_until_its_thread_sees_it():
         except IndexError as e:
             box["a"] = e
 
-    t = threading.Thread(target=a); t.start()
+    t = threading.Thread(target=a)
+    t.start()
     launched.wait(10)
     # This thread's device synchronisation covers the faulting work: it raises
     # (as CUDA's sticky errors do) but does not consume the fault ...
@@ -111,7 +119,9 @@ def test_fault_of_an_exited_thread_is_raised_once(queue):
                 big @ big
         _bad_gather(x)
 
-    t = threading.Thread(target=launch); t.start(); t.join()
+    t = threading.Thread(target=launch)
+    t.start()
+    t.join()
     # join() returns before the OS thread has finished exiting; until then
     # the fault is still its thread's (raised here, not consumed)
     for _ in range(250):
@@ -175,6 +185,7 @@ def test_fault_under_launch_blocking_raises_at_the_op():
 
 # 3. activation checkpointing saves and restores the device RNG -------------
 
+
 @pytest.mark.parametrize("reentrant", [False, True])
 def test_checkpoint_with_dropout_replays_the_same_mask(reentrant):
     from torch.utils.checkpoint import checkpoint
@@ -200,8 +211,20 @@ def test_checkpoint_with_dropout_replays_the_same_mask(reentrant):
 
 # 4. a neuron generator on CPU random ops is refused, as CUDA's is ----------
 
-@pytest.mark.parametrize("op", ["randperm", "normal_", "uniform_", "bernoulli_", "multinomial",
-                                "randint", "exponential_", "dataloader"])
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        "randperm",
+        "normal_",
+        "uniform_",
+        "bernoulli_",
+        "multinomial",
+        "randint",
+        "exponential_",
+        "dataloader",
+    ],
+)
 def test_neuron_generator_on_cpu_ops_raises(op):
     g = torch.Generator(device=N)
     g.manual_seed(0)
@@ -213,9 +236,13 @@ def test_neuron_generator_on_cpu_ops_raises(op):
         "multinomial": lambda: torch.multinomial(torch.ones(5), 2, generator=g),
         "randint": lambda: torch.randint(0, 5, (10,), generator=g),
         "exponential_": lambda: torch.empty(10).exponential_(generator=g),
-        "dataloader": lambda: list(torch.utils.data.DataLoader(list(range(8)), shuffle=True, generator=g)),
+        "dataloader": lambda: list(
+            torch.utils.data.DataLoader(list(range(8)), shuffle=True, generator=g)
+        ),
     }
-    with pytest.raises(RuntimeError, match="Expected a 'cpu' device type for generator but found 'neuron'"):
+    with pytest.raises(
+        RuntimeError, match="Expected a 'cpu' device type for generator but found 'neuron'"
+    ):
         ops[op]()
 
 
@@ -236,7 +263,9 @@ def test_multinomial_and_exponential_take_the_neuron_generator():
     assert a[1, 0].item() == 2 and 1 not in a[0].tolist()  # zero-probability categories never drawn
     assert len(set(a[0].tolist())) == 2  # without replacement
     freq = torch.bincount(b, minlength=4).double() / 1000
-    torch.testing.assert_close(freq, torch.tensor([0.1, 0.0, 0.6, 0.3], dtype=torch.double), atol=0.06, rtol=0)
+    torch.testing.assert_close(
+        freq, torch.tensor([0.1, 0.0, 0.6, 0.3], dtype=torch.double), atol=0.06, rtol=0
+    )
     assert e.min() >= 0 and abs(e.mean().item() - 0.5) < 0.05  # Exp(2) has mean 1/2
     with pytest.raises(RuntimeError, match="probability tensor contains"):
         torch.multinomial(torch.tensor([0.5, -1.0], device=N), 1).cpu()
@@ -245,6 +274,7 @@ def test_multinomial_and_exponential_take_the_neuron_generator():
 
 
 # 5. written tensors may not overlap themselves or their inputs ---------------
+
 
 def _overlap_cases():
     ones = lambda dev: torch.ones(4, 3, device=dev)  # noqa: E731
@@ -259,10 +289,16 @@ def _overlap_cases():
         "add.out": lambda x, dev: torch.add(ones(dev), 1, out=x),
         "relu_": lambda x, dev: x.relu_(),
         "uniform_": lambda x, dev: x.uniform_(),
-        "scatter_": lambda x, dev: x.scatter_(0, torch.zeros(1, 3, dtype=torch.long, device=dev), 1.0),
-        "index_add_": lambda x, dev: x.index_add_(0, torch.tensor([0], device=dev), torch.ones(1, 3, device=dev)),
+        "scatter_": lambda x, dev: x.scatter_(
+            0, torch.zeros(1, 3, dtype=torch.long, device=dev), 1.0
+        ),
+        "index_add_": lambda x, dev: x.index_add_(
+            0, torch.tensor([0], device=dev), torch.ones(1, 3, device=dev)
+        ),
         "where.out": lambda x, dev: torch.where(ones(dev) > 0, ones(dev), ones(dev), out=x),
-        "mm.out": lambda x, dev: torch.mm(torch.ones(4, 2, device=dev), torch.ones(2, 3, device=dev), out=x),
+        "mm.out": lambda x, dev: torch.mm(
+            torch.ones(4, 2, device=dev), torch.ones(2, 3, device=dev), out=x
+        ),
         "cumsum.out": lambda x, dev: torch.cumsum(ones(dev), 0, out=x),
     }
 
@@ -279,13 +315,17 @@ def test_internal_overlap_raises_as_cpu(name):
 def test_partial_overlap_raises_and_expanded_index_put_matches_cpu():
     for dev in ("cpu", N):
         y = torch.arange(6.0, device=dev)
-        with pytest.raises(RuntimeError, match="some elements of the input tensor and the written-to tensor"):
+        with pytest.raises(
+            RuntimeError, match="some elements of the input tensor and the written-to tensor"
+        ):
             y[1:].add_(y[:-1])
     outs = []
     for dev in ("cpu", N):
         x = torch.zeros(3, device=dev).expand(2, 3)
         with pytest.warns(UserWarning, match="index_put_ on expanded tensors is deprecated"):
-            x.index_put_((torch.tensor([0, 1], device=dev),), torch.ones(2, 3, device=dev), accumulate=True)
+            x.index_put_(
+                (torch.tensor([0, 1], device=dev),), torch.ones(2, 3, device=dev), accumulate=True
+            )
         outs.append(x.cpu())
     assert torch.equal(outs[0], outs[1])
 
@@ -297,12 +337,15 @@ _SCALAR_CASES = {
     "fill_": lambda dev: torch.zeros(2, dtype=torch.int8, device=dev).fill_(300),
     "new_full": lambda dev: torch.zeros(2, dtype=torch.int8, device=dev).new_full((2,), 300),
     "masked_fill": lambda dev: torch.zeros(2, dtype=torch.int8, device=dev).masked_fill(
-        torch.tensor([True, False], device=dev), -129),
+        torch.tensor([True, False], device=dev), -129
+    ),
     "clamp": lambda dev: torch.zeros(2, dtype=torch.int8, device=dev).clamp(min=300),
     "scatter_": lambda dev: torch.zeros(2, dtype=torch.int8, device=dev).scatter_(
-        0, torch.tensor([0], device=dev), 300),
-    "where": lambda dev: torch.where(torch.tensor([True, False], device=dev),
-                                     torch.zeros(2, dtype=torch.int8, device=dev), 300),
+        0, torch.tensor([0], device=dev), 300
+    ),
+    "where": lambda dev: torch.where(
+        torch.tensor([True, False], device=dev), torch.zeros(2, dtype=torch.int8, device=dev), 300
+    ),
     "setitem": lambda dev: torch.zeros(2, dtype=torch.int8, device=dev).__setitem__(0, 1000),
     "inf into int32": lambda dev: torch.zeros(2, dtype=torch.int32, device=dev).fill_(float("inf")),
     "1e6 into fp16": lambda dev: torch.zeros(2, dtype=torch.float16, device=dev).fill_(1e6),
@@ -312,18 +355,23 @@ _SCALAR_CASES = {
 @pytest.mark.parametrize("name", list(_SCALAR_CASES))
 def test_out_of_range_scalar_raises_as_cpu(name):
     for dev in ("cpu", N):
-        with pytest.raises(RuntimeError, match="value cannot be converted to type .* without overflow"):
+        with pytest.raises(
+            RuntimeError, match="value cannot be converted to type .* without overflow"
+        ):
             _SCALAR_CASES[name](dev)
 
 
 def test_in_range_scalars_still_convert_as_cpu():
-    for f in (lambda d: torch.zeros(2, dtype=torch.uint8, device=d).fill_(-1),
-              lambda d: torch.full((2,), 2, dtype=torch.bool, device=d),
-              lambda d: torch.zeros(2, dtype=torch.int8, device=d).add(300)):
+    for f in (
+        lambda d: torch.zeros(2, dtype=torch.uint8, device=d).fill_(-1),
+        lambda d: torch.full((2,), 2, dtype=torch.bool, device=d),
+        lambda d: torch.zeros(2, dtype=torch.int8, device=d).add(300),
+    ):
         assert_same(f(N), f("cpu"))
 
 
 # 7. invalid probabilities are found, not clamped ----------------------------
+
 
 def test_bernoulli_probability_out_of_range_raises():
     with pytest.raises(RuntimeError, match=r"Expected p_in >= 0 && p_in <= 1"):
@@ -337,6 +385,7 @@ def test_bernoulli_probability_out_of_range_raises():
 
 # 8. low-precision norms accumulate in fp32 -----------------------------------
 
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("ord", [2, 1, 3, float("inf")])
 def test_low_precision_vector_norm_does_not_overflow(dtype, ord):
@@ -349,11 +398,14 @@ def test_clip_grad_norm_fp16():
     p_cpu.grad = torch.full((4,), 300.0, dtype=torch.float16)
     p_n = torch.nn.Parameter(torch.zeros(4, dtype=torch.float16, device=N))
     p_n.grad = p_cpu.grad.to(N)
-    assert_same(torch.nn.utils.clip_grad_norm_([p_n], 1.0), torch.nn.utils.clip_grad_norm_([p_cpu], 1.0))
+    assert_same(
+        torch.nn.utils.clip_grad_norm_([p_n], 1.0), torch.nn.utils.clip_grad_norm_([p_cpu], 1.0)
+    )
     assert_same(p_n.grad, p_cpu.grad)
 
 
 # 11. complex random numbers ----------------------------------------------------
+
 
 def test_complex_randn_and_rand():
     torch.neuron.manual_seed(0)
@@ -366,6 +418,7 @@ def test_complex_randn_and_rand():
 
 
 # 12. crash: the host cache of the accelerator API ---------------------------
+
 
 def test_empty_host_cache_and_host_stats():
     r = run_python(
@@ -381,6 +434,7 @@ def test_empty_host_cache_and_host_stats():
 
 # 13. hang: a neuron tensor on a multiprocessing queue -------------------------
 
+
 @pytest.mark.parametrize("kind", ["Queue", "SimpleQueue"])
 def test_multiprocessing_queue_put_raises_at_once(kind):
     import torch.multiprocessing as mp
@@ -393,6 +447,7 @@ def test_multiprocessing_queue_put_raises_at_once(kind):
 
 
 # 7. fused kernels propagate NaN as the reference does ------------------------
+
 
 def test_sdpa_nan_query_row_is_nan():
     # The oracle is attention's definition (PyTorch's math backend on CPU):
@@ -423,16 +478,23 @@ def test_grid_sample_non_finite_grid_as_cpu(mode):
     g = torch.tensor([[[[float("nan"), 0.0], [float("inf"), 0.5], [1e30, -1e30], [0.2, -0.3]]]])
     f = torch.nn.functional.grid_sample
     for ac in (False, True):
-        assert_same(f(x.to(N), g.to(N), mode=mode, padding_mode="zeros", align_corners=ac),
-                    f(x, g, mode=mode, padding_mode="zeros", align_corners=ac), equal_nan=True)
+        assert_same(
+            f(x.to(N), g.to(N), mode=mode, padding_mode="zeros", align_corners=ac),
+            f(x, g, mode=mode, padding_mode="zeros", align_corners=ac),
+            equal_nan=True,
+        )
 
 
 # 9. shapes and arguments of small edge cases --------------------------------
 
+
 @pytest.mark.parametrize("fn", ["median", "kthvalue", "median_keepdim"])
 def test_dim_reductions_of_a_0d_tensor(fn):
-    ops = {"median": lambda x: torch.median(x, 0), "kthvalue": lambda x: torch.kthvalue(x, 1, 0),
-           "median_keepdim": lambda x: torch.median(x, -1, keepdim=True)}
+    ops = {
+        "median": lambda x: torch.median(x, 0),
+        "kthvalue": lambda x: torch.kthvalue(x, 1, 0),
+        "median_keepdim": lambda x: torch.median(x, -1, keepdim=True),
+    }
     x = torch.tensor(3.5)
     v, i = ops[fn](x.to(N))
     cv, ci = ops[fn](x)
@@ -475,17 +537,22 @@ def test_bool_add_honours_alpha():
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
 def test_integer_linspace_with_fractional_ends(dtype):
     for start, end, steps in ((0.5, 10, 7), (2.7, 9.9, 5), (0, 7.5, 4)):
-        assert_same(torch.linspace(start, end, steps, dtype=dtype, device=N),
-                    torch.linspace(start, end, steps, dtype=dtype))
+        assert_same(
+            torch.linspace(start, end, steps, dtype=dtype, device=N),
+            torch.linspace(start, end, steps, dtype=dtype),
+        )
 
 
 # 10. empty operands -----------------------------------------------------------
 
+
 def test_triangular_solve_and_backward_on_empty():
     for a_shape, b_shape in (((0, 0), (0, 0)), ((2, 0, 0), (2, 0, 3)), ((3, 3), (3, 0))):
         A, B = torch.randn(a_shape), torch.randn(b_shape)
-        assert_same(torch.linalg.solve_triangular(A.to(N), B.to(N), upper=True),
-                    torch.linalg.solve_triangular(A, B, upper=True))
+        assert_same(
+            torch.linalg.solve_triangular(A.to(N), B.to(N), upper=True),
+            torch.linalg.solve_triangular(A, B, upper=True),
+        )
     x = torch.zeros(0, 4, 6, requires_grad=True)  # group_norm over an empty batch
     xn = x.detach().to(N).requires_grad_()
     torch.nn.functional.group_norm(xn, 2).sum().backward()
@@ -505,7 +572,9 @@ def test_empty_and_0d_cases_raise_or_return_as_cpu():
         return out
 
     cases = [
-        lambda d: torch.gather(torch.randn(3, device=d), 0, torch.tensor([], dtype=torch.uint8, device=d)),
+        lambda d: torch.gather(
+            torch.randn(3, device=d), 0, torch.tensor([], dtype=torch.uint8, device=d)
+        ),
         lambda d: torch.median(torch.tensor([], device=d)),
         lambda d: torch.argmax(torch.tensor([], device=d)),
         lambda d: torch.argmin(torch.zeros(0, 3, device=d), 0),
@@ -521,6 +590,7 @@ def test_empty_and_0d_cases_raise_or_return_as_cpu():
 
 # 11. complex -------------------------------------------------------------------
 
+
 def test_complex_masked_fill_and_division_by_zero():
     m = torch.tensor([True, False, True])
     z = torch.zeros(3, dtype=torch.complex64)
@@ -533,10 +603,15 @@ def test_complex_masked_fill_and_division_by_zero():
 
 # 14. configuration and small API edges ----------------------------------------
 
-@pytest.mark.parametrize("value", ["-1", "99999999999999999999", "18446744073709551615G", "1X", " 5G"])
+
+@pytest.mark.parametrize(
+    "value", ["-1", "99999999999999999999", "18446744073709551615G", "1X", " 5G"]
+)
 def test_bad_device_memory_setting_is_refused(value):
-    r = run_python("import torch; print(torch.neuron.device_count()); torch.ones(1, device='neuron')",
-                   env_extra={"TORCH_NEURONX_DEVICE_MEMORY": value})
+    r = run_python(
+        "import torch; print(torch.neuron.device_count()); torch.ones(1, device='neuron')",
+        env_extra={"TORCH_NEURONX_DEVICE_MEMORY": value},
+    )
     assert r.returncode != 0
     assert "TORCH_NEURONX_DEVICE_MEMORY" in r.stderr
 
@@ -557,6 +632,7 @@ def test_device_memory_is_capped_by_the_host():
     assert r.returncode == 0, r.stderr
     total, modelled, *rest = r.stdout.split()
     import os
+
     host = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     assert int(modelled) == 64 << 40 and int(total) <= host
     assert rest == ["OOM", "True"]  # both devices together exceed what the host backs
@@ -565,12 +641,15 @@ def test_device_memory_is_capped_by_the_host():
 def test_stream_without_index_and_bad_index_before_init():
     s = torch.Stream(device="neuron")
     assert s.device == torch.device("neuron", torch.neuron.current_device())
-    r = run_python("import torch\ntry:\n    torch.neuron.memory_allocated(99)\nexcept RuntimeError as e:\n"
-                   "    print('raised', 'invalid device ordinal' in str(e))\n")
+    r = run_python(
+        "import torch\ntry:\n    torch.neuron.memory_allocated(99)\nexcept RuntimeError as e:\n"
+        "    print('raised', 'invalid device ordinal' in str(e))\n"
+    )
     assert r.stdout.split() == ["raised", "True"], r.stdout + r.stderr
 
 
 # Found by PyTorch's OpInfo suite (tests/test_opinfo.py) ----------------------
+
 
 def _both(fn):
     """fn(device) on the CPU and on neuron: (result or exception type) each."""
@@ -583,13 +662,20 @@ def _both(fn):
     return out
 
 
-@pytest.mark.parametrize("op", [
-    lambda a, b: a.logical_and_(b), lambda a, b: a.logical_or_(b),
-    lambda a, b: a.logical_xor_(b), lambda a, b: a.ldexp_(b),
-    lambda a, b: torch.add(a, b, out=a), lambda a, b: torch.mul(a, b, out=a),
-    lambda a, b: torch.where(b > 0, a, b, out=a), lambda a, b: torch.lerp(a, b, 0.5, out=a),
-    lambda a, b: torch.hypot(a, b, out=a),  # a CPU-fallback op: its out= aliases an input
-])
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda a, b: a.logical_and_(b),
+        lambda a, b: a.logical_or_(b),
+        lambda a, b: a.logical_xor_(b),
+        lambda a, b: a.ldexp_(b),
+        lambda a, b: torch.add(a, b, out=a),
+        lambda a, b: torch.mul(a, b, out=a),
+        lambda a, b: torch.where(b > 0, a, b, out=a),
+        lambda a, b: torch.lerp(a, b, 0.5, out=a),
+        lambda a, b: torch.hypot(a, b, out=a),  # a CPU-fallback op: its out= aliases an input
+    ],
+)
 def test_out_that_is_an_input_is_not_resized(op):
     # CPU: "output with shape [5, 1] doesn't match the broadcast shape [5, 5]";
     # neuron resized the tensor (and wrote a [5, 5] result into it)
@@ -604,8 +690,11 @@ def test_out_that_is_an_input_is_not_resized(op):
 
 def test_addr_in_place_needs_the_outer_product_shape():
     def run(dev):
-        return torch.zeros((), device=dev).addr_(torch.ones(5, device=dev),
-                                                  torch.ones(10, device=dev)).shape
+        return (
+            torch.zeros((), device=dev)
+            .addr_(torch.ones(5, device=dev), torch.ones(10, device=dev))
+            .shape
+        )
 
     assert _both(run) == [RuntimeError, RuntimeError]
 
@@ -622,8 +711,11 @@ def test_addbmm_in_place_with_a_broadcast_self():
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
 def test_integer_products_read_alpha_and_beta_as_integers(op, dtype):
     # the CPU converts 0.5 to 0 for an integer kernel; neuron computed in float
-    shapes = {"addmm": ((2, 2), (2, 3), (3, 2)), "addmv": ((2,), (2, 3), (3,)),
-              "baddbmm": ((2, 2, 2), (2, 2, 3), (2, 3, 2))}[op]
+    shapes = {
+        "addmm": ((2, 2), (2, 3), (3, 2)),
+        "addmv": ((2,), (2, 3), (3,)),
+        "baddbmm": ((2, 2, 2), (2, 2, 3), (2, 3, 2)),
+    }[op]
     args = [torch.randint(-5, 5, s, dtype=dtype) for s in shapes]
     fn = getattr(torch, op)
     for beta, alpha in [(0.5, 1.5), (1.7, 0.3), (2, 3)]:
@@ -632,8 +724,9 @@ def test_integer_products_read_alpha_and_beta_as_integers(op, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.int16, torch.float32])
-@pytest.mark.parametrize("bounds", [(0.0, -8.000001, -4.0), (0.5, 5.0, 1.0), (0, 5, 1.5),
-                                    (-3.7, 4.2, 2.0)])
+@pytest.mark.parametrize(
+    "bounds", [(0.0, -8.000001, -4.0), (0.5, 5.0, 1.0), (0, 5, 1.5), (-3.7, 4.2, 2.0)]
+)
 def test_arange_with_float_bounds_and_integer_dtypes(dtype, bounds):
     # neuron computed the length from truncated bounds: one element short
     cpu, neuron = _both(lambda dev: torch.arange(*bounds, dtype=dtype, device=dev))
@@ -643,34 +736,45 @@ def test_arange_with_float_bounds_and_integer_dtypes(dtype, bounds):
         assert_same(neuron, cpu)
 
 
-@pytest.mark.parametrize("fn", [torch.all, torch.any, lambda t: torch.all(t, 1),
-                                lambda t: torch.any(t, 0)])
+@pytest.mark.parametrize(
+    "fn", [torch.all, torch.any, lambda t: torch.all(t, 1), lambda t: torch.any(t, 0)]
+)
 def test_all_any_of_uint8_are_uint8(fn):
     t = torch.tensor([[1, 0, 2], [3, 4, 5]], dtype=torch.uint8)
     assert_same(fn(t.to(N)), fn(t))
 
 
-@pytest.mark.parametrize("dtype,args", [
-    (torch.int8, (0, 300)), (torch.int8, (-200, 10)), (torch.uint8, (-5, 2)),
-    (torch.bool, (0, 3)), (torch.float16, (0, 2 ** 40)), (torch.uint64, (5, None)),
-    (torch.int8, (-2 ** 63, None)), (torch.float16, (-2 ** 63, None)), (torch.uint16, ()),
-])
+@pytest.mark.parametrize(
+    "dtype,args",
+    [
+        (torch.int8, (0, 300)),
+        (torch.int8, (-200, 10)),
+        (torch.uint8, (-5, 2)),
+        (torch.bool, (0, 3)),
+        (torch.float16, (0, 2**40)),
+        (torch.uint64, (5, None)),
+        (torch.int8, (-(2**63), None)),
+        (torch.float16, (-(2**63), None)),
+        (torch.uint16, ()),
+    ],
+)
 def test_random_bounds_outside_the_dtype_raise_as_cpu(dtype, args):
     # neuron wrapped them (int8 random_(0, 300) gave values above 127)
     cpu, neuron = _both(lambda dev: torch.empty(8, dtype=dtype, device=dev).random_(*args))
     assert isinstance(cpu, type) and neuron is cpu
 
 
-@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64, torch.int8,
-                                   torch.float16, torch.bool])
+@pytest.mark.parametrize(
+    "dtype", [torch.uint16, torch.uint32, torch.uint64, torch.int8, torch.float16, torch.bool]
+)
 def test_randint_covers_every_dtype_in_range(dtype):
     hi = 2 if dtype == torch.bool else 100
     x = torch.randint(0, hi, (4000,), dtype=dtype, device=N)
     assert x.dtype == dtype and x.device.type == "neuron"
     v = x.cpu().to(torch.int64)
     assert v.min() == 0 and v.max() == hi - 1  # 4000 draws hit both ends
-    big = torch.empty(2000, dtype=torch.int64, device=N).random_(-2 ** 63, None).cpu()
-    assert (big < 0).any() and (big > 2 ** 62).any()  # the full 64-bit range
+    big = torch.empty(2000, dtype=torch.int64, device=N).random_(-(2**63), None).cpu()
+    assert (big < 0).any() and (big > 2**62).any()  # the full 64-bit range
 
 
 def _error_vs_exact(fn, dtype, *args):
@@ -689,7 +793,8 @@ def test_half_embedding_bag_sums_in_fp32(dtype):
     idx = torch.randint(0, 50, (40,))
     psw = torch.rand(40).to(dtype)
     fn = lambda w, i, p: torch.nn.functional.embedding_bag(  # noqa: E731
-        i, w, torch.arange(0, 40, 8).to(i.device), mode="sum", per_sample_weights=p)
+        i, w, torch.arange(0, 40, 8).to(i.device), mode="sum", per_sample_weights=p
+    )
     cpu_err, neuron_err = _error_vs_exact(fn, dtype, w, idx, psw)
     assert neuron_err <= cpu_err * 1.01 + 1e-6
 
@@ -707,8 +812,16 @@ def test_half_convolution_adds_the_bias_before_rounding(dtype, transposed):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("op", [lambda x: x * 0.1, lambda x: x / 0.3, lambda x: 0.7 * x,
-                                lambda x: x.clone().mul_(0.1), lambda x: x + 0.1234567])
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda x: x * 0.1,
+        lambda x: x / 0.3,
+        lambda x: 0.7 * x,
+        lambda x: x.clone().mul_(0.1),
+        lambda x: x + 0.1234567,
+    ],
+)
 def test_half_arithmetic_with_a_python_number_keeps_it_in_fp32(dtype, op):
     # neuron rounded 0.1 to bf16 (0.10009765625) before multiplying. The
     # oracle is CUDA's rule: the op in fp32 on the number at fp32, one rounding.

@@ -20,6 +20,7 @@ opinfo_known_failures.txt (written by scripts/opinfo_known_failures.py) and
 xfail strictly: a listed entry that passes, or that now fails with another
 exception type, fails. See docs/opinfo.md.
 """
+
 import functools
 import json
 import os
@@ -64,13 +65,35 @@ UNSUPPORTED_DTYPES = {torch.complex32}
 # generators are different streams, so only the outputs' structure, shapes,
 # dtypes and devices are compared for them, never their values.
 RANDOM_OPS = {
-    "bernoulli", "cauchy", "exponential", "geometric", "log_normal", "multinomial", "normal",
-    "uniform", "rand_like", "randn", "randn_like", "randint", "randint_like",
-    "nn.functional.dropout", "nn.functional.dropout2d", "nn.functional.dropout3d",
-    "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout.with_train",
-    "nn.functional.rrelu", "nn.functional.fractional_max_pool2d",
-    "nn.functional.fractional_max_pool3d", "svd_lowrank", "pca_lowrank",
-    "empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided",
+    "bernoulli",
+    "cauchy",
+    "exponential",
+    "geometric",
+    "log_normal",
+    "multinomial",
+    "normal",
+    "uniform",
+    "rand_like",
+    "randn",
+    "randn_like",
+    "randint",
+    "randint_like",
+    "nn.functional.dropout",
+    "nn.functional.dropout2d",
+    "nn.functional.dropout3d",
+    "nn.functional.alpha_dropout",
+    "nn.functional.feature_alpha_dropout.with_train",
+    "nn.functional.rrelu",
+    "nn.functional.fractional_max_pool2d",
+    "nn.functional.fractional_max_pool3d",
+    "svd_lowrank",
+    "pca_lowrank",
+    "empty",
+    "empty_like",
+    "empty_permuted",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
 }
 
 
@@ -79,14 +102,19 @@ def _is_random(op, sample):
     if op.name in RANDOM_OPS or op.full_name in RANDOM_OPS:
         return True
     return "attention" in op.name and bool(
-        sample.kwargs.get("dropout_p", 0) or sample.kwargs.get("training", False))
+        sample.kwargs.get("dropout_p", 0) or sample.kwargs.get("training", False)
+    )
 
 
 # Ops whose index outputs are unspecified among equal values (unless asked
 # to be stable): (where dim is in the positional arguments after the input,
 # whether indices must be a whole permutation along dim).
-TIE_ORDER_OPS = {"sort": (0, True), "argsort": (0, True), "topk": (1, False),
-                 "kthvalue": (1, False)}
+TIE_ORDER_OPS = {
+    "sort": (0, True),
+    "argsort": (0, True),
+    "topk": (1, False),
+    "kthvalue": (1, False),
+}
 
 
 def _arg(sample, name, position, default):
@@ -110,6 +138,7 @@ def _ties_valid(op, sample, actual, expected):
         return False
     dim = _arg(sample, "dim", position, -1) % x.dim()
     keepdim = op.name != "kthvalue" or _arg(sample, "keepdim", 2, False)
+
     def same(a, b):
         return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0), b.nan_to_num(0))
 
@@ -181,10 +210,15 @@ class neuron_ops(ops):
 
     def _parametrize_test(self, test, generic_cls, device_cls):
         for _, name, kwargs, decorator_fn in super()._parametrize_test(
-                test, generic_cls, device_cls):
+            test, generic_cls, device_cls
+        ):
             if kwargs["dtype"] in _selected(kwargs["op"], self.variant):
-                yield functools.wraps(test)(lambda *a, **k: test(*a, **k)), name, kwargs, \
-                    decorator_fn
+                yield (
+                    functools.wraps(test)(lambda *a, **k: test(*a, **k)),
+                    name,
+                    kwargs,
+                    decorator_fn,
+                )
 
 
 def load_known_failures(path=KNOWN_FAILURES_FILE):
@@ -219,7 +253,8 @@ def _tensor_to_cpu(t):
         copy = t.detach().to("cpu")
     else:
         copy = torch.empty(0, dtype=t.dtype).set_(
-            t.untyped_storage().cpu(), t.storage_offset(), t.size(), t.stride())
+            t.untyped_storage().cpu(), t.storage_offset(), t.size(), t.stride()
+        )
     return copy.requires_grad_(t.requires_grad)
 
 
@@ -250,22 +285,30 @@ def _to_cpu(obj):
 
 
 def _cpu_copy(sample):
-    return SampleInput(_to_cpu(sample.input), args=_to_cpu(sample.args),
-                       kwargs=_to_cpu(sample.kwargs),
-                       output_process_fn_grad=sample.output_process_fn_grad,
-                       broadcasts_input=sample.broadcasts_input)
+    return SampleInput(
+        _to_cpu(sample.input),
+        args=_to_cpu(sample.args),
+        kwargs=_to_cpu(sample.kwargs),
+        output_process_fn_grad=sample.output_process_fn_grad,
+        broadcasts_input=sample.broadcasts_input,
+    )
 
 
 # A CPU result that differs from neuron's can be the less accurate one (CPU
 # kernels accumulate bf16/fp16 in their own way, and float32 sums differ in
 # order): the arbiter is the same sample run on the CPU in float64.
-WIDER = {torch.float32: torch.float64, torch.bfloat16: torch.float64,
-         torch.float16: torch.float64, torch.complex64: torch.complex128}
+WIDER = {
+    torch.float32: torch.float64,
+    torch.bfloat16: torch.float64,
+    torch.float16: torch.float64,
+    torch.complex64: torch.complex128,
+}
 
 
 def _widened(sample):
     """A copy of a CPU sample with its float32/bf16/fp16/complex64 tensors and
     dtype arguments in float64/complex128, or None when it has none."""
+
     def narrow(x):
         return (x if isinstance(x, torch.dtype) else getattr(x, "dtype", None)) in WIDER
 
@@ -281,8 +324,9 @@ def _widened(sample):
     if not any(narrow(x) for x in tree_leaves(parts) if isinstance(x, (torch.Tensor, torch.dtype))):
         return None
     inp, args, kwargs = tree_map(widen, parts)
-    return SampleInput(inp, args=args, kwargs=kwargs,
-                       output_process_fn_grad=sample.output_process_fn_grad)
+    return SampleInput(
+        inp, args=args, kwargs=kwargs, output_process_fn_grad=sample.output_process_fn_grad
+    )
 
 
 def _as_wide(x):
@@ -311,14 +355,16 @@ def _outputs_on_neuron(sample):
     devices = {_device_type(x) for x in tree_leaves((sample.input, sample.args, sample.kwargs))}
     return "neuron" in devices and not any(
         isinstance(x, (str, torch.device)) and _device_type(x) == "cpu"
-        for x in tree_leaves((sample.args, sample.kwargs)))
+        for x in tree_leaves((sample.args, sample.kwargs))
+    )
 
 
 def _only_indices(failed, expected_leaves):
     """Whether only int64 tensor outputs (indices) failed, next to values that agree."""
     tensors = [e for e in expected_leaves if isinstance(e, torch.Tensor)]
     return len(failed) < len(tensors) and all(
-        isinstance(e, torch.Tensor) and e.dtype == torch.int64 for e, _ in failed)
+        isinstance(e, torch.Tensor) and e.dtype == torch.int64 for e, _ in failed
+    )
 
 
 def _call(fn, sample):
@@ -337,11 +383,13 @@ def _assert_same_error(neuron_exc, cpu_exc):
     if cpu_exc is None:
         raise neuron_exc
     if neuron_exc is None:
-        raise AssertionError(f"neuron returned a result where the CPU raised "
-                             f"{failure_reason(cpu_exc)}")
+        raise AssertionError(
+            f"neuron returned a result where the CPU raised {failure_reason(cpu_exc)}"
+        )
     if type(neuron_exc) is not type(cpu_exc):
-        raise AssertionError(f"neuron raised {failure_reason(neuron_exc)}; the CPU raised "
-                             f"{failure_reason(cpu_exc)}") from neuron_exc
+        raise AssertionError(
+            f"neuron raised {failure_reason(neuron_exc)}; the CPU raised {failure_reason(cpu_exc)}"
+        ) from neuron_exc
 
 
 def _real_sum(t):
@@ -351,25 +399,35 @@ def _real_sum(t):
 def _grads(op):
     """A function of a sample: torch.autograd.grad of the sum of op's outputs
     w.r.t. the sample's tensors that require grad (() if none are linked)."""
+
     def grads(inp, *args, **kwargs):
         sample = SampleInput(inp, args=args, kwargs=kwargs)
-        outs = [t for t in tree_leaves(op(inp, *args, **kwargs))
-                if isinstance(t, torch.Tensor) and t.requires_grad]
+        outs = [
+            t
+            for t in tree_leaves(op(inp, *args, **kwargs))
+            if isinstance(t, torch.Tensor) and t.requires_grad
+        ]
         inputs = [t for t in _tensors(sample) if t.requires_grad]
         if not outs or not inputs:
             return ()
         return torch.autograd.grad(sum(_real_sum(t) for t in outs), inputs, allow_unused=True)
+
     return grads
 
 
 def _with_out(sample, out):
-    return SampleInput(sample.input, args=sample.args, kwargs={**sample.kwargs, "out": out},
-                       output_process_fn_grad=sample.output_process_fn_grad)
+    return SampleInput(
+        sample.input,
+        args=sample.args,
+        kwargs={**sample.kwargs, "out": out},
+        output_process_fn_grad=sample.output_process_fn_grad,
+    )
 
 
 def _all_tensors(result):
     return isinstance(result, (torch.Tensor, tuple)) and all(
-        isinstance(t, torch.Tensor) for t in tree_leaves(result))
+        isinstance(t, torch.Tensor) for t in tree_leaves(result)
+    )
 
 
 def _out_like(tree, device):
@@ -421,11 +479,11 @@ class TestNeuronOpInfo(TestCase):
         assert actual.device.type == "neuron" or not on_neuron, f"output on {actual.device}"
         assert (actual.dtype, actual.shape) == (expected.dtype, expected.shape), (
             f"neuron returned {actual.dtype} {tuple(actual.shape)}, "
-            f"the CPU {expected.dtype} {tuple(expected.shape)}")
+            f"the CPU {expected.dtype} {tuple(expected.shape)}"
+        )
         if values:
             rtol, atol = self._tolerances(expected.dtype)
-            torch.testing.assert_close(actual.cpu(), expected, rtol=rtol, atol=atol,
-                                       equal_nan=True)
+            torch.testing.assert_close(actual.cpu(), expected, rtol=rtol, atol=atol, equal_nan=True)
 
     def _assert_results_close(self, actual, expected, values, on_neuron):
         """Same structure; tensors of the same dtype and shape, on neuron if
@@ -433,7 +491,8 @@ class TestNeuronOpInfo(TestCase):
         actual_leaves, actual_spec = tree_flatten(actual)
         expected_leaves, expected_spec = tree_flatten(expected)
         assert actual_spec == expected_spec, (
-            f"neuron returned {actual_spec}, the CPU {expected_spec}")
+            f"neuron returned {actual_spec}, the CPU {expected_spec}"
+        )
         failed = []
         for i, (a, e) in enumerate(zip(actual_leaves, expected_leaves)):
             try:
@@ -442,16 +501,20 @@ class TestNeuronOpInfo(TestCase):
                 exc.add_note(f"at leaf {i} of {expected_spec}")
                 failed.append((e, exc))
         if failed and _only_indices(failed, expected_leaves):
-            raise AssertionError("index outputs differ while the values agree (ties broken "
-                                 "in another order?)") from failed[0][1]
+            raise AssertionError(
+                "index outputs differ while the values agree (ties broken in another order?)"
+            ) from failed[0][1]
         if failed:
             raise failed[0][1]
 
     def _leaf_no_less_accurate(self, actual, expected, exact):
         """Element by element, |actual - exact| <= |expected - exact| + the
         tolerance of expected's dtype (floating leaves; others must match)."""
-        if not (isinstance(expected, float) or isinstance(expected, torch.Tensor)
-                and expected.dtype in WIDER):
+        if not (
+            isinstance(expected, float)
+            or isinstance(expected, torch.Tensor)
+            and expected.dtype in WIDER
+        ):
             try:
                 self._assert_leaf_close(actual, expected, values=True, on_neuron=False)
                 return True
@@ -473,13 +536,16 @@ class TestNeuronOpInfo(TestCase):
         exact, exc = _call(fn, wide_sample)
         if exc is not None:
             return False
-        exact = (wide_sample.output_process_fn_grad(exact) if process else exact,
-                 _tensors(wide_sample))
+        exact = (
+            wide_sample.output_process_fn_grad(exact) if process else exact,
+            _tensors(wide_sample),
+        )
         exact_leaves, exact_spec = tree_flatten(exact)
         expected_leaves, expected_spec = tree_flatten(expected)
         return exact_spec == expected_spec and all(
             self._leaf_no_less_accurate(a, e, x)
-            for a, e, x in zip(tree_leaves(actual), expected_leaves, exact_leaves))
+            for a, e, x in zip(tree_leaves(actual), expected_leaves, exact_leaves)
+        )
 
     def _compare(self, op, fn, sample, cpu_sample, process=True):
         """Runs fn on the neuron sample and on its CPU copy and compares the
@@ -504,9 +570,13 @@ class TestNeuronOpInfo(TestCase):
         except AssertionError:
             if _ties_valid(op, cpu_sample, actual, expected):
                 return
-            if not self._no_less_accurate(fn, wide_sample, process,
-                                          (actual, _tensors(sample)),
-                                          (expected, _tensors(cpu_sample))):
+            if not self._no_less_accurate(
+                fn,
+                wide_sample,
+                process,
+                (actual, _tensors(sample)),
+                (expected, _tensors(cpu_sample)),
+            ):
                 raise
 
     def _each_sample(self, samples, check):
@@ -537,11 +607,15 @@ class TestNeuronOpInfo(TestCase):
         except Exception as e:  # noqa: BLE001
             now = failure_reason(e)
             if now.split(":")[0] != reason.split(":")[0]:
-                raise AssertionError(f"known failure {key} changed: listed as {reason!r}, "
-                                     f"now {now!r}; update {KNOWN_FAILURES_FILE}") from e
+                raise AssertionError(
+                    f"known failure {key} changed: listed as {reason!r}, "
+                    f"now {now!r}; update {KNOWN_FAILURES_FILE}"
+                ) from e
             pytest.xfail(reason)
-        self.fail(f"XPASS(strict): {key} passes but is listed in opinfo_known_failures.txt "
-                  f"as {reason!r}: remove the entry")
+        self.fail(
+            f"XPASS(strict): {key} passes but is listed in opinfo_known_failures.txt "
+            f"as {reason!r}: remove the entry"
+        )
 
     # -- the variants -------------------------------------------------------
 
@@ -567,8 +641,9 @@ class TestNeuronOpInfo(TestCase):
 
     @neuron_ops(VARIANTS["noncontiguous"], "noncontiguous")
     def test_noncontiguous(self, device, dtype, op):
-        self._check_variant(device, dtype, op, "noncontiguous", op,
-                            transform=lambda sample: sample.noncontiguous())
+        self._check_variant(
+            device, dtype, op, "noncontiguous", op, transform=lambda sample: sample.noncontiguous()
+        )
 
     @neuron_ops(VARIANTS["out"], "out")
     def test_out(self, device, dtype, op):
@@ -578,8 +653,12 @@ class TestNeuronOpInfo(TestCase):
             if cpu_exc is not None or not _all_tensors(expected):
                 return  # nothing to write into: test_function covers this sample
             # The out= buffers are in the kwargs, which _compare checks afterwards.
-            self._compare(op, op, _with_out(sample, _out_like(expected, "neuron")),
-                          _with_out(_cpu_copy(sample), _out_like(expected, "cpu")))
+            self._compare(
+                op,
+                op,
+                _with_out(sample, _out_like(expected, "neuron")),
+                _with_out(_cpu_copy(sample), _out_like(expected, "cpu")),
+            )
 
         samples = _samples(op, device, dtype, requires_grad=False)
         self._run(op, dtype, "out", lambda: self._each_sample(samples, check))
@@ -597,9 +676,12 @@ class TestNeuronOpInfo(TestCase):
 
 def full_suite_keys():
     """(op, variant, dtype) of every test the full suite has."""
-    return {(op.full_name, variant, _dtype_name(dtype))
-            for variant, op_list in VARIANTS.items() for op in op_list
-            for dtype in _selected(op, variant, mode="full")}
+    return {
+        (op.full_name, variant, _dtype_name(dtype))
+        for variant, op_list in VARIANTS.items()
+        for op in op_list
+        for dtype in _selected(op, variant, mode="full")
+    }
 
 
 def test_known_failures_name_tests():

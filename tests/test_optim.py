@@ -1,5 +1,6 @@
 """Optimizers on neuron: fused Adam/AdamW kernels and the default (foreach)
 path, against the same optimizer on CPU, with no CPU fallback."""
+
 import pytest
 import torch
 
@@ -23,9 +24,16 @@ def train(device, opt_cls, dtype=torch.float32, steps=4, **kw):
 
 
 @pytest.mark.parametrize("opt_cls", [torch.optim.Adam, torch.optim.AdamW])
-@pytest.mark.parametrize("kw", [dict(), dict(weight_decay=0.1), dict(amsgrad=True),
-                                dict(maximize=True, weight_decay=0.05),
-                                dict(lr=torch.tensor(0.01))])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(),
+        dict(weight_decay=0.1),
+        dict(amsgrad=True),
+        dict(maximize=True, weight_decay=0.05),
+        dict(lr=torch.tensor(0.01)),
+    ],
+)
 def test_fused_adam_matches_cpu(opt_cls, kw):
     torch_neuronx.clear_op_tracking()
     neuron, opt = train("neuron", opt_cls, fused=True, **kw)
@@ -44,8 +52,14 @@ def test_fused_adamw_bf16_params():
         torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=2e-2)
 
 
-@pytest.mark.parametrize("opt_cls,kw", [(torch.optim.AdamW, {}), (torch.optim.Adam, {}),
-                                        (torch.optim.SGD, dict(lr=0.1, momentum=0.9))])
+@pytest.mark.parametrize(
+    "opt_cls,kw",
+    [
+        (torch.optim.AdamW, {}),
+        (torch.optim.Adam, {}),
+        (torch.optim.SGD, dict(lr=0.1, momentum=0.9)),
+    ],
+)
 def test_default_optimizer_path_runs_natively(opt_cls, kw):
     torch_neuronx.clear_op_tracking()
     neuron, _ = train("neuron", opt_cls, **kw)
@@ -59,32 +73,91 @@ def test_fused_adamw_skips_step_when_found_inf():
     p = torch.ones(10, device="neuron")
     g, m, v = torch.ones_like(p), torch.zeros_like(p), torch.zeros_like(p)
     step = torch.ones((), device="neuron")
-    torch._fused_adamw_([p], [g], [m], [v], [], [step], lr=0.1, beta1=0.9, beta2=0.999,
-                        weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False,
-                        found_inf=torch.ones((), device="neuron"))
+    torch._fused_adamw_(
+        [p],
+        [g],
+        [m],
+        [v],
+        [],
+        [step],
+        lr=0.1,
+        beta1=0.9,
+        beta2=0.999,
+        weight_decay=0.0,
+        eps=1e-8,
+        amsgrad=False,
+        maximize=False,
+        found_inf=torch.ones((), device="neuron"),
+    )
     assert torch.equal(p.cpu(), torch.ones(10))
-    torch._fused_adamw_([p], [g], [m], [v], [], [step], lr=0.1, beta1=0.9, beta2=0.999,
-                        weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False,
-                        grad_scale=torch.full((), 2.0, device="neuron"),
-                        found_inf=torch.zeros((), device="neuron"))
+    torch._fused_adamw_(
+        [p],
+        [g],
+        [m],
+        [v],
+        [],
+        [step],
+        lr=0.1,
+        beta1=0.9,
+        beta2=0.999,
+        weight_decay=0.0,
+        eps=1e-8,
+        amsgrad=False,
+        maximize=False,
+        grad_scale=torch.full((), 2.0, device="neuron"),
+        found_inf=torch.zeros((), device="neuron"),
+    )
     ref = torch.ones(10)
-    torch._fused_adamw_([ref], [torch.ones(10)], [torch.zeros(10)], [torch.zeros(10)], [],
-                        [torch.ones(())], lr=0.1, beta1=0.9, beta2=0.999, weight_decay=0.0,
-                        eps=1e-8, amsgrad=False, maximize=False, grad_scale=torch.full((), 2.0),
-                        found_inf=torch.zeros(()))
+    torch._fused_adamw_(
+        [ref],
+        [torch.ones(10)],
+        [torch.zeros(10)],
+        [torch.zeros(10)],
+        [],
+        [torch.ones(())],
+        lr=0.1,
+        beta1=0.9,
+        beta2=0.999,
+        weight_decay=0.0,
+        eps=1e-8,
+        amsgrad=False,
+        maximize=False,
+        grad_scale=torch.full((), 2.0),
+        found_inf=torch.zeros(()),
+    )
     torch.testing.assert_close(p.cpu(), ref)
 
 
 def test_fused_adam_rejects_mismatched_lists():
     p = torch.ones(3, device="neuron")
     with pytest.raises(RuntimeError, match="same length"):
-        torch._fused_adamw_([p], [], [p], [p], [], [p], lr=0.1, beta1=0.9, beta2=0.999,
-                            weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+        torch._fused_adamw_(
+            [p],
+            [],
+            [p],
+            [p],
+            [],
+            [p],
+            lr=0.1,
+            beta1=0.9,
+            beta2=0.999,
+            weight_decay=0.0,
+            eps=1e-8,
+            amsgrad=False,
+            maximize=False,
+        )
 
 
-@pytest.mark.parametrize("cfg", [dict(momentum=0.9), dict(momentum=0.9, nesterov=True, weight_decay=0.1),
-                                 dict(momentum=0.8, dampening=0.3, maximize=True), dict(),
-                                 dict(momentum=0.9, lr_tensor=True)])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        dict(momentum=0.9),
+        dict(momentum=0.9, nesterov=True, weight_decay=0.1),
+        dict(momentum=0.8, dampening=0.3, maximize=True),
+        dict(),
+        dict(momentum=0.9, lr_tensor=True),
+    ],
+)
 def test_fused_sgd_matches_cpu(cfg):
     """torch.optim.SGD(fused=True): ATen's _fused_sgd_ on neuron, step for
     step as the CPU fused kernel, without a CPU fallback."""
@@ -115,10 +188,20 @@ def test_fused_sgd_grad_scale_and_found_inf():
             p = torch.ones(4, device=dev)
             gr = torch.full((4,), 8.0, device=dev)
             buf = torch.full((4,), 0.5, device=dev)
-            torch._fused_sgd_([p], [gr], [buf], weight_decay=0.0, momentum=0.9, lr=0.1,
-                              dampening=0.0, nesterov=False, maximize=False, is_first_step=False,
-                              grad_scale=torch.tensor(4.0, device=dev),
-                              found_inf=torch.tensor(found, device=dev))
+            torch._fused_sgd_(
+                [p],
+                [gr],
+                [buf],
+                weight_decay=0.0,
+                momentum=0.9,
+                lr=0.1,
+                dampening=0.0,
+                nesterov=False,
+                maximize=False,
+                is_first_step=False,
+                grad_scale=torch.tensor(4.0, device=dev),
+                found_inf=torch.tensor(found, device=dev),
+            )
             outs[dev] = (p.cpu(), gr.cpu(), buf.cpu())
         for a, b in zip(outs["neuron"], outs["cpu"]):
             torch.testing.assert_close(a, b)

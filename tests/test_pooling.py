@@ -1,30 +1,32 @@
 """Native 2-D and 3-D pooling (max with indices, average, adaptive average)
 and bilinear upsampling, forward and backward, against PyTorch CPU."""
+
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import assert_same
 
 import torch_neuronx
-from conftest import assert_same
 
 POOLS = {
     "max2": lambda t: F.max_pool2d(t, 2),
     "max3s2p1": lambda t: F.max_pool2d(t, 3, stride=2, padding=1),
-    "max_dil_ceil": lambda t: F.max_pool2d(t, (3, 2), stride=(2, 1), padding=1, dilation=2,
-                                           ceil_mode=True),
+    "max_dil_ceil": lambda t: F.max_pool2d(
+        t, (3, 2), stride=(2, 1), padding=1, dilation=2, ceil_mode=True
+    ),
     "max_indices": lambda t: F.max_pool2d(t, 3, stride=2, return_indices=True)[1].float(),
     "avg2": lambda t: F.avg_pool2d(t, 2),
     "avg3s2p1": lambda t: F.avg_pool2d(t, 3, stride=2, padding=1),
-    "avg_nopad_ceil": lambda t: F.avg_pool2d(t, 3, stride=2, padding=1, ceil_mode=True,
-                                             count_include_pad=False),
+    "avg_nopad_ceil": lambda t: F.avg_pool2d(
+        t, 3, stride=2, padding=1, ceil_mode=True, count_include_pad=False
+    ),
     "avg_divisor": lambda t: F.avg_pool2d(t, (2, 3), stride=1, divisor_override=5),
     "adaptive_1": lambda t: F.adaptive_avg_pool2d(t, 1),
     "adaptive_3x4": lambda t: F.adaptive_avg_pool2d(t, (3, 4)),
     "adaptive_up": lambda t: F.adaptive_avg_pool2d(t, (11, 13)),
     "bilinear_x2": lambda t: F.interpolate(t, scale_factor=2, mode="bilinear"),
     "bilinear_size": lambda t: F.interpolate(t, size=(5, 13), mode="bilinear"),
-    "bilinear_align": lambda t: F.interpolate(t, size=(17, 4), mode="bilinear",
-                                              align_corners=True),
+    "bilinear_align": lambda t: F.interpolate(t, size=(17, 4), mode="bilinear", align_corners=True),
     "bilinear_frac": lambda t: F.interpolate(t, scale_factor=(1.7, 0.6), mode="bilinear"),
     "upsample_module": lambda t: torch.nn.Upsample(scale_factor=2, mode="bilinear")(t),
 }
@@ -57,13 +59,15 @@ def test_pool_forward_backward(name, dtype):
 POOLS3D = {
     "max2": lambda t: F.max_pool3d(t, 2),
     "max_s2p1": lambda t: F.max_pool3d(t, 3, stride=2, padding=1),
-    "max_dil_ceil": lambda t: F.max_pool3d(t, (2, 3, 2), stride=(1, 2, 1), padding=(0, 1, 1),
-                                           dilation=(2, 1, 2), ceil_mode=True),
+    "max_dil_ceil": lambda t: F.max_pool3d(
+        t, (2, 3, 2), stride=(1, 2, 1), padding=(0, 1, 1), dilation=(2, 1, 2), ceil_mode=True
+    ),
     "max_indices": lambda t: F.max_pool3d(t, 3, stride=2, return_indices=True)[1].float(),
     "avg2": lambda t: F.avg_pool3d(t, 2),
     "avg_s2p1": lambda t: F.avg_pool3d(t, 3, stride=2, padding=1),
-    "avg_nopad_ceil": lambda t: F.avg_pool3d(t, 3, stride=2, padding=1, ceil_mode=True,
-                                             count_include_pad=False),
+    "avg_nopad_ceil": lambda t: F.avg_pool3d(
+        t, 3, stride=2, padding=1, ceil_mode=True, count_include_pad=False
+    ),
     "avg_divisor": lambda t: F.avg_pool3d(t, (1, 2, 3), stride=1, divisor_override=5),
     "adaptive_1": lambda t: F.adaptive_avg_pool3d(t, 1),
     "adaptive_2x3x4": lambda t: F.adaptive_avg_pool3d(t, (2, 3, 4)),
@@ -144,8 +148,11 @@ def test_linear_and_cubic_resampling(case, dtype):
     gy = torch.randn(yc.shape, generator=g).to(dtype)
     yc.backward(gy)
     yn.backward(gy.neuron())
-    assert_same(xn.grad, xc.grad, **(tol(dtype) if dtype != torch.bfloat16
-                                      else {"rtol": 3e-2, "atol": 6e-2}))
+    assert_same(
+        xn.grad,
+        xc.grad,
+        **(tol(dtype) if dtype != torch.bfloat16 else {"rtol": 3e-2, "atol": 6e-2}),
+    )
     assert torch_neuronx.get_fallback_ops() == {}
 
 
@@ -156,11 +163,14 @@ def test_resampling_layouts_and_errors():
     yc = F.interpolate(cl, scale_factor=2, mode="bicubic")
     yn = F.interpolate(cl.neuron(), scale_factor=2, mode="bicubic")
     assert_same(yn, yc)
-    assert yn.is_contiguous(memory_format=torch.channels_last) == \
-        yc.is_contiguous(memory_format=torch.channels_last)
+    assert yn.is_contiguous(memory_format=torch.channels_last) == yc.is_contiguous(
+        memory_format=torch.channels_last
+    )
     v = torch.randn(1, 2, 3, 4, 5).to(memory_format=torch.channels_last_3d)
-    assert_same(F.interpolate(v.neuron(), scale_factor=2, mode="trilinear"),
-                F.interpolate(v, scale_factor=2, mode="trilinear"))
+    assert_same(
+        F.interpolate(v.neuron(), scale_factor=2, mode="trilinear"),
+        F.interpolate(v, scale_factor=2, mode="trilinear"),
+    )
     assert torch_neuronx.get_fallback_ops() == {}
     for dev in ("cpu", "neuron"):
         with pytest.raises(RuntimeError):
@@ -174,8 +184,11 @@ def test_layouts_and_unbatched():
     g = torch.Generator().manual_seed(4)
     x = torch.randn(2, 4, 8, 6, generator=g)
     cl = x.to(memory_format=torch.channels_last)
-    for f in (lambda t: F.max_pool2d(t, 2), lambda t: F.avg_pool2d(t, 3, 1, 1),
-              lambda t: F.interpolate(t, scale_factor=2, mode="bilinear")):
+    for f in (
+        lambda t: F.max_pool2d(t, 2),
+        lambda t: F.avg_pool2d(t, 3, 1, 1),
+        lambda t: F.interpolate(t, scale_factor=2, mode="bilinear"),
+    ):
         yc, yn = f(cl), f(cl.neuron())
         assert_same(yn, yc)
         assert yn.stride() == yc.stride()  # channels-last stays channels-last
@@ -198,8 +211,10 @@ def test_layouts_and_unbatched():
 def test_zero_batch_and_bad_arguments():
     x = torch.randn(0, 3, 8, 8)
     assert_same(F.max_pool2d(x.neuron(), 2), F.max_pool2d(x, 2))
-    assert_same(F.interpolate(x.neuron(), scale_factor=2, mode="bilinear"),
-                F.interpolate(x, scale_factor=2, mode="bilinear"))
+    assert_same(
+        F.interpolate(x.neuron(), scale_factor=2, mode="bilinear"),
+        F.interpolate(x, scale_factor=2, mode="bilinear"),
+    )
     y = torch.randn(1, 2, 4, 4)
     for dev in ("cpu", "neuron"):
         t = y.to(dev)
@@ -220,8 +235,9 @@ def test_bad_max_pool_indices_fault():
     grad = torch.ones(1, 1, 2, 2, device="neuron")
     idx = torch.tensor([[[[0, 1], [99, 2]]]], device="neuron")
     with pytest.raises(RuntimeError, match="max_pool2d_backward"):
-        g = torch.ops.aten.max_pool2d_with_indices_backward(grad, x, [2, 2], [2, 2], [0, 0],
-                                                            [1, 1], False, idx)
+        g = torch.ops.aten.max_pool2d_with_indices_backward(
+            grad, x, [2, 2], [2, 2], [0, 0], [1, 1], False, idx
+        )
         g.cpu()
     torch.neuron.synchronize()
 
@@ -240,8 +256,10 @@ def test_grid_sample_forward_backward(mode, padding, align, dtype):
     torch_neuronx.clear_op_tracking()
     xs = [x.clone().requires_grad_(), x.neuron().requires_grad_()]
     gs = [grid.clone().requires_grad_(), grid.neuron().requires_grad_()]
-    ys = [F.grid_sample(xs[i], gs[i], mode=mode, padding_mode=padding, align_corners=align)
-          for i in range(2)]
+    ys = [
+        F.grid_sample(xs[i], gs[i], mode=mode, padding_mode=padding, align_corners=align)
+        for i in range(2)
+    ]
     assert_same(ys[1], ys[0], rtol=1e-5, atol=1e-5)
     gy = torch.randn(ys[0].shape, generator=g).to(dtype)
     ys[0].backward(gy)
@@ -254,8 +272,12 @@ def test_grid_sample_forward_backward(mode, padding, align, dtype):
 def test_grid_sample_bicubic_falls_back_and_errors_match():
     x, grid = torch.randn(1, 2, 4, 4), torch.rand(1, 3, 3, 2) * 2 - 1
     torch_neuronx.clear_op_tracking()
-    assert_same(F.grid_sample(x.neuron(), grid.neuron(), mode="bicubic", align_corners=False),
-                F.grid_sample(x, grid, mode="bicubic", align_corners=False), rtol=1e-5, atol=1e-5)
+    assert_same(
+        F.grid_sample(x.neuron(), grid.neuron(), mode="bicubic", align_corners=False),
+        F.grid_sample(x, grid, mode="bicubic", align_corners=False),
+        rtol=1e-5,
+        atol=1e-5,
+    )
     assert "aten::grid_sampler_2d" in torch_neuronx.get_fallback_ops()
     for dev in ("cpu", "neuron"):
         with pytest.raises(RuntimeError):  # grid batch differs from the input's

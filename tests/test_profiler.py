@@ -1,4 +1,5 @@
 """torch.profiler records neuron work on the device streams."""
+
 import json
 
 import torch

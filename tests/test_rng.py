@@ -1,6 +1,8 @@
 """On-device RNG: seeding, state, generators, distributions."""
+
 import pytest
 import torch
+
 import torch_neuronx
 
 
@@ -98,8 +100,9 @@ def test_seed_and_seed_all_are_nondeterministic_and_recorded():
     assert torch.neuron.default_generators[1].initial_seed() == s2
 
 
-@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.float32,
-                                   torch.float64, torch.bfloat16])
+@pytest.mark.parametrize(
+    "dtype", [torch.int64, torch.int32, torch.int16, torch.float32, torch.float64, torch.bfloat16]
+)
 def test_randperm_on_device(dtype):
     """A permutation of 0..n-1, reproducible from the seed, new each call,
     uniform (every value visits every position), never a CPU fallback."""

@@ -1,14 +1,24 @@
 """Native comparisons, where, tril/triu, arange and all/any against CPU."""
+
 import itertools
 
 import pytest
 import torch
-
-import torch_neuronx
 from conftest import assert_same
 
-DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64,
-          torch.int32, torch.int8, torch.uint8, torch.bool]
+import torch_neuronx
+
+DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.bfloat16,
+    torch.float16,
+    torch.int64,
+    torch.int32,
+    torch.int8,
+    torch.uint8,
+    torch.bool,
+]
 CMPS = [torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge]
 
 
@@ -45,8 +55,11 @@ def test_where():
     torch.where(c.neuron(), x.neuron(), x.neuron() * 2, out=out)
     assert_same(out, torch.where(c, x, x * 2))
     with pytest.raises(RuntimeError, match="boolean"):
-        torch.where(torch.ones(3, device="neuron"), torch.ones(3, device="neuron"),
-                    torch.zeros(3, device="neuron"))
+        torch.where(
+            torch.ones(3, device="neuron"),
+            torch.ones(3, device="neuron"),
+            torch.zeros(3, device="neuron"),
+        )
 
 
 @pytest.mark.parametrize("k", [-1, 0, 2])
@@ -66,9 +79,15 @@ def test_tril_triu(k):
 
 
 def test_arange():
-    for args, kw in [((10,), {}), ((2, 11, 3), {}), ((5, -3, -2), {}), ((0, 1, 0.1), {}),
-                     ((0, 5), {"dtype": torch.float32}), ((3,), {"dtype": torch.bfloat16}),
-                     ((0, 2**40, 2**37), {})]:
+    for args, kw in [
+        ((10,), {}),
+        ((2, 11, 3), {}),
+        ((5, -3, -2), {}),
+        ((0, 1, 0.1), {}),
+        ((0, 5), {"dtype": torch.float32}),
+        ((3,), {"dtype": torch.bfloat16}),
+        ((0, 2**40, 2**37), {}),
+    ]:
         assert_same(torch.arange(*args, device="neuron", **kw), torch.arange(*args, **kw))
     assert torch_neuronx.get_fallback_ops() == {}
     with pytest.raises(RuntimeError, match="step must be nonzero"):
@@ -90,8 +109,19 @@ def test_all_any():
     assert torch_neuronx.get_fallback_ops() == {}
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16,
-                                   torch.int64, torch.int8, torch.uint8, torch.bool])
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        torch.float32,
+        torch.float64,
+        torch.bfloat16,
+        torch.float16,
+        torch.int64,
+        torch.int8,
+        torch.uint8,
+        torch.bool,
+    ],
+)
 def test_max_min_amax_amin(dtype):
     x = sample((3, 4, 5), dtype, 3)
     n = x.neuron()
@@ -114,8 +144,12 @@ def test_max_propagates_nan_and_rejects_empty():
 
 @pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int8, torch.int32, torch.int64])
 def test_bitwise(dtype):
-    a = torch.randint(-100 if dtype.is_signed else 0, 100, (3, 4), generator=torch.Generator().manual_seed(4)).to(dtype)
-    b = torch.randint(-100 if dtype.is_signed else 0, 100, (4,), generator=torch.Generator().manual_seed(5)).to(dtype)
+    a = torch.randint(
+        -100 if dtype.is_signed else 0, 100, (3, 4), generator=torch.Generator().manual_seed(4)
+    ).to(dtype)
+    b = torch.randint(
+        -100 if dtype.is_signed else 0, 100, (4,), generator=torch.Generator().manual_seed(5)
+    ).to(dtype)
     an, bn = a.neuron(), b.neuron()
     assert_same(an & bn, a & b)
     assert_same(an | bn, a | b)

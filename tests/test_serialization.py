@@ -1,8 +1,8 @@
 """torch.save / torch.load of neuron tensors and modules."""
+
 import io
 
 import torch
-
 from conftest import assert_same
 
 

@@ -1,8 +1,8 @@
 """Sparse COO tensors for the common training case: nn.Embedding(sparse=True)
 trained with SGD and SparseAdam, matching CPU, with no CPU fallback."""
+
 import pytest
 import torch
-
 from conftest import assert_same
 
 N = "neuron"

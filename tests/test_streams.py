@@ -1,6 +1,6 @@
 """Streams and events with CUDA's semantics."""
-import torch
 
+import torch
 from conftest import run_python
 
 

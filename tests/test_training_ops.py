@@ -2,15 +2,17 @@
 equal to PyTorch on CPU: vector products, integer and complex matrix
 products, cross entropy over sequences and images, embedding max_norm,
 nansum, lerp with a weight tensor, torch.equal and the AMP grad scaler."""
+
 import pytest
 import torch
-
 from conftest import assert_same
 
 N = "neuron"
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.complex64])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.complex64]
+)
 def test_vector_products(no_fallback, dtype):
     torch.manual_seed(0)
     a = torch.randn(37).to(dtype) if not dtype.is_complex else torch.randn(37, dtype=dtype)
@@ -21,7 +23,11 @@ def test_vector_products(no_fallback, dtype):
     assert_same(torch.vdot(a.to(N), b.to(N)), torch.vdot(a, b), **tol)
     assert_same(torch.mv(m.to(N), a.to(N)), torch.mv(m, a), **tol)
     s = torch.ones(5).to(dtype)
-    assert_same(torch.addmv(s.to(N), m.to(N), a.to(N), beta=2, alpha=3), torch.addmv(s, m, a, beta=2, alpha=3), **tol)
+    assert_same(
+        torch.addmv(s.to(N), m.to(N), a.to(N), beta=2, alpha=3),
+        torch.addmv(s, m, a, beta=2, alpha=3),
+        **tol,
+    )
 
 
 def test_vector_product_errors_as_cpu():
@@ -32,7 +38,9 @@ def test_vector_product_errors_as_cpu():
             torch.dot(torch.ones(3, device=dev), torch.ones(4, device=dev))
 
 
-@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8, torch.complex64, torch.complex128])
+@pytest.mark.parametrize(
+    "dtype", [torch.int64, torch.int32, torch.int8, torch.uint8, torch.complex64, torch.complex128]
+)
 def test_integer_and_complex_matrix_products(no_fallback, dtype):
     torch.manual_seed(0)
 
@@ -46,10 +54,18 @@ def test_integer_and_complex_matrix_products(no_fallback, dtype):
     assert_same(a.to(N) @ b.to(N), a @ b, **tol)
     out = torch.empty(7, 5, dtype=dtype, device=N)
     assert_same(torch.mm(a.to(N), b.to(N), out=out), torch.mm(a, b), **tol)
-    assert_same(torch.addmm(c.to(N), a.to(N), b.to(N), beta=2, alpha=3), torch.addmm(c, a, b, beta=2, alpha=3), **tol)
+    assert_same(
+        torch.addmm(c.to(N), a.to(N), b.to(N), beta=2, alpha=3),
+        torch.addmm(c, a, b, beta=2, alpha=3),
+        **tol,
+    )
     ba, bb, bc = make(3, 4, 6), make(3, 6, 2), make(3, 4, 2)
     assert_same(torch.bmm(ba.to(N), bb.to(N)), torch.bmm(ba, bb), **tol)
-    assert_same(torch.baddbmm(bc.to(N), ba.to(N), bb.to(N), alpha=2), torch.baddbmm(bc, ba, bb, alpha=2), **tol)
+    assert_same(
+        torch.baddbmm(bc.to(N), ba.to(N), bb.to(N), alpha=2),
+        torch.baddbmm(bc, ba, bb, alpha=2),
+        **tol,
+    )
     if dtype.is_complex:  # conjugate views resolve first
         assert_same(a.to(N).conj() @ b.to(N), a.conj() @ b, **tol)
 
@@ -89,7 +105,9 @@ def test_nansum_lerp_and_equal(no_fallback):
     x[1, 2] = float("nan")
     assert_same(torch.nansum(x.to(N)), torch.nansum(x))
     assert_same(torch.nansum(x.to(N), 1, keepdim=True), torch.nansum(x, 1, keepdim=True))
-    assert_same(torch.nansum(x.to(N), 0, dtype=torch.float64), torch.nansum(x, 0, dtype=torch.float64))
+    assert_same(
+        torch.nansum(x.to(N), 0, dtype=torch.float64), torch.nansum(x, 0, dtype=torch.float64)
+    )
     a, b, w = torch.randn(4, 6), torch.randn(4, 6), torch.rand(6) * 1.2 - 0.1
     assert_same(torch.lerp(a.to(N), b.to(N), w.to(N)), torch.lerp(a, b, w))
     a2 = a.to(N)
@@ -153,7 +171,7 @@ def _bags_from_embedding(idx, w, off, mode, ps, pad, scale):
     bounds = off.tolist() + [len(idx)]
     out = []
     for b in range(len(off)):
-        seg, ids = rows[bounds[b]:bounds[b + 1]], idx[bounds[b]:bounds[b + 1]]
+        seg, ids = rows[bounds[b] : bounds[b + 1]], idx[bounds[b] : bounds[b + 1]]
         if pad is not None:
             seg = seg[ids != pad]
         s = seg.sum(0)
@@ -161,8 +179,16 @@ def _bags_from_embedding(idx, w, off, mode, ps, pad, scale):
     return torch.stack(out)
 
 
-@pytest.mark.parametrize("mode,psw,pad", [("sum", False, None), ("sum", True, None), ("sum", True, 2),
-                                          ("mean", False, None), ("mean", False, 2)])
+@pytest.mark.parametrize(
+    "mode,psw,pad",
+    [
+        ("sum", False, None),
+        ("sum", True, None),
+        ("sum", True, 2),
+        ("mean", False, None),
+        ("mean", False, 2),
+    ],
+)
 @pytest.mark.parametrize("scale", [False, True])
 def test_embedding_bag_forward_and_backward(no_fallback, mode, psw, pad, scale):
     torch.manual_seed(0)
@@ -185,8 +211,12 @@ def test_embedding_bag_forward_and_backward(no_fallback, mode, psw, pad, scale):
     if psw:
         assert_same(psn.grad, ps.grad, atol=1e-5, rtol=1e-5)
     with torch.no_grad():  # the inference path
-        assert_same(torch.nn.functional.embedding_bag(idx.to(N), wn, off.to(N), **kw),
-                    torch.nn.functional.embedding_bag(idx, w, off, **kw), atol=1e-6, rtol=1e-5)
+        assert_same(
+            torch.nn.functional.embedding_bag(idx.to(N), wn, off.to(N), **kw),
+            torch.nn.functional.embedding_bag(idx, w, off, **kw),
+            atol=1e-6,
+            rtol=1e-5,
+        )
 
 
 def test_embedding_bag_module_2d_input_and_last_offset(no_fallback):
@@ -198,8 +228,12 @@ def test_embedding_bag_module_2d_input_and_last_offset(no_fallback):
     assert_same(bn(x.to(N)), bag(x), atol=1e-6, rtol=1e-5)
     idx, off = torch.tensor([0, 5, 7, 7, 19]), torch.tensor([0, 2, 5])
     f = torch.nn.functional.embedding_bag
-    assert_same(f(idx.to(N), bn.weight, off.to(N), include_last_offset=True),
-                f(idx, bag.weight, off, include_last_offset=True), atol=1e-6, rtol=1e-5)
+    assert_same(
+        f(idx.to(N), bn.weight, off.to(N), include_last_offset=True),
+        f(idx, bag.weight, off, include_last_offset=True),
+        atol=1e-6,
+        rtol=1e-5,
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -237,8 +271,13 @@ def test_fft_gradient(no_fallback):
 def test_complex_sum_and_rsub(no_fallback):
     torch.manual_seed(0)
     z = torch.randn(3, 4, dtype=torch.complex64)
-    for f in (lambda t: t.sum(), lambda t: t.sum(1), lambda t: t.sum((0, 1), keepdim=True),
-              lambda t: t.conj().sum(0), lambda t: t[0, 0].sum()):
+    for f in (
+        lambda t: t.sum(),
+        lambda t: t.sum(1),
+        lambda t: t.sum((0, 1), keepdim=True),
+        lambda t: t.conj().sum(0),
+        lambda t: t[0, 0].sum(),
+    ):
         assert_same(f(z.to(N)), f(z), atol=1e-6, rtol=1e-6)
     out = torch.empty(4, dtype=torch.complex64, device=N)
     assert_same(torch.sum(z.to(N), 0, out=out), z.sum(0), atol=1e-6, rtol=1e-6)

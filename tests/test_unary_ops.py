@@ -1,34 +1,68 @@
 """Native unary math and activation backward against PyTorch CPU."""
+
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import assert_same
 
 import torch_neuronx
-from conftest import assert_same
 
 FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 OPS = {
-    "exp": torch.exp, "log": torch.log, "log1p": torch.log1p, "expm1": torch.expm1,
-    "tanh": torch.tanh, "sigmoid": torch.sigmoid, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
-    "neg": torch.neg, "abs": torch.abs, "sin": torch.sin, "cos": torch.cos, "erf": torch.erf,
-    "reciprocal": torch.reciprocal, "silu": torch.nn.functional.silu,
-    "relu": torch.relu, "gelu": torch.nn.functional.gelu,
+    "exp": torch.exp,
+    "log": torch.log,
+    "log1p": torch.log1p,
+    "expm1": torch.expm1,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "sqrt": torch.sqrt,
+    "rsqrt": torch.rsqrt,
+    "neg": torch.neg,
+    "abs": torch.abs,
+    "sin": torch.sin,
+    "cos": torch.cos,
+    "erf": torch.erf,
+    "reciprocal": torch.reciprocal,
+    "silu": torch.nn.functional.silu,
+    "relu": torch.relu,
+    "gelu": torch.nn.functional.gelu,
     "gelu_tanh": lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
-    "pow2": lambda t: t.pow(2), "pow_half": lambda t: t ** 0.5,
-    "ceil": torch.ceil, "floor": torch.floor, "trunc": torch.trunc, "round": torch.round,
-    "atan": torch.atan, "asin": lambda t: torch.asin(t / 7), "acos": lambda t: torch.acos(t / 7),
-    "tan": torch.tan, "sinh": torch.sinh, "cosh": torch.cosh, "asinh": torch.asinh,
-    "acosh": lambda t: torch.acosh(t.abs() + 1), "atanh": lambda t: torch.atanh(t / 7),
-    "exp2": torch.exp2, "log2": torch.log2, "log10": torch.log10, "frac": torch.frac,
-    "erfinv": lambda t: torch.erfinv(t / 7), "mish": F.mish, "hardswish": F.hardswish,
-    "hardsigmoid": F.hardsigmoid, "leaky_relu": lambda t: F.leaky_relu(t, 0.2),
-    "hardtanh": lambda t: F.hardtanh(t, -0.5, 2.0), "relu6": F.relu6, "elu": F.elu,
-    "celu": lambda t: F.celu(t, 0.7), "selu": F.selu,
+    "pow2": lambda t: t.pow(2),
+    "pow_half": lambda t: t**0.5,
+    "ceil": torch.ceil,
+    "floor": torch.floor,
+    "trunc": torch.trunc,
+    "round": torch.round,
+    "atan": torch.atan,
+    "asin": lambda t: torch.asin(t / 7),
+    "acos": lambda t: torch.acos(t / 7),
+    "tan": torch.tan,
+    "sinh": torch.sinh,
+    "cosh": torch.cosh,
+    "asinh": torch.asinh,
+    "acosh": lambda t: torch.acosh(t.abs() + 1),
+    "atanh": lambda t: torch.atanh(t / 7),
+    "exp2": torch.exp2,
+    "log2": torch.log2,
+    "log10": torch.log10,
+    "frac": torch.frac,
+    "erfinv": lambda t: torch.erfinv(t / 7),
+    "mish": F.mish,
+    "hardswish": F.hardswish,
+    "hardsigmoid": F.hardsigmoid,
+    "leaky_relu": lambda t: F.leaky_relu(t, 0.2),
+    "hardtanh": lambda t: F.hardtanh(t, -0.5, 2.0),
+    "relu6": F.relu6,
+    "elu": F.elu,
+    "celu": lambda t: F.celu(t, 0.7),
+    "selu": F.selu,
     "logit": lambda t: torch.logit(torch.sigmoid(t)),
     "logit_eps": lambda t: torch.logit(torch.sigmoid(t), eps=0.1),
     "nan_to_num": lambda t: torch.nan_to_num(t.exp() * (t.round() - 0.5).sign() * 1e38),
     "nan_to_num_args": lambda t: torch.nan_to_num(t / 0, nan=1.5, posinf=7.0, neginf=-3.0),
-    "erfc": torch.erfc, "lgamma": torch.lgamma, "digamma": torch.digamma,
+    "erfc": torch.erfc,
+    "lgamma": torch.lgamma,
+    "digamma": torch.digamma,
     # poles and signed zeros: -inf/+inf at +0/-0, NaN at negative integers
     "digamma_poles": lambda t: torch.digamma(t.round() * (t.abs() > 1) + 0.0 * t.sign()),
     "lgamma_poles": lambda t: torch.lgamma(t.round()),
@@ -93,20 +127,45 @@ def test_integer_inputs(dtype):
     assert_same(m, i.abs())
     assert_same(torch.sin(n, out=torch.empty(0, device="neuron")), torch.sin(i))
     assert torch_neuronx.get_fallback_ops() == {}
-    assert_same(torch.exp(torch.tensor([True, False]).neuron()),
-                torch.exp(torch.tensor([True, False])))
+    assert_same(
+        torch.exp(torch.tensor([True, False]).neuron()), torch.exp(torch.tensor([True, False]))
+    )
     with pytest.raises(RuntimeError, match="can't be cast"):
         n.clone().sin_()  # float result into an integer tensor, as CPU refuses
 
 
-@pytest.mark.parametrize("act", ["gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "relu",
-                                 "mish", "hardswish", "hardsigmoid", "leaky_relu", "hardtanh",
-                                 "relu6", "elu", "celu", "selu", "logit", "logit_eps",
-                                 "elu_inplace", "leaky_relu_inplace", "lgamma", "erfc"])
+@pytest.mark.parametrize(
+    "act",
+    [
+        "gelu",
+        "gelu_tanh",
+        "silu",
+        "sigmoid",
+        "tanh",
+        "relu",
+        "mish",
+        "hardswish",
+        "hardsigmoid",
+        "leaky_relu",
+        "hardtanh",
+        "relu6",
+        "elu",
+        "celu",
+        "selu",
+        "logit",
+        "logit_eps",
+        "elu_inplace",
+        "leaky_relu_inplace",
+        "lgamma",
+        "erfc",
+    ],
+)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_activation_backward_matches_cpu(act, dtype):
-    inplace = {"elu_inplace": lambda t: F.elu(t * 1, 0.8, inplace=True),
-               "leaky_relu_inplace": lambda t: F.leaky_relu(t * 1, 0.1, inplace=True)}
+    inplace = {
+        "elu_inplace": lambda t: F.elu(t * 1, 0.8, inplace=True),
+        "leaky_relu_inplace": lambda t: F.leaky_relu(t * 1, 0.1, inplace=True),
+    }
     f = inplace.get(act) or OPS[act]
     x = torch.randn(6, 5, generator=torch.Generator().manual_seed(1)).to(dtype).requires_grad_()
     xn = x.detach().neuron().requires_grad_()
@@ -154,9 +213,18 @@ def test_inplace_activation_backward_with_negative_slope_raises():
 
 
 CPLX_OPS = {
-    "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
-    "sin": torch.sin, "cos": torch.cos, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
-    "neg": torch.neg, "reciprocal": torch.reciprocal, "abs": torch.abs, "angle": torch.angle,
+    "exp": torch.exp,
+    "log": torch.log,
+    "sqrt": torch.sqrt,
+    "rsqrt": torch.rsqrt,
+    "sin": torch.sin,
+    "cos": torch.cos,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "neg": torch.neg,
+    "reciprocal": torch.reciprocal,
+    "abs": torch.abs,
+    "angle": torch.angle,
     "conj_physical": torch.conj_physical,
     "exp_of_conj_view": lambda z: torch.exp(z.conj()),
 }

@@ -1,6 +1,10 @@
-"""The model-zoo sweep (python -m torch_neuronx.zoo), whole, inside the test
+"""The model-zoo sweep (tools/model_zoo.py), whole, inside the test
 command: every causal-LM architecture of the installed transformers that
 runs on CPU at a tiny config must match CPU on neuron, and none may crash."""
+
+import os
+import sys
+
 import pytest
 import torch
 
@@ -8,12 +12,37 @@ import torch_neuronx
 
 pytest.importorskip("transformers")  # installed by scripts/setup.sh
 
-from torch_neuronx import zoo  # noqa: E402
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
+)
+import model_zoo as zoo  # noqa: E402
 
 # The most-used families (issue 4): each must build, run on CPU and pass.
-MOST_USED = ["llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "gemma",
-             "gemma2", "gemma3_text", "phi", "phi3", "gpt2", "gpt_neox", "falcon", "opt", "bloom",
-             "starcoder2", "olmo", "olmo2", "deepseek_v3", "gpt_oss", "smollm3"]
+MOST_USED = [
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen3",
+    "qwen2_moe",
+    "qwen3_moe",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "phi",
+    "phi3",
+    "gpt2",
+    "gpt_neox",
+    "falcon",
+    "opt",
+    "bloom",
+    "starcoder2",
+    "olmo",
+    "olmo2",
+    "deepseek_v3",
+    "gpt_oss",
+    "smollm3",
+]
 
 
 @pytest.fixture(scope="module")
@@ -22,16 +51,21 @@ def rows():
 
     torch_neuronx.set_fallback_mode("silent")
     try:
-        yield {r["model_type"]: r for r in zoo.sweep(list(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES),
-                                                     progress=False)}
+        yield {
+            r["model_type"]: r
+            for r in zoo.sweep(list(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES), progress=False)
+        }
     finally:
         torch_neuronx.set_fallback_mode("warn")
         torch.neuron.synchronize()
 
 
 def test_every_architecture_that_runs_on_cpu_matches_on_neuron(rows):
-    bad = {k: f"{r['status']}: {r['detail']}" for k, r in rows.items()
-           if r["status"] in ("error", "mismatch")}
+    bad = {
+        k: f"{r['status']}: {r['detail']}"
+        for k, r in rows.items()
+        if r["status"] in ("error", "mismatch")
+    }
     assert bad == {}
 
 
@@ -64,6 +98,7 @@ def test_skips_stay_a_known_handful(rows):
 
 
 def test_every_passing_architecture_runs_without_cpu_fallback(rows):
-    with_fallbacks = {k: r["fallbacks"] for k, r in rows.items()
-                      if r["status"] == "pass" and r["fallbacks"]}
+    with_fallbacks = {
+        k: r["fallbacks"] for k, r in rows.items() if r["status"] == "pass" and r["fallbacks"]
+    }
     assert with_fallbacks == {}

@@ -15,7 +15,7 @@ def _autoload():
 
 import torch  # noqa: E402
 
-from . import _C  # registers the allocator, guard, hooks, kernels, fallback
+from . import _C  # noqa: E402  (registers the allocator, guard, hooks, kernels, fallback)
 
 __version__ = "0.1.0"
 

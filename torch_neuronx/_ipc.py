@@ -5,6 +5,7 @@ distributed work adds memory other processes can map). Until then, sending a
 neuron tensor or storage to another process must fail at once in the sender,
 with a message that says what to do, instead of failing in a queue's feeder
 thread while the receiver's ``get()`` waits forever."""
+
 import multiprocessing.queues
 from multiprocessing.reduction import ForkingPickler
 

@@ -7,6 +7,7 @@ every dtype it supports on CPU; a pair is *native* when no op of the call
 went through the CPU fallback, *fallback* when one did (the first such op is
 listed), and *error* when the call raised (the OpInfo conformance suite,
 tests/test_opinfo.py, says whether CPU raises too)."""
+
 import argparse
 import collections
 import os
@@ -18,9 +19,20 @@ import torch
 
 import torch_neuronx
 
-_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-           torch.float16, torch.bfloat16, torch.float32, torch.float64,
-           torch.complex64, torch.complex128]
+_DTYPES = [
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+    torch.complex128,
+]
 
 
 def _to_device(x):
@@ -86,14 +98,23 @@ def main(argv=None):
             continue
         n = sum(c.values())
         total.update(c)
-        lines.append(f"| {str(dtype).replace('torch.', '')} | {n} | {c['native']} | "
-                     f"{c['fallback']} | {c['error']} | {100 * c['native'] / n:.1f} |")
+        lines.append(
+            f"| {str(dtype).replace('torch.', '')} | {n} | {c['native']} | "
+            f"{c['fallback']} | {c['error']} | {100 * c['native'] / n:.1f} |"
+        )
     n = sum(total.values())
     if n:
-        lines.append(f"| **all** | {n} | {total['native']} | {total['fallback']} | "
-                     f"{total['error']} | {100 * total['native'] / n:.1f} |")
-    lines += ["", "## Ops reaching the CPU fallback most often (op-dtype pairs)", "",
-              "| op | pairs |", "|---|---:|"]
+        lines.append(
+            f"| **all** | {n} | {total['native']} | {total['fallback']} | "
+            f"{total['error']} | {100 * total['native'] / n:.1f} |"
+        )
+    lines += [
+        "",
+        "## Ops reaching the CPU fallback most often (op-dtype pairs)",
+        "",
+        "| op | pairs |",
+        "|---|---:|",
+    ]
     for name, count in fallback_ops.most_common(40):
         lines.append(f"| `{name}` | {count} |")
     text = "\n".join(lines) + "\n"

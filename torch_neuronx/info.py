@@ -1,5 +1,6 @@
 """``python -m torch_neuronx.info``: devices, properties, memory, build and
 kernel ISA, in the spirit of nvidia-smi / neuron-ls."""
+
 import os
 import platform
 
@@ -14,35 +15,49 @@ def _gib(n):
 
 
 def main():
-    print(f"torch-neuronx {torch_neuronx.__version__} (torch {torch.__version__}, "
-          f"python {platform.python_version()})")
-    print(f"host: {platform.machine()}, {os.cpu_count()} CPUs, "
-          f"features: {', '.join(_C._cpu_features()) or 'baseline'}")
+    print(
+        f"torch-neuronx {torch_neuronx.__version__} (torch {torch.__version__}, "
+        f"python {platform.python_version()})"
+    )
+    print(
+        f"host: {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"features: {', '.join(_C._cpu_features()) or 'baseline'}"
+    )
     b = _C._build_info()
-    print(f"build: built against torch {b['torch']} with gcc {b['compiler']}, HAL '{b['hal']}' "
-          f"(device memory {'' if b['host_addressable'] else 'not '}host addressable), "
-          f"{b['streams_per_device']} streams/device, {b['task_slot_bytes']}-byte task slots")
+    print(
+        f"build: built against torch {b['torch']} with gcc {b['compiler']}, HAL '{b['hal']}' "
+        f"(device memory {'' if b['host_addressable'] else 'not '}host addressable), "
+        f"{b['streams_per_device']} streams/device, {b['task_slot_bytes']}-byte task slots"
+    )
     print(f"kernel ISA selected: {_C._isa()} (TORCH_NEURONX_ISA overrides)")
-    print(f"host thread pool: {_C._num_threads()} threads; "
-          f"launch blocking: {_C._launch_blocking()}; "
-          f"CPU fallback mode: {torch_neuronx.get_fallback_mode()}")
+    print(
+        f"host thread pool: {_C._num_threads()} threads; "
+        f"launch blocking: {_C._launch_blocking()}; "
+        f"CPU fallback mode: {torch_neuronx.get_fallback_mode()}"
+    )
     n = torch.neuron.device_count()
     if n == 0:
         print(f"no neuron devices: {_C._init_error() or 'none visible'}")
         return 1
     print(f"{n} neuron device(s):")
-    print(f"  {'dev':<10}{'name':<34}{'core':>5}{'chip':>5}{'HBM':>12}{'reserved':>12}{'allocated':>12}")
+    print(
+        f"  {'dev':<10}{'name':<34}{'core':>5}{'chip':>5}{'HBM':>12}{'reserved':>12}{'allocated':>12}"
+    )
     for i in range(n):
         p = torch.neuron.get_device_properties(i)
         free, total = torch.neuron.mem_get_info(i)
-        print(f"  neuron:{i:<3}{p.name:<34}{p.global_core_id:>5}{p.chip:>5}"
-              f"{_gib(total):>12}{_gib(total - free):>12}"
-              f"{_gib(torch.neuron.memory_allocated(i)):>12}")
+        print(
+            f"  neuron:{i:<3}{p.name:<34}{p.global_core_id:>5}{p.chip:>5}"
+            f"{_gib(total):>12}{_gib(total - free):>12}"
+            f"{_gib(torch.neuron.memory_allocated(i)):>12}"
+        )
     p = torch.neuron.get_device_properties(0)
     if p.total_memory < p.modelled_memory:
-        print(f"  device memory capped by the host: the {p.instance_model} model gives each core "
-              f"{_gib(p.modelled_memory)} of HBM; this host can back {_gib(p.total_memory)}, "
-              f"shared by all devices (set TORCH_NEURONX_DEVICE_MEMORY to choose less)")
+        print(
+            f"  device memory capped by the host: the {p.instance_model} model gives each core "
+            f"{_gib(p.modelled_memory)} of HBM; this host can back {_gib(p.total_memory)}, "
+            f"shared by all devices (set TORCH_NEURONX_DEVICE_MEMORY to choose less)"
+        )
     return 0
 
 

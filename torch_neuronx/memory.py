@@ -3,6 +3,7 @@
 ``torch.cuda.memory._snapshot()``, so PyTorch's memory visualiser
 (``torch.cuda._memory_viz``, or the file from ``_dump_snapshot`` dropped on
 pytorch.org/memory_viz) reads it."""
+
 import contextlib
 import itertools
 import pickle
@@ -127,8 +128,18 @@ def use_mem_pool(pool: MemPool, device: "_device_t" = None):
 
 
 __all__ = [
-    "MemPool", "use_mem_pool",
-    "_record_memory_history", "_snapshot", "_dump_snapshot", "memory_snapshot",
-    "memory_stats", "memory_allocated", "memory_reserved", "max_memory_allocated",
-    "max_memory_reserved", "memory_summary", "empty_cache", "mem_get_info",
+    "MemPool",
+    "use_mem_pool",
+    "_record_memory_history",
+    "_snapshot",
+    "_dump_snapshot",
+    "memory_snapshot",
+    "memory_stats",
+    "memory_allocated",
+    "memory_reserved",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "memory_summary",
+    "empty_cache",
+    "mem_get_info",
 ]

@@ -1,13 +1,13 @@
 """``torch.neuron``: the device module, mirroring ``torch.cuda``."""
+
 import collections
-import contextlib
-from typing import Any, Optional, Union
+from typing import Any
 
 import torch
 
 from . import _C
 
-_device_t = Union[torch.device, str, int, None]
+_device_t = torch.device | str | int | None
 
 # ------------------------------------------------------------------ devices
 
@@ -181,7 +181,9 @@ class Stream(metaclass=_NeuronStreamMeta):
 
 class _NeuronEventMeta(type):
     def __instancecheck__(cls, obj):
-        return isinstance(obj, torch.Event) and obj.device is not None and obj.device.type == "neuron"
+        return (
+            isinstance(obj, torch.Event) and obj.device is not None and obj.device.type == "neuron"
+        )
 
 
 class Event(metaclass=_NeuronEventMeta):
@@ -216,7 +218,7 @@ def set_stream(stream: torch.Stream) -> None:
 class StreamContext:
     """Makes a stream current on its device for the duration of a block."""
 
-    def __init__(self, stream: Optional[torch.Stream]):
+    def __init__(self, stream: torch.Stream | None):
         self.stream = stream
         self.prev = None
         self.prev_device = None
@@ -240,7 +242,7 @@ class StreamContext:
         return False
 
 
-def stream(stream: Optional[torch.Stream]) -> StreamContext:
+def stream(stream: torch.Stream | None) -> StreamContext:
     return StreamContext(stream)
 
 
@@ -293,7 +295,9 @@ def get_rng_state_all() -> list:
 
 
 def set_rng_state(new_state: torch.Tensor, device: _device_t = "neuron") -> None:
-    default_generator(device).set_state(new_state.clone(memory_format=torch.contiguous_format).cpu())
+    default_generator(device).set_state(
+        new_state.clone(memory_format=torch.contiguous_format).cpu()
+    )
 
 
 def set_rng_state_all(new_states) -> None:
@@ -450,7 +454,7 @@ def memory_summary(device: _device_t = None, abbreviated: bool = False) -> str:
         "-" * 75,
     ]
     for title, key, f in rows:
-        g = lambda k: stats.get(f"{key}.all.{k}", 0)  # noqa: E731
+        g = lambda k, key=key: stats.get(f"{key}.all.{k}", 0)  # noqa: E731
         lines.append(
             f" {title:<24}{f(g('current')):>12}{f(g('peak')):>12}"
             f"{f(g('allocated')):>13}{f(g('freed')):>13}"
@@ -463,24 +467,68 @@ def memory_summary(device: _device_t = None, abbreviated: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-from . import amp, random  # noqa: E402  (torch.neuron.amp / torch.neuron.random)
-from . import memory  # noqa: E402  (torch.neuron.memory)
+from . import (  # noqa: E402  (torch.neuron.amp / torch.neuron.random)
+    amp,
+    memory,  # noqa: E402  (torch.neuron.memory)
+    random,
+)
 from .memory import MemPool, memory_snapshot, use_mem_pool  # noqa: E402,F401
 
 __all__ = [
-    "MemPool", "OutOfMemoryError", "amp", "memory", "memory_snapshot", "use_mem_pool", "can_device_access_peer", "device_memory_used",
-    "get_arch_list", "get_per_process_memory_fraction", "host_memory_stats",
-    "random", "reset_accumulated_host_memory_stats", "reset_peak_host_memory_stats",
-    "set_per_process_memory_fraction", "utilization",
-    "Event", "Stream", "StreamContext", "current_device", "current_stream",
-    "default_stream", "device", "device_count", "device_of", "empty_cache",
-    "get_amp_supported_dtype", "get_device_capability", "get_device_name",
-    "get_device_properties", "get_rng_state", "get_rng_state_all", "init",
-    "initial_seed", "is_available", "is_bf16_supported", "is_initialized",
-    "manual_seed", "manual_seed_all", "max_memory_allocated",
-    "max_memory_reserved", "mem_get_info", "memory_allocated",
-    "memory_reserved", "memory_stats", "memory_summary",
-    "reset_accumulated_memory_stats", "reset_peak_memory_stats", "seed",
-    "seed_all", "set_device", "set_rng_state", "set_rng_state_all",
-    "set_stream", "stream", "synchronize",
+    "MemPool",
+    "OutOfMemoryError",
+    "amp",
+    "memory",
+    "memory_snapshot",
+    "use_mem_pool",
+    "can_device_access_peer",
+    "device_memory_used",
+    "get_arch_list",
+    "get_per_process_memory_fraction",
+    "host_memory_stats",
+    "random",
+    "reset_accumulated_host_memory_stats",
+    "reset_peak_host_memory_stats",
+    "set_per_process_memory_fraction",
+    "utilization",
+    "Event",
+    "Stream",
+    "StreamContext",
+    "current_device",
+    "current_stream",
+    "default_stream",
+    "device",
+    "device_count",
+    "device_of",
+    "empty_cache",
+    "get_amp_supported_dtype",
+    "get_device_capability",
+    "get_device_name",
+    "get_device_properties",
+    "get_rng_state",
+    "get_rng_state_all",
+    "init",
+    "initial_seed",
+    "is_available",
+    "is_bf16_supported",
+    "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "memory_summary",
+    "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats",
+    "seed",
+    "seed_all",
+    "set_device",
+    "set_rng_state",
+    "set_rng_state_all",
+    "set_stream",
+    "stream",
+    "synchronize",
 ]

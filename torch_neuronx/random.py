@@ -1,4 +1,5 @@
 """``torch.neuron.random``: the device RNG functions, as ``torch.cuda.random``."""
+
 from .neuron import (  # noqa: F401
     get_rng_state,
     get_rng_state_all,
@@ -12,6 +13,13 @@ from .neuron import (  # noqa: F401
 )
 
 __all__ = [
-    "get_rng_state", "get_rng_state_all", "set_rng_state", "set_rng_state_all",
-    "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
+    "get_rng_state",
+    "get_rng_state_all",
+    "set_rng_state",
+    "set_rng_state_all",
+    "manual_seed",
+    "manual_seed_all",
+    "seed",
+    "seed_all",
+    "initial_seed",
 ]

@@ -2,7 +2,7 @@
 transformers, built from a tiny random config, run on CPU and on neuron with
 the same weights and inputs, and compared.
 
-    python -m torch_neuronx.zoo [--only llama,gpt2] [--out docs/model-coverage]
+    python tools/model_zoo.py [--only llama,gpt2] [--out docs/model-coverage]
 
 Per architecture: forward logits and loss; one backward (every parameter
 gradient); greedy generate of 8 tokens with the KV cache; one AdamW step (from the
@@ -11,13 +11,14 @@ the CPU. Results: a markdown
 table and a JSON file. Nothing is downloaded: configs come from the library's
 defaults, shrunk.
 """
+
 import argparse
 import copy
+import inspect
 import json
 import os
 import platform
 import sys
-import inspect
 import time
 import traceback
 import warnings
@@ -30,35 +31,92 @@ import torch_neuronx
 # absent from a config are skipped.
 _TINY = {
     # depth
-    "num_hidden_layers": 2, "n_layer": 2, "n_layers": 2, "num_layers": 2, "decoder_layers": 2,
-    "encoder_layers": 2, "num_decoder_layers": 2, "num_encoder_layers": 2,
+    "num_hidden_layers": 2,
+    "n_layer": 2,
+    "n_layers": 2,
+    "num_layers": 2,
+    "decoder_layers": 2,
+    "encoder_layers": 2,
+    "num_decoder_layers": 2,
+    "num_encoder_layers": 2,
     # width
-    "hidden_size": 64, "n_embd": 64, "d_model": 64, "dim": 64, "embed_dim": 64, "n_embed": 64,
-    "intermediate_size": 128, "ffn_dim": 128, "n_inner": 128, "d_ff": 128, "ffn_hidden_size": 128,
-    "decoder_ffn_dim": 128, "encoder_ffn_dim": 128, "inner_hidden_size": 128,
-    "moe_intermediate_size": 32, "shared_expert_intermediate_size": 64, "expert_intermediate_size": 32,
+    "hidden_size": 64,
+    "n_embd": 64,
+    "d_model": 64,
+    "dim": 64,
+    "embed_dim": 64,
+    "n_embed": 64,
+    "intermediate_size": 128,
+    "ffn_dim": 128,
+    "n_inner": 128,
+    "d_ff": 128,
+    "ffn_hidden_size": 128,
+    "decoder_ffn_dim": 128,
+    "encoder_ffn_dim": 128,
+    "inner_hidden_size": 128,
+    "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 64,
+    "expert_intermediate_size": 32,
     # heads
-    "num_attention_heads": 4, "n_head": 4, "n_heads": 4, "num_heads": 4, "decoder_attention_heads": 4,
-    "encoder_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "kv_channels": 16,
-    "attention_head_size": 16, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16,
-    "q_lora_rank": 32, "kv_lora_rank": 16,
+    "num_attention_heads": 4,
+    "n_head": 4,
+    "n_heads": 4,
+    "num_heads": 4,
+    "decoder_attention_heads": 4,
+    "encoder_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "kv_channels": 16,
+    "attention_head_size": 16,
+    "qk_nope_head_dim": 16,
+    "qk_rope_head_dim": 8,
+    "v_head_dim": 16,
+    "q_lora_rank": 32,
+    "kv_lora_rank": 16,
     # experts
-    "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "moe_num_experts": 4,
-    "num_experts_per_tok": 2, "moe_topk": 2, "top_k": 2, "n_shared_experts": 1, "num_shared_experts": 1,
-    "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1,
+    "num_experts": 4,
+    "num_local_experts": 4,
+    "n_routed_experts": 4,
+    "moe_num_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_topk": 2,
+    "top_k": 2,
+    "n_shared_experts": 1,
+    "num_shared_experts": 1,
+    "first_k_dense_replace": 1,
+    "n_group": 1,
+    "topk_group": 1,
     # sequence / vocabulary
-    "max_position_embeddings": 128, "n_positions": 128, "n_ctx": 128, "seq_length": 128,
-    "max_sequence_length": 128, "sliding_window": 64, "vocab_size": 256,
-    "decoder_vocab_size": 256, "embedding_dim": 64, "vocab_size_per_layer_input": 256,
+    "max_position_embeddings": 128,
+    "n_positions": 128,
+    "n_ctx": 128,
+    "seq_length": 128,
+    "max_sequence_length": 128,
+    "sliding_window": 64,
+    "vocab_size": 256,
+    "decoder_vocab_size": 256,
+    "embedding_dim": 64,
+    "vocab_size_per_layer_input": 256,
     "hidden_size_per_layer_input": 16,
     # rotary / recurrent widths
-    "rotary_dim": 8, "attention_hidden_size": 64, "mamba_n_heads": 4, "mamba_d_state": 16,
-    "state_size": 16, "conv_kernel": 4, "mamba_d_conv": 4, "n_groups": 1, "mamba_n_groups": 1,
+    "rotary_dim": 8,
+    "attention_hidden_size": 64,
+    "mamba_n_heads": 4,
+    "mamba_d_state": 16,
+    "state_size": 16,
+    "conv_kernel": 4,
+    "mamba_d_conv": 4,
+    "n_groups": 1,
+    "mamba_n_groups": 1,
     # compressed / indexed attention budgets (Qwen4-exp)
-    "indexer_budget": 16, "indexer_compress_ratio": 4, "indexer_n_heads": 2,
-    "indexer_kv_heads": 1, "indexer_head_dim": 16,
+    "indexer_budget": 16,
+    "indexer_compress_ratio": 4,
+    "indexer_n_heads": 2,
+    "indexer_kv_heads": 1,
+    "indexer_head_dim": 16,
     # byte-latent models (BLT): hash-embedding tables and the global width
-    "encoder_hash_byte_group_vocab": 512, "hidden_size_global": 64,
+    "encoder_hash_byte_group_vocab": 512,
+    "hidden_size_global": 64,
 }
 
 VOCAB = 256
@@ -68,8 +126,17 @@ NEW_TOKENS = 8
 CHECKS = ("forward", "backward", "generate", "optimizer")
 
 
-_ATTENTION_TYPES = ("full_attention", "attention", "sliding_attention", "global", "local",
-                    "hybrid", "full", "sliding_window", "indexed_attention")
+_ATTENTION_TYPES = (
+    "full_attention",
+    "attention",
+    "sliding_attention",
+    "global",
+    "local",
+    "hybrid",
+    "full",
+    "sliding_window",
+    "indexed_attention",
+)
 
 
 def _two_layers(types):
@@ -104,8 +171,16 @@ def _shrink(cfg, variant=0, depth=0):
             pass
     if variant == 1:
         tiny["num_key_value_heads"] = 4
-        for k in ("head_dim", "kv_channels", "attention_head_size", "qk_nope_head_dim",
-                  "qk_rope_head_dim", "v_head_dim", "q_lora_rank", "kv_lora_rank"):
+        for k in (
+            "head_dim",
+            "kv_channels",
+            "attention_head_size",
+            "qk_nope_head_dim",
+            "qk_rope_head_dim",
+            "v_head_dim",
+            "q_lora_rank",
+            "kv_lora_rank",
+        ):
             tiny.pop(k)
     for name, value in tiny.items():
         try:
@@ -135,8 +210,16 @@ def _shrink(cfg, variant=0, depth=0):
     # one convolution layer.
     if getattr(cfg, "layer_types", 0) is None and hasattr(cfg, "conv_L_cache"):
         cfg.layer_types = ["full_attention", "conv"]
-    for tok in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
-                "sep_token_id", "cls_token_id", "mask_token_id", "unk_token_id"):
+    for tok in (
+        "pad_token_id",
+        "bos_token_id",
+        "eos_token_id",
+        "decoder_start_token_id",
+        "sep_token_id",
+        "cls_token_id",
+        "mask_token_id",
+        "unk_token_id",
+    ):
         v = getattr(cfg, tok, None)
         if isinstance(v, int) and v >= VOCAB:
             setattr(cfg, tok, min(v, VOCAB - 1) if tok != "pad_token_id" else 0)
@@ -186,26 +269,38 @@ def _shrink(cfg, variant=0, depth=0):
         cfg.hidden_size = cfg.embedding_dim = int(round(64 / cfg.qk_dim_factor))
         cfg.num_blocks = cfg.num_hidden_layers
     # Falcon-H1 sizes its SSM width separately from the expansion
-    if isinstance(getattr(cfg, "mamba_d_ssm", None), int) and isinstance(getattr(cfg, "mamba_expand", None), int):
+    if isinstance(getattr(cfg, "mamba_d_ssm", None), int) and isinstance(
+        getattr(cfg, "mamba_expand", None), int
+    ):
         cfg.mamba_d_ssm = cfg.mamba_expand * cfg.hidden_size
     # Mamba-2 style heads must tile the expanded width exactly
-    for heads, dim, expand in (("num_heads", "head_dim", "expand"),
-                               ("mamba_n_heads", "mamba_d_head", "mamba_expand")):
-        h, e, hs = getattr(cfg, heads, None), getattr(cfg, expand, None), getattr(cfg, "hidden_size", None)
+    for heads, dim, expand in (
+        ("num_heads", "head_dim", "expand"),
+        ("mamba_n_heads", "mamba_d_head", "mamba_expand"),
+    ):
+        h, e, hs = (
+            getattr(cfg, heads, None),
+            getattr(cfg, expand, None),
+            getattr(cfg, "hidden_size", None),
+        )
         if all(isinstance(x, int) for x in (h, e, hs)) and hasattr(cfg, dim) and h:
             try:
                 setattr(cfg, dim, e * hs // h)
             except Exception:
                 pass
     # index-list layouts (Bamba) that default to no attention layer at all
-    if hasattr(cfg, "attn_layer_indices") and getattr(cfg, "attn_layer_indices") is None:
+    if hasattr(cfg, "attn_layer_indices") and cfg.attn_layer_indices is None:
         try:
             cfg.attn_layer_indices = [0]
         except Exception:
             pass
     # period/offset layouts (Jamba, Zamba...): an attention layer among two
-    for name, value in (("attn_layer_period", 2), ("attn_layer_offset", 1),
-                        ("expert_layer_period", 2), ("expert_layer_offset", 1)):
+    for name, value in (
+        ("attn_layer_period", 2),
+        ("attn_layer_offset", 1),
+        ("expert_layer_period", 2),
+        ("expert_layer_offset", 1),
+    ):
         if isinstance(getattr(cfg, name, None), int):
             setattr(cfg, name, value)
     # A default config of this transformers release with an empty RoPE table
@@ -213,7 +308,9 @@ def _shrink(cfg, variant=0, depth=0):
     rp, lt = getattr(cfg, "rope_parameters", None), getattr(cfg, "layer_types", None)
     if rp == {} and isinstance(lt, list):
         try:
-            cfg.rope_parameters = {t: {"rope_type": "default", "rope_theta": 10000.0} for t in set(lt)}
+            cfg.rope_parameters = {
+                t: {"rope_type": "default", "rope_theta": 10000.0} for t in set(lt)
+            }
         except Exception:
             pass
     # Reformer's axial position embeddings: their widths must sum to the
@@ -251,8 +348,11 @@ def _shrink(cfg, variant=0, depth=0):
     # A composite config without a depth of its own (BLT), whose model builds
     # its cache from it: the deepest part's.
     if depth == 0 and not hasattr(cfg, "num_hidden_layers"):
-        depths = [getattr(v, "num_hidden_layers", 0) for v in vars(cfg).values()
-                  if hasattr(v, "to_dict") and isinstance(getattr(v, "num_hidden_layers", 0), int)]
+        depths = [
+            getattr(v, "num_hidden_layers", 0)
+            for v in vars(cfg).values()
+            if hasattr(v, "to_dict") and isinstance(getattr(v, "num_hidden_layers", 0), int)
+        ]
         if any(depths):
             try:
                 cfg.num_hidden_layers = max(depths)
@@ -271,7 +371,12 @@ def _shrink(cfg, variant=0, depth=0):
     if depth < 2:  # text, vision, audio... sub-configs
         for sub in list(vars(cfg)):
             c = getattr(cfg, sub, None)
-            if c is not None and c is not cfg and hasattr(c, "to_dict") and hasattr(c, "model_type"):
+            if (
+                c is not None
+                and c is not cfg
+                and hasattr(c, "to_dict")
+                and hasattr(c, "model_type")
+            ):
                 _shrink(c, variant, depth + 1)
     # With the parts shrunk: BLT derives the width its global transformer
     # projects from at init (local encoder width x cross_attn_k); derive it
@@ -295,6 +400,7 @@ def build(model_type, variant=0):
     # (MusicGen's decoder): build that class from the part.
     import transformers
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
     cls = getattr(transformers, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type, ""), None)
     want = getattr(cls, "config_class", None)
     if isinstance(want, type) and not isinstance(cfg, want):
@@ -375,13 +481,22 @@ def run_on(model, device, ids, step_grads=None, labels=None):
     loss = out.loss
     logits = _logits(out)
     loss.backward()
-    grads = {n: (p.grad.detach().cpu() if p.grad is not None else None)
-             for n, p in model.named_parameters()}
+    grads = {
+        n: (p.grad.detach().cpu() if p.grad is not None else None)
+        for n, p in model.named_parameters()
+    }
     model.train(False)
     with torch.no_grad():
-        gen = model.generate(prompt, **extra, max_new_tokens=NEW_TOKENS, do_sample=False, num_beams=1,
-                             num_return_sequences=1,
-                             pad_token_id=0, min_new_tokens=NEW_TOKENS)
+        gen = model.generate(
+            prompt,
+            **extra,
+            max_new_tokens=NEW_TOKENS,
+            do_sample=False,
+            num_beams=1,
+            num_return_sequences=1,
+            pad_token_id=0,
+            min_new_tokens=NEW_TOKENS,
+        )
     if step_grads is not None:
         for n, p in model.named_parameters():
             g = step_grads.get(n)
@@ -391,18 +506,23 @@ def run_on(model, device, ids, step_grads=None, labels=None):
     opt.zero_grad(set_to_none=True)
     with torch.no_grad():
         logits2 = _logits(model(input_ids=x, **extra))
-    return {"loss": loss.detach().cpu(), "logits": logits.detach().cpu(), "grads": grads,
-            "generate": gen.cpu(), "logits2": logits2.detach().cpu()}
+    return {
+        "loss": loss.detach().cpu(),
+        "logits": logits.detach().cpu(),
+        "grads": grads,
+        "generate": gen.cpu(),
+        "logits2": logits2.detach().cpu(),
+    }
 
 
 # Causal-LM classes that cannot run on their own, on any device: their
 # forward ignores input_ids and requires a target model's state.
 STANDALONE_IMPOSSIBLE = {
     "gemma4_assistant": "a speculative-decoding assistant: its forward ignores input_ids and "
-                        "needs a target Gemma 4's embeddings and shared KV states",
+    "needs a target Gemma 4's embeddings and shared KV states",
     "gemma4_unified_assistant": "a speculative-decoding assistant: its forward ignores "
-                                "input_ids and needs a target Gemma 4's embeddings and shared "
-                                "KV states",
+    "input_ids and needs a target Gemma 4's embeddings and shared "
+    "KV states",
 }
 
 
@@ -411,7 +531,9 @@ def check(model_type):
     row = {"model_type": model_type, "status": "", "detail": "", "fallbacks": {}, "seconds": 0.0}
     t0 = time.time()
     if model_type in STANDALONE_IMPOSSIBLE:
-        row.update(status="skipped", detail=f"cannot run alone: {STANDALONE_IMPOSSIBLE[model_type]}")
+        row.update(
+            status="skipped", detail=f"cannot run alone: {STANDALONE_IMPOSSIBLE[model_type]}"
+        )
         return row
     ref = None
     for variant in (0, 1):  # the first tiny config that runs on CPU
@@ -439,14 +561,20 @@ def check(model_type):
     try:
         got = run_on(copy.deepcopy(base), "neuron", ids, step_grads=ref["grads"], labels=labels)
     except Exception as e:
-        row.update(status="error", detail=_first_line(e), fallbacks=torch_neuronx.get_fallback_ops())
+        row.update(
+            status="error", detail=_first_line(e), fallbacks=torch_neuronx.get_fallback_ops()
+        )
         row["trace"] = traceback.format_exc(limit=-3)
         return row
     row["fallbacks"] = torch_neuronx.get_fallback_ops()
     failures = []
     if not (_close(got["logits"], ref["logits"]) and _close(got["loss"], ref["loss"])):
-        failures.append(("forward", max(_max_err(got["logits"], ref["logits"]),
-                                        _max_err(got["loss"], ref["loss"]))))
+        failures.append(
+            (
+                "forward",
+                max(_max_err(got["logits"], ref["logits"]), _max_err(got["loss"], ref["loss"])),
+            )
+        )
     worst = 0.0
     bad_grad = False
     for name, g in ref["grads"].items():
@@ -462,8 +590,9 @@ def check(model_type):
     if not _close(got["logits2"], ref["logits2"], rtol=1e-3, atol=1e-3):
         failures.append(("optimizer", _max_err(got["logits2"], ref["logits2"])))
     if failures:
-        row.update(status="mismatch",
-                   detail="; ".join(f"{c} (max err {e:.2e})" for c, e in failures))
+        row.update(
+            status="mismatch", detail="; ".join(f"{c} (max err {e:.2e})" for c, e in failures)
+        )
     else:
         row["status"] = "pass"
     row["seconds"] = round(time.time() - t0, 2)
@@ -484,8 +613,10 @@ def sweep(model_types, progress=True):
             row = check(mt)
         rows.append(row)
         if progress:
-            print(f"{mt:32s} {row['status']:9s} {row['seconds']:6.1f}s  {row['detail'][:90]}",
-                  flush=True)
+            print(
+                f"{mt:32s} {row['status']:9s} {row['seconds']:6.1f}s  {row['detail'][:90]}",
+                flush=True,
+            )
     return rows
 
 
@@ -493,12 +624,14 @@ def write(rows, out_prefix):
     import transformers
 
     n = len(rows)
-    count = {s: sum(r["status"] == s for r in rows) for s in ("pass", "mismatch", "error", "skipped")}
+    count = {
+        s: sum(r["status"] == s for r in rows) for s in ("pass", "mismatch", "error", "skipped")
+    }
     runnable = n - count["skipped"]
     lines = [
         "# Causal-LM model coverage on neuron",
         "",
-        f"Generated by `python -m torch_neuronx.zoo --out {os.path.relpath(out_prefix)}` on {time.strftime('%Y-%m-%d')}: "
+        f"Generated by `python tools/model_zoo.py --out {os.path.relpath(out_prefix)}` on {time.strftime('%Y-%m-%d')}: "
         f"transformers {transformers.__version__}, torch {torch.__version__}, "
         f"{platform.machine()}. Each architecture in `MODEL_FOR_CAUSAL_LM_MAPPING_NAMES` is built "
         "from its default config shrunk to 2 layers and width 64, with the same weights and inputs "
@@ -516,8 +649,10 @@ def write(rows, out_prefix):
     ]
     for r in rows:
         fb = r["fallbacks"]
-        lines.append(f"| {r['model_type']} | {r['status']} | {r['detail'].replace('|', '/')} | "
-                     f"{len(fb)} / {sum(fb.values())} |")
+        lines.append(
+            f"| {r['model_type']} | {r['status']} | {r['detail'].replace('|', '/')} | "
+            f"{len(fb)} / {sum(fb.values())} |"
+        )
     os.makedirs(os.path.dirname(out_prefix) or ".", exist_ok=True)
     with open(out_prefix + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
