@@ -5,6 +5,7 @@
  * small problems with row-contiguous B skip the packing. bf16/fp16 are
  * converted to fp32 while packing and accumulate in fp32; fp64 and every ISA-less case run the
  * portable reference, which is also the oracle the tests compare against. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,7 @@ static float *alloc_floats(int64_t n) {
 typedef struct ref_ctx {
   const tnk_gemm_args_t *g;
   int64_t esz;
+  atomic_int *failed; /* a buffer could not be allocated */
 } ref_ctx_t;
 
 /* Rows [begin, end) of every batch (rows are flattened batch * m). */
@@ -41,7 +43,10 @@ static void ref_rows(void *p, int64_t begin, int64_t end) {
   const tnk_gemm_args_t *g = c->g;
   int wide = g->dtype == TNK_F64;
   double *acc = malloc(sizeof(double) * (size_t)(g->n ? g->n : 1));
-  if (!acc) return; /* cannot happen for sane n; nothing is written */
+  if (!acc) {
+    atomic_store(c->failed, 1);
+    return;
+  }
   for (int64_t row = begin; row < end; row++) {
     int64_t bi = row / g->m, i = row % g->m;
     const char *a = (const char *)g->a + (bi * g->sa_b + i * g->sa_r) * c->esz;
@@ -71,8 +76,8 @@ static void ref_rows(void *p, int64_t begin, int64_t end) {
   free(acc);
 }
 
-static void gemm_reference(const tnk_gemm_args_t *g) {
-  ref_ctx_t c = {g, (int64_t)tnk_dtype_size(g->dtype)};
+static void gemm_reference(const tnk_gemm_args_t *g, atomic_int *failed) {
+  ref_ctx_t c = {g, (int64_t)tnk_dtype_size(g->dtype), failed};
   int64_t rows = g->batch * g->m;
   int64_t work = g->n * (g->k ? g->k : 1);
   tnk_parallel_for(rows, work >= 65536 ? 1 : 65536 / (work ? work : 1),
@@ -92,6 +97,7 @@ typedef struct f32_problem {
   int64_t sc_r, sc_c;
   int dtype;
   float alpha, beta;
+  atomic_int *failed; /* set when a packing buffer cannot be allocated */
 } f32_problem_t;
 
 /* Writes alpha*acc (+ beta*C, or + C when accumulate) into the mr x nr tile. */
@@ -248,7 +254,10 @@ static void macro_blocks(void *vp, int64_t begin, int64_t end) {
   const f32_problem_t *p = c->p;
   int mr = c->uk->mr, nr = c->uk->nr;
   float *apack = alloc_floats(c->mc * c->kc + 64);
-  if (!apack) return;
+  if (!apack) {
+    atomic_store(p->failed, 1);
+    return;
+  }
   for (int64_t blk = begin; blk < end; blk++) {
     int64_t ic = blk * c->mc, mc = p->m - ic < c->mc ? p->m - ic : c->mc;
     pack_a(p, mr, ic, mc, c->pc, c->kc, apack);
@@ -330,7 +339,10 @@ static void gemm_packed_shared(const f32_problem_t *p, const ukernel_desc_t *uk)
   int64_t kcmax = p->k < KC ? p->k : KC, ncmax = p->n < NC ? p->n : NC;
   ncmax = (ncmax + uk->nr - 1) / uk->nr * uk->nr;
   float *bpack = alloc_floats(kcmax * ncmax + 64);
-  if (!bpack) return;
+  if (!bpack) {
+    atomic_store(p->failed, 1);
+    return;
+  }
   for (int64_t jc = 0; jc < p->n; jc += NC) {
     int64_t nc = p->n - jc < NC ? p->n - jc : NC;
     for (int64_t pc = 0; pc < p->k; pc += KC) {
@@ -356,7 +368,10 @@ static void gemm_small(const f32_problem_t *p, const ukernel_desc_t *uk) {
     int64_t a_rs = p->sa_r, a_cs = p->sa_c;
     if (h < mr) {
       edge = malloc(sizeof(float) * (size_t)(mr * p->k));
-      if (!edge) return;
+      if (!edge) {
+        atomic_store(p->failed, 1);
+        return;
+      }
       for (int64_t k = 0; k < p->k; k++)
         for (int64_t r = 0; r < mr; r++)
           edge[k * mr + r] = r < h ? a[r * p->sa_r + k * p->sa_c] : 0.0f;
@@ -438,7 +453,10 @@ static void macro_blocks_bf16(void *vp, int64_t begin, int64_t end) {
   const f32_problem_t *p = c->p;
   int64_t kp = (c->kc + 1) / 2;
   uint32_t *apack = aligned_alloc(64, ((size_t)(c->mc * kp) * 4 + 63) / 64 * 64 + 64);
-  if (!apack) return;
+  if (!apack) {
+    atomic_store(p->failed, 1);
+    return;
+  }
   float acc[12 * 32] __attribute__((aligned(64)));
   int direct = p->dtype == TNK_BF16 && p->sc_c == 1 && p->alpha == 1.0f && p->beta == 0.0f &&
                c->pc == 0 && c->kc == p->k;
@@ -474,7 +492,10 @@ static void gemm_packed_bf16(const f32_problem_t *p, const ukernel_desc_t *uk) {
     return;
   }
   float *t = alloc_floats(p->m * p->n);
-  if (!t) return;
+  if (!t) {
+    atomic_store(p->failed, 1);
+    return;
+  }
   f32_problem_t q = *p;
   q.c = (char *)t;
   q.sc_r = p->n;
@@ -500,7 +521,10 @@ static void gemm_packed_bf16_shared(const f32_problem_t *p, const ukernel_desc_t
   ncmax = (ncmax + 31) / 32 * 32;
   int64_t kpmax = (kcmax + 1) / 2;
   uint32_t *bpack = aligned_alloc(64, ((size_t)(kpmax * ncmax) * 4 + 63) / 64 * 64 + 64);
-  if (!bpack) return;
+  if (!bpack) {
+    atomic_store(p->failed, 1);
+    return;
+  }
   for (int64_t jc = 0; jc < p->n; jc += NC) {
     int64_t nc = p->n - jc < NC ? p->n - jc : NC;
     for (int64_t pc = 0; pc < p->k; pc += KCB) {
@@ -547,13 +571,24 @@ static void gemm_gemv(const f32_problem_t *p, const ukernel_desc_t *uk) {
   tnk_parallel_for(p->n, grain > 16 ? grain : 16, gemv_cols, &c);
 }
 
-void tnk_gemm_with(const tnk_config_t *cfg, const tnk_gemm_args_t *g) {
+/* A buffer could not be allocated: C is incomplete, and the caller hears it. */
+static int report(const tnk_gemm_args_t *g, atomic_int *failed) {
+  if (!atomic_load(failed)) return 0;
+  if (g->fault.fn)
+    g->fault.fn(g->fault.ctx, TNK_FAULT_MESSAGE,
+                "out of host memory for the GEMM's buffers: the product was not computed", 0,
+                0, g->fault.origin);
+  return -1;
+}
+
+int tnk_gemm_with(const tnk_config_t *cfg, const tnk_gemm_args_t *g) {
   if (!tnk_gemm_supported(g->dtype) || g->m <= 0 || g->n <= 0 || g->batch <= 0)
-    return;
+    return 0;
+  atomic_int failed = 0;
   const ukernel_desc_t *uk = &cfg->gemm;
   if (g->dtype == TNK_F64 || !uk->f32 || g->k == 0) {
-    gemm_reference(g);
-    return;
+    gemm_reference(g, &failed);
+    return report(g, &failed);
   }
   int64_t esz = (int64_t)tnk_dtype_size(g->dtype);
   for (int64_t bi = 0; bi < g->batch; bi++) {
@@ -561,7 +596,7 @@ void tnk_gemm_with(const tnk_config_t *cfg, const tnk_gemm_args_t *g) {
         .m = g->m, .n = g->n, .k = g->k,
         .c = (char *)g->c + bi * g->sc_b * esz,
         .sc_r = g->sc_r, .sc_c = g->sc_c, .dtype = g->dtype,
-        .alpha = (float)g->alpha, .beta = (float)g->beta};
+        .alpha = (float)g->alpha, .beta = (float)g->beta, .failed = &failed};
     p.sa_r = g->sa_r; p.sa_c = g->sa_c; p.sb_r = g->sb_r; p.sb_c = g->sb_c;
     p.src_dtype = g->dtype;
     if (g->dtype == TNK_F32) {
@@ -583,6 +618,7 @@ void tnk_gemm_with(const tnk_config_t *cfg, const tnk_gemm_args_t *g) {
     else
       gemm_packed(&p, uk);
   }
+  return report(g, &failed);
 }
 
-void tnk_gemm(const tnk_gemm_args_t *g) { tnk_gemm_with(tnk_config(), g); }
+int tnk_gemm(const tnk_gemm_args_t *g) { return tnk_gemm_with(tnk_config(), g); }

@@ -716,13 +716,17 @@ typedef struct tnk_gemm_args {
   int64_t sc_b, sc_r, sc_c;
   int32_t dtype, pad_;
   double alpha, beta;
+  /* told (TNK_FAULT_MESSAGE) when the packing buffers cannot be allocated;
+   * C is then incomplete */
+  tnk_fault_t fault;
 } tnk_gemm_args_t;
 int tnk_gemm_supported(int dtype);
-void tnk_gemm(const tnk_gemm_args_t *args);
+/* 0, or -1 when a buffer could not be allocated (fault told, C incomplete). */
+int tnk_gemm(const tnk_gemm_args_t *args);
 /* Same with a given kernel configuration (config.h, tnk_config_for_isa):
  * for the tests, which run every variant against the reference. */
 struct tnk_config;
-void tnk_gemm_with(const struct tnk_config *cfg, const tnk_gemm_args_t *args);
+int tnk_gemm_with(const struct tnk_config *cfg, const tnk_gemm_args_t *args);
 
 #ifdef __cplusplus
 }

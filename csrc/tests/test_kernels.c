@@ -1289,6 +1289,30 @@ static void test_config_variants(void) {
   if (tnk_cpu_features() & TNK_ISA_AVX2) CHECK(checked > 0);
 }
 
+/* A GEMM whose buffer cannot be allocated says so (return value and the
+ * fault sink) instead of leaving C silently unwritten: an fp64 row of 2^58
+ * columns needs a 2^61-byte accumulator. */
+static int g_gemm_faults;
+static const char *g_gemm_fault_what;
+static void count_gemm_fault(void *ctx, int kind, const char *what, int64_t v, int64_t b,
+                             uint32_t origin) {
+  (void)ctx; (void)v; (void)b; (void)origin;
+  g_gemm_faults += kind == TNK_FAULT_MESSAGE;
+  g_gemm_fault_what = what;
+}
+
+static void test_gemm_reports_allocation_failure(void) {
+  double a = 1, b = 1, c = 0;
+  tnk_gemm_args_t g = {.batch = 1, .m = 1, .n = (int64_t)1 << 58, .k = 1, .a = &a, .b = &b,
+                       .c = &c, .sa_r = 1, .sa_c = 1, .sb_r = 1, .sb_c = 1, .sc_r = 1,
+                       .sc_c = 1, .dtype = TNK_F64, .alpha = 1, .beta = 0};
+  g.fault.fn = count_gemm_fault;
+  CHECK(tnk_gemm(&g) == -1);
+  CHECK(g_gemm_faults == 1 && g_gemm_fault_what && strstr(g_gemm_fault_what, "out of host memory"));
+  g.n = 1; /* and a product that fits is computed, with no fault */
+  CHECK(tnk_gemm(&g) == 0 && c == 1 && g_gemm_faults == 1);
+}
+
 int main(void) {
   RUN(test_philox_known_answers);
   RUN(test_half_conversions);
@@ -1300,6 +1324,7 @@ int main(void) {
   RUN(test_config_variants);
   RUN(test_attention);
   RUN(test_gemm_variants);
+  RUN(test_gemm_reports_allocation_failure);
   RUN(test_scan_logsumexp);
   RUN(test_copy_stream);
   RUN(test_layer_norm_pipelined);
