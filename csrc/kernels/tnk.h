@@ -215,8 +215,8 @@ typedef enum tnk_binary_op {
 /* out = op(a, b) elementwise; all three views have dtype `dtype` (the caller
  * promotes and casts); broadcast inputs have stride 0. Supported dtypes:
  * u8, i8, i16, i32, i64 (wrapping arithmetic, no TNK_DIV), f16, bf16, f32,
- * f64; half types compute in fp32 and round once. Returns 0, or -1 for an
- * unsupported (op, dtype) pair (nothing is written then). */
+ * f64; half types compute in fp32 and round once. An unsupported (op, dtype)
+ * pair (tnk_binary_supported) writes nothing. */
 typedef struct tnk_binary_args {
   tnk_shape_t shape;
   tnk_view_t out, a, b;
@@ -706,7 +706,8 @@ void tnk_sdpa_backward(const tnk_sdpa_args_t *args);
  * B is k x n, C is m x n, each with arbitrary element strides (row, col) and
  * a batch stride. dtype f32, f64, bf16 or f16 for all three; accumulation is
  * in fp32 (fp64 for f64). beta == 0 ignores C's old contents (NaN included).
- * C must not overlap A or B. Returns -1 for an unsupported dtype. */
+ * C must not overlap A or B. An unsupported dtype (tnk_gemm_supported)
+ * writes nothing. */
 typedef struct tnk_gemm_args {
   int64_t batch, m, n, k;
   void *c;

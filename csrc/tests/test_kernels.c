@@ -392,7 +392,7 @@ static void test_vmath(void) {
 }
 
 /* Fused attention against a naive softmax(q k^T s) v, with a causal mask,
- * grouped heads and lengths that are not multiples of the 64 tiles; the
+ * grouped heads and lengths that are not multiples of the 128 tiles; the
  * backward is checked against central differences of a weighted sum. */
 static double naive_attention_loss(const float *q, const float *k, const float *v,
                                    const float *w, int H, int HK, int LQ, int LK, int E,
