@@ -4,16 +4,9 @@
 
 static const size_t k_sizes[TNK_DTYPE_COUNT] = {1, 1, 1, 2, 4, 8,
                                                 2, 2, 4, 8, 8, 16};
-static const char *const k_names[TNK_DTYPE_COUNT] = {
-    "bool", "uint8", "int8", "int16", "int32", "int64",
-    "float16", "bfloat16", "float32", "float64", "complex64", "complex128"};
 
 size_t tnk_dtype_size(tnk_dtype_t dt) {
   return (unsigned)dt < TNK_DTYPE_COUNT ? k_sizes[dt] : 0;
-}
-
-const char *tnk_dtype_name(tnk_dtype_t dt) {
-  return (unsigned)dt < TNK_DTYPE_COUNT ? k_names[dt] : "invalid";
 }
 
 static void serial_for(int64_t n, int64_t grain, tnk_range_fn fn, void *ctx) {

@@ -32,7 +32,6 @@ typedef enum tnk_dtype {
 #define TNK_MAX_DIMS 12
 
 size_t tnk_dtype_size(tnk_dtype_t dt);
-const char *tnk_dtype_name(tnk_dtype_t dt);
 
 /* ISA variants. tnk_cpu_features() is a mask of what the CPU has;
  * tnk_isa() the variant chosen for this process (TORCH_NEURONX_ISA forces

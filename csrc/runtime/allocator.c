@@ -615,4 +615,3 @@ tnrt_status_t tnrt_mempool_release(int device, uint64_t mempool) {
   return release_unused(device, 0, mempool);
 }
 
-uint64_t tnrt_block_mempool(const tnrt_block_t *block) { return block ? block->mempool : 0; }

@@ -262,7 +262,6 @@ tnrt_status_t tnrt_memory_walk(int device, tnrt_segment_fn on_segment, tnrt_bloc
 tnrt_status_t tnrt_mempool_begin(int device, uint64_t mempool);
 tnrt_status_t tnrt_mempool_end(int device);
 tnrt_status_t tnrt_mempool_release(int device, uint64_t mempool);
-uint64_t tnrt_block_mempool(const tnrt_block_t *block);
 
 /* The share of the device's capacity this process may reserve (0..1; 1 by
  * default), as torch.cuda.set_per_process_memory_fraction. */
