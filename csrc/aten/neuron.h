@@ -10,6 +10,7 @@
 #include <ATen/Operators.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/Stream.h>
 
@@ -184,6 +185,45 @@ void into_contiguous(at::Tensor& out, F fn) {
     fn(tmp);
     out.copy_(tmp);
   }
+}
+
+
+// ---------------------------------- pooling and resampling (spatial.c)
+// Inputs are [C, (D,) H, W] or [N, C, (D,) H, W]; the kernels read and write
+// NC(D)HW planes, so other layouts go through a contiguous copy, and results
+// land in the layout ATen gives the input (channels-last stays channels-last).
+
+inline bool pool_dtype_ok(const at::Tensor& t) {
+  bool ok;
+  tnk_dtype_t dt = to_tnk(t.scalar_type(), &ok);
+  return ok && tnk_pool_supported(dt);
+}
+
+// A floating tensor of `spatial` spatial dims, with or without the batch dim.
+inline bool spatial_ok(const at::Tensor& t, int spatial = 2) {
+  return pool_dtype_ok(t) && (t.dim() == spatial + 1 || t.dim() == spatial + 2);
+}
+
+// Writes the NCHW result `r` into `out` (resized to r's shape in `fmt`).
+inline at::Tensor& deliver(at::Tensor& out, const at::Tensor& r, at::MemoryFormat fmt) {
+  if (out.is_same(r)) return out;
+  if (at::native::resize_output(out, r.sizes()) && fmt != at::MemoryFormat::Contiguous)
+    out.resize_(r.sizes(), fmt);  // a fresh output takes the input's layout
+  out.copy_(r);
+  return out;
+}
+
+inline at::MemoryFormat format_of(const at::Tensor& t) {
+  return t.dim() >= 4 ? t.suggest_memory_format() : at::MemoryFormat::Contiguous;
+}
+
+// Result tensor of `shape` in `fmt`, and the NCHW buffer the kernel writes.
+inline std::pair<at::Tensor, at::Tensor> result_pair(at::IntArrayRef shape,
+                                                    const at::TensorOptions& o,
+                                                    at::MemoryFormat fmt) {
+  at::Tensor nchw = at::empty(shape, o);
+  if (fmt == at::MemoryFormat::Contiguous) return {nchw, nchw};
+  return {at::empty(shape, o.memory_format(fmt)), nchw};
 }
 
 }  // namespace torch_neuronx

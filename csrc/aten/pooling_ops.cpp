@@ -13,46 +13,14 @@
 
 namespace torch_neuronx {
 
-// ------------------------------------------------ pooling and resampling
+// ------------------------------------------------------------- pooling
 // Inputs are [C, (D,) H, W] or [N, C, (D,) H, W]; the kernels read and write
 // NC(D)HW planes, so other layouts go through a contiguous copy, and results
-// land in the layout ATen gives the input (channels-last stays channels-last).
+// land in the layout ATen gives the input (channels-last stays channels-last;
+// the helpers shared with resample_ops.cpp are in neuron.h).
 
 namespace {
 void pool_task(void* p) { tnk_pool(static_cast<tnk_pool_args_t*>(p)); }
-void resample_task(void* p) { tnk_resample(static_cast<tnk_resample_args_t*>(p)); }
-
-bool pool_dtype_ok(const at::Tensor& t) {
-  bool ok;
-  tnk_dtype_t dt = to_tnk(t.scalar_type(), &ok);
-  return ok && tnk_pool_supported(dt);
-}
-
-// A floating tensor of `spatial` spatial dims, with or without the batch dim.
-bool spatial_ok(const at::Tensor& t, int spatial = 2) {
-  return pool_dtype_ok(t) && (t.dim() == spatial + 1 || t.dim() == spatial + 2);
-}
-
-// Writes the NCHW result `r` into `out` (resized to r's shape in `fmt`).
-at::Tensor& deliver(at::Tensor& out, const at::Tensor& r, at::MemoryFormat fmt) {
-  if (out.is_same(r)) return out;
-  if (at::native::resize_output(out, r.sizes()) && fmt != at::MemoryFormat::Contiguous)
-    out.resize_(r.sizes(), fmt);  // a fresh output takes the input's layout
-  out.copy_(r);
-  return out;
-}
-
-at::MemoryFormat format_of(const at::Tensor& t) {
-  return t.dim() >= 4 ? t.suggest_memory_format() : at::MemoryFormat::Contiguous;
-}
-
-// Result tensor of `shape` in `fmt`, and the NCHW buffer the kernel writes.
-std::pair<at::Tensor, at::Tensor> result_pair(at::IntArrayRef shape, const at::TensorOptions& o,
-                                             at::MemoryFormat fmt) {
-  at::Tensor nchw = at::empty(shape, o);
-  if (fmt == at::MemoryFormat::Contiguous) return {nchw, nchw};
-  return {at::empty(shape, o.memory_format(fmt)), nchw};
-}
 
 // Pooling geometry over the last `spatial` (2 or 3) dims; arrays are
 // (depth, height, width), depth unused in 2-D.

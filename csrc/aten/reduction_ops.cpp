@@ -26,11 +26,6 @@ void scan_task(void* p) { tnk_scan(static_cast<tnk_scan_args_t*>(p)); }
 
 namespace {
 
-bool floating(const at::Tensor& t) {
-  return t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble ||
-         t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf;
-}
-
 std::vector<int64_t> dims_or_all(const at::Tensor& t, at::OptionalIntArrayRef dim) {
   if (dim.has_value() && !dim->empty()) return dim->vec();
   std::vector<int64_t> all(t.dim());
@@ -63,13 +58,13 @@ std::pair<at::Tensor, at::Tensor> var_and_mean(const at::Tensor& self, at::Optio
 
 at::Tensor var_correction(const at::Tensor& self, at::OptionalIntArrayRef dim,
                           const std::optional<c10::Scalar>& correction, bool keepdim) {
-  if (!floating(self)) return FALLBACK(var_correction, self, dim, correction, keepdim);
+  if (!floating_dtype(self.scalar_type())) return FALLBACK(var_correction, self, dim, correction, keepdim);
   return var_and_mean(self, dim, correction, keepdim).first;
 }
 
 at::Tensor std_correction(const at::Tensor& self, at::OptionalIntArrayRef dim,
                           const std::optional<c10::Scalar>& correction, bool keepdim) {
-  if (!floating(self)) return FALLBACK(std_correction, self, dim, correction, keepdim);
+  if (!floating_dtype(self.scalar_type())) return FALLBACK(std_correction, self, dim, correction, keepdim);
   return var_and_mean(self, dim, correction, keepdim).first.sqrt_();
 }
 
@@ -77,7 +72,7 @@ std::tuple<at::Tensor, at::Tensor> var_mean_correction(const at::Tensor& self,
                                                        at::OptionalIntArrayRef dim,
                                                        const std::optional<c10::Scalar>& correction,
                                                        bool keepdim) {
-  if (!floating(self)) return FALLBACK(var_mean_correction, self, dim, correction, keepdim);
+  if (!floating_dtype(self.scalar_type())) return FALLBACK(var_mean_correction, self, dim, correction, keepdim);
   auto r = var_and_mean(self, dim, correction, keepdim);
   return {r.first, r.second};
 }
@@ -86,7 +81,7 @@ std::tuple<at::Tensor, at::Tensor> std_mean_correction(const at::Tensor& self,
                                                        at::OptionalIntArrayRef dim,
                                                        const std::optional<c10::Scalar>& correction,
                                                        bool keepdim) {
-  if (!floating(self)) return FALLBACK(std_mean_correction, self, dim, correction, keepdim);
+  if (!floating_dtype(self.scalar_type())) return FALLBACK(std_mean_correction, self, dim, correction, keepdim);
   auto r = var_and_mean(self, dim, correction, keepdim);
   return {r.first.sqrt_(), r.second};
 }
@@ -97,7 +92,7 @@ at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const c10::Scalar& or
                                    at::OptionalIntArrayRef dim, bool keepdim,
                                    std::optional<c10::ScalarType> dtype, at::Tensor& out) {
   at::Tensor x = dtype.has_value() ? self.to(*dtype) : self;
-  if (!floating(x) || x.is_complex())
+  if (!floating_dtype(x.scalar_type()) || x.is_complex())
     return FALLBACK(linalg_vector_norm_out, self, ord, dim, keepdim, dtype, out);
   double p = ord.toDouble();
   auto dims = dims_or_all(x, dim);

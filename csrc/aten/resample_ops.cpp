@@ -17,6 +17,10 @@
 
 namespace torch_neuronx {
 
+namespace {
+void resample_task(void* p) { tnk_resample(static_cast<tnk_resample_args_t*>(p)); }
+}  // namespace
+
 // Nearest-neighbour upsampling (1-D/2-D/3-D, "nearest" and "nearest-exact")
 // as one index_select per spatial dim; the backward sums the gradient back
 // with index_add, one dim at a time. Source indices as ATen computes them.
