@@ -113,8 +113,8 @@ at::Tensor unfold_backward(const at::Tensor& grad, c10::SymIntArrayRef input_siz
   int64_t windows = grad.size(d);
   std::vector<int64_t> idx;
   idx.reserve(windows * size);
-  for (int64_t w = 0; w < windows; w++)
-    for (int64_t j = 0; j < size; j++) idx.push_back(w * step + j);
+  idx.resize(windows * size);
+  tnk_unfold_index(windows, size, step, idx.data());
   at::Tensor index = at::tensor(idx, at::kLong).to(grad.device());
   // [..., windows, ..., size] -> [..., windows * size, ...]
   at::Tensor g = grad.movedim(-1, d + 1).flatten(d, d + 1);
@@ -127,17 +127,8 @@ namespace {
 at::Tensor pad_index(int64_t n, int64_t lo, int64_t hi, bool reflect, const at::Tensor& like) {
   std::vector<int64_t> idx;
   idx.reserve(n + lo + hi);
-  for (int64_t o = -lo; o < n + hi; o++) {
-    int64_t j = o;
-    if (reflect) {
-      int64_t period = 2 * (n - 1);
-      j = period ? ((o % period) + period) % period : 0;
-      if (j >= n) j = period - j;
-    } else {
-      j = o < 0 ? 0 : o >= n ? n - 1 : o;
-    }
-    idx.push_back(j);
-  }
+  idx.resize(n + lo + hi);
+  tnk_pad_index(n, lo, hi, reflect, idx.data());
   return at::tensor(idx, at::kLong).to(like.device());
 }
 

@@ -33,16 +33,7 @@ using Scales = std::vector<std::optional<double>>;
 at::Tensor nearest_index(int64_t in, int64_t out, std::optional<double> scale, bool exact,
                          c10::Device dev) {
   std::vector<int64_t> idx(out);
-  float s = scale.has_value() && *scale > 0 ? static_cast<float>(1.0 / *scale)
-                                            : static_cast<float>(in) / static_cast<float>(out);
-  for (int64_t i = 0; i < out; i++) {
-    int64_t v;
-    if (exact)
-      v = static_cast<int64_t>(std::floor((static_cast<float>(i) + 0.5f) * s));
-    else
-      v = out == in ? i : out == 2 * in ? i >> 1 : static_cast<int64_t>(std::floor(i * s));
-    idx[i] = std::min(v, in - 1);
-  }
+  tnk_nearest_index(in, out, scale.has_value(), scale.value_or(0.0), exact, idx.data());
   return at::tensor(idx, at::TensorOptions().dtype(at::kLong)).to(dev);
 }
 
