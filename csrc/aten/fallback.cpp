@@ -1,5 +1,5 @@
-// The boxed CPU fallback for ops without a native neuron kernel, the
-// autocast op lists and the legacy profiler stubs.
+// The boxed CPU fallback for ops without a native neuron kernel, and the
+// tracking of ops that ran on it (counts, warn/silent/error modes).
 //
 // Inputs reach the CPU kernel as host views (HostViews, after the streams
 // that produce them are synchronised): zero-copy aliases where the HAL says
@@ -19,9 +19,7 @@
 //  - tensors of two devices in one op raise the error CUDA raises.
 #include "neuron.h"
 
-#include <ATen/autocast_mode.h>
 #include <c10/core/DeviceGuard.h>
-#include <torch/csrc/profiler/stubs/base.h>
 #include <torch/library.h>
 
 #include <cstdlib>
@@ -292,141 +290,5 @@ std::string fallback_mode() {
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_cpu_fallback>());
 }
-
-// ------------------------------------------------------------- convolution
-// The convolutions the native path (conv_ops.cpp) does not take, transposed
-// and 3-D ones, run as CPU convolutions on host aliases, counted as
-// fallbacks like any other.
-
-namespace {
-
-at::Tensor sync_alias(const at::Tensor& t, HostViews& host) {
-  if (!t.defined() || !t.is_privateuseone()) return t;
-  check(tnrt_stream_synchronize(current_native_stream(t.device().index())),
-        "stream synchronize");
-  return host.view(t, false);
-}
-
-}  // namespace
-
-at::Tensor conv_cpu(const at::Tensor& input, const at::Tensor& weight,
-                             const std::optional<at::Tensor>& bias,
-                             at::IntArrayRef stride, at::IntArrayRef padding,
-                             at::IntArrayRef dilation, bool transposed,
-                             at::IntArrayRef output_padding, int64_t groups) {
-  note_fallback("aten::convolution_overrideable");
-  c10::DeviceGuard guard(input.device());
-  HostViews host;
-  std::optional<at::Tensor> b;
-  if (bias.has_value() && bias->defined()) b = sync_alias(*bias, host);
-  at::Tensor out = at::convolution(sync_alias(input, host), sync_alias(weight, host), b, stride,
-                                   padding, dilation, transposed, output_padding,
-                                   groups);
-  return out.to(input.device());
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_cpu_backward(
-    const at::Tensor& grad_output, const at::Tensor& input,
-    const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
-    at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding,
-    int64_t groups, std::array<bool, 3> output_mask) {
-  note_fallback("aten::convolution_backward_overrideable");
-  c10::DeviceGuard guard(input.device());
-  int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
-  std::vector<int64_t> bias_sizes{out_channels};
-  HostViews host;
-  auto r = at::convolution_backward(sync_alias(grad_output, host), sync_alias(input, host),
-                                    sync_alias(weight, host), at::OptionalIntArrayRef(bias_sizes),
-                                    stride, padding, dilation, transposed,
-                                    output_padding, groups, output_mask);
-  auto dev = [&](const at::Tensor& t) {
-    return t.defined() ? t.to(input.device()) : t;
-  };
-  return {dev(std::get<0>(r)), dev(std::get<1>(r)), dev(std::get<2>(r))};
-}
-
-// ---------------------------------------------------------------- autocast
-// The standard op lists PyTorch defines for every autocast backend.
-
-TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFallthrough());
-}
-
-}  // namespace torch_neuronx
-
-// The list macros name ATen types unqualified: expand them in at::autocast.
-namespace at::autocast {
-TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
-#define NEURON_LOWER(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
-  AT_FORALL_LOWER_PRECISION_FP(NEURON_LOWER)
-#undef NEURON_LOWER
-#define NEURON_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
-  AT_FORALL_FP32(NEURON_FP32)
-#undef NEURON_FP32
-#define NEURON_FP32_OPT(...) \
-  KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
-  AT_FORALL_FP32_SET_OPT_DTYPE(NEURON_FP32_OPT)
-#undef NEURON_FP32_OPT
-  AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(
-      KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
-#define NEURON_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
-  AT_FORALL_PROMOTE(NEURON_PROMOTE)
-#undef NEURON_PROMOTE
-}
-}  // namespace at::autocast
-
-namespace torch_neuronx {
-
-// ---------------------------------------------------------------- profiler
-// Legacy stubs: each profiled op records a timing event on the current
-// stream before and after it, so its device time is measured on the stream.
-
-namespace {
-struct NeuronProfilerStubs final : torch::profiler::impl::ProfilerStubs {
-  void record(c10::DeviceIndex* device,
-              torch::profiler::impl::ProfilerVoidEventStub* event,
-              int64_t* cpu_ns) const override {
-    c10::DeviceIndex d = current_device();
-    if (device) *device = d;
-    tnrt_event_t* e = tnrt_event_create(TNRT_EVENT_TIMING);
-    tnrt_event_record(e, current_native_stream(d));
-    *event = std::shared_ptr<void>(e, [](void* p) {
-      tnrt_event_destroy(static_cast<tnrt_event_t*>(p));
-    });
-    if (cpu_ns) *cpu_ns = c10::getTime();
-  }
-  float elapsed(
-      const torch::profiler::impl::ProfilerVoidEventStub* a,
-      const torch::profiler::impl::ProfilerVoidEventStub* b) const override {
-    double ms = 0;
-    tnrt_event_elapsed_ms(static_cast<tnrt_event_t*>(a->get()),
-                          static_cast<tnrt_event_t*>(b->get()), &ms);
-    return static_cast<float>(ms * 1000.0);  // microseconds
-  }
-  void mark(const char*) const override {}
-  void rangePush(const char*) const override {}
-  void rangePop() const override {}
-  bool enabled() const override { return true; }
-  void onEachDevice(std::function<void(int)> op) const override {
-    c10::DeviceIndex prev = current_device();
-    for (int d = 0; d < tnrt_device_count(); d++) {
-      set_current_device(static_cast<c10::DeviceIndex>(d));
-      op(d);
-    }
-    set_current_device(prev);
-  }
-  void synchronize() const override {
-    for (int d = 0; d < tnrt_device_count(); d++)
-      check(tnrt_device_synchronize(d), "synchronize");
-  }
-};
-
-struct RegisterStubs {
-  RegisterStubs() {
-    static NeuronProfilerStubs stubs;
-    torch::profiler::impl::registerPrivateUse1Methods(&stubs);
-  }
-} g_register_stubs;
-}  // namespace
 
 }  // namespace torch_neuronx

@@ -1,15 +1,16 @@
-// Native indexing: index_select / index_add / embedding backward,
-// gather / scatter, nll_loss, max/min with indices, argmax/argmin,
-// cumsum/cumprod, masked_fill and isin. Argument checks follow ATen's CPU
-// messages; bad index values are found by the kernels and raised at the
-// next synchronisation (see tnrt_stream_fault).
+// Indexing and selection (index.c, select.c): index_select, index_add,
+// gather/scatter, masked_fill, isin, nonzero, advanced indexing and
+// index_put, masked_select, where, tril/triu, embeddings (dense backward,
+// max_norm renorm, embedding_bag), and the index-built composites (flip,
+// roll, bincount, unfold_backward, reflection/replication padding).
 #include "neuron.h"
 
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/Operators.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/CPUFallback.h>
-#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
@@ -17,54 +18,283 @@
 #include <limits>
 
 namespace torch_neuronx {
+
 namespace {
-
-#define FALLBACK(OPNAME, ...) \
-  at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(OPNAME)>::call(__VA_ARGS__)
-
 void index_task(void* p) { tnk_index(static_cast<tnk_index_args_t*>(p)); }
 void gather_task(void* p) { tnk_gather(static_cast<tnk_gather_args_t*>(p)); }
-void nll_task(void* p) { tnk_nll(static_cast<tnk_nll_args_t*>(p)); }
-void argreduce_task(void* p) { tnk_argreduce(static_cast<tnk_argreduce_args_t*>(p)); }
-void scan_task(void* p) { tnk_scan(static_cast<tnk_scan_args_t*>(p)); }
 void isin_task(void* p) { tnk_isin(static_cast<tnk_isin_args_t*>(p)); }
 void where_task(void* p) { tnk_where(static_cast<tnk_where_args_t*>(p)); }
-
-tnk_dtype_t tnk_of(const at::Tensor& t) {
-  bool ok;
-  tnk_dtype_t d = to_tnk(t.scalar_type(), &ok);
-  return ok ? d : TNK_DTYPE_COUNT;
-}
 
 void check_same_device(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK(a.device() == b.device(),
               "Expected all tensors to be on the same device, but found at least two "
               "devices, ", a.device(), " and ", b.device(), "!");
 }
+}  // namespace
 
-// Sizes of the dims before, at and after `dim` of a contiguous view.
-void split_dims(at::IntArrayRef sizes, int64_t dim, int64_t* outer, int64_t* inner) {
-  *outer = 1;
-  *inner = 1;
-  for (int64_t d = 0; d < dim; d++) *outer *= sizes[d];
-  for (int64_t d = dim + 1; d < static_cast<int64_t>(sizes.size()); d++) *inner *= sizes[d];
+namespace {
+// A CPU scalar operand becomes a 0-dim device tensor (filled on the stream,
+// no synchronisation), so the kernel never reads host memory later.
+at::Tensor on_device(const at::Tensor& t, c10::Device dev, c10::ScalarType dt) {
+  if (t.is_cpu() && t.dim() == 0)
+    return at::full({}, t.item(), at::TensorOptions().device(dev).dtype(dt));
+  return t.scalar_type() == dt ? t : t.to(dt);
 }
 
-// Runs fn into out when out is contiguous, else into a contiguous temporary
-// that is copied back (kernels write contiguous outputs).
-template <typename F>
-void into_contiguous(at::Tensor& out, F fn) {
-  at::assert_no_internal_overlap(out);
-  if (out.is_contiguous()) {
-    fn(out);
-  } else {
-    at::Tensor tmp = out.contiguous();
-    fn(tmp);
-    out.copy_(tmp);
+void tri_task(void* p) { tnk_tri(static_cast<tnk_tri_args_t*>(p)); }
+}  // namespace
+
+// flip: a reversed view (negative strides are not allowed in a tensor, so
+// the index kernel gathers rows in reverse along each flipped dim).
+at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
+  at::Tensor r = self;
+  auto flags = at::dim_list_to_bitset(dims, self.dim());
+  for (int64_t d = 0; d < self.dim(); d++) {
+    if (!flags[d] || self.size(d) < 2) continue;
+    at::Tensor idx = at::arange(self.size(d) - 1, -1, -1, self.options().dtype(at::kLong));
+    r = r.index_select(d, idx);
+  }
+  return r.is_same(self) ? self.clone() : r;
+}
+
+// roll: two slice copies per rolled dimension.
+at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims) {
+  TORCH_CHECK(!shifts.empty(), "`shifts` required");
+  if (dims.empty() && shifts.size() == 1)
+    return torch_neuronx::roll(self.flatten(), shifts, at::IntArrayRef{0}).view(self.sizes());
+  TORCH_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ",
+              shifts.size(), ", dims:", dims.size());
+  at::Tensor r = self;
+  for (size_t k = 0; k < dims.size(); k++) {
+    int64_t d = at::maybe_wrap_dim(dims[k], self.dim());
+    int64_t n = r.size(d);
+    if (n == 0) continue;
+    int64_t sft = ((shifts[k] % n) + n) % n;
+    if (sft == 0) continue;
+    r = at::cat({r.narrow(d, n - sft, sft), r.narrow(d, 0, n - sft)}, d);
+  }
+  return r.is_same(self) ? self.clone() : r;
+}
+
+// bincount: the output length needs the largest value (a sync, as on CPU).
+at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights,
+                    int64_t minlength) {
+  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+  TORCH_CHECK(self.dim() == 1 && c10::isIntegralType(self.scalar_type(), false),
+              "bincount only supports 1-d non-negative integral inputs.");
+  bool has_w = weights.has_value() && weights->defined();
+  if (has_w)
+    TORCH_CHECK(weights->dim() == 1 && weights->size(0) == self.size(0),
+                "weights should be 1-d and have the same length as input");
+  int64_t len = minlength;
+  if (self.numel()) {
+    TORCH_CHECK(self.min().item<int64_t>() >= 0,
+                "bincount only supports 1-d non-negative integral inputs.");
+    len = std::max(len, self.max().item<int64_t>() + 1);
+  }
+  at::ScalarType ot = !has_w ? at::kLong
+                      : weights->scalar_type() == at::kFloat ? at::kFloat : at::kDouble;
+  at::Tensor out = at::zeros({len}, self.options().dtype(ot));
+  if (!self.numel()) return out;
+  at::Tensor src = has_w ? weights->to(ot) : at::ones({self.size(0)}, out.options());
+  return out.index_add_(0, self.to(at::kLong), src);
+}
+
+// unfold's backward: each window's gradient added back at its positions
+// (one index_add over all windows; overlapping windows accumulate).
+at::Tensor unfold_backward(const at::Tensor& grad, c10::SymIntArrayRef input_sizes, int64_t dim,
+                           int64_t size, int64_t step) {
+  std::vector<int64_t> sizes;
+  for (const auto& v : input_sizes) sizes.push_back(v.expect_int());
+  int64_t nd = static_cast<int64_t>(sizes.size());
+  int64_t d = nd ? at::maybe_wrap_dim(dim, nd) : 0;
+  at::Tensor out = at::zeros(sizes, grad.options());
+  if (grad.numel() == 0 || nd == 0) return nd ? out : grad.reshape(at::IntArrayRef{});
+  int64_t windows = grad.size(d);
+  std::vector<int64_t> idx;
+  idx.reserve(windows * size);
+  idx.resize(windows * size);
+  tnk_unfold_index(windows, size, step, idx.data());
+  at::Tensor index = at::tensor(idx, at::kLong).to(grad.device());
+  // [..., windows, ..., size] -> [..., windows * size, ...]
+  at::Tensor g = grad.movedim(-1, d + 1).flatten(d, d + 1);
+  return out.index_add_(d, index, g);
+}
+
+// Reflection / replication padding as an index gather per padded dim (the
+// index lists are shape metadata, built on the host); backward scatter-adds.
+namespace {
+at::Tensor pad_index(int64_t n, int64_t lo, int64_t hi, bool reflect, const at::Tensor& like) {
+  std::vector<int64_t> idx;
+  idx.reserve(n + lo + hi);
+  idx.resize(n + lo + hi);
+  tnk_pad_index(n, lo, hi, reflect, idx.data());
+  return at::tensor(idx, at::kLong).to(like.device());
+}
+
+void check_pad(const at::Tensor& x, at::IntArrayRef pad, int64_t k, bool reflect, const char* name) {
+  TORCH_CHECK(static_cast<int64_t>(pad.size()) == 2 * k, name, ": padding size is expected to be ",
+              2 * k, ", but got: ", pad.size());
+  TORCH_CHECK(x.dim() == k + 1 || x.dim() == k + 2, "Expected ", k + 1, "D or ", k + 2,
+              "D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions "
+              "for input, but got: ", x.sizes());
+  for (int64_t i = 0; i < k; i++) {
+    int64_t d = x.dim() - 1 - i, n = x.size(d);
+    int64_t lo = pad[2 * i], hi = pad[2 * i + 1];
+    if (reflect)
+      TORCH_CHECK(lo < n && hi < n, "Argument #", 4 + 2 * i,
+                  ": Padding size should be less than the corresponding input dimension, but "
+                  "got: padding (", lo, ", ", hi, ") at dimension ", d, " of input ", x.sizes());
+    TORCH_CHECK(n + lo + hi >= 1, "input (", x.sizes(), ") is too small. Calculated output ",
+                "size: ", n + lo + hi);
   }
 }
 
+at::Tensor pad_forward(const at::Tensor& x, at::IntArrayRef pad, int64_t k, bool reflect,
+                       const char* name) {
+  check_pad(x, pad, k, reflect, name);
+  at::Tensor r = x;
+  for (int64_t i = 0; i < k; i++) {
+    int64_t d = x.dim() - 1 - i;
+    r = r.index_select(d, pad_index(x.size(d), pad[2 * i], pad[2 * i + 1], reflect, x));
+  }
+  return r;
+}
+
+at::Tensor pad_backward(const at::Tensor& g, const at::Tensor& x, at::IntArrayRef pad, int64_t k,
+                        bool reflect) {
+  at::Tensor r = g;
+  for (int64_t i = k - 1; i >= 0; i--) {
+    int64_t d = x.dim() - 1 - i;
+    auto sizes = r.sizes().vec();
+    sizes[d] = x.size(d);
+    r = at::zeros(sizes, g.options())
+            .index_add_(d, pad_index(x.size(d), pad[2 * i], pad[2 * i + 1], reflect, x), r);
+  }
+  return r;
+}
 }  // namespace
+
+#define NEURON_PAD(NAME, K, REFLECT)                                                        \
+  at::Tensor& NAME##_out(const at::Tensor& x, at::IntArrayRef pad, at::Tensor& out) {      \
+    at::Tensor r = pad_forward(x, pad, K, REFLECT, #NAME);                                  \
+    return assign_result(out, r);                                                           \
+  }                                                                                         \
+  at::Tensor NAME(const at::Tensor& x, at::IntArrayRef pad) {                               \
+    return pad_forward(x, pad, K, REFLECT, #NAME);                                          \
+  }                                                                                         \
+  at::Tensor& NAME##_backward_out(const at::Tensor& g, const at::Tensor& x,                 \
+                                  at::IntArrayRef pad, at::Tensor& gin) {                   \
+    at::Tensor r = pad_backward(g, x, pad, K, REFLECT);                                     \
+    return assign_result(gin, r);                                                           \
+  }                                                                                         \
+  at::Tensor NAME##_backward(const at::Tensor& g, const at::Tensor& x, at::IntArrayRef pad) { \
+    return pad_backward(g, x, pad, K, REFLECT);                                             \
+  }
+NEURON_PAD(reflection_pad1d, 1, true)
+NEURON_PAD(reflection_pad2d, 2, true)
+NEURON_PAD(replication_pad1d, 1, false)
+NEURON_PAD(replication_pad2d, 2, false)
+
+// ------------------------------------------------------------------ where
+
+at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& self,
+                      const at::Tensor& other, at::Tensor& out) {
+  TORCH_CHECK(cond.scalar_type() == at::kBool,
+              "where expected condition to be a boolean tensor, but got a tensor with dtype ",
+              cond.scalar_type());
+  c10::Device dev = out.device();
+  for (const at::Tensor* t : {&cond, &self, &other})
+    TORCH_CHECK(t->device() == dev || (t->is_cpu() && t->dim() == 0),
+                "Expected all tensors to be on the same device, but found at least two "
+                "devices, ", dev, " and ", t->device(), "!");
+  c10::ScalarType common = at::result_type(self, other);
+  auto shape = at::infer_size_dimvector(
+      at::infer_size_dimvector(cond.sizes(), self.sizes()), other.sizes());
+  bool ok;
+  to_tnk(common, &ok);
+  if (!ok || out.scalar_type() != common || shape.size() > TNK_MAX_DIMS)
+    return FALLBACK(where_self_out, cond, self, other, out);
+  resize_elementwise_out(out, shape, {&cond, &self, &other});
+  if (out.numel() == 0) return out;
+  at::Tensor c = on_device(cond, dev, at::kBool), a = on_device(self, dev, common),
+             b = on_device(other, dev, common);
+  at::assert_no_internal_overlap(out);
+  for (at::Tensor* t : {&c, &a, &b}) *t = readable_input(out, *t);
+  tnk_where_args_t w{};
+  w.shape.ndim = static_cast<int32_t>(shape.size());
+  for (size_t d = 0; d < shape.size(); d++) w.shape.sizes[d] = shape[d];
+  w.out = {out.data_ptr(), to_tnk(common, &ok), 0, {}};
+  fill_strides(out, shape, w.out.strides);
+  w.cond = {const_cast<void*>(c.const_data_ptr()), TNK_BOOL, 0, {}};
+  fill_strides(c, shape, w.cond.strides);
+  w.a = {const_cast<void*>(a.const_data_ptr()), w.out.dtype, 0, {}};
+  fill_strides(a, shape, w.a.strides);
+  w.b = {const_cast<void*>(b.const_data_ptr()), w.out.dtype, 0, {}};
+  fill_strides(b, shape, w.b.strides);
+  launch(dev.index(), where_task, &w, sizeof w, "aten::where");
+  return out;
+}
+
+at::Tensor where(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other) {
+  c10::Device dev = cond.is_privateuseone() ? cond.device()
+                    : self.is_privateuseone() ? self.device() : other.device();
+  at::Tensor out = at::empty({0}, at::TensorOptions().device(dev).dtype(
+                                      at::result_type(self, other)));
+  return where_out(cond, self, other, out);
+}
+
+// ------------------------------------------------------------ tril / triu
+
+namespace {
+at::Tensor& tri_into(at::Tensor& out, const at::Tensor& self, int64_t k, bool upper,
+                     const char* name) {
+  TORCH_CHECK(self.dim() >= 2, name, ": input tensor must have at least 2 dimensions");
+  at::Tensor x = self.contiguous();
+  at::native::resize_output(out, self.sizes());
+  at::Tensor o = out.is_contiguous() && !(out.storage().is_alias_of(x.storage()) &&
+                                          !out.is_same(x))
+                     ? out : at::empty(self.sizes(), self.options());
+  if (o.numel()) {
+    tnk_tri_args_t a{};
+    a.out = o.data_ptr();
+    a.in = x.const_data_ptr();
+    a.rows = self.size(-2);
+    a.cols = self.size(-1);
+    a.batch = self.numel() / (a.rows * a.cols);
+    a.diagonal = k;
+    bool ok;
+    a.dtype = to_tnk(self.scalar_type(), &ok);
+    a.upper = upper;
+    if (!ok) a.dtype = self.itemsize() == 1 ? TNK_U8 : self.itemsize() == 2 ? TNK_I16
+                      : self.itemsize() == 4 ? TNK_I32 : TNK_I64;
+    launch(self.device().index(), tri_task, &a, sizeof a, name);
+  }
+  if (!o.is_same(out)) out.copy_(o);
+  return out;
+}
+}  // namespace
+
+at::Tensor tril(const at::Tensor& self, int64_t k) {
+  at::Tensor out = at::empty({0}, self.options());
+  return tri_into(out, self, k, false, "aten::tril");
+}
+at::Tensor& tril_out(const at::Tensor& self, int64_t k, at::Tensor& out) {
+  return tri_into(out, self, k, false, "aten::tril");
+}
+at::Tensor& tril_(at::Tensor& self, int64_t k) {
+  return tri_into(self, self, k, false, "aten::tril_");
+}
+at::Tensor triu(const at::Tensor& self, int64_t k) {
+  at::Tensor out = at::empty({0}, self.options());
+  return tri_into(out, self, k, true, "aten::triu");
+}
+at::Tensor& triu_out(const at::Tensor& self, int64_t k, at::Tensor& out) {
+  return tri_into(out, self, k, true, "aten::triu");
+}
+at::Tensor& triu_(at::Tensor& self, int64_t k) {
+  return tri_into(self, self, k, true, "aten::triu_");
+}
 
 // ---------------------------------------------------------- index_select
 
@@ -439,294 +669,6 @@ at::Tensor scatter_value(const at::Tensor& self, int64_t dim, const at::Tensor& 
   return scatter_value_out(self, dim, index, value, out);
 }
 
-// ---------------------------------------------------------------- nll_loss
-
-namespace {
-void check_nll(const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight) {
-  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "input tensor should be 1D or 2D");
-  TORCH_CHECK(target.dim() <= 1,
-              "0D or 1D target tensor expected, multi-target not supported");
-  int64_t n = self.dim() == 1 ? 1 : self.size(0);
-  TORCH_CHECK(self.dim() == 1 ? target.numel() == 1 : target.size(0) == n,
-              "Expected input batch_size (", n, ") to match target batch_size (",
-              target.dim() ? target.size(0) : 1, ").");
-  TORCH_CHECK(target.scalar_type() == at::kLong, "expected scalar type Long but found ",
-              target.scalar_type());
-  int64_t c = self.size(-1);
-  TORCH_CHECK(!weight.defined() || (weight.dim() <= 1 && weight.numel() == c),
-              "weight tensor should be defined either for all ", c,
-              " classes or no classes but got weight tensor of shape: ", weight.sizes());
-}
-
-bool nll_native(const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight) {
-  tnk_dtype_t dt = tnk_of(self);
-  return dt != TNK_DTYPE_COUNT && tnk_nll_supported(dt) && target.device() == self.device() &&
-         (!weight.defined() ||
-          (weight.device() == self.device() && weight.scalar_type() == self.scalar_type()));
-}
-}  // namespace
-
-std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self,
-                                                    const at::Tensor& target,
-                                                    const std::optional<at::Tensor>& weight_opt,
-                                                    int64_t reduction, int64_t ignore_index) {
-  at::Tensor weight = weight_opt.has_value() ? *weight_opt : at::Tensor();
-  if (!nll_native(self, target, weight))
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(nll_loss_forward)>::call(
-        self, target, weight_opt, reduction, ignore_index);
-  check_nll(self, target, weight);
-  at::Tensor x = self.contiguous(), t = target.contiguous();
-  at::Tensor w = weight.defined() ? weight.contiguous() : weight;
-  int64_t n = self.dim() == 1 ? 1 : self.size(0), c = self.size(-1);
-  at::Tensor out = reduction == 0 && self.dim() == 2 ? at::empty({n}, self.options())
-                                                     : at::empty({}, self.options());
-  at::Tensor tw = at::empty({}, self.options());
-  tnk_nll_args_t a{};
-  a.input = x.const_data_ptr();
-  a.target = t.const_data_ptr();
-  a.weight = w.defined() ? w.const_data_ptr() : nullptr;
-  a.out = out.data_ptr();
-  a.total_weight = tw.data_ptr();
-  a.n = n;
-  a.c = c;
-  a.ignore_index = ignore_index;
-  a.dtype = tnk_of(self);
-  a.reduction = static_cast<int32_t>(reduction);
-  a.fault = fault_sink(self.device().index(), "nll_loss (target)", true);
-  launch(self.device().index(), nll_task, &a, sizeof a, "aten::nll_loss_forward");
-  return {out, tw};
-}
-
-at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& self,
-                             const at::Tensor& target, const std::optional<at::Tensor>& weight_opt,
-                             int64_t reduction, int64_t ignore_index,
-                             const at::Tensor& total_weight) {
-  at::Tensor weight = weight_opt.has_value() ? *weight_opt : at::Tensor();
-  if (!nll_native(self, target, weight) || grad_output.scalar_type() != self.scalar_type() ||
-      total_weight.scalar_type() != self.scalar_type() ||
-      grad_output.device() != self.device() || total_weight.device() != self.device())
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(nll_loss_backward)>::call(
-        grad_output, self, target, weight_opt, reduction, ignore_index, total_weight);
-  check_nll(self, target, weight);
-  int64_t n = self.dim() == 1 ? 1 : self.size(0), c = self.size(-1);
-  TORCH_CHECK(reduction != 0 || self.dim() == 1 || grad_output.numel() == n,
-              "Expected a tensor of dimension 1 and tensor.size[0] == ", n,
-              " but got: dimension ", grad_output.dim(), " and tensor.size[0] == ",
-              grad_output.dim() ? grad_output.size(0) : 1);
-  TORCH_CHECK(reduction == 0 || grad_output.numel() == 1,
-              "Expected a single element grad_output tensor, but got: ", grad_output.sizes());
-  at::Tensor t = target.contiguous(), g = grad_output.contiguous();
-  at::Tensor w = weight.defined() ? weight.contiguous() : weight;
-  at::Tensor gi = at::empty(self.sizes(), self.options());
-  tnk_nll_args_t a{};
-  a.target = t.const_data_ptr();
-  a.weight = w.defined() ? w.const_data_ptr() : nullptr;
-  a.grad = g.const_data_ptr();
-  a.out = gi.data_ptr();
-  a.total_weight = const_cast<void*>(total_weight.const_data_ptr());
-  a.n = n;
-  a.c = c;
-  a.ignore_index = ignore_index;
-  a.dtype = tnk_of(self);
-  a.reduction = static_cast<int32_t>(reduction);
-  a.backward = 1;
-  a.fault = fault_sink(self.device().index(), "nll_loss_backward (target)", true);
-  launch(self.device().index(), nll_task, &a, sizeof a, "aten::nll_loss_backward");
-  return gi;
-}
-
-// --------------------------------------- max/min with indices, argmax/argmin
-
-namespace {
-// Reduces self along dim (wrapped; the whole flattened tensor when
-// flatten) into values (may be undefined) and indices.
-void arg_reduce(const at::Tensor& self, int64_t dim, bool flatten, bool is_max,
-                at::Tensor* values, at::Tensor& indices) {
-  at::Tensor x = flatten ? self.reshape({-1}).contiguous() : self.contiguous();
-  tnk_argreduce_args_t a{};
-  a.in = x.const_data_ptr();
-  if (flatten || x.dim() == 0) {
-    a.outer = a.inner = 1;
-    a.len = x.numel();
-  } else {
-    split_dims(x.sizes(), dim, &a.outer, &a.inner);
-    a.len = x.size(dim);
-  }
-  if (a.outer * a.inner == 0) return;
-  a.dtype = tnk_of(self);
-  a.is_max = is_max;
-  auto run = [&](at::Tensor& idx, at::Tensor* vals) {
-    a.indices = idx.data_ptr();
-    a.values = vals ? vals->data_ptr() : nullptr;
-    launch(self.device().index(), argreduce_task, &a, sizeof a,
-           is_max ? "aten::argmax" : "aten::argmin");
-  };
-  if (indices.is_contiguous() && (!values || values->is_contiguous())) {
-    run(indices, values);
-  } else {
-    at::Tensor ti = at::empty(indices.sizes(), indices.options());
-    at::Tensor tv = values ? at::empty(values->sizes(), values->options()) : at::Tensor();
-    run(ti, values ? &tv : nullptr);
-    indices.copy_(ti);
-    if (values) values->copy_(tv);
-  }
-}
-
-bool arg_native(const at::Tensor& self) {
-  tnk_dtype_t dt = tnk_of(self);
-  return dt != TNK_DTYPE_COUNT && tnk_argreduce_supported(dt);
-}
-
-at::Tensor& argmaxmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
-                          at::Tensor& out, bool is_max) {
-  const char* name = is_max ? "argmax()" : "argmin()";
-  if (dim.has_value()) {
-    int64_t d = at::maybe_wrap_dim(*dim, self.dim());
-    TORCH_CHECK_INDEX(self.numel() != 0 || (self.dim() && self.size(d) != 0), name,
-                      ": Expected reduction dim ", d, " to have non-zero size.");
-    TORCH_CHECK_INDEX(self.dim() == 0 || self.size(d) != 0, name, ": Expected reduction dim ",
-                      d, " to have non-zero size.");
-    at::native::resize_output(out, reduced_shape(self, at::IntArrayRef{d}, keepdim));
-    arg_reduce(self, d, false, is_max, nullptr, out);
-  } else {
-    TORCH_CHECK_INDEX(self.numel() != 0, name,
-                      ": Expected reduction dim to be specified for input.numel() == 0.");
-    at::native::resize_output(out, reduced_shape(self, std::nullopt, keepdim));
-    arg_reduce(self, 0, true, is_max, nullptr, out);
-  }
-  return out;
-}
-}  // namespace
-
-at::Tensor& argmax_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
-                       at::Tensor& out) {
-  if (!arg_native(self) || out.scalar_type() != at::kLong)
-    return FALLBACK(argmax_out, self, dim, keepdim, out);
-  return argmaxmin_out(self, dim, keepdim, out, true);
-}
-at::Tensor argmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
-  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
-  return argmax_out(self, dim, keepdim, out);
-}
-at::Tensor& argmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
-                       at::Tensor& out) {
-  if (!arg_native(self) || out.scalar_type() != at::kLong)
-    return FALLBACK(argmin_out, self, dim, keepdim, out);
-  return argmaxmin_out(self, dim, keepdim, out, false);
-}
-at::Tensor argmin(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
-  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
-  return argmin_out(self, dim, keepdim, out);
-}
-
-namespace {
-std::tuple<at::Tensor, at::Tensor> maxmin_dim(const at::Tensor& self, int64_t dim, bool keepdim,
-                                              bool is_max) {
-  int64_t d = at::maybe_wrap_dim(dim, self.dim());
-  TORCH_CHECK_INDEX(self.dim() == 0 || self.size(d) != 0, is_max ? "max" : "min",
-                    "(): Expected reduction dim ", d, " to have non-zero size.");
-  auto shape = reduced_shape(self, at::IntArrayRef{d}, keepdim);
-  at::Tensor values = at::empty(shape, self.options());
-  at::Tensor indices = at::empty(shape, self.options().dtype(at::kLong));
-  arg_reduce(self, d, false, is_max, &values, indices);
-  return {values, indices};
-}
-}  // namespace
-
-std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
-  if (!arg_native(self))
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(max, dim)>::call(
-        self, dim, keepdim);
-  return maxmin_dim(self, dim, keepdim, true);
-}
-std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
-  if (!arg_native(self))
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(min, dim)>::call(
-        self, dim, keepdim);
-  return maxmin_dim(self, dim, keepdim, false);
-}
-
-// ---------------------------------------------------------- cumsum/cumprod
-
-namespace {
-at::Tensor& scan_out(const at::Tensor& self, int64_t dim, at::Tensor& out, int op) {
-  dim = at::maybe_wrap_dim(dim, self.dim());
-  at::native::resize_output(out, self.sizes());
-  if (self.numel() == 0) return out;
-  at::Tensor x = self.contiguous();
-  bool ok;
-  if (!tnk_scan_supported(tnk_of(x), to_tnk(out.scalar_type(), &ok)))
-    x = x.to(out.scalar_type());  // e.g. integers summed as float64: cast first, as CPU
-  if (x.storage().is_alias_of(out.storage()) && !x.is_same(out)) x = x.clone();
-  into_contiguous(out, [&](at::Tensor& o) {
-    tnk_scan_args_t a{};
-    a.in = x.const_data_ptr();
-    a.out = o.data_ptr();
-    if (x.dim() == 0) {
-      a.outer = a.inner = a.len = 1;
-    } else {
-      split_dims(x.sizes(), dim, &a.outer, &a.inner);
-      a.len = x.size(dim);
-    }
-    a.in_dtype = tnk_of(x);
-    a.out_dtype = tnk_of(o);
-    a.op = op;
-    launch(self.device().index(), scan_task, &a, sizeof a,
-           op == TNK_SCAN_PROD ? "aten::cumprod"
-           : op == TNK_SCAN_SUM ? "aten::cumsum" : "aten::_logcumsumexp");
-  });
-  return out;
-}
-
-c10::ScalarType scan_dtype(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
-  if (dtype.has_value()) return *dtype;
-  return c10::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type();
-}
-
-bool scan_native(const at::Tensor& self, c10::ScalarType out) {
-  bool ok;
-  tnk_dtype_t o = to_tnk(out, &ok);
-  tnk_dtype_t i = tnk_of(self);
-  return ok && i != TNK_DTYPE_COUNT && self.dim() <= TNK_MAX_DIMS &&
-         (tnk_scan_supported(i, o) || tnk_scan_supported(o, o));
-}
-}  // namespace
-
-#define NEURON_SCAN(NAME, OP)                                                                \
-  at::Tensor& NAME##_out(const at::Tensor& self, int64_t dim,                                \
-                         std::optional<c10::ScalarType> dtype, at::Tensor& out) {            \
-    if (!scan_native(self, out.scalar_type()) ||                                             \
-        (dtype.has_value() && *dtype != out.scalar_type()))                                  \
-      return FALLBACK(NAME##_out, self, dim, dtype, out);                                    \
-    return scan_out(self, dim, out, OP);                                                     \
-  }                                                                                          \
-  at::Tensor NAME(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) { \
-    at::Tensor out = at::empty({0}, self.options().dtype(scan_dtype(self, dtype)));         \
-    return NAME##_out(self, dim, dtype, out);                                                \
-  }                                                                                          \
-  at::Tensor& NAME##_(at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) { \
-    return NAME##_out(self, dim, dtype, self);                                               \
-  }
-
-NEURON_SCAN(cumsum, TNK_SCAN_SUM)
-NEURON_SCAN(cumprod, TNK_SCAN_PROD)
-#undef NEURON_SCAN
-
-// logcumsumexp: floating inputs, result in the input's dtype (as CPU).
-at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
-  bool ok;
-  tnk_dtype_t dt = to_tnk(self.scalar_type(), &ok);
-  bool fl = dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16;
-  if (!ok || !fl || out.scalar_type() != self.scalar_type() || self.dim() > TNK_MAX_DIMS)
-    return FALLBACK(_logcumsumexp_out, self, dim, out);
-  return scan_out(self, dim, out, TNK_SCAN_LOGSUMEXP);
-}
-
-at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
-  at::Tensor out = at::empty({0}, self.options());
-  return logcumsumexp_out(self, dim, out);
-}
-
 // ------------------------------------------------------------- masked_fill
 
 namespace {
@@ -1053,145 +995,188 @@ at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
   return masked_select_out(self, mask, out);
 }
 
-// ------------------------------------------------------------ sort / topk
-
 namespace {
-void sort_task(void* p) { tnk_sort(static_cast<tnk_sort_args_t*>(p)); }
-void histc_task(void* p) { tnk_histc(static_cast<tnk_histc_args_t*>(p)); }
 
-// Sorts (k = size along dim) or selects the top k along dim into values and
-// indices, resized to self's shape with dim of size k.
-void sort_into(const at::Tensor& self, int64_t dim, int64_t k, bool descending,
-               at::Tensor& values, at::Tensor& indices, const char* name) {
-  dim = at::maybe_wrap_dim(dim, self.dim());
-  std::vector<int64_t> shape = self.sizes().vec();
-  if (self.dim()) shape[dim] = k;
-  at::native::resize_output(values, shape);
-  at::native::resize_output(indices, shape);
-  int64_t len = self.dim() ? self.size(dim) : 1;
-  if (values.numel() == 0 || len == 0) return;
-  bool last = self.dim() == 0 || dim == self.dim() - 1;
-  at::Tensor x = last ? self.contiguous() : self.movedim(dim, -1).contiguous();
-  std::vector<int64_t> moved = x.sizes().vec();
-  if (!moved.empty()) moved.back() = k;
-  bool direct = last && values.is_contiguous() && indices.is_contiguous() &&
-                !values.storage().is_alias_of(x.storage());
-  at::Tensor v = direct ? values : at::empty(moved, values.options());
-  at::Tensor i = direct ? indices : at::empty(moved, indices.options());
-  tnk_sort_args_t a{};
-  a.in = x.const_data_ptr();
-  a.values = v.data_ptr();
-  a.indices = i.data_ptr();
-  a.len = len;
-  a.rows = x.numel() / len;
-  a.k = k;
-  a.dtype = tnk_of(self);
-  a.descending = descending;
-  launch(self.device().index(), sort_task, &a, sizeof a, name);
-  if (!direct) {
-    values.copy_(last ? v : v.movedim(-1, dim));
-    indices.copy_(last ? i : i.movedim(-1, dim));
+// ------------------------------------------------------------ embedding max_norm
+
+// Rows of self at indices whose norm exceeds max_norm are scaled to
+// max_norm / (norm + 1e-7), in place (a row indexed twice is written twice
+// with the same value).
+at::Tensor& embedding_renorm(at::Tensor& self, const at::Tensor& indices, double max_norm,
+                             double norm_type) {
+  TORCH_CHECK(self.dim() == 2, "'embedding_renorm_' expects 'self' to be a 2-D tensor, but got ",
+              self.dim(), "-D");
+  TORCH_CHECK(indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt,
+              "embedding_renorm_(): Expected dtype int32/int64 for indices");
+  if (indices.numel() == 0) return self;
+  at::Tensor idx = indices.reshape({-1}).to(at::kLong);
+  at::Tensor rows = self.index_select(0, idx);
+  at::Tensor norms = at::linalg_vector_norm(rows, norm_type, {1}, true);
+  at::Tensor scale = at::where(norms > max_norm, max_norm / (norms + 1e-7),
+                               at::ones({}, norms.options()));
+  c10::List<std::optional<at::Tensor>> where_{std::optional<at::Tensor>(idx)};
+  self.index_put_(where_, rows * scale.to(rows.scalar_type()));
+  return self;
+}
+
+// ------------------------------------------------------------- embedding_bag
+
+// Bags in sum (0) and mean (1) mode from index_add over each index's bag id
+// (offset2bag, as ATen defines it); max mode (2) goes to the CPU path.
+struct Bags {
+  at::Tensor idx, offset2bag, keep, bag_size;  // keep: 1 where idx != padding_idx
+  int64_t n_bags;
+};
+
+Bags make_bags(const at::Tensor& indices, const at::Tensor& offsets, bool include_last_offset,
+               int64_t padding_idx) {
+  TORCH_CHECK(indices.dim() == 1, "input has to be a 1D or 2D Tensor, but got Tensor of dimension ",
+              indices.dim());
+  TORCH_CHECK(offsets.dim() == 1, "offsets has to be a 1D Tensor, but got Tensor of dimension ",
+              offsets.dim());
+  Bags b;
+  b.idx = indices.to(at::kLong);
+  int64_t n = b.idx.numel();
+  b.n_bags = offsets.numel() - (include_last_offset ? 1 : 0);
+  TORCH_CHECK(b.n_bags >= 0, "include_last_offset: number of offsets should be at least 1");
+  at::Tensor off = offsets.to(at::kLong).narrow(0, 0, b.n_bags);
+  at::Tensor marks = at::zeros({n + 1}, b.idx.options());
+  if (b.n_bags) marks.index_add_(0, off.clamp(0, n), at::ones_like(off));
+  b.offset2bag = (marks.cumsum(0) - 1).narrow(0, 0, n).clamp_min(0);
+  b.keep = padding_idx >= 0 ? b.idx.ne(padding_idx) : at::ones({n}, b.idx.options().dtype(at::kBool));
+  b.bag_size = at::zeros({b.n_bags}, b.idx.options());
+  if (n) b.bag_size.index_add_(0, b.offset2bag, b.keep.to(at::kLong));
+  return b;
+}
+
+// What the composition covers: sum/mean bags of a 2-D floating table, all
+// on one device (max mode and the rest take the CPU path).
+bool bag_native(const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+                int64_t mode) {
+  return mode != 2 && c10::isFloatingType(weight.scalar_type()) && weight.dim() == 2 &&
+         indices.device() == weight.device() && offsets.device() == weight.device();
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
+    const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+    bool scale_grad_by_freq, int64_t mode, bool sparse,
+    const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset,
+    int64_t padding_idx) {
+  bool psw = per_sample_weights.has_value() && per_sample_weights->defined();
+  if (!bag_native(weight, indices, offsets, mode))
+    return FALLBACK(_embedding_bag, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+                    per_sample_weights, include_last_offset, padding_idx);
+  TORCH_CHECK(!psw || mode == 0, "embedding_bag: per_sample_weights was not None. "
+              "per_sample_weights is only supported for mode='sum' (got mode='",
+              mode == 1 ? "mean" : "max", "'). Please open a feature request on GitHub.");
+  Bags b = make_bags(indices, offsets, include_last_offset, padding_idx);
+  int64_t D = weight.size(1);
+  // fp16/bf16 bags sum in fp32 and round once, as the CPU
+  const at::ScalarType acc = at::isReducedFloatingType(weight.scalar_type())
+                                 ? at::kFloat : weight.scalar_type();
+  at::Tensor out = at::zeros({b.n_bags, D}, weight.options().dtype(acc));
+  if (b.idx.numel()) {
+    at::Tensor rows = weight.index_select(0, b.idx).to(acc);  // checks the index range
+    at::Tensor w = b.keep.to(acc);
+    if (psw) w = w * per_sample_weights->to(acc);
+    out.index_add_(0, b.offset2bag, rows * w.unsqueeze(1));
+    if (mode == 1) out = out / b.bag_size.clamp_min(1).to(acc).unsqueeze(1);
   }
+  at::Tensor max_indices = at::zeros({b.n_bags}, b.idx.options());  // unused outside max mode
+  return {out.to(weight.scalar_type()), b.offset2bag, b.bag_size, max_indices};
 }
 
-bool sort_native(const at::Tensor& self) {
-  tnk_dtype_t dt = tnk_of(self);
-  return dt != TNK_DTYPE_COUNT && tnk_sort_supported(dt);
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag_forward_only(
+    const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+    bool scale_grad_by_freq, int64_t mode, bool sparse,
+    const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset,
+    int64_t padding_idx) {
+  if (!bag_native(weight, indices, offsets, mode))
+    return FALLBACK(_embedding_bag_forward_only, weight, indices, offsets, scale_grad_by_freq,
+                    mode, sparse, per_sample_weights, include_last_offset, padding_idx);
+  return embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+                       per_sample_weights, include_last_offset, padding_idx);
 }
+
+// d weight: each index's row receives its bag's gradient (scaled as in the
+// forward; divided by the index's frequency with scale_grad_by_freq).
+at::Tensor embedding_bag_dense_backward(const at::Tensor& grad, const at::Tensor& indices,
+                                        const at::Tensor& offset2bag, const at::Tensor& bag_size,
+                                        const at::Tensor& maximum_indices, int64_t num_weights,
+                                        bool scale_grad_by_freq, int64_t mode,
+                                        const std::optional<at::Tensor>& per_sample_weights,
+                                        int64_t padding_idx) {
+  if (mode == 2)
+    return FALLBACK(_embedding_bag_dense_backward, grad, indices, offset2bag, bag_size,
+                    maximum_indices, num_weights, scale_grad_by_freq, mode, per_sample_weights,
+                    padding_idx);
+  at::Tensor idx = indices.to(at::kLong);
+  at::Tensor gw = at::zeros({num_weights, grad.size(1)}, grad.options());
+  if (idx.numel() == 0) return gw;
+  at::Tensor g = grad.index_select(0, offset2bag);
+  at::Tensor w = padding_idx >= 0 ? idx.ne(padding_idx).to(grad.scalar_type())
+                                  : at::ones({idx.numel()}, grad.options());
+  if (per_sample_weights.has_value() && per_sample_weights->defined())
+    w = w * per_sample_weights->to(grad.scalar_type());
+  if (mode == 1)
+    w = w / bag_size.index_select(0, offset2bag).clamp_min(1).to(grad.scalar_type());
+  if (scale_grad_by_freq) {
+    at::Tensor counts = at::zeros({num_weights}, idx.options()).index_add_(0, idx, at::ones_like(idx));
+    w = w / counts.index_select(0, idx).to(grad.scalar_type());
+  }
+  return gw.index_add_(0, idx, g * w.unsqueeze(1));
+}
+
+at::Tensor embedding_bag_backward(const at::Tensor& grad, const at::Tensor& indices,
+                                  const at::Tensor& offsets, const at::Tensor& offset2bag,
+                                  const at::Tensor& bag_size, const at::Tensor& maximum_indices,
+                                  int64_t num_weights, bool scale_grad_by_freq, int64_t mode,
+                                  bool sparse, const std::optional<at::Tensor>& per_sample_weights,
+                                  int64_t padding_idx) {
+  if (sparse || mode == 2)
+    return FALLBACK(_embedding_bag_backward, grad, indices, offsets, offset2bag, bag_size,
+                    maximum_indices, num_weights, scale_grad_by_freq, mode, sparse,
+                    per_sample_weights, padding_idx);
+  return embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices,
+                                      num_weights, scale_grad_by_freq, mode, per_sample_weights,
+                                      padding_idx);
+}
+
+// d per_sample_weights[i] = <grad of i's bag, weight row of i> (0 at padding)
+at::Tensor embedding_bag_per_sample_weights_backward(const at::Tensor& grad,
+                                                     const at::Tensor& weight,
+                                                     const at::Tensor& indices,
+                                                     const at::Tensor& offsets,
+                                                     const at::Tensor& offset2bag, int64_t mode,
+                                                     int64_t padding_idx) {
+  TORCH_CHECK(mode == 0, "embedding_bag_backward: per_sample_weights only supported for "
+              "mode='sum'");
+  at::Tensor idx = indices.to(at::kLong);
+  if (idx.numel() == 0) return at::zeros({0}, grad.options());
+  at::Tensor r = (grad.index_select(0, offset2bag) * weight.index_select(0, idx)).sum(1);
+  if (padding_idx >= 0) r = r * idx.ne(padding_idx).to(r.scalar_type());
+  return r;
+}
+
 }  // namespace
 
-std::tuple<at::Tensor&, at::Tensor&> sort_values_stable(const at::Tensor& self,
-                                                        std::optional<bool> stable, int64_t dim,
-                                                        bool descending, at::Tensor& values,
-                                                        at::Tensor& indices) {
-  if (!sort_native(self) || values.scalar_type() != self.scalar_type() ||
-      indices.scalar_type() != at::kLong)
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(sort, values_stable)>::call(
-        self, stable, dim, descending, values, indices);
-  int64_t d = at::maybe_wrap_dim(dim, self.dim());
-  sort_into(self, d, self.dim() ? self.size(d) : 1, descending, values, indices, "aten::sort");
-  return {values, indices};
-}
-
-std::tuple<at::Tensor, at::Tensor> sort_stable(const at::Tensor& self, std::optional<bool> stable,
-                                               int64_t dim, bool descending) {
-  at::Tensor values = at::empty({0}, self.options());
-  at::Tensor indices = at::empty({0}, self.options().dtype(at::kLong));
-  sort_values_stable(self, stable, dim, descending, values, indices);
-  return {values, indices};
-}
-
-std::tuple<at::Tensor&, at::Tensor&> topk_values(const at::Tensor& self, c10::SymInt k_sym,
-                                                 int64_t dim, bool largest, bool sorted,
-                                                 at::Tensor& values, at::Tensor& indices) {
-  int64_t k = k_sym.expect_int();
-  int64_t d = at::maybe_wrap_dim(dim, self.dim(), /*wrap_scalar=*/true);
-  int64_t len = self.dim() ? self.size(d) : 1;
-  TORCH_CHECK(k >= 0 && k <= len, "selected index k out of range");
-  if (!sort_native(self) || values.scalar_type() != self.scalar_type() ||
-      indices.scalar_type() != at::kLong)
-    return at::native::call_fallback_fn_symint<&neuron_cpu_fallback, ATEN_OP2(topk, values)>::call(
-        self, k_sym, dim, largest, sorted, values, indices);
-  sort_into(self, d, k, largest, values, indices, "aten::topk");
-  return {values, indices};
-}
-
-std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, c10::SymInt k, int64_t dim,
-                                        bool largest, bool sorted) {
-  at::Tensor values = at::empty({0}, self.options());
-  at::Tensor indices = at::empty({0}, self.options().dtype(at::kLong));
-  topk_values(self, k, dim, largest, sorted, values, indices);
-  return {values, indices};
-}
-
-// histc: floating inputs as on CPU; integer inputs as CUDA takes them
-// (MoE routers count tokens per expert with torch.histc on int ids), with
-// counts in the input's dtype.
-at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const c10::Scalar& min,
-                      const c10::Scalar& max, at::Tensor& out) {
-  TORCH_CHECK(bins > 0, "torch.histc(): bins must be > 0, but got ", bins, " for dimension 0");
-  tnk_dtype_t dt = tnk_of(self);
-  bool ok;
-  tnk_dtype_t odt = to_tnk(out.scalar_type(), &ok);
-  if (dt == TNK_DTYPE_COUNT || !ok || !tnk_histc_supported(dt, odt) ||
-      out.scalar_type() != self.scalar_type())
-    return FALLBACK(histc_out, self, bins, min, max, out);
-  double lo = min.toDouble(), hi = max.toDouble();
-  if (lo == hi && self.numel() > 0) {  // the data's range (synchronises, as CPU and CUDA do)
-    lo = at::min(self).item<double>();
-    hi = at::max(self).item<double>();
-  }
-  if (lo == hi) {
-    lo -= 1;
-    hi += 1;
-  }
-  TORCH_CHECK(!(std::isinf(lo) || std::isinf(hi) || std::isnan(lo) || std::isnan(hi)),
-              "torch.histc: range of [", lo, ", ", hi, "] is not finite");
-  TORCH_CHECK(lo < hi, "torch.histc: max must be larger than min");
-  at::native::resize_output(out, {bins});
-  at::Tensor x = self.contiguous();
-  into_contiguous(out, [&](at::Tensor& o) {
-    tnk_histc_args_t a{};
-    a.in = x.numel() ? x.const_data_ptr() : nullptr;
-    a.out = o.data_ptr();
-    a.n = x.numel();
-    a.bins = bins;
-    a.lo = lo;
-    a.hi = hi;
-    a.dtype = dt;
-    a.out_dtype = odt;
-    launch(self.device().index(), histc_task, &a, sizeof a, "aten::histc");
-  });
-  return out;
-}
-
-at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min,
-                 const c10::Scalar& max) {
-  at::Tensor out = at::empty({0}, self.options());
-  return histc_out(self, bins, min, max, out);
-}
-
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("flip", flip);
+  m.impl("roll", roll);
+  m.impl("bincount", bincount);
+  m.impl("unfold_backward", unfold_backward);
+  NEURON_REGISTER_WITH_BACKWARD(reflection_pad1d)
+  NEURON_REGISTER_WITH_BACKWARD(reflection_pad2d)
+  NEURON_REGISTER_WITH_BACKWARD(replication_pad1d)
+  NEURON_REGISTER_WITH_BACKWARD(replication_pad2d)
+  m.impl("where.self", where);
+  m.impl("where.self_out", where_out);
+  m.impl("tril", tril);
+  m.impl("tril.out", tril_out);
+  m.impl("tril_", tril_);
+  m.impl("triu", triu);
+  m.impl("triu.out", triu_out);
+  m.impl("triu_", triu_);
   m.impl("index_select", index_select);
   m.impl("index_select.out", index_select_out);
   m.impl("index_add", index_add);
@@ -1212,22 +1197,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter_reduce.two", scatter_reduce);
   m.impl("scatter_reduce_.two", scatter_reduce_);
   m.impl("scatter_reduce.two_out", scatter_reduce_out);
-  m.impl("nll_loss_forward", nll_loss_forward);
-  m.impl("nll_loss_backward", nll_loss_backward);
-  m.impl("argmax", argmax);
-  m.impl("argmax.out", argmax_out);
-  m.impl("argmin", argmin);
-  m.impl("argmin.out", argmin_out);
-  m.impl("max.dim", max_dim);
-  m.impl("min.dim", min_dim);
-  m.impl("_logcumsumexp", logcumsumexp);
-  m.impl("_logcumsumexp.out", logcumsumexp_out);
-  m.impl("cumsum", cumsum);
-  m.impl("cumsum.out", cumsum_out);
-  m.impl("cumsum_", cumsum_);
-  m.impl("cumprod", cumprod);
-  m.impl("cumprod.out", cumprod_out);
-  m.impl("cumprod_", cumprod_);
   m.impl("masked_fill_.Scalar", masked_fill__scalar);
   m.impl("masked_fill_.Tensor", masked_fill__tensor);
   m.impl("isin.Tensor_Tensor", isin);
@@ -1239,12 +1208,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_index_put_impl_", index_put_impl_);
   m.impl("masked_select", masked_select);
   m.impl("masked_select.out", masked_select_out);
-  m.impl("sort.stable", sort_stable);
-  m.impl("sort.values_stable", sort_values_stable);
-  m.impl("topk", topk);
-  m.impl("topk.values", topk_values);
-  m.impl("histc", histc);
-  m.impl("histc.out", histc_out);
+  m.impl("_embedding_bag", embedding_bag);
+  m.impl("_embedding_bag_forward_only", embedding_bag_forward_only);
+  m.impl("_embedding_bag_dense_backward", embedding_bag_dense_backward);
+  m.impl("_embedding_bag_backward", embedding_bag_backward);
+  m.impl("_embedding_bag_per_sample_weights_backward", embedding_bag_per_sample_weights_backward);
+  m.impl("embedding_renorm_", embedding_renorm);
 }
 
 }  // namespace torch_neuronx

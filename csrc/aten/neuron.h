@@ -2,49 +2,21 @@
 // translates between ATen and the C runtime/kernels; it holds no kernel math.
 #pragma once
 
+#include "runtime.h"
+
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/Operators.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/Stream.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 
-extern "C" {
 #include <unordered_map>
 
-#include "../kernels/tnk.h"
-#include "../runtime/tnrt.h"
-}
-
 namespace torch_neuronx {
-
-constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
-
-// Initialises the runtime on first use; throws the PyTorch exception that
-// matches a runtime failure (forked child, bad configuration).
-void lazy_init();
-// Raises the PyTorch exception for a failed runtime call.
-[[noreturn]] void throw_status(tnrt_status_t status, const char* what);
-inline void check(tnrt_status_t status, const char* what) {
-  if (status != TNRT_OK) throw_status(status, what);
-}
-// Validates a device index, with the message a user can act on.
-void check_device_index(c10::DeviceIndex index);
-c10::DeviceIndex current_device();
-void set_current_device(c10::DeviceIndex index);
-
-// Streams: c10::Stream ids are runtime stream indices (0 = default).
-c10::Stream current_stream(c10::DeviceIndex device);
-void set_current_stream(const c10::Stream& stream);
-tnrt_stream_t* native_stream(const c10::Stream& stream);
-inline tnrt_stream_t* current_native_stream(c10::DeviceIndex device) {
-  return native_stream(current_stream(device));
-}
-
-c10::DeviceAllocator* device_allocator();
-c10::Allocator* host_allocator();
-// Registers hooks, guard and allocator with PyTorch (called once at import).
-void register_runtime();
 
 // Kernel launch helpers for the op layer.
 tnk_dtype_t to_tnk(c10::ScalarType t, bool* ok);
@@ -77,19 +49,6 @@ class HostViews {
   bool addressable_;
   std::unordered_map<const c10::StorageImpl*, Staged> staged_;
 };
-void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void* args,
-            size_t size, const char* name);
-// Memory history (memory_history.cpp): allocations and frees while
-// torch.neuron.memory._record_memory_history is on.
-bool memory_history_enabled();
-void memory_history_alloc(void* ptr, size_t size, int device, int stream);
-void memory_history_free(void* ptr, size_t size, int device, int stream);
-// The profiler (profiler.cpp): whether a trace is being recorded, and the
-// launch of task seq on stream s (host interval [t0, t1]), linked to the CPU
-// op that issued it.
-bool profiler_recording();
-void profiler_note_launch(tnrt_stream_t* s, uint64_t seq, int64_t t0, int64_t t1,
-                          const char* name);
 // alpha / beta as ATen's kernels read them for a tensor of dtype t: an
 // integer kernel converts them to its type first (0.5 becomes 0).
 inline c10::Scalar scalar_as(const c10::Scalar& v, c10::ScalarType t) {
@@ -179,18 +138,100 @@ void clear_op_tracking();
 void set_fallback_mode(const std::string& mode);
 std::string fallback_mode();
 
-// The RNG of a device.
-const at::Generator& default_generator(c10::DeviceIndex device);
-at::Generator new_generator(c10::DeviceIndex device);
-// Returns the (seed, offset) pair for one kernel call and advances offset.
-std::pair<uint64_t, uint64_t> philox_next(std::optional<at::Generator> gen,
-                                          c10::DeviceIndex device);
+// ------------------------------------------------ helpers of the op files
 
-// Profiler: starts/stops collecting device task intervals.
-void trace_start();
-std::vector<tnrt_trace_record_t> trace_stop();
+inline void set_shape(tnk_shape_t* s, at::IntArrayRef sizes) {
+  s->ndim = static_cast<int32_t>(sizes.size());
+  for (size_t d = 0; d < sizes.size(); d++) s->sizes[d] = sizes[d];
+}
+
+// The kernel dtype of t; TNK_DTYPE_COUNT when the kernels have none.
+inline tnk_dtype_t tnk_of(const at::Tensor& t) {
+  bool ok;
+  tnk_dtype_t d = to_tnk(t.scalar_type(), &ok);
+  return ok ? d : TNK_DTYPE_COUNT;
+}
+
+inline bool floating_dtype(c10::ScalarType t) {
+  return t == at::kFloat || t == at::kDouble || t == at::kBFloat16 || t == at::kHalf;
+}
+
+// t's strides broadcast to shape (0 along broadcast dims).
+inline void fill_strides(const at::Tensor& t, at::IntArrayRef shape, int64_t* strides) {
+  int64_t nd = shape.size(), td = t.dim();
+  for (int64_t d = 0; d < nd; d++) {
+    int64_t i = d - (nd - td);
+    strides[d] = (i < 0 || t.size(i) == 1) ? 0 : t.stride(i);
+  }
+}
+
+// Sizes of the dims before, at and after `dim` of a contiguous view.
+inline void split_dims(at::IntArrayRef sizes, int64_t dim, int64_t* outer, int64_t* inner) {
+  *outer = 1;
+  *inner = 1;
+  for (int64_t d = 0; d < dim; d++) *outer *= sizes[d];
+  for (int64_t d = dim + 1; d < static_cast<int64_t>(sizes.size()); d++) *inner *= sizes[d];
+}
+
+// Runs fn into out when out is contiguous, else into a contiguous temporary
+// that is copied back (kernels write contiguous outputs).
+template <typename F>
+void into_contiguous(at::Tensor& out, F fn) {
+  at::assert_no_internal_overlap(out);
+  if (out.is_contiguous()) {
+    fn(out);
+  } else {
+    at::Tensor tmp = out.contiguous();
+    fn(tmp);
+    out.copy_(tmp);
+  }
+}
+
+
+// ---------------------------------- pooling and resampling (spatial.c)
+// Inputs are [C, (D,) H, W] or [N, C, (D,) H, W]; the kernels read and write
+// NC(D)HW planes, so other layouts go through a contiguous copy, and results
+// land in the layout ATen gives the input (channels-last stays channels-last).
+
+inline bool pool_dtype_ok(const at::Tensor& t) {
+  bool ok;
+  tnk_dtype_t dt = to_tnk(t.scalar_type(), &ok);
+  return ok && tnk_pool_supported(dt);
+}
+
+// A floating tensor of `spatial` spatial dims, with or without the batch dim.
+inline bool spatial_ok(const at::Tensor& t, int spatial = 2) {
+  return pool_dtype_ok(t) && (t.dim() == spatial + 1 || t.dim() == spatial + 2);
+}
+
+// Writes the NCHW result `r` into `out` (resized to r's shape in `fmt`).
+inline at::Tensor& deliver(at::Tensor& out, const at::Tensor& r, at::MemoryFormat fmt) {
+  if (out.is_same(r)) return out;
+  if (at::native::resize_output(out, r.sizes()) && fmt != at::MemoryFormat::Contiguous)
+    out.resize_(r.sizes(), fmt);  // a fresh output takes the input's layout
+  out.copy_(r);
+  return out;
+}
+
+inline at::MemoryFormat format_of(const at::Tensor& t) {
+  return t.dim() >= 4 ? t.suggest_memory_format() : at::MemoryFormat::Contiguous;
+}
+
+// Result tensor of `shape` in `fmt`, and the NCHW buffer the kernel writes.
+inline std::pair<at::Tensor, at::Tensor> result_pair(at::IntArrayRef shape,
+                                                    const at::TensorOptions& o,
+                                                    at::MemoryFormat fmt) {
+  at::Tensor nchw = at::empty(shape, o);
+  if (fmt == at::MemoryFormat::Contiguous) return {nchw, nchw};
+  return {at::empty(shape, o.memory_format(fmt)), nchw};
+}
 
 }  // namespace torch_neuronx
+
+// Runs ATen operator OPNAME on the CPU through the counted fallback (for the
+// cases a native kernel does not take), with the operator's own arguments.
+#define FALLBACK(OPNAME, ...) \
+  at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(OPNAME)>::call(__VA_ARGS__)
 
 // Registers the functional, out=, backward and backward grad_input= forms of
 // an op family whose C++ functions are NAME, NAME##_out, NAME##_backward and

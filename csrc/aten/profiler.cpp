@@ -1,7 +1,8 @@
 // Kineto PrivateUse1 activity profiler: torch.profiler with
 // ProfilerActivity.PrivateUse1 collects one activity per task the stream
 // workers run (its interval on the device stream), so exported traces show
-// each op's device time on a "neuron:<d> stream <s>" row.
+// each op's device time on a "neuron:<d> stream <s>" row. Also the legacy
+// profiler stubs (timing events around each op on the current stream).
 #include "neuron.h"
 
 #include <ThreadUtil.h>
@@ -9,6 +10,7 @@
 #include <libkineto.h>
 #include <output_base.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
+#include <torch/csrc/profiler/stubs/base.h>
 
 #include <atomic>
 #include <ctime>
@@ -213,4 +215,60 @@ class NeuronActivityProfiler final : public libkineto::IActivityProfiler {
 REGISTER_PRIVATEUSE1_PROFILER(NeuronActivityProfiler);
 
 }  // namespace
+}  // namespace torch_neuronx
+
+namespace torch_neuronx {
+
+// ---------------------------------------------------------------- profiler
+// Legacy stubs: each profiled op records a timing event on the current
+// stream before and after it, so its device time is measured on the stream.
+
+namespace {
+struct NeuronProfilerStubs final : torch::profiler::impl::ProfilerStubs {
+  void record(c10::DeviceIndex* device,
+              torch::profiler::impl::ProfilerVoidEventStub* event,
+              int64_t* cpu_ns) const override {
+    c10::DeviceIndex d = current_device();
+    if (device) *device = d;
+    tnrt_event_t* e = tnrt_event_create(TNRT_EVENT_TIMING);
+    tnrt_event_record(e, current_native_stream(d));
+    *event = std::shared_ptr<void>(e, [](void* p) {
+      tnrt_event_destroy(static_cast<tnrt_event_t*>(p));
+    });
+    if (cpu_ns) *cpu_ns = c10::getTime();
+  }
+  float elapsed(
+      const torch::profiler::impl::ProfilerVoidEventStub* a,
+      const torch::profiler::impl::ProfilerVoidEventStub* b) const override {
+    double ms = 0;
+    tnrt_event_elapsed_ms(static_cast<tnrt_event_t*>(a->get()),
+                          static_cast<tnrt_event_t*>(b->get()), &ms);
+    return static_cast<float>(ms * 1000.0);  // microseconds
+  }
+  void mark(const char*) const override {}
+  void rangePush(const char*) const override {}
+  void rangePop() const override {}
+  bool enabled() const override { return true; }
+  void onEachDevice(std::function<void(int)> op) const override {
+    c10::DeviceIndex prev = current_device();
+    for (int d = 0; d < tnrt_device_count(); d++) {
+      set_current_device(static_cast<c10::DeviceIndex>(d));
+      op(d);
+    }
+    set_current_device(prev);
+  }
+  void synchronize() const override {
+    for (int d = 0; d < tnrt_device_count(); d++)
+      check(tnrt_device_synchronize(d), "synchronize");
+  }
+};
+
+struct RegisterStubs {
+  RegisterStubs() {
+    static NeuronProfilerStubs stubs;
+    torch::profiler::impl::registerPrivateUse1Methods(&stubs);
+  }
+} g_register_stubs;
+}  // namespace
+
 }  // namespace torch_neuronx

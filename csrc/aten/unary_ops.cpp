@@ -1,19 +1,108 @@
-// Native elementwise unary math (exp, log, tanh, sigmoid, gelu, silu, relu,
-// sqrt, rsqrt, ...), functional, in-place and out= forms. Floating inputs run
-// the C kernels; other dtypes go to the CPU fallback, as ATen would promote
-// or refuse them there.
+// Elementwise ops of one operand (unary.c): math functions, activations with
+// parameters, classification (isnan, isposinf...), bitwise_not, complex
+// unary ops, and the activations composed from them (softplus, log_sigmoid,
+// sign/sgn, glu, prelu).
 #include "neuron.h"
 
 #include <ATen/ExpandUtils.h>
 #include <ATen/Operators.h>
+#include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <c10/util/MathConstants.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <limits>
 
 namespace torch_neuronx {
+
+// softplus(x) = log1p(exp(beta x)) / beta, linear above the threshold.
+at::Tensor& softplus_out(const at::Tensor& self, const c10::Scalar& beta,
+                         const c10::Scalar& threshold, at::Tensor& out) {
+  double b = beta.toDouble(), t = threshold.toDouble();
+  at::Tensor bx = self * b;
+  at::Tensor r = at::where(bx > t, self, bx.exp().log1p() / b);
+  return assign_result(out, r);
+}
+
+at::Tensor& softplus_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                  const c10::Scalar& beta, const c10::Scalar& threshold,
+                                  at::Tensor& grad_input) {
+  double b = beta.toDouble(), t = threshold.toDouble();
+  at::Tensor bx = self * b;
+  at::Tensor r = at::where(bx > t, grad, grad * bx.sigmoid());
+  return assign_result(grad_input, r);
+}
+
+// log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|)); the buffer is exp(-|x|).
+std::tuple<at::Tensor, at::Tensor> log_sigmoid_forward(const at::Tensor& self) {
+  at::Tensor buffer = self.abs().neg_().exp_();
+  return {at::minimum(self, at::zeros_like(self)) - buffer.log1p(), buffer};
+}
+
+at::Tensor log_sigmoid_backward(const at::Tensor& grad, const at::Tensor& self,
+                                const at::Tensor& buffer) {
+  // d/dx = 1 - sigmoid(x) = sigmoid(-x)
+  return grad * self.neg().sigmoid();
+}
+
+at::Tensor& sign_out(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(!self.is_complex(), "Unlike NumPy, torch.sign is not intended to support complex "
+              "numbers. Please use torch.sgn instead.");
+  if (self.scalar_type() == at::kBool) {
+    at::native::resize_output(out, self.sizes());
+    return out.copy_(self);
+  }
+  at::Tensor r = (self > 0).to(self.scalar_type()) - (self < 0).to(self.scalar_type());
+  return assign_result(out, r);
+}
+
+// sgn: sign for real tensors (abs's backward uses it).
+at::Tensor& sgn_out(const at::Tensor& self, at::Tensor& out) {
+  if (self.is_complex()) return FALLBACK(sgn_out, self, out);
+  return sign_out(self, out);
+}
+
+// glu: first half times the sigmoid of the second, along `dim`.
+at::Tensor& glu_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  TORCH_CHECK(self.dim() > 0, "glu does not support scalars because halving size must be even");
+  int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  int64_t n = self.size(d);
+  TORCH_CHECK(n % 2 == 0, "Halving dimension must be even, but dimension ", d, " is size ", n);
+  at::Tensor r = self.narrow(d, 0, n / 2) * at::sigmoid(self.narrow(d, n / 2, n / 2));
+  return assign_result(out, r);
+}
+
+at::Tensor glu_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim) {
+  int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  int64_t h = self.size(d) / 2;
+  at::Tensor a = self.narrow(d, 0, h), sb = at::sigmoid(self.narrow(d, h, h));
+  at::Tensor ga = grad * sb;
+  at::Tensor gb = ga * a * (1 - sb);
+  return at::cat({ga, gb}, d);
+}
+
+at::Tensor& glu_backward_out(const at::Tensor& grad, const at::Tensor& self, int64_t dim,
+                             at::Tensor& out) {
+  at::Tensor r = torch_neuronx::glu_backward(grad, self, dim);
+  return assign_result(out, r);
+}
+
+// PReLU's kernel: the weight arrives broadcastable to the input.
+at::Tensor prelu_kernel(const at::Tensor& self, const at::Tensor& weight) {
+  return at::where(self > 0, self, weight * self);
+}
+
+std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor& grad,
+                                                         const at::Tensor& self,
+                                                         const at::Tensor& weight) {
+  at::Tensor pos = self > 0;
+  at::Tensor gs = at::where(pos, grad, weight * grad);
+  at::Tensor gw = at::where(pos, at::zeros_like(gs), self * grad);
+  return {gs, gw};
+}
+
 namespace {
 
 bool float_kernel_ok(const at::Tensor& t) {
@@ -156,9 +245,6 @@ at::Tensor& complex_out(const at::Tensor& x, at::Tensor& out, int op, const char
 }
 
 }  // namespace
-
-#define FALLBACK(OPNAME, ...) \
-  at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(OPNAME)>::call(__VA_ARGS__)
 
 #define NEURON_UNARY(NAME, OP, RULE)                                              \
   at::Tensor NAME(const at::Tensor& x) {                                          \
@@ -561,6 +647,17 @@ at::Tensor& complex_from_parts_out(const at::Tensor& re, const at::Tensor& im, a
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("softplus.out", softplus_out);
+  m.impl("softplus_backward.grad_input", softplus_backward_out);
+  m.impl("log_sigmoid_forward", log_sigmoid_forward);
+  m.impl("log_sigmoid_backward", log_sigmoid_backward);
+  m.impl("sign.out", sign_out);
+  m.impl("sgn.out", sgn_out);
+  m.impl("glu.out", glu_out);
+  m.impl("glu_backward", glu_backward);
+  m.impl("glu_backward.grad_input", glu_backward_out);
+  m.impl("_prelu_kernel", prelu_kernel);
+  m.impl("_prelu_kernel_backward", prelu_kernel_backward);
   m.impl("angle", angle);
   m.impl("angle.out", angle_out);
   m.impl("conj_physical.out", conj_physical_out);

@@ -728,6 +728,23 @@ int tnk_gemm(const tnk_gemm_args_t *args);
 struct tnk_config;
 int tnk_gemm_with(const struct tnk_config *cfg, const tnk_gemm_args_t *args);
 
+/* ==================================================================== */
+/* Source-index lists (index_lists.c) of the ops csrc/aten builds from   */
+/* index gathers: idx[o] is the input position output position o reads.  */
+
+/* Nearest ("nearest": floor(o * s)) and nearest-exact (floor((o + 0.5) *
+ * s)) upsampling, s = 1 / scale when has_scale and scale > 0, else in / out
+ * (in float, as ATen); equal and doubled sizes exact; clamped to in - 1.
+ * idx has out entries. */
+void tnk_nearest_index(int64_t in, int64_t out, int has_scale, double scale, int exact,
+                       int64_t *idx);
+/* Reflection (reflect != 0) or replication padding of a dim of n by lo
+ * before and hi after; idx has n + lo + hi entries. */
+void tnk_pad_index(int64_t n, int64_t lo, int64_t hi, int reflect, int64_t *idx);
+/* unfold's windows: window w's element j at w * step + j; idx has
+ * windows * size entries. */
+void tnk_unfold_index(int64_t windows, int64_t size, int64_t step, int64_t *idx);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,26 +1,170 @@
-// Native arithmetic: elementwise binary ops (add, sub, mul, div, maximum,
-// minimum) and matrix products (mm, addmm, bmm). Shapes, type promotion and
-// argument checks follow ATen; the math is the C kernel library's. Cases the
-// kernels do not take (bool/complex dtypes, integer matmul) go to the CPU
-// fallback, counted like any other fallback.
+// Elementwise ops of two or three operands (binary.c, ternary.c): arithmetic
+// with broadcasting and type promotion, div modes, pow, clamp, logical,
+// maximum/minimum, bitwise, comparisons, activation backwards, addcmul /
+// addcdiv / lerp, polar and rsub.
 #include "neuron.h"
-
-#include <ATen/ops/addr_native.h>
 
 #include <ATen/ExpandUtils.h>
 #include <ATen/Operators.h>
-#include <ATen/native/BinaryOps.h>
 #include <ATen/ScalarOps.h>
+#include <ATen/WrapDimUtilsMulti.h>
+#include <ATen/native/BinaryOps.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/layer_norm.h>
+#include <ATen/ops/addr_native.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace torch_neuronx {
 
-#define FALLBACK_CALL(OPNAME, ...) \
-  at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(OPNAME)>::call(__VA_ARGS__)
+// polar(abs, angle) = abs * (cos angle + i sin angle), written through the
+// real view of the complex result.
+at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor& out) {
+  TORCH_CHECK(abs.scalar_type() == angle.scalar_type(), "Expected object of scalar type ",
+              abs.scalar_type(), " but got scalar type ", angle.scalar_type(),
+              " for second argument");
+  TORCH_CHECK(abs.scalar_type() == at::kFloat || abs.scalar_type() == at::kDouble,
+              "polar: expected abs and angle to be float or double, got ", abs.scalar_type());
+  auto shape = at::infer_size(abs.sizes(), angle.sizes());
+  at::native::resize_output(out, shape);
+  if (out.numel() == 0) return out;
+  at::Tensor ri = at::view_as_real(out);
+  at::Tensor c = abs * at::cos(angle), sn = abs * at::sin(angle);
+  ri.select(-1, 0).copy_(c);
+  ri.select(-1, 1).copy_(sn);
+  return out;
+}
+
+namespace {
+
+// ---------------------------------------------------------------- ternary
+
+void ternary_task(void* p) { tnk_ternary(static_cast<tnk_ternary_args_t*>(p)); }
+
+bool ternary_ok(const at::Tensor& out, std::initializer_list<const at::Tensor*> ins) {
+  if (!floating_dtype(out.scalar_type()) || out.dim() > TNK_MAX_DIMS) return false;
+  for (const at::Tensor* t : ins)
+    if (t->scalar_type() != out.scalar_type() || t->device() != out.device() ||
+        t->dim() > TNK_MAX_DIMS)
+      return false;
+  return true;
+}
+
+void launch_ternary(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                    const at::Tensor& c, tnk_ternary_op_t op, double value,
+                    const char* name) {
+  if (out.numel() == 0) return;
+  at::assert_no_internal_overlap(out);
+  at::Tensor keep[3] = {readable_input(out, a), readable_input(out, b), readable_input(out, c)};
+  tnk_ternary_args_t x{};
+  x.shape.ndim = static_cast<int32_t>(out.dim());
+  for (int64_t d = 0; d < out.dim(); d++) x.shape.sizes[d] = out.size(d);
+  bool ok;
+  x.dtype = to_tnk(out.scalar_type(), &ok);
+  x.out = {out.data_ptr(), x.dtype, 0, {}};
+  fill_strides(out, out.sizes(), x.out.strides);
+  tnk_view_t* views[3] = {&x.a, &x.b, &x.c};
+  for (int i = 0; i < 3; i++) {
+    const at::Tensor& t = keep[i].defined() ? keep[i] : keep[1];
+    *views[i] = {const_cast<void*>(t.const_data_ptr()), x.dtype, 0, {}};
+    fill_strides(t, out.sizes(), views[i]->strides);
+  }
+  x.op = op;
+  x.value = value;
+  launch(out.device().index(), ternary_task, &x, sizeof x, name);
+}
+
+}  // namespace
+
+#define NEURON_ADDC(NAME, OP)                                                        \
+  at::Tensor NAME(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, \
+                  const c10::Scalar& value) {                                        \
+    auto shape = at::infer_size_dimvector(                                          \
+        at::infer_size_dimvector(self.sizes(), t1.sizes()), t2.sizes());            \
+    at::Tensor out = at::empty(shape, self.options());                               \
+    if (!ternary_ok(out, {&self, &t1, &t2})) return FALLBACK(NAME, self, t1, t2, value); \
+    launch_ternary(out, self, t1, t2, OP, value.toDouble(), "aten::" #NAME);         \
+    return out;                                                                      \
+  }                                                                                  \
+  at::Tensor& NAME##_(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,  \
+                      const c10::Scalar& value) {                                    \
+    auto shape = at::infer_size_dimvector(                                          \
+        at::infer_size_dimvector(self.sizes(), t1.sizes()), t2.sizes());            \
+    if (at::IntArrayRef(shape) != self.sizes() || !ternary_ok(self, {&t1, &t2}))     \
+      return FALLBACK(NAME##_, self, t1, t2, value);                                 \
+    launch_ternary(self, self, t1, t2, OP, value.toDouble(), "aten::" #NAME "_");    \
+    return self;                                                                     \
+  }                                                                                  \
+  at::Tensor& NAME##_out(const at::Tensor& self, const at::Tensor& t1,               \
+                         const at::Tensor& t2, const c10::Scalar& value,             \
+                         at::Tensor& out) {                                          \
+    if (!ternary_ok(out, {&self, &t1, &t2}))                                         \
+      return FALLBACK(NAME##_out, self, t1, t2, value, out);                         \
+    resize_elementwise_out(out, at::infer_size_dimvector(                            \
+        at::infer_size_dimvector(self.sizes(), t1.sizes()), t2.sizes()),             \
+        {&self, &t1, &t2});                                                          \
+    launch_ternary(out, self, t1, t2, OP, value.toDouble(), "aten::" #NAME);         \
+    return out;                                                                      \
+  }
+
+NEURON_ADDC(addcmul, TNK_ADDCMUL)
+NEURON_ADDC(addcdiv, TNK_ADDCDIV)
+
+at::Tensor lerp(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& w) {
+  at::Tensor out = at::empty(at::infer_size_dimvector(self.sizes(), end.sizes()),
+                             self.options());
+  if (!ternary_ok(out, {&self, &end}) || w.isComplex())
+    return FALLBACK(lerp_Scalar, self, end, w);
+  launch_ternary(out, self, end, at::Tensor(), TNK_LERP, w.toDouble(), "aten::lerp");
+  return out;
+}
+
+at::Tensor& lerp_(at::Tensor& self, const at::Tensor& end, const c10::Scalar& w) {
+  if (at::IntArrayRef(at::infer_size_dimvector(self.sizes(), end.sizes())) != self.sizes() ||
+      !ternary_ok(self, {&end}) || w.isComplex())
+    return FALLBACK(lerp__Scalar, self, end, w);
+  launch_ternary(self, self, end, at::Tensor(), TNK_LERP, w.toDouble(), "aten::lerp_");
+  return self;
+}
+
+// lerp with a weight tensor: self + weight * (end - self), in ATen's two
+// halves (from self below 0.5, from end above)
+at::Tensor& lerp_tensor_out(const at::Tensor& self, const at::Tensor& end, const at::Tensor& w,
+                            at::Tensor& out) {
+  auto shape = at::infer_size_dimvector(at::infer_size_dimvector(self.sizes(), end.sizes()),
+                                        w.sizes());
+  if (!ternary_ok(out, {&self, &end, &w}))
+    return FALLBACK(lerp_Tensor_out, self, end, w, out);
+  resize_elementwise_out(out, shape, {&self, &end, &w});
+  launch_ternary(out, self, end, w, TNK_LERP_TENSOR, 0.0, "aten::lerp");
+  return out;
+}
+
+at::Tensor lerp_tensor(const at::Tensor& self, const at::Tensor& end, const at::Tensor& w) {
+  at::Tensor out = at::empty({0}, self.options());
+  return lerp_tensor_out(self, end, w, out);
+}
+
+at::Tensor& lerp_tensor_(at::Tensor& self, const at::Tensor& end, const at::Tensor& w) {
+  auto shape = at::infer_size_dimvector(at::infer_size_dimvector(self.sizes(), end.sizes()),
+                                        w.sizes());
+  TORCH_CHECK(at::IntArrayRef(shape) == self.sizes(), "output with shape ", self.sizes(),
+              " doesn't match the broadcast shape ", at::IntArrayRef(shape));
+  return lerp_tensor_out(self, end, w, self);
+}
+
+at::Tensor& lerp_out(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& w,
+                     at::Tensor& out) {
+  if (!ternary_ok(out, {&self, &end}) || w.isComplex())
+    return FALLBACK(lerp_Scalar_out, self, end, w, out);
+  resize_elementwise_out(out, at::infer_size_dimvector(self.sizes(), end.sizes()), {&self, &end});
+  launch_ternary(out, self, end, at::Tensor(), TNK_LERP, w.toDouble(), "aten::lerp");
+  return out;
+}
 
 namespace {
 
@@ -297,7 +441,7 @@ at::Tensor& clamp_out(const at::Tensor& self, const std::optional<c10::Scalar>& 
   at::Tensor lo = scalar_operand(min), hi = scalar_operand(max);
   bool done;
   clamp_into(self, opt_ptr(lo), opt_ptr(hi), out, &done);
-  return done ? out : FALLBACK_CALL(clamp_out, self, min, max, out);
+  return done ? out : FALLBACK(clamp_out, self, min, max, out);
 }
 at::Tensor clamp(const at::Tensor& self, const std::optional<c10::Scalar>& min,
                  const std::optional<c10::Scalar>& max) {
@@ -316,7 +460,7 @@ at::Tensor& clamp_tensor_out(const at::Tensor& self, const std::optional<at::Ten
     if (t->defined()) check_operand(*t, self.device(), "clamp");
   bool done;
   clamp_into(self, opt_ptr(lo), opt_ptr(hi), out, &done);
-  return done ? out : FALLBACK_CALL(clamp_Tensor_out, self, min, max, out);
+  return done ? out : FALLBACK(clamp_Tensor_out, self, min, max, out);
 }
 at::Tensor clamp_tensor(const at::Tensor& self, const std::optional<at::Tensor>& min,
                         const std::optional<at::Tensor>& max) {
@@ -352,7 +496,7 @@ at::Tensor& store_bool(const at::Tensor& r, at::Tensor& out) {
     check_operand(a, out.device(), #NAME);                                                \
     check_operand(b, out.device(), #NAME);                                                \
     if (a.is_complex() || b.is_complex())                                                 \
-      return FALLBACK_CALL(NAME##_out, a, b, out);                                        \
+      return FALLBACK(NAME##_out, a, b, out);                                        \
     at::Tensor x = as_bool(a), y = as_bool(b);                                            \
     auto shape = at::infer_size_dimvector(x.sizes(), y.sizes());                          \
     resize_elementwise_out(out, shape, {&a, &b});                                         \
@@ -372,7 +516,7 @@ NEURON_LOGICAL_BIN(logical_xor, TNK_BITXOR)
 #undef NEURON_LOGICAL_BIN
 
 at::Tensor& logical_not_out(const at::Tensor& a, at::Tensor& out) {
-  if (a.is_complex()) return FALLBACK_CALL(logical_not_out, a, out);
+  if (a.is_complex()) return FALLBACK(logical_not_out, a, out);
   return store_bool(a.eq(0), out);
 }
 
@@ -402,338 +546,6 @@ at::Tensor minimum(const at::Tensor& a, const at::Tensor& b) {
   return out.defined() ? out
                        : at::native::call_fallback_fn<&neuron_cpu_fallback,
                                                       ATEN_OP(minimum)>::call(a, b);
-}
-
-// ------------------------------------------------------------------ GEMM
-
-namespace {
-
-void gemm_task(void* p) { tnk_gemm(static_cast<tnk_gemm_args_t*>(p)); }
-
-bool gemm_dtype_ok(const at::Tensor& t) {
-  bool ok;
-  tnk_dtype_t dt = to_tnk(t.scalar_type(), &ok);
-  return ok && tnk_gemm_supported(dt);
-}
-
-// Products the GEMM kernel has no dtype for, from native kernels: complex as
-// four real GEMMs of the parts, integers as sums of broadcast products in
-// int64 (exact; wrapping to the dtype afterwards agrees with CPU's wrapping
-// arithmetic), in chunks of k that bound the temporary.
-bool other_product_ok(const at::Tensor& t) {
-  auto st = t.scalar_type();
-  return st == at::kComplexFloat || st == at::kComplexDouble ||
-         (c10::isIntegralType(st, false) && st != at::kBool);
-}
-
-at::Tensor product3(const at::Tensor& a, const at::Tensor& b) {  // [B,M,K] @ [B,K,N]
-  if (a.is_complex()) {
-    at::Tensor ar = at::view_as_real(a.resolve_conj()), br = at::view_as_real(b.resolve_conj());
-    at::Tensor are = ar.select(-1, 0), aim = ar.select(-1, 1);
-    at::Tensor bre = br.select(-1, 0), bim = br.select(-1, 1);
-    at::Tensor re = at::bmm(are, bre) - at::bmm(aim, bim);
-    at::Tensor im = at::bmm(are, bim) + at::bmm(aim, bre);
-    return at::complex(re, im);
-  }
-  int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
-  at::Tensor a64 = a.to(at::kLong), b64 = b.to(at::kLong);
-  at::Tensor acc = at::zeros({B, M, N}, a64.options());
-  int64_t per_k = std::max<int64_t>(1, B * M * N);
-  int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 22) / per_k);
-  for (int64_t k0 = 0; k0 < K; k0 += chunk) {
-    int64_t kc = std::min(chunk, K - k0);
-    acc.add_((a64.narrow(2, k0, kc).unsqueeze(-1) * b64.narrow(1, k0, kc).unsqueeze(1)).sum(2));
-  }
-  return acc.to(a.scalar_type());
-}
-
-// beta * self + alpha * product, with self ignored when beta is 0 (as CPU:
-// NaN or inf in it do not propagate)
-at::Tensor scaled_sum(const at::Tensor& self, const at::Tensor& prod, const c10::Scalar& beta_,
-                      const c10::Scalar& alpha_) {
-  const c10::Scalar beta = scalar_as(beta_, prod.scalar_type());
-  const c10::Scalar alpha = scalar_as(alpha_, prod.scalar_type());
-  at::Tensor r = prod * alpha;
-  if (beta.toComplexDouble() == 0.0) return r;
-  return r + self * beta;
-}
-
-void check_same_device(const at::Tensor& a, const at::Tensor& b, const char* op) {
-  TORCH_CHECK(a.device() == b.device(),
-              "Expected all tensors to be on the same device, but found at "
-              "least two devices, ", a.device(), " and ", b.device(),
-              "! (when checking argument for ", op, ")");
-}
-
-// out[b] = beta * out[b] + alpha * a[b] @ m[b]; 3-D views (batch first).
-void launch_gemm(const at::Tensor& out, const at::Tensor& a,
-                 const at::Tensor& b, double alpha, double beta,
-                 const char* name) {
-  at::assert_no_internal_overlap(out);
-  tnk_gemm_args_t g{};
-  g.batch = out.size(0);
-  g.m = out.size(1);
-  g.n = out.size(2);
-  g.k = a.size(2);
-  g.c = out.data_ptr();
-  g.a = a.const_data_ptr();
-  g.b = b.const_data_ptr();
-  g.sa_b = a.stride(0); g.sa_r = a.stride(1); g.sa_c = a.stride(2);
-  g.sb_b = b.stride(0); g.sb_r = b.stride(1); g.sb_c = b.stride(2);
-  g.sc_b = out.stride(0); g.sc_r = out.stride(1); g.sc_c = out.stride(2);
-  bool ok;
-  g.dtype = to_tnk(out.scalar_type(), &ok);
-  g.alpha = alpha;
-  g.beta = beta;
-  if (out.numel() == 0) return;
-  if (g.k == 0 && beta == 0.0) {  // empty sum: zeros, whatever C held
-    out.zero_();
-    return;
-  }
-  launch(out.device().index(), gemm_task, &g, sizeof g, name);
-}
-
-void check_mm(const at::Tensor& a, const at::Tensor& b, const char* op) {
-  TORCH_CHECK(a.dim() == 2, "self must be a matrix");
-  TORCH_CHECK(b.dim() == 2, "mat2 must be a matrix");
-  TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (",
-              a.size(0), "x", a.size(1), " and ", b.size(0), "x", b.size(1), ")");
-  TORCH_CHECK(a.scalar_type() == b.scalar_type(),
-              "expected m1 and m2 to have the same dtype, but got: ",
-              a.scalar_type(), " != ", b.scalar_type());
-  check_same_device(a, b, op);
-}
-
-}  // namespace
-
-namespace {
-// The batch shapes of bmm and baddbmm, with ATen's messages.
-void check_bmm(const at::Tensor& a, const at::Tensor& b) {
-  TORCH_CHECK(a.dim() == 3, "batch1 must be a 3D tensor");
-  TORCH_CHECK(b.dim() == 3, "batch2 must be a 3D tensor");
-  TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1),
-              "Expected size for first two dimensions of batch2 tensor to be: [",
-              a.size(0), ", ", a.size(2), "] but got: [", b.size(0), ", ",
-              b.size(1), "].");
-}
-
-// out = beta * self (broadcast to shape) + alpha * a @ b for 3-D (batch
-// first) views a and b; through a temporary when out aliases an operand.
-void accumulate_product(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
-                        at::IntArrayRef shape, const c10::Scalar& beta,
-                        const c10::Scalar& alpha, at::Tensor& out, bool batched,
-                        const char* name) {
-  double bv = beta.toDouble();
-  bool in_place = out.is_same(self);
-  at::native::resize_output(out, shape);
-  at::Tensor o = out;
-  if (o.storage().is_alias_of(a.storage()) || o.storage().is_alias_of(b.storage()))
-    o = at::empty(shape, out.options());
-  if (bv != 0.0 && !(in_place && o.is_same(out))) o.copy_(self.expand(shape));
-  launch_gemm(batched ? o : o.unsqueeze(0), a, b, alpha.toDouble(), bv, name);
-  if (!o.is_same(out)) out.copy_(o);
-}
-}  // namespace
-
-at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
-  check_mm(a, b, "mm");
-  check_same_device(a, out, "mm");
-  TORCH_CHECK(out.scalar_type() == a.scalar_type(), "Expected out tensor to have dtype ",
-              a.scalar_type(), ", but got ", out.scalar_type(), " instead");
-  if (!gemm_dtype_ok(a) && other_product_ok(a) && b.scalar_type() == a.scalar_type()) {
-    at::Tensor r = product3(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0);
-    return assign_result(out, r);
-  }
-  if (!gemm_dtype_ok(a))
-    return at::native::call_fallback_fn<&neuron_cpu_fallback,
-                                        ATEN_OP(mm_out)>::call(a, b, out);
-  at::native::resize_output(out, {a.size(0), b.size(1)});
-  at::Tensor o = out;
-  if (o.storage().is_alias_of(a.storage()) || o.storage().is_alias_of(b.storage()))
-    o = at::empty_like(out);  // GEMM cannot write over its inputs
-  launch_gemm(o.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), 1.0, 0.0, "aten::mm");
-  if (!o.is_same(out)) out.copy_(o);
-  return out;
-}
-
-at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
-  check_mm(a, b, "mm");
-  if (!gemm_dtype_ok(a) && other_product_ok(a) && b.scalar_type() == a.scalar_type())
-    return product3(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0);
-  if (!gemm_dtype_ok(a))
-    return at::native::call_fallback_fn<&neuron_cpu_fallback,
-                                        ATEN_OP(mm)>::call(a, b);
-  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
-  launch_gemm(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), 1.0, 0.0,
-              "aten::mm");
-  return out;
-}
-
-// addr as outer_sum: ATen's composite formula (beta 0 ignores self), with the CPU's
-// scalar checks; fp16/bf16 are computed in fp32 and rounded once.
-at::Tensor outer_sum(const at::Tensor& self, const at::Tensor& v1, const at::Tensor& v2,
-                const c10::Scalar& beta, const c10::Scalar& alpha) {
-  const at::ScalarType t =
-      c10::promoteTypes(c10::promoteTypes(self.scalar_type(), v1.scalar_type()), v2.scalar_type());
-  for (auto [v, name] : {std::pair<const c10::Scalar*, const char*>{&beta, "beta"},
-                         {&alpha, "alpha"}}) {
-    TORCH_CHECK(!v->isBoolean() || t == at::kBool, "Boolean ", name,
-                " only supported for Boolean results.");
-    TORCH_CHECK(at::isFloatingType(t) || at::isComplexType(t) || v->isIntegral(true),
-                "For integral input tensors, argument ", name,
-                " must not be a floating point number.");
-  }
-  if (at::isReducedFloatingType(t))
-    return at::native::math_addr(self.to(at::kFloat), v1.to(at::kFloat), v2.to(at::kFloat),
-                                 beta, alpha).to(t);
-  return at::native::math_addr(self, v1, v2, beta, alpha);
-}
-
-at::Tensor& addr_out(const at::Tensor& self, const at::Tensor& v1, const at::Tensor& v2,
-                     const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
-  at::Tensor r = outer_sum(self, v1, v2, beta, alpha);
-  return assign_result(out, r);
-}
-
-// addr_: ATen's composite form expands self, so it would accept (and
-// resize) any self that broadcasts; CPU's and CUDA's in-place kernel writes
-// self itself, which must be the 2-D outer-product shape.
-at::Tensor& addr_(at::Tensor& self, const at::Tensor& v1, const at::Tensor& v2,
-                  const c10::Scalar& beta, const c10::Scalar& alpha) {
-  at::Tensor r = outer_sum(self, v1, v2, beta, alpha);  // checks the vectors
-  TORCH_CHECK(self.dim() == 2, "2D tensor expected, got ", self.dim(), "D tensor for input");
-  TORCH_CHECK(self.sizes() == r.sizes(), "size mismatch, input: ", self.sizes(), ", v1: ",
-              v1.sizes(), ", v2: ", v2.sizes());
-  return self.copy_(r);
-}
-
-at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& a,
-                      const at::Tensor& b, const c10::Scalar& beta,
-                      const c10::Scalar& alpha, at::Tensor& out) {
-  check_mm(a, b, "addmm");
-  check_same_device(self, a, "addmm");
-  TORCH_CHECK(self.scalar_type() == a.scalar_type() &&
-                  out.scalar_type() == a.scalar_type(),
-              "self and mat2 must have the same dtype, but got ",
-              self.scalar_type(), " and ", a.scalar_type());
-  std::vector<int64_t> shape{a.size(0), b.size(1)};
-  if (!gemm_dtype_ok(a) && other_product_ok(a) && b.scalar_type() == a.scalar_type()) {
-    at::expand_size(self, shape, "addmm");
-    at::Tensor r = scaled_sum(self, product3(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0), beta, alpha);
-    at::native::resize_output(out, shape);
-    return out.copy_(r);
-  }
-  if (!gemm_dtype_ok(a))
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(addmm_out)>::call(
-        self, a, b, beta, alpha, out);
-  at::expand_size(self, shape, "addmm");  // checks that self broadcasts
-  accumulate_product(self, a.unsqueeze(0), b.unsqueeze(0), shape, beta, alpha, out, false,
-                     "aten::addmm");
-  return out;
-}
-
-at::Tensor addmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
-                 const c10::Scalar& beta, const c10::Scalar& alpha) {
-  check_mm(a, b, "addmm");
-  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
-  return addmm_out(self, a, b, beta, alpha, out);
-}
-
-at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
-                   const c10::Scalar& beta, const c10::Scalar& alpha) {
-  TORCH_CHECK(self.dim() == 2 && self.size(0) == a.size(0) && self.size(1) == b.size(1),
-              "addmm_: self must have the shape of the product, got ", self.sizes());
-  return addmm_out(self, a, b, beta, alpha, self);
-}
-
-at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
-  check_bmm(a, b);
-  TORCH_CHECK(a.scalar_type() == b.scalar_type(),
-              "expected scalar type ", a.scalar_type(), " but found ", b.scalar_type());
-  check_same_device(a, b, "bmm");
-  if (!gemm_dtype_ok(a) && other_product_ok(a)) {
-    at::Tensor r = product3(a, b);
-    return assign_result(out, r);
-  }
-  if (!gemm_dtype_ok(a))
-    return at::native::call_fallback_fn<&neuron_cpu_fallback,
-                                        ATEN_OP(bmm_out)>::call(a, b, out);
-  at::native::resize_output(out, {a.size(0), a.size(1), b.size(2)});
-  at::Tensor o = out;
-  if (o.storage().is_alias_of(a.storage()) || o.storage().is_alias_of(b.storage()))
-    o = at::empty_like(out);
-  launch_gemm(o, a, b, 1.0, 0.0, "aten::bmm");
-  if (!o.is_same(out)) out.copy_(o);
-  return out;
-}
-
-at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
-  at::Tensor out = at::empty({0}, a.options());
-  return bmm_out(a, b, out);
-}
-
-at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
-                        const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
-  check_bmm(a, b);
-  TORCH_CHECK(self.scalar_type() == a.scalar_type() && a.scalar_type() == b.scalar_type() &&
-                  out.scalar_type() == a.scalar_type(),
-              "expected scalar type ", a.scalar_type(), " but found ",
-              self.scalar_type() != a.scalar_type() ? self.scalar_type() : b.scalar_type());
-  check_same_device(a, b, "baddbmm");
-  check_same_device(self, a, "baddbmm");
-  std::vector<int64_t> shape{a.size(0), a.size(1), b.size(2)};
-  if (!gemm_dtype_ok(a) && other_product_ok(a)) {
-    at::expand_size(self, shape, "baddbmm");
-    at::Tensor r = scaled_sum(self, product3(a, b), beta, alpha);
-    at::native::resize_output(out, shape);
-    return out.copy_(r);
-  }
-  if (!gemm_dtype_ok(a))
-    return FALLBACK_CALL(baddbmm_out, self, a, b, beta, alpha, out);
-  at::expand_size(self, shape, "baddbmm");
-  accumulate_product(self, a, b, shape, beta, alpha, out, true, "aten::baddbmm");
-  return out;
-}
-
-at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
-                   const c10::Scalar& beta, const c10::Scalar& alpha) {
-  at::Tensor out = at::empty({0}, a.options());
-  return baddbmm_out(self, a, b, beta, alpha, out);
-}
-
-at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
-                     const c10::Scalar& beta, const c10::Scalar& alpha) {
-  TORCH_CHECK(self.dim() == 3 && self.size(0) == a.size(0) && self.size(1) == a.size(1) &&
-                  self.size(2) == b.size(2),
-              "baddbmm_: self must have the shape of the product, got ", self.sizes());
-  return baddbmm_out(self, a, b, beta, alpha, self);
-}
-
-// addbmm: beta * self + alpha * sum_b batch1[b] @ batch2[b], one matrix
-// product of the batches laid side by side: [n, B*k] @ [B*k, m]
-at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
-                       const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
-  TORCH_CHECK(b1.dim() == 3, "batch1 must be a 3D tensor");
-  const int64_t batches = b2.size(0), k = b2.size(1), m = b2.size(2);  // IndexError as CPU
-  TORCH_CHECK(b2.dim() == 3, "batch2 must be a 3D tensor");
-  TORCH_CHECK(b1.size(0) == batches, "batch1 and batch2 must have same number of batches, got ",
-              b1.size(0), " and ", batches);
-  TORCH_CHECK(b1.size(2) == k, "Incompatible matrix sizes for bmm (", b1.size(1), "x",
-              b1.size(2), " and ", k, "x", m, ")");
-  at::Tensor side = b1.transpose(0, 1).reshape({b1.size(1), batches * k});
-  at::Tensor r = at::addmm(self, side, b2.reshape({batches * k, m}), beta, alpha);
-  return assign_result(out, r);  // out may be self (addbmm_)
-}
-
-at::Tensor addbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
-                  const c10::Scalar& beta, const c10::Scalar& alpha) {
-  at::Tensor out = at::empty({0}, self.options().dtype(b1.scalar_type()));
-  return addbmm_out(self, b1, b2, beta, alpha, out);
-}
-
-at::Tensor& addbmm_(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
-                    const c10::Scalar& beta, const c10::Scalar& alpha) {
-  return addbmm_out(self, b1, b2, beta, alpha, self);
 }
 
 // ---------------------------------------------------- activation backward
@@ -820,7 +632,7 @@ NEURON_ACT_BWD(logit_backward, logit_backward, logit_backward_grad_input, TNK_LO
 at::Tensor leaky_relu_backward(const at::Tensor& grad, const at::Tensor& self LRELU_PARAM) {
   LRELU_CHECK;
   if (!activation_ok(grad, self))
-    return FALLBACK_CALL(leaky_relu_backward, grad, self LRELU_ARG);
+    return FALLBACK(leaky_relu_backward, grad, self LRELU_ARG);
   at::Tensor out = at::empty_like(grad);
   return activation_backward_into(out, grad, self, TNK_LEAKY_RELU_BWD, slope.toDouble(),
                                   "aten::leaky_relu_backward");
@@ -829,7 +641,7 @@ at::Tensor& leaky_relu_backward_out(const at::Tensor& grad, const at::Tensor& se
                                     at::Tensor& out) {
   LRELU_CHECK;
   if (!activation_ok(grad, self) || out.scalar_type() != grad.scalar_type())
-    return FALLBACK_CALL(leaky_relu_backward_grad_input, grad, self LRELU_ARG, out);
+    return FALLBACK(leaky_relu_backward_grad_input, grad, self LRELU_ARG, out);
   return activation_backward_into(out, grad, self, TNK_LEAKY_RELU_BWD, slope.toDouble(),
                                   "aten::leaky_relu_backward");
 }
@@ -846,7 +658,7 @@ at::Tensor& leaky_relu_backward_out(const at::Tensor& grad, const at::Tensor& se
               "instead.")
 at::Tensor elu_backward(const at::Tensor& grad, ELU_BWD_PARAM) {
   ELU_BWD_CHECK;
-  if (!activation_ok(grad, saved)) return FALLBACK_CALL(elu_backward, grad, ELU_BWD_ARG);
+  if (!activation_ok(grad, saved)) return FALLBACK(elu_backward, grad, ELU_BWD_ARG);
   at::Tensor out = at::empty_like(grad);
   return activation_backward_into(out, grad, saved,
                                   is_result ? TNK_ELU_RESULT_BWD : TNK_ELU_BWD,
@@ -856,7 +668,7 @@ at::Tensor elu_backward(const at::Tensor& grad, ELU_BWD_PARAM) {
 at::Tensor& elu_backward_out(const at::Tensor& grad, ELU_BWD_PARAM, at::Tensor& out) {
   ELU_BWD_CHECK;
   if (!activation_ok(grad, saved) || out.scalar_type() != grad.scalar_type())
-    return FALLBACK_CALL(elu_backward_grad_input, grad, ELU_BWD_ARG, out);
+    return FALLBACK(elu_backward_grad_input, grad, ELU_BWD_ARG, out);
   return activation_backward_into(out, grad, saved,
                                   is_result ? TNK_ELU_RESULT_BWD : TNK_ELU_BWD,
                                   alpha.toDouble(), "aten::elu_backward", scale.toDouble(),
@@ -864,7 +676,7 @@ at::Tensor& elu_backward_out(const at::Tensor& grad, ELU_BWD_PARAM, at::Tensor& 
 }
 
 at::Tensor mish_backward(const at::Tensor& grad, const at::Tensor& self) {
-  if (!activation_ok(grad, self)) return FALLBACK_CALL(mish_backward, grad, self);
+  if (!activation_ok(grad, self)) return FALLBACK(mish_backward, grad, self);
   at::Tensor out = at::empty_like(grad);
   return activation_backward_into(out, grad, self, TNK_MISH_BWD, 0.0, "aten::mish_backward");
 }
@@ -941,7 +753,29 @@ NEURON_COMPARE(ge, TNK_GE)
   m.impl(#NAME ".Scalar", NAME##_scalar);              \
   m.impl(#NAME ".Scalar_out", NAME##_scalar_out);
 
+namespace {
+
+// rsub: other - alpha * self (HF attention masks: 1.0 - mask)
+at::Tensor rsub_tensor(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  return at::sub(other, self, alpha);
+}
+
+}  // namespace
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("polar.out", polar_out);
+  m.impl("addcmul", addcmul);
+  m.impl("addcmul_", addcmul_);
+  m.impl("addcmul.out", addcmul_out);
+  m.impl("addcdiv", addcdiv);
+  m.impl("addcdiv_", addcdiv_);
+  m.impl("addcdiv.out", addcdiv_out);
+  m.impl("lerp.Scalar", lerp);
+  m.impl("lerp_.Scalar", lerp_);
+  m.impl("lerp.Scalar_out", lerp_out);
+  m.impl("lerp.Tensor", lerp_tensor);
+  m.impl("lerp_.Tensor", lerp_tensor_);
+  m.impl("lerp.Tensor_out", lerp_tensor_out);
   m.impl("bitwise_and.Tensor_out", bitwise_and_out);
   m.impl("bitwise_or.Tensor_out", bitwise_or_out);
   m.impl("bitwise_xor.Tensor_out", bitwise_xor_out);
@@ -988,22 +822,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("div.out", div_out);
   m.impl("maximum", maximum);
   m.impl("minimum", minimum);
-  m.impl("mm", mm);
-  m.impl("mm.out", mm_out);
-  m.impl("addmm", addmm);
-  m.impl("addmm.out", addmm_out);
-  m.impl("addmm_", addmm_);
-  m.impl("addr_", addr_);
-  m.impl("addr", outer_sum);
-  m.impl("addr.out", addr_out);
-  m.impl("addbmm", addbmm);
-  m.impl("addbmm.out", addbmm_out);
-  m.impl("addbmm_", addbmm_);
-  m.impl("bmm", bmm);
-  m.impl("bmm.out", bmm_out);
-  m.impl("baddbmm", baddbmm);
-  m.impl("baddbmm.out", baddbmm_out);
-  m.impl("baddbmm_", baddbmm_);
   m.impl("floor_divide", floor_divide);
   m.impl("floor_divide_.Tensor", floor_divide_);
   m.impl("floor_divide.out", floor_divide_out);
@@ -1037,6 +855,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("logical_or.out", logical_or_out);
   m.impl("logical_xor.out", logical_xor_out);
   m.impl("logical_not.out", logical_not_out);
+  m.impl("rsub.Tensor", rsub_tensor);
 }
 
 }  // namespace torch_neuronx

@@ -1,0 +1,120 @@
+// Devices and streams as PyTorch sees them: runtime errors as PyTorch
+// exceptions, lazy initialisation, the current device and stream of each
+// thread, kernel launch on the current stream, and the device trace.
+#include "runtime.h"
+
+#include <array>
+#include <atomic>
+#include <string>
+
+namespace torch_neuronx {
+
+// ---------------------------------------------------------------- errors
+
+[[noreturn]] void throw_status(tnrt_status_t status, const char* what) {
+  std::string detail = tnrt_last_error();
+  switch (status) {
+    case TNRT_ERR_OUT_OF_MEMORY:
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "neuron out of memory. ",
+                       detail);
+    case TNRT_ERR_FORKED:
+      TORCH_CHECK(false,
+                  "Cannot re-initialize neuron in forked subprocess. To use "
+                  "neuron with multiprocessing, you must use the 'spawn' start "
+                  "method (multiprocessing.set_start_method('spawn')).");
+    case TNRT_ERR_INVALID_DEVICE:
+      TORCH_CHECK(false, "neuron error: invalid device ordinal: ", detail);
+    case TNRT_ERR_CONFIG:
+      TORCH_CHECK(false, "neuron runtime configuration error: ", detail);
+    case TNRT_ERR_DEVICE_INDEX:
+      TORCH_CHECK_INDEX(false, detail);
+    case TNRT_ERR_DEVICE_ASSERT:
+      TORCH_CHECK(false, detail);
+    default:
+      TORCH_CHECK(false, what, ": ", tnrt_status_to_string(status), ". ",
+                  detail);
+  }
+}
+
+void lazy_init() {
+  static std::atomic<bool> ok{false};
+  if (ok.load(std::memory_order_acquire) && !tnrt_in_bad_fork()) return;
+  tnrt_status_t st = tnrt_init();
+  if (st != TNRT_OK) throw_status(st, "neuron runtime initialisation");
+  ok.store(true, std::memory_order_release);
+}
+
+void check_device_index(c10::DeviceIndex index) {
+  lazy_init();
+  int n = tnrt_device_count();
+  TORCH_CHECK(index >= 0 && index < n,
+              "neuron error: invalid device ordinal: device index ",
+              static_cast<int>(index),
+              " is out of range; ", n,
+              " neuron device(s) are visible (set NEURON_RT_VISIBLE_CORES to "
+              "choose them)");
+}
+
+// ------------------------------------------------------ devices, streams
+
+static thread_local c10::DeviceIndex t_device = 0;
+static thread_local std::array<int8_t, 128> t_stream{};  // index per device
+
+c10::DeviceIndex current_device() { return t_device; }
+
+void set_current_device(c10::DeviceIndex index) {
+  check_device_index(index);
+  t_device = index;
+}
+
+c10::Stream current_stream(c10::DeviceIndex device) {
+  if (device < 0) device = t_device;
+  check_device_index(device);
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, device),
+                     t_stream[device]);
+}
+
+void set_current_stream(const c10::Stream& stream) {
+  TORCH_CHECK(stream.device_type() == kNeuron,
+              "expected a neuron stream, got a stream of ", stream.device());
+  check_device_index(stream.device_index());
+  t_stream[stream.device_index()] = static_cast<int8_t>(stream.id());
+}
+
+tnrt_stream_t* native_stream(const c10::Stream& stream) {
+  lazy_init();
+  tnrt_stream_t* s =
+      tnrt_stream_get(stream.device_index(), static_cast<int>(stream.id()));
+  TORCH_CHECK(s, "invalid neuron stream ", stream.id(), " on device ",
+              stream.device());
+  return s;
+}
+
+void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void* args,
+            size_t size, const char* name) {
+  tnrt_stream_t* s = current_native_stream(device);
+  if (!profiler_recording()) {
+    check(tnrt_launch(s, fn, args, size, name), "neuron kernel launch");
+    return;
+  }
+  int64_t t0 = tnrt_now_ns();
+  uint64_t seq = 0;
+  check(tnrt_launch_seq(s, fn, args, size, name, &seq), "neuron kernel launch");
+  profiler_note_launch(s, seq, t0, tnrt_now_ns(), name);
+}
+
+void set_current_device_unchecked(c10::DeviceIndex index) noexcept {
+  if (index >= 0 && index < tnrt_device_count()) t_device = index;
+}
+
+int current_stream_index(int device) noexcept { return static_cast<int>(t_stream[device]); }
+
+void trace_start() { tnrt_trace_start(); }
+
+std::vector<tnrt_trace_record_t> trace_stop() {
+  std::vector<tnrt_trace_record_t> out(65536);
+  out.resize(tnrt_trace_stop(out.data(), out.size()));
+  return out;
+}
+
+}  // namespace torch_neuronx
