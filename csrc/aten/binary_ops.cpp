@@ -46,10 +46,10 @@ namespace {
 void ternary_task(void* p) { tnk_ternary(static_cast<tnk_ternary_args_t*>(p)); }
 
 bool ternary_ok(const at::Tensor& out, std::initializer_list<const at::Tensor*> ins) {
-  if (!floating_dtype(out.scalar_type()) || out.dim() > TNK_MAX_DIMS) return false;
+  if (!floating_dtype(out.scalar_type()) || out.dim() > TNRT_MAX_DIMS) return false;
   for (const at::Tensor* t : ins)
     if (t->scalar_type() != out.scalar_type() || t->device() != out.device() ||
-        t->dim() > TNK_MAX_DIMS)
+        t->dim() > TNRT_MAX_DIMS)
       return false;
   return true;
 }
@@ -214,7 +214,7 @@ bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
   c10::ScalarType common = compute.value_or(out.scalar_type());
   bool ok;
   tnk_dtype_t dt = to_tnk(common, &ok);
-  if (!ok || !tnk_binary_supported(op, dt) || out.dim() > TNK_MAX_DIMS)
+  if (!ok || !tnk_binary_supported(op, dt) || out.dim() > TNRT_MAX_DIMS)
     return false;
   at::assert_no_internal_overlap(out);
   BinaryTask task{};
@@ -236,7 +236,7 @@ bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
         task.args.scalar_operand = slot;
         task.args.scalar = t.item<double>();
       }
-      for (int d = 0; d < TNK_MAX_DIMS; d++) v->strides[d] = 0;
+      for (int d = 0; d < TNRT_MAX_DIMS; d++) v->strides[d] = 0;
       return;
     }
     at::Tensor c = readable_input(out, t.scalar_type() == common ? t : t.to(common));
@@ -258,7 +258,7 @@ bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
   task.args.op = op;
   task.args.dtype = dt;
   task.args.fault = {tnrt_stream_fault, current_native_stream(out.device().index()), name,
-                     TNK_FAULT_ZERO_DIVISION, tnrt_thread_token()};
+                     TNRT_FAULT_ZERO_DIVISION, tnrt_thread_token()};
   if (c10::isIntegralType(common, true)) task.args.ialpha = alpha.toLong();
   else task.args.alpha = alpha.toDouble();
   task.args.beta = beta;

@@ -17,6 +17,17 @@
 
 namespace torch_neuronx {
 
+// Convolutions the native path does not take (3-D) run as CPU convolutions
+// on host views, counted as fallbacks (defined below).
+at::Tensor conv_cpu(const at::Tensor& input, const at::Tensor& weight,
+                    const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                    at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                    at::IntArrayRef output_padding, int64_t groups);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_cpu_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+    at::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask);
+
 namespace {
 
 void im2col_task(void* p) { tnk_im2col(static_cast<tnk_im2col_args_t*>(p)); }
@@ -369,9 +380,8 @@ at::Tensor col2im(const at::Tensor& self, c10::SymIntArrayRef osize, at::IntArra
 }
 
 // ------------------------------------------------------------- convolution
-// The convolutions the native path (above) does not take, transposed
-// and 3-D ones, run as CPU convolutions on host aliases, counted as
-// fallbacks like any other.
+// The convolutions the native path (above) does not take (3-D ones) run as
+// CPU convolutions on host views, counted as fallbacks like any other.
 
 namespace {
 

@@ -213,7 +213,7 @@ at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& self,
       at::infer_size_dimvector(cond.sizes(), self.sizes()), other.sizes());
   bool ok;
   to_tnk(common, &ok);
-  if (!ok || out.scalar_type() != common || shape.size() > TNK_MAX_DIMS)
+  if (!ok || out.scalar_type() != common || shape.size() > TNRT_MAX_DIMS)
     return FALLBACK(where_self_out, cond, self, other, out);
   resize_elementwise_out(out, shape, {&cond, &self, &other});
   if (out.numel() == 0) return out;
@@ -518,7 +518,7 @@ bool gather_native(const at::Tensor& self, const at::Tensor& index, const at::Te
                    int mode) {
   tnk_dtype_t dt = tnk_of(self);
   return dt != TNK_DTYPE_COUNT && tnk_gather_supported(mode, dt) &&
-         index.device() == self.device() && index.dim() <= TNK_MAX_DIMS &&
+         index.device() == self.device() && index.dim() <= TNRT_MAX_DIMS &&
          (!src || (src->device() == self.device() && src->scalar_type() == self.scalar_type()));
 }
 }  // namespace
@@ -706,7 +706,7 @@ at::Tensor& masked_fill_impl(at::Tensor& self, const at::Tensor& mask, const at:
 bool masked_fill_native(const at::Tensor& self) {
   bool ok;
   to_tnk(self.scalar_type(), &ok);
-  return ok && self.dim() <= TNK_MAX_DIMS &&
+  return ok && self.dim() <= TNRT_MAX_DIMS &&
          at::has_internal_overlap(self) != at::MemOverlap::Yes;
 }
 }  // namespace
@@ -776,7 +776,7 @@ void nonzero_task(void* p) { tnk_nonzero(static_cast<tnk_nonzero_args_t*>(p)); }
 at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long "
               "but got scalar type", out.scalar_type());
-  if (tnk_of(self) == TNK_DTYPE_COUNT || self.dim() > TNK_MAX_DIMS)
+  if (tnk_of(self) == TNK_DTYPE_COUNT || self.dim() > TNRT_MAX_DIMS)
     return FALLBACK(nonzero_out, self, out);
   at::Tensor x = self.contiguous();
   at::Tensor count = at::empty({}, self.options().dtype(at::kLong));
@@ -857,7 +857,7 @@ bool make_advanced_index(const at::Tensor& self, const c10::List<std::optional<a
     if (!defined.empty() && defined[0].scalar_type() != expanded[d].scalar_type()) mixed = true;
     defined.push_back(expanded[d]);
   }
-  if (defined.empty() || defined.size() > TNK_MAX_INDICES || self.dim() > TNK_MAX_DIMS)
+  if (defined.empty() || defined.size() > TNK_MAX_INDICES || self.dim() > TNRT_MAX_DIMS)
     return false;
   at::DimVector shape(defined[0].sizes().begin(), defined[0].sizes().end());
   for (size_t k = 1; k < defined.size(); k++) {

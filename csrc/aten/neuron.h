@@ -107,7 +107,7 @@ inline void check_scalar_fits(const c10::Scalar& s, c10::ScalarType t) {
 // RuntimeError, matching the exception CPU raises for that op.
 inline tnk_fault_t fault_sink(c10::DeviceIndex device, const char* what, bool index_error) {
   return {tnrt_stream_fault, current_native_stream(device), what,
-          index_error ? TNK_FAULT_INDEX : TNK_FAULT_ASSERT, tnrt_thread_token()};
+          index_error ? TNRT_FAULT_INDEX : TNRT_FAULT_ASSERT, tnrt_thread_token()};
 }
 
 // Reductions: the output shape of reducing `dims` (all when none/empty), and
@@ -124,16 +124,6 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op,
 // Counts an op that ran on the CPU, warns once, or raises in error mode.
 void note_fallback(const std::string& name);
 std::vector<std::pair<std::string, int64_t>> fallback_ops();
-// Convolutions the native path does not take (transposed, 3-D) run as CPU
-// convolutions on host aliases, counted as fallbacks.
-at::Tensor conv_cpu(const at::Tensor& input, const at::Tensor& weight,
-                    const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                    at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
-                    at::IntArrayRef output_padding, int64_t groups);
-std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_cpu_backward(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
-    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
-    at::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask);
 void clear_op_tracking();
 void set_fallback_mode(const std::string& mode);
 std::string fallback_mode();

@@ -286,7 +286,7 @@ at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p_,
   // a probability outside [0, 1] is found by the kernel (CPU's message)
   a.fault = {tnrt_stream_fault, current_native_stream(self.device().index()),
              "Expected p_in >= 0 && p_in <= 1 to be true, but got false.",
-             TNK_FAULT_MESSAGE, tnrt_thread_token()};
+             TNRT_FAULT_MESSAGE, tnrt_thread_token()};
   return launch_random(self, a, gen, "aten::bernoulli_");
 }
 
@@ -326,7 +326,7 @@ void assert_async(const at::Tensor& cond, c10::string_view msg) {
   tnk_assert_args_t a{};
   a.flag = flag.const_data_ptr();
   a.fault = {tnrt_stream_fault, current_native_stream(flag.device().index()),
-             intern(msg), TNK_FAULT_MESSAGE, tnrt_thread_token()};
+             intern(msg), TNRT_FAULT_MESSAGE, tnrt_thread_token()};
   launch(flag.device().index(), assert_task, &a, sizeof a, "aten::_assert_async");
 }
 

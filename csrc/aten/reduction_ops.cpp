@@ -174,7 +174,7 @@ bool launch_reduce(const at::Tensor& out, const at::Tensor& self,
   bool ok1, ok2;
   tnk_dtype_t idt = to_tnk(self.scalar_type(), &ok1);
   tnk_dtype_t odt = to_tnk(out.scalar_type(), &ok2);
-  if (!ok1 || !ok2 || !tnk_reduce_supported(op, idt, odt) || self.dim() > TNK_MAX_DIMS)
+  if (!ok1 || !ok2 || !tnk_reduce_supported(op, idt, odt) || self.dim() > TNRT_MAX_DIMS)
     return false;
   if (out.numel() == 0) return true;
   tnk_reduce_args_t a{};
@@ -288,7 +288,7 @@ at::Tensor& logical_reduce(const at::Tensor& self, at::OptionalIntArrayRef dims,
   *done = false;
   bool ok;
   to_tnk(self.scalar_type(), &ok);
-  if (!ok || out.scalar_type() != at::kBool || self.dim() > TNK_MAX_DIMS) return out;
+  if (!ok || out.scalar_type() != at::kBool || self.dim() > TNRT_MAX_DIMS) return out;
   at::native::resize_output(out, reduced_shape(self, dims, keepdim));
   *done = true;
   if (out.numel() == 0) return out;
@@ -341,7 +341,7 @@ bool extreme_into(const at::Tensor& self, at::OptionalIntArrayRef dims, bool kee
   bool ok;
   tnk_dtype_t dt = to_tnk(self.scalar_type(), &ok);
   if (!ok || !tnk_reduce_supported(op, dt, dt) || out.scalar_type() != self.scalar_type() ||
-      self.dim() > TNK_MAX_DIMS || out.device() != self.device())
+      self.dim() > TNRT_MAX_DIMS || out.device() != self.device())
     return false;
   auto mask = at::dim_list_to_bitset(dims.value_or(at::IntArrayRef{}), self.dim());
   bool all = !dims.has_value() || dims->empty();
@@ -529,7 +529,7 @@ bool scan_native(const at::Tensor& self, c10::ScalarType out) {
   bool ok;
   tnk_dtype_t o = to_tnk(out, &ok);
   tnk_dtype_t i = tnk_of(self);
-  return ok && i != TNK_DTYPE_COUNT && self.dim() <= TNK_MAX_DIMS &&
+  return ok && i != TNK_DTYPE_COUNT && self.dim() <= TNRT_MAX_DIMS &&
          (tnk_scan_supported(i, o) || tnk_scan_supported(o, o));
 }
 }  // namespace
@@ -559,7 +559,7 @@ at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& ou
   bool ok;
   tnk_dtype_t dt = to_tnk(self.scalar_type(), &ok);
   bool fl = dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16;
-  if (!ok || !fl || out.scalar_type() != self.scalar_type() || self.dim() > TNK_MAX_DIMS)
+  if (!ok || !fl || out.scalar_type() != self.scalar_type() || self.dim() > TNRT_MAX_DIMS)
     return FALLBACK(_logcumsumexp_out, self, dim, out);
   return scan_out(self, dim, out, TNK_SCAN_LOGSUMEXP);
 }

@@ -55,7 +55,7 @@ tnk_dtype_t to_tnk(c10::ScalarType t, bool* ok) {
 bool to_view(const at::Tensor& t, tnk_view_t* v) {
   bool ok;
   v->dtype = to_tnk(t.scalar_type(), &ok);
-  if (!ok || t.dim() > TNK_MAX_DIMS) return false;
+  if (!ok || t.dim() > TNRT_MAX_DIMS) return false;
   v->data = t.numel() ? t.data_ptr() : nullptr;
   for (int64_t d = 0; d < t.dim(); d++) v->strides[d] = t.stride(d);
   return true;
@@ -270,7 +270,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
   bool cast_ok;
   to_tnk(src.scalar_type(), &cast_ok);
   bool kernel_ok = ok_s && ok_d && (same || cast_ok) &&
-                   dst.dim() <= TNK_MAX_DIMS;
+                   dst.dim() <= TNRT_MAX_DIMS;
   if (kernel_ok && !same) to_tnk(dst.scalar_type(), &kernel_ok);
   if (!kernel_ok) {
     copy_on_host(src, dst);

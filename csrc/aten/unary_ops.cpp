@@ -108,7 +108,7 @@ namespace {
 bool float_kernel_ok(const at::Tensor& t) {
   bool ok;
   tnk_dtype_t dt = to_tnk(t.scalar_type(), &ok);
-  return ok && t.dim() <= TNK_MAX_DIMS &&
+  return ok && t.dim() <= TNRT_MAX_DIMS &&
          (dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16);
 }
 
@@ -163,7 +163,7 @@ enum class IntRule { kFallback, kPromote, kKernel, kIdentity };
 
 bool int_kernel_ok(const at::Tensor& t, bool allow_bool) {
   at::ScalarType s = t.scalar_type();
-  return c10::isIntegralType(s, allow_bool) && t.dim() <= TNK_MAX_DIMS &&
+  return c10::isIntegralType(s, allow_bool) && t.dim() <= TNRT_MAX_DIMS &&
          s != at::kUInt16 && s != at::kUInt32 && s != at::kUInt64;
 }
 
@@ -209,7 +209,7 @@ int complex_op(tnk_unary_op_t op) {
 
 bool complex_ok(const at::Tensor& t) {
   return (t.scalar_type() == at::kComplexFloat || t.scalar_type() == at::kComplexDouble) &&
-         t.dim() <= TNK_MAX_DIMS;
+         t.dim() <= TNRT_MAX_DIMS;
 }
 
 // In place, the memory is the tensor: no lazy conjugate/negative bit on it.
@@ -551,7 +551,7 @@ at::Tensor isnan(const at::Tensor& x) {
 // bitwise_not of integer and bool tensors
 namespace {
 bool int_or_bool(const at::Tensor& t) {
-  return (c10::isIntegralType(t.scalar_type(), true)) && t.dim() <= TNK_MAX_DIMS &&
+  return (c10::isIntegralType(t.scalar_type(), true)) && t.dim() <= TNRT_MAX_DIMS &&
          t.scalar_type() != at::kUInt16 && t.scalar_type() != at::kUInt32 &&
          t.scalar_type() != at::kUInt64;
 }

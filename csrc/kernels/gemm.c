@@ -575,7 +575,7 @@ static void gemm_gemv(const f32_problem_t *p, const ukernel_desc_t *uk) {
 static int report(const tnk_gemm_args_t *g, atomic_int *failed) {
   if (!atomic_load(failed)) return 0;
   if (g->fault.fn)
-    g->fault.fn(g->fault.ctx, TNK_FAULT_MESSAGE,
+    g->fault.fn(g->fault.ctx, TNRT_FAULT_MESSAGE,
                 "out of host memory for the GEMM's buffers: the product was not computed", 0,
                 0, g->fault.origin);
   return -1;

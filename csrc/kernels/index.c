@@ -179,7 +179,7 @@ void tnk_count_nonzero(const tnk_nonzero_args_t *a) {
 
 void tnk_nonzero(const tnk_nonzero_args_t *a) {
   size_t esz = tnk_dtype_size(a->dtype);
-  int64_t *out = a->out, coord[TNK_MAX_DIMS] = {0};
+  int64_t *out = a->out, coord[TNRT_MAX_DIMS] = {0};
   for (int64_t i = 0; i < a->numel; i++) {
     if (elem_nonzero(a->in, a->dtype, esz, i)) {
       for (int d = 0; d < a->ndim; d++) *out++ = coord[d];
@@ -201,8 +201,8 @@ int tnk_gather_supported(int mode, int dtype) {
 typedef struct gather_ctx {
   const tnk_gather_args_t *a;
   int nrest;
-  int64_t rsize[TNK_MAX_DIMS], rind[TNK_MAX_DIMS], rdense[TNK_MAX_DIMS],
-      ridx[TNK_MAX_DIMS];
+  int64_t rsize[TNRT_MAX_DIMS], rind[TNRT_MAX_DIMS], rdense[TNRT_MAX_DIMS],
+      ridx[TNRT_MAX_DIMS];
   size_t esz;
   tnk_val_t value;
 } gather_ctx_t;

@@ -30,8 +30,8 @@ int tnk_reduce_supported(int op, int in_dtype, int out_dtype) {
 typedef struct red_ctx {
   const tnk_reduce_args_t *a;
   int nk, nr;
-  int64_t ksize[TNK_MAX_DIMS], kin[TNK_MAX_DIMS], kout[TNK_MAX_DIMS];
-  int64_t rsize[TNK_MAX_DIMS], rin[TNK_MAX_DIMS];
+  int64_t ksize[TNRT_MAX_DIMS], kin[TNRT_MAX_DIMS], kout[TNRT_MAX_DIMS];
+  int64_t rsize[TNRT_MAX_DIMS], rin[TNRT_MAX_DIMS];
   int64_t rcount, outputs;
   int out_f32_contig; /* fp32 output whose kept dims are row-major contiguous */
   size_t iesz, oesz;

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../runtime/tnrt.h" /* the limits and fault kinds (TNRT_MAX_DIMS, TNRT_FAULT_*) */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -29,7 +31,6 @@ typedef enum tnk_dtype {
   TNK_DTYPE_COUNT
 } tnk_dtype_t;
 
-#define TNK_MAX_DIMS 12
 
 size_t tnk_dtype_size(tnk_dtype_t dt);
 
@@ -70,14 +71,14 @@ typedef struct tnk_view {
   void *data;
   int32_t dtype;
   int32_t pad_;
-  int64_t strides[TNK_MAX_DIMS];
+  int64_t strides[TNRT_MAX_DIMS];
 } tnk_view_t;
 
 /* Shape shared by the views of one operation. */
 typedef struct tnk_shape {
   int32_t ndim;
   int32_t pad_;
-  int64_t sizes[TNK_MAX_DIMS];
+  int64_t sizes[TNRT_MAX_DIMS];
 } tnk_shape_t;
 
 /* Merges adjacent dimensions that are contiguous in every view, drops size-1
@@ -116,15 +117,13 @@ void tnk_fill(const tnk_fill_args_t *a);
 /* Bad data found while a kernel runs (an index out of range) is skipped and
  * reported through the sink, which may be empty (fn NULL). Kernels never
  * touch memory outside their views whatever the data. */
-enum { TNK_FAULT_INDEX = 0, TNK_FAULT_ASSERT = 1, TNK_FAULT_ZERO_DIVISION = 2,
-       TNK_FAULT_MESSAGE = 3 /* what is the whole message (RuntimeError) */ };
 typedef void (*tnk_fault_fn)(void *ctx, int kind, const char *what,
                              int64_t value, int64_t bound, uint32_t origin);
 typedef struct tnk_fault {
   tnk_fault_fn fn;
   void *ctx;
   const char *what; /* static string naming the op */
-  int32_t kind;     /* TNK_FAULT_*, passed to fn: how the caller reports it */
+  int32_t kind;     /* TNRT_FAULT_*, passed to fn: how the caller reports it */
   uint32_t origin;  /* passed to fn: who launched the work (the runtime's
                        thread token) */
 } tnk_fault_t;
@@ -147,7 +146,7 @@ typedef struct tnk_random_args {
   int64_t ilo;
   uint64_t irange;
   /* a probability outside [0, 1] (or NaN) in prob: reported once, as
-   * TNK_FAULT_ASSERT (value and bound 0); that element gets 0 */
+   * TNRT_FAULT_ASSERT (value and bound 0); that element gets 0 */
   tnk_fault_t fault;
 } tnk_random_args_t;
 void tnk_random(const tnk_random_args_t *a);
@@ -364,7 +363,7 @@ typedef enum tnk_reduce_op {
 typedef struct tnk_reduce_args {
   tnk_shape_t shape; /* input shape */
   tnk_view_t out, in;
-  uint8_t reduced[TNK_MAX_DIMS];
+  uint8_t reduced[TNRT_MAX_DIMS];
   int32_t op;
 } tnk_reduce_args_t;
 int tnk_reduce_supported(int op, int in_dtype, int out_dtype);
@@ -519,7 +518,7 @@ typedef struct tnk_nonzero_args {
   const void *in;
   void *out;
   int64_t *count;
-  int64_t numel, sizes[TNK_MAX_DIMS];
+  int64_t numel, sizes[TNRT_MAX_DIMS];
   int32_t ndim, dtype;
 } tnk_nonzero_args_t;
 void tnk_count_nonzero(const tnk_nonzero_args_t *args);
@@ -716,7 +715,7 @@ typedef struct tnk_gemm_args {
   int64_t sc_b, sc_r, sc_c;
   int32_t dtype, pad_;
   double alpha, beta;
-  /* told (TNK_FAULT_MESSAGE) when the packing buffers cannot be allocated;
+  /* told (TNRT_FAULT_MESSAGE) when the packing buffers cannot be allocated;
    * C is then incomplete */
   tnk_fault_t fault;
 } tnk_gemm_args_t;

@@ -29,6 +29,22 @@ typedef enum tnrt_status {
   TNRT_ERR_NOT_SUPPORTED, /* the HAL in use does not offer the operation */
 } tnrt_status_t;
 
+/* ---- limits and fault kinds, shared with the kernel library (tnk.h) ---- */
+
+/* Dimensions of a tensor view a kernel takes (more fall back to the CPU). */
+#define TNRT_MAX_DIMS 12
+/* How a kernel that meets bad data reports it (tnk_fault_t.kind, and
+ * tnrt_stream_fault's kind): INDEX an index out of range (IndexError),
+ * ASSERT other bad data (RuntimeError), ZERO_DIVISION an integer division by
+ * zero (ZeroDivisionError), MESSAGE: `what` is the whole message
+ * (RuntimeError). */
+typedef enum tnrt_fault_kind {
+  TNRT_FAULT_INDEX = 0,
+  TNRT_FAULT_ASSERT = 1,
+  TNRT_FAULT_ZERO_DIVISION = 2,
+  TNRT_FAULT_MESSAGE = 3,
+} tnrt_fault_kind_t;
+
 const char *tnrt_status_to_string(tnrt_status_t status);
 /* Detail of the last failure on the calling thread ("" if none). */
 const char *tnrt_last_error(void);
@@ -153,8 +169,7 @@ int tnrt_launch_blocking(void);
  * tnrt_thread_token()); then it is cleared and the device stays usable. A
  * stream that waits on an event covering a fault inherits it. Results of the
  * faulting op are unspecified but in bounds. */
-enum { TNRT_FAULT_INDEX = 0, TNRT_FAULT_ASSERT = 1, TNRT_FAULT_ZERO_DIVISION = 2,
-       TNRT_FAULT_MESSAGE = 3 /* what is the whole message; DEVICE_ASSERT */ };
+/* (the fault kinds, TNRT_FAULT_*, are with the limits at the top) */
 /* Callable from a task; stream is the tnrt_stream_t* the task runs on (as a
  * void* so kernels can carry it without this header). what must have static
  * lifetime; the message is "<what>: index <value> is out of bounds for size

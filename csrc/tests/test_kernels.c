@@ -1297,7 +1297,7 @@ static const char *g_gemm_fault_what;
 static void count_gemm_fault(void *ctx, int kind, const char *what, int64_t v, int64_t b,
                              uint32_t origin) {
   (void)ctx; (void)v; (void)b; (void)origin;
-  g_gemm_faults += kind == TNK_FAULT_MESSAGE;
+  g_gemm_faults += kind == TNRT_FAULT_MESSAGE;
   g_gemm_fault_what = what;
 }
 
