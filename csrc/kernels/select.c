@@ -5,32 +5,35 @@
 #include "tnk.h"
 
 /* The innermost dimension walked with its strides, with a word-sized move
- * for 4- and 2-byte elements; ctx is the element size. */
-static void where_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t index) {
+ * for 4- and 2-byte elements; ctx is the element size. Strides in elements:
+ * the compiler versions the loops for unit strides. */
+static void where_loop(void *p, char **ptrs, const int64_t *bs, int64_t n, int64_t index) {
   int64_t esz = *(const int64_t *)p;
+  int64_t s[4];
+  for (int v = 0; v < 4; v++) s[v] = v == 1 ? bs[v] : bs[v] / esz;
   char *o = ptrs[0];
   const unsigned char *cond = (const unsigned char *)ptrs[1];
   const char *a = ptrs[2], *b = ptrs[3];
   if (esz == 4) {
     for (int64_t k = 0; k < n; k++) {
       uint32_t x, y;
-      memcpy(&x, a + k * s[2], 4);
-      memcpy(&y, b + k * s[3], 4);
+      memcpy(&x, a + k * s[2] * 4, 4);
+      memcpy(&y, b + k * s[3] * 4, 4);
       uint32_t res = cond[k * s[1]] ? x : y;
-      memcpy(o + k * s[0], &res, 4);
+      memcpy(o + k * s[0] * 4, &res, 4);
     }
   } else if (esz == 2) {
     for (int64_t k = 0; k < n; k++) {
       uint16_t x, y;
-      memcpy(&x, a + k * s[2], 2);
-      memcpy(&y, b + k * s[3], 2);
+      memcpy(&x, a + k * s[2] * 2, 2);
+      memcpy(&y, b + k * s[3] * 2, 2);
       uint16_t res = cond[k * s[1]] ? x : y;
-      memcpy(o + k * s[0], &res, 2);
+      memcpy(o + k * s[0] * 2, &res, 2);
     }
   } else {
     for (int64_t k = 0; k < n; k++) {
-      const char *src = cond[k * s[1]] ? a + k * s[2] : b + k * s[3];
-      memmove(o + k * s[0], src, (size_t)esz);
+      const char *src = cond[k * s[1]] ? a + k * s[2] * esz : b + k * s[3] * esz;
+      memmove(o + k * s[0] * esz, src, (size_t)esz);
     }
   }
 }
