@@ -55,13 +55,7 @@ void tnk_fill(const tnk_fill_args_t *a) {
   tnk_val_t v = {a->value.f, a->value.fi, a->value.i, a->value.is_integral};
   if (a->value.is_bool) v = (tnk_val_t){(double)a->value.i, 0, a->value.i, 1};
   char buf[16];
-  switch (a->dst.dtype) {
-#define STORE_CASE(E, N) \
-  case E: tnk_store_##N(buf, v); break;
-    TNK_FOR_EACH_DTYPE(STORE_CASE)
-#undef STORE_CASE
-    default: return;
-  }
+  tnk_store_any(buf, a->dst.dtype, v); /* a valid dtype: esz > 0 */
   memcpy(c.value, buf, c.esz);
   c.zero = 1;
   for (size_t k = 0; k < c.esz; k++) c.zero &= c.value[k] == 0;

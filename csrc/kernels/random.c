@@ -118,13 +118,7 @@ static void rand_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t
     tnk_val_t v;
     bad |= !draw(a, wide, index + k, prob, &v);
     char *dst = ptrs[0] + k * s[0];
-    switch (a->dst.dtype) {
-#define STORE_CASE(E, N) \
-  case E: tnk_store_##N(dst, v); break;
-      TNK_FOR_EACH_DTYPE(STORE_CASE)
-#undef STORE_CASE
-      default: break;
-    }
+    tnk_store_any(dst, a->dst.dtype, v);
     /* Rounding to a narrow float may reach the open upper bound. */
     if (a->kind == TNK_RAND_UNIFORM &&
         (a->dst.dtype == TNK_BF16 || a->dst.dtype == TNK_F16 ||
