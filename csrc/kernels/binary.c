@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "dtype.h"
+#include "iter.h"
 #include "tnk.h"
 #include "vmath.h"
 
@@ -257,82 +258,42 @@ static loop_fn find_loop(int op, int dtype) {
 int tnk_binary_supported(int op, int dtype) { return find_loop(op, dtype) != NULL; }
 
 typedef struct bin_ctx {
-  tnk_shape_t shape;
-  tnk_view_t v[3]; /* out, a, b */
   loop_fn fn;
-  int64_t esz, oesz; /* input / output element sizes (bool for comparisons) */
   double alpha[5]; /* alpha, beta, gamma, the scalar operand and its slot */
   int64_t ialpha;
   _Atomic int64_t zero_divisions;
   int vbwd; /* contiguous fp32 SiLU (1) / GELU (2) / GELU tanh (3) backward: vector bodies */
 } bin_ctx_t;
 
-static void bin_rows(void *p, int64_t begin, int64_t end) {
-  const bin_ctx_t *c = p;
-  int nd = c->shape.ndim;
-  int64_t inner = c->shape.sizes[nd - 1];
-  for (int64_t r = begin; r < end; r++) {
-    int64_t off[3] = {0, 0, 0}, rem = r;
-    for (int d = nd - 2; d >= 0; d--) {
-      int64_t idx = rem % c->shape.sizes[d];
-      rem /= c->shape.sizes[d];
-      for (int v = 0; v < 3; v++) off[v] += idx * c->v[v].strides[d];
-    }
-    int64_t z = c->fn((char *)c->v[0].data + off[0] * c->oesz,
-          (const char *)c->v[1].data + off[1] * c->esz,
-          (const char *)c->v[2].data + off[2] * c->esz,
-          c->v[0].strides[nd - 1] * c->oesz, c->v[1].strides[nd - 1] * c->esz,
-          c->v[2].strides[nd - 1] * c->esz, inner, c->alpha, c->ialpha);
-    if (z) atomic_fetch_add(&((bin_ctx_t *)p)->zero_divisions, z);
-  }
-}
-
-static void bin_chunks(void *p, int64_t begin, int64_t end) {
-  const bin_ctx_t *c = p;
+static void bin_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t index) {
+  bin_ctx_t *c = p;
   if (c->vbwd) { /* 1 silu, 2 gelu, 3 gelu tanh */
-    const float *g = (const float *)c->v[1].data + begin, *x = (const float *)c->v[2].data + begin;
-    float *out = (float *)c->v[0].data + begin;
-    if (c->vbwd == 1) tnk_vsilu_bwd_f32(g, x, out, end - begin);
-    else tnk_vgelu_bwd_f32(g, x, out, end - begin, c->vbwd == 3);
+    const float *g = (const float *)ptrs[1], *x = (const float *)ptrs[2];
+    if (c->vbwd == 1) tnk_vsilu_bwd_f32(g, x, (float *)ptrs[0], n);
+    else tnk_vgelu_bwd_f32(g, x, (float *)ptrs[0], n, c->vbwd == 3);
     return;
   }
-  int64_t z = c->fn((char *)c->v[0].data + begin * c->v[0].strides[0] * c->oesz,
-        (const char *)c->v[1].data + begin * c->v[1].strides[0] * c->esz,
-        (const char *)c->v[2].data + begin * c->v[2].strides[0] * c->esz,
-        c->v[0].strides[0] * c->oesz, c->v[1].strides[0] * c->esz,
-        c->v[2].strides[0] * c->esz, end - begin, c->alpha, c->ialpha);
-  if (z) atomic_fetch_add(&((bin_ctx_t *)p)->zero_divisions, z);
+  int64_t z = c->fn(ptrs[0], ptrs[1], ptrs[2], s[0], s[1], s[2], n, c->alpha, c->ialpha);
+  if (z) atomic_fetch_add(&c->zero_divisions, z);
 }
 
 void tnk_binary(const tnk_binary_args_t *a) {
   if (!tnk_binary_supported(a->op, a->dtype)) return;
-  bin_ctx_t c = {.shape = a->shape, .v = {a->out, a->a, a->b}};
-  tnk_coalesce(&c.shape, c.v, 3);
-  int64_t n = tnk_numel(&c.shape);
-  if (n == 0) return;
-  if (c.shape.ndim == 0) {
-    c.shape.ndim = 1;
-    c.shape.sizes[0] = 1;
-    for (int v = 0; v < 3; v++) c.v[v].strides[0] = 0;
-  }
-  c.fn = find_loop(a->op, a->dtype);
-  c.esz = (int64_t)tnk_dtype_size(a->dtype);
-  c.oesz = a->op >= TNK_EQ && a->op <= TNK_GE ? 1 : c.esz;
+  int64_t esz = (int64_t)tnk_dtype_size(a->dtype);
+  int64_t oesz = a->op >= TNK_EQ && a->op <= TNK_GE ? 1 : esz; /* bool for comparisons */
+  tnk_iter_t it;
+  if (!tnk_iter_init(&it, &a->shape, 3, (tnk_view_t[]){a->out, a->a, a->b},
+                     (int64_t[]){oesz, esz, esz}))
+    return;
+  bin_ctx_t c = {.fn = find_loop(a->op, a->dtype), .ialpha = a->ialpha};
   c.alpha[0] = a->alpha;
   c.alpha[1] = a->beta;
   c.alpha[2] = a->gamma;
   c.alpha[3] = a->scalar;
   c.alpha[4] = a->scalar_operand == 1 || a->scalar_operand == 2 ? a->scalar_operand : 0;
-  c.ialpha = a->ialpha;
-  int64_t inner = c.shape.sizes[c.shape.ndim - 1];
-  if (a->dtype == TNK_F32 && c.shape.ndim == 1 && c.v[0].strides[0] == 1 &&
-      c.v[1].strides[0] == 1 && c.v[2].strides[0] == 1)
+  if (a->dtype == TNK_F32 && tnk_iter_contiguous(&it))
     c.vbwd = a->op == TNK_SILU_BWD ? 1 : a->op == TNK_GELU_BWD ? 2 : a->op == TNK_GELU_TANH_BWD ? 3 : 0;
-  if (c.shape.ndim == 1)
-    tnk_parallel_for(inner, 1 << 15, bin_chunks, &c);
-  else
-    tnk_parallel_for(n / inner, inner >= (1 << 15) ? 1 : (1 << 15) / inner,
-                     bin_rows, &c);
+  tnk_iter_run(&it, 1 << 15, bin_loop, &c);
   if (atomic_load(&c.zero_divisions) && a->fault.fn)
     a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, 0, 0, a->fault.origin);
 }

@@ -2,6 +2,7 @@
  * (source, destination) dtype pair, generated from dtype.h, and a memcpy path
  * when nothing needs converting. Parallel over rows of the coalesced shape. */
 #include "dtype.h"
+#include "iter.h"
 #include "tnk.h"
 #include "vmath.h"
 
@@ -35,85 +36,34 @@ static const cvt_fn k_cvt[TNK_DTYPE_COUNT][TNK_DTYPE_COUNT] = {
     TNK_FOR_EACH_DTYPE(CVT_TABLE_ROW)};
 
 typedef struct copy_ctx {
-  tnk_shape_t shape;
-  tnk_view_t dst, src;
   cvt_fn fn;
-  size_t dsz, ssz;
-  int same;
+  int64_t dsz;
+  int same; /* same dtype; 2: and one element (strides 0): a memcpy too */
   int stream; /* large same-dtype copies: streaming stores (AVX-512) */
 } copy_ctx_t;
 
 /* Copies larger than TNK_STREAM_BYTES go out with streaming stores, as
  * the large softmax/layer-norm outputs do (a 64 MiB clone 4.3 -> 3.15 ms,
  * about 140% of glibc memcpy between the same buffers). */
-
-/* Byte offset of row r (all dims but the last) in a view. */
-static int64_t row_offset(const tnk_shape_t *sh, const int64_t *strides,
-                          int64_t r, size_t esz) {
-  int64_t off = 0;
-  for (int d = sh->ndim - 2; d >= 0; d--) {
-    int64_t idx = r % sh->sizes[d];
-    r /= sh->sizes[d];
-    off += idx * strides[d];
-  }
-  return off * (int64_t)esz;
-}
-
-static void copy_inner(const copy_ctx_t *c, char *d, const char *s,
-                       int64_t n) {
-  int64_t ds = c->dst.strides[c->shape.ndim - 1] * (int64_t)c->dsz;
-  int64_t ss = c->src.strides[c->shape.ndim - 1] * (int64_t)c->ssz;
-  if (c->same && ds == (int64_t)c->dsz && ss == ds) {
-    if (c->stream) TNK_VM->copy_stream(d, s, n * (int64_t)c->dsz);
-    else memcpy(d, s, (size_t)n * c->dsz);
-  }
-  else
-    c->fn(d, ds, s, ss, n);
-}
-
-static void copy_rows(void *p, int64_t begin, int64_t end) {
+static void copy_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t index) {
   const copy_ctx_t *c = p;
-  int64_t inner = c->shape.sizes[c->shape.ndim - 1];
-  for (int64_t r = begin; r < end; r++) {
-    char *d = (char *)c->dst.data +
-              row_offset(&c->shape, c->dst.strides, r, c->dsz);
-    const char *s = (const char *)c->src.data +
-                    row_offset(&c->shape, c->src.strides, r, c->ssz);
-    copy_inner(c, d, s, inner);
+  if (c->same == 2 || (c->same && s[0] == c->dsz && s[1] == s[0])) {
+    if (c->stream) TNK_VM->copy_stream(ptrs[0], ptrs[1], n * c->dsz);
+    else memcpy(ptrs[0], ptrs[1], (size_t)(n * c->dsz));
+  } else {
+    c->fn(ptrs[0], s[0], ptrs[1], s[1], n);
   }
-}
-
-/* 1-D: split the single row into chunks. */
-static void copy_chunks(void *p, int64_t begin, int64_t end) {
-  const copy_ctx_t *c = p;
-  char *d = (char *)c->dst.data + begin * c->dst.strides[0] * (int64_t)c->dsz;
-  const char *s =
-      (const char *)c->src.data + begin * c->src.strides[0] * (int64_t)c->ssz;
-  copy_inner(c, d, s, end - begin);
 }
 
 void tnk_copy(const tnk_copy_args_t *a) {
-  copy_ctx_t c = {.shape = a->shape, .dst = a->dst, .src = a->src};
-  tnk_view_t views[2] = {c.dst, c.src};
-  tnk_coalesce(&c.shape, views, 2);
-  c.dst = views[0];
-  c.src = views[1];
-  int64_t n = tnk_numel(&c.shape);
+  int64_t dsz = (int64_t)tnk_dtype_size(a->dst.dtype);
+  tnk_iter_t it;
+  int64_t n = tnk_iter_init(&it, &a->shape, 2, (tnk_view_t[]){a->dst, a->src},
+                            (int64_t[]){dsz, (int64_t)tnk_dtype_size(a->src.dtype)});
   if (n == 0) return;
-  if (c.shape.ndim == 0) { /* scalar */
-    c.shape.ndim = 1;
-    c.shape.sizes[0] = 1;
-    c.dst.strides[0] = c.src.strides[0] = 1;
-  }
-  c.dsz = tnk_dtype_size(c.dst.dtype);
-  c.ssz = tnk_dtype_size(c.src.dtype);
-  c.fn = k_cvt[c.src.dtype][c.dst.dtype];
-  c.same = c.src.dtype == c.dst.dtype;
-  c.stream = c.same && TNK_VM->copy_stream && n * (int64_t)c.dsz > TNK_STREAM_BYTES;
-  int64_t inner = c.shape.sizes[c.shape.ndim - 1];
-  if (c.shape.ndim == 1)
-    tnk_parallel_for(inner, 1 << 16, copy_chunks, &c);
-  else
-    tnk_parallel_for(n / inner, inner >= (1 << 16) ? 1 : (1 << 16) / inner,
-                     copy_rows, &c);
+  copy_ctx_t c = {.fn = k_cvt[a->src.dtype][a->dst.dtype], .dsz = dsz,
+                  .same = a->src.dtype == a->dst.dtype};
+  if (c.same && n == 1) c.same = 2;
+  c.stream = c.same && TNK_VM->copy_stream && n * dsz > TNK_STREAM_BYTES;
+  tnk_iter_run(&it, 1 << 16, copy_loop, &c);
 }

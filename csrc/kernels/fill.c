@@ -3,11 +3,10 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "iter.h"
 #include "tnk.h"
 
 typedef struct fill_ctx {
-  tnk_shape_t shape;
-  tnk_view_t dst;
   size_t esz;
   int zero; /* every byte of value is 0 */
   unsigned char value[16];
@@ -44,59 +43,24 @@ static void fill_elems(char *base, int64_t n, int64_t stride, const unsigned cha
 #undef FILL_T
 }
 
-static void fill_range(void *p, int64_t begin, int64_t end) {
+static void fill_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t index) {
   const fill_ctx_t *c = p;
-  const tnk_shape_t *sh = &c->shape;
-  int nd = sh->ndim;
-  int64_t inner = sh->sizes[nd - 1], is = c->dst.strides[nd - 1];
-  for (int64_t r = begin; r < end; r++) {
-    int64_t rem = r, off = 0;
-    for (int d = nd - 2; d >= 0; d--) {
-      off += (rem % sh->sizes[d]) * c->dst.strides[d];
-      rem /= sh->sizes[d];
-    }
-    char *base = (char *)c->dst.data + off * (int64_t)c->esz;
-    fill_elems(base, inner, is, c->value, c->esz, c->zero);
-  }
+  fill_elems(ptrs[0], n, s[0] / (int64_t)c->esz, c->value, c->esz, c->zero);
 }
 
 void tnk_fill(const tnk_fill_args_t *a) {
-  fill_ctx_t c = {.shape = a->shape, .dst = a->dst};
-  tnk_coalesce(&c.shape, &c.dst, 1);
-  if (tnk_numel(&c.shape) == 0) return;
-  if (c.shape.ndim == 0) {
-    c.shape.ndim = 1;
-    c.shape.sizes[0] = 1;
-    c.dst.strides[0] = 1;
-  }
-  c.esz = tnk_dtype_size(c.dst.dtype);
+  fill_ctx_t c = {.esz = tnk_dtype_size(a->dst.dtype)};
+  tnk_iter_t it;
+  if (!c.esz || !tnk_iter_init(&it, &a->shape, 1, &a->dst, (int64_t[]){(int64_t)c.esz})) return;
   tnk_val_t v = {a->value.f, a->value.fi, a->value.i, a->value.is_integral};
   if (a->value.is_bool) v = (tnk_val_t){(double)a->value.i, 0, a->value.i, 1};
   char buf[16];
-  switch (c.dst.dtype) {
-#define STORE_CASE(E, N) \
-  case E: tnk_store_##N(buf, v); break;
-    TNK_FOR_EACH_DTYPE(STORE_CASE)
-#undef STORE_CASE
-    default: return;
-  }
+  tnk_store_any(buf, a->dst.dtype, v); /* a valid dtype: esz > 0 */
   memcpy(c.value, buf, c.esz);
   c.zero = 1;
   for (size_t k = 0; k < c.esz; k++) c.zero &= c.value[k] == 0;
-  int64_t rows = tnk_numel(&c.shape) / c.shape.sizes[c.shape.ndim - 1];
-  if (rows == 1 && c.dst.strides[0] == 1 && c.shape.ndim == 1) {
-    /* contiguous: split the row itself */
-    fill_ctx_t *cp = &c;
-    int64_t n = c.shape.sizes[0];
-    c.shape.ndim = 2;
-    c.shape.sizes[1] = 4096;
-    c.shape.sizes[0] = n / 4096;
-    c.dst.strides[1] = 1;
-    c.dst.strides[0] = 4096;
-    if (c.shape.sizes[0]) tnk_parallel_for(c.shape.sizes[0], 64, fill_range, cp);
-    int64_t done = c.shape.sizes[0] * 4096;
-    fill_elems((char *)c.dst.data + done * (int64_t)c.esz, n - done, 1, c.value, c.esz, c.zero);
-    return;
-  }
-  tnk_parallel_for(rows, 64, fill_range, &c);
+  /* 64 rows a task whatever their length; one dimension in chunks of 64
+   * rows of 4096 */
+  it.row_grain = 64;
+  tnk_iter_run(&it, 64 * 4096, fill_loop, &c);
 }

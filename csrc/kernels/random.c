@@ -1,7 +1,10 @@
 /* Counter-based random numbers: element i of a call draws Philox4x32-10 with
  * counter (i, offset) and key seed, so results depend only on (seed, offset,
  * shape), never on the thread count or the memory layout. */
+#include <stdatomic.h>
+
 #include "dtype.h"
+#include "iter.h"
 #include "tnk.h"
 
 #define PHILOX_M0 0xD2511F53u
@@ -31,8 +34,7 @@ void tnk_philox(uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
 
 typedef struct rand_ctx {
   const tnk_random_args_t *a;
-  tnk_shape_t shape;
-  size_t esz, psz;
+  _Atomic int bad; /* a probability outside [0, 1] */
 } rand_ctx_t;
 
 /* Uniform in [0, 1) with 24 (float) or 53 (double) random bits. */
@@ -105,32 +107,18 @@ static int draw(const tnk_random_args_t *a, int wide, int64_t i,
   return 1;
 }
 
-static void rand_range(void *p, int64_t begin, int64_t end) {
-  const rand_ctx_t *c = p;
+/* Element k of the run is element index + k of the shape: its counter. */
+static void rand_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t index) {
+  rand_ctx_t *c = p;
   const tnk_random_args_t *a = c->a;
-  const tnk_shape_t *sh = &c->shape;
   int wide = a->dst.dtype == TNK_F64 || a->dst.dtype == TNK_C128;
   int bad = 0;
-  for (int64_t i = begin; i < end; i++) {
-    int64_t rem = i, off = 0, poff = 0;
-    for (int d = sh->ndim - 1; d >= 0; d--) {
-      int64_t idx = rem % sh->sizes[d];
-      rem /= sh->sizes[d];
-      off += idx * a->dst.strides[d];
-      poff += idx * a->prob.strides[d];
-    }
-    const char *prob =
-        a->has_prob ? (const char *)a->prob.data + poff * (int64_t)c->psz : 0;
+  for (int64_t k = 0; k < n; k++) {
+    const char *prob = a->has_prob ? ptrs[1] + k * s[1] : 0;
     tnk_val_t v;
-    bad |= !draw(a, wide, i, prob, &v);
-    char *dst = (char *)a->dst.data + off * (int64_t)c->esz;
-    switch (a->dst.dtype) {
-#define STORE_CASE(E, N) \
-  case E: tnk_store_##N(dst, v); break;
-      TNK_FOR_EACH_DTYPE(STORE_CASE)
-#undef STORE_CASE
-      default: break;
-    }
+    bad |= !draw(a, wide, index + k, prob, &v);
+    char *dst = ptrs[0] + k * s[0];
+    tnk_store_any(dst, a->dst.dtype, v);
     /* Rounding to a narrow float may reach the open upper bound. */
     if (a->kind == TNK_RAND_UNIFORM &&
         (a->dst.dtype == TNK_BF16 || a->dst.dtype == TNK_F16 ||
@@ -148,16 +136,20 @@ static void rand_range(void *p, int64_t begin, int64_t end) {
       }
     }
   }
-  if (bad && a->fault.fn)
-    a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, 0, 0, a->fault.origin);
+  if (bad) c->bad = 1;
 }
 
 void tnk_random(const tnk_random_args_t *a) {
-  rand_ctx_t c = {.a = a, .shape = a->shape};
-  if (tnk_numel(&c.shape) == 0) return;
-  c.esz = tnk_dtype_size(a->dst.dtype);
-  c.psz = a->has_prob ? tnk_dtype_size(a->prob.dtype) : 0;
-  tnk_parallel_for(tnk_numel(&c.shape), 4096, rand_range, &c);
+  rand_ctx_t c = {.a = a};
+  tnk_iter_t it;
+  int nv = a->has_prob ? 2 : 1;
+  if (!tnk_iter_init(&it, &a->shape, nv, (tnk_view_t[]){a->dst, a->prob},
+                     (int64_t[]){(int64_t)tnk_dtype_size(a->dst.dtype),
+                                 (int64_t)tnk_dtype_size(a->prob.dtype)}))
+    return;
+  tnk_iter_run(&it, 4096, rand_loop, &c);
+  if (c.bad && a->fault.fn)
+    a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, 0, 0, a->fault.origin);
 }
 
 /* A uniformly random permutation of 0..n-1 (Fisher-Yates): step i draws

@@ -1,8 +1,10 @@
-/* Sum and mean over any set of dimensions of a strided tensor. Each task
- * index is one output element; it walks the reduced index space. fp32 and
+/* Sum and mean over any set of dimensions of a strided tensor. The outputs
+ * (the kept dims) are walked by the n-dimensional iterator (iter.h); each
+ * output walks the reduced index space. fp32 and
  * half inputs accumulate in double and round once, fp64 in double, integers
  * in int64 (wrapping). */
 #include "dtype.h"
+#include "iter.h"
 #include "tnk.h"
 #include "vmath.h"
 
@@ -37,19 +39,16 @@ typedef struct red_ctx {
   size_t iesz, oesz;
 } red_ctx_t;
 
-static void red_range(void *p, int64_t begin, int64_t end) {
+/* n outputs: output k at ptrs[1] + k * s[1], its first input at ptrs[0] +
+ * k * s[0], from where it walks the reduced index space. */
+static void red_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t index) {
   const red_ctx_t *c = p;
   const tnk_reduce_args_t *a = c->a;
   int idt = a->in.dtype;
   int is_int = integral(idt);
-  for (int64_t o = begin; o < end; o++) {
-    int64_t rem = o, in_off = 0, out_off = 0;
-    for (int d = c->nk - 1; d >= 0; d--) {
-      int64_t idx = rem % c->ksize[d];
-      rem /= c->ksize[d];
-      in_off += idx * c->kin[d];
-      out_off += idx * c->kout[d];
-    }
+  for (int64_t o = 0; o < n; o++) {
+    const char *in = ptrs[0] + o * s[0];
+    char *out = ptrs[1] + o * s[1];
     int prod = a->op == TNK_PROD;
     double acc = prod ? 1.0 : 0.0;
     uint64_t iacc = prod ? 1 : 0;
@@ -59,12 +58,12 @@ static void red_range(void *p, int64_t begin, int64_t end) {
     int have = 0;
     int flag = a->op == TNK_ALL; /* all: true until a zero; any: false */
     for (int64_t r = 0; r < c->rcount; r++) {
-      int64_t rr = r, off = in_off;
+      int64_t rr = r, off = 0;
       for (int d = c->nr - 1; d >= 0; d--) {
         off += (rr % c->rsize[d]) * c->rin[d];
         rr /= c->rsize[d];
       }
-      tnk_val_t v = tnk_load_any((const char *)a->in.data + off * (int64_t)c->iesz, idt);
+      tnk_val_t v = tnk_load_any(in + off * (int64_t)c->iesz, idt);
       if (extreme) {
         int better;
         if (v.isint) better = a->op == TNK_MAX ? v.i > best.i : v.i < best.i;
@@ -86,11 +85,11 @@ static void red_range(void *p, int64_t begin, int64_t end) {
       }
     }
     if (logical) {
-      *((unsigned char *)a->out.data + out_off) = (unsigned char)flag;
+      *(unsigned char *)out = (unsigned char)flag;
       continue;
     }
     if (extreme) {
-      tnk_store_any((char *)a->out.data + out_off * (int64_t)c->oesz, a->out.dtype, best);
+      tnk_store_any(out, a->out.dtype, best);
       continue;
     }
     tnk_val_t res = {0, 0, 0, 0};
@@ -100,26 +99,20 @@ static void red_range(void *p, int64_t begin, int64_t end) {
     } else {
       res.re = a->op == TNK_MEAN ? acc / (double)c->rcount : acc;
     }
-    tnk_store_any((char *)a->out.data + out_off * (int64_t)c->oesz, a->out.dtype, res);
+    tnk_store_any(out, a->out.dtype, res);
   }
 }
 
 /* fp32 sum/mean of a contiguous input over its trailing dims: each output is
  * one contiguous run of rcount elements, summed by the vector body (double
  * accumulation, as the generic walk). */
-static void red_rows_f32(void *p, int64_t begin, int64_t end) {
+static void red_rows_f32(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t index) {
   const red_ctx_t *c = p;
   const tnk_reduce_args_t *a = c->a;
-  for (int64_t o = begin; o < end; o++) {
-    int64_t rem = o, out_off = 0;
-    for (int d = c->nk - 1; d >= 0; d--) {
-      out_off += (rem % c->ksize[d]) * c->kout[d];
-      rem /= c->ksize[d];
-    }
-    double s = tnk_vsum_f32_f64((const float *)a->in.data + o * c->rcount, c->rcount);
-    if (a->op == TNK_MEAN) s /= (double)c->rcount;
-    tnk_store_any((char *)a->out.data + out_off * (int64_t)c->oesz, a->out.dtype,
-                  (tnk_val_t){s, 0, 0, 0});
+  for (int64_t o = 0; o < n; o++) {
+    double v = tnk_vsum_f32_f64((const float *)(ptrs[0] + o * s[0]), c->rcount);
+    if (a->op == TNK_MEAN) v /= (double)c->rcount;
+    tnk_store_any(ptrs[1] + o * s[1], a->out.dtype, (tnk_val_t){v, 0, 0, 0});
   }
 }
 
@@ -205,9 +198,19 @@ void tnk_reduce(const tnk_reduce_args_t *a) {
   c.iesz = tnk_dtype_size(a->in.dtype);
   c.oesz = tnk_dtype_size(a->out.dtype);
   int64_t grain = c.rcount >= 4096 ? 1 : 4096 / (c.rcount ? c.rcount : 1);
+  /* the outputs: the kept dims of the input and of the output */
+  tnk_shape_t kept = {.ndim = c.nk};
+  tnk_view_t kv[2] = {{.data = a->in.data}, {.data = a->out.data}};
+  for (int d = 0; d < c.nk; d++) {
+    kept.sizes[d] = c.ksize[d];
+    kv[0].strides[d] = c.kin[d];
+    kv[1].strides[d] = c.kout[d];
+  }
+  tnk_iter_t it;
+  tnk_iter_init(&it, &kept, 2, kv, (int64_t[]){(int64_t)c.iesz, (int64_t)c.oesz});
   if ((a->op == TNK_SUM || a->op == TNK_MEAN) && a->in.dtype == TNK_F32 && c.rcount > 0 &&
       trailing_contiguous(a)) {
-    tnk_parallel_for(outputs, grain, red_rows_f32, &c);
+    tnk_iter_run(&it, grain, red_rows_f32, &c);
     return;
   }
   if ((a->op == TNK_SUM || a->op == TNK_MEAN) && a->in.dtype == TNK_F32 && c.rcount > 1 &&
@@ -222,5 +225,5 @@ void tnk_reduce(const tnk_reduce_args_t *a) {
     tnk_parallel_for(blocks, work >= 65536 ? 1 : 65536 / work + 1, red_lead_f32, &c);
     return;
   }
-  tnk_parallel_for(outputs, grain, red_range, &c);
+  tnk_iter_run(&it, grain, red_loop, &c);
 }

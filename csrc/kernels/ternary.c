@@ -2,6 +2,7 @@
  * lerp) on strided, broadcast views of floating dtypes. Generic loops over
  * a coalesced shape; values go through tnk_val_t (fp32 or fp64 compute). */
 #include "dtype.h"
+#include "iter.h"
 #include "tnk.h"
 
 int tnk_ternary_supported(int op, int dtype) {
@@ -11,10 +12,8 @@ int tnk_ternary_supported(int op, int dtype) {
 }
 
 typedef struct tern_ctx {
-  tnk_shape_t shape;
-  tnk_view_t v[4];
   int op, dt;
-  int64_t esz;
+  int contiguous; /* fp32, every view dense: the plain loops */
   double value;
 } tern_ctx_t;
 
@@ -36,71 +35,67 @@ static inline double apply(int op, int dt, double a, double b, double c,
   }
 }
 
-static void tern_range(void *p, int64_t begin, int64_t end) {
-  const tern_ctx_t *c = p;
-  const tnk_shape_t *sh = &c->shape;
-  int nd = sh->ndim;
-  for (int64_t i = begin; i < end; i++) {
-    int64_t rem = i, off[4] = {0, 0, 0, 0};
-    for (int d = nd - 1; d >= 0; d--) {
-      int64_t idx = rem % sh->sizes[d];
-      rem /= sh->sizes[d];
-      for (int v = 0; v < 4; v++) off[v] += idx * c->v[v].strides[d];
-    }
-    double a = tnk_ldf(c->v[1].data, c->dt, off[1]);
-    double b = tnk_ldf(c->v[2].data, c->dt, off[2]);
+/* The element loop of the other cases (element strides e). */
+static void tern_generic(const tern_ctx_t *c, char **p, const int64_t *e, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    int64_t off[4];
+    for (int v = 0; v < 4; v++) off[v] = i * e[v];
+    double a = tnk_ldf(p[1], c->dt, off[1]);
+    double b = tnk_ldf(p[2], c->dt, off[2]);
     double cc = c->op == TNK_LERP
                     ? 0.0
-                    : tnk_ldf(c->v[3].data, c->dt, off[3]);
+                    : tnk_ldf(p[3], c->dt, off[3]);
     double r = c->op == TNK_LERP_TENSOR ? apply(TNK_LERP, c->dt, a, b, 0.0, cc)
                                         : apply(c->op, c->dt, a, b, cc, c->value);
-    tnk_stf(c->v[0].data, c->dt, off[0], r);
+    tnk_stf(p[0], c->dt, off[0], r);
   }
 }
 
 /* fp32, all views contiguous: the optimizer's case, as plain loops. */
-static void tern_f32_contig(void *p, int64_t begin, int64_t end) {
+static void tern_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t index) {
   const tern_ctx_t *c = p;
-  float *restrict o = (float *)c->v[0].data;
-  const float *restrict a = c->v[1].data, *restrict b = c->v[2].data,
-                        *restrict cc = c->v[3].data;
+  if (!c->contiguous) {
+    int64_t e[4], esz = (int64_t)tnk_dtype_size(c->dt);
+    for (int v = 0; v < 4; v++) e[v] = s[v] / esz;
+    tern_generic(c, ptrs, e, n);
+    return;
+  }
+  float *restrict o = (float *)ptrs[0];
+  const float *restrict a = (const float *)ptrs[1], *restrict b = (const float *)ptrs[2],
+                        *restrict cc = (const float *)ptrs[3];
   float v = (float)c->value;
   switch (c->op) {
     case TNK_ADDCMUL:
-      for (int64_t i = begin; i < end; i++) o[i] = a[i] + v * b[i] * cc[i];
+      for (int64_t i = 0; i < n; i++) o[i] = a[i] + v * b[i] * cc[i];
       break;
     case TNK_ADDCDIV:
-      for (int64_t i = begin; i < end; i++) o[i] = a[i] + v * (b[i] / cc[i]);
+      for (int64_t i = 0; i < n; i++) o[i] = a[i] + v * (b[i] / cc[i]);
       break;
     case TNK_LERP_TENSOR:
-      for (int64_t i = begin; i < end; i++) {
+      for (int64_t i = 0; i < n; i++) {
         float w = cc[i], d = b[i] - a[i];
         o[i] = w < 0.5f ? a[i] + w * d : b[i] - d * (1 - w);
       }
       break;
     default:
       if (v < 0.5f)
-        for (int64_t i = begin; i < end; i++) o[i] = a[i] + v * (b[i] - a[i]);
+        for (int64_t i = 0; i < n; i++) o[i] = a[i] + v * (b[i] - a[i]);
       else
-        for (int64_t i = begin; i < end; i++)
-          o[i] = b[i] - (b[i] - a[i]) * (1 - v);
+        for (int64_t i = 0; i < n; i++) o[i] = b[i] - (b[i] - a[i]) * (1 - v);
       break;
   }
 }
 
 void tnk_ternary(const tnk_ternary_args_t *a) {
   if (!tnk_ternary_supported(a->op, a->dtype)) return;
-  tern_ctx_t c = {.shape = a->shape, .v = {a->out, a->a, a->b, a->c},
-                  .op = a->op, .dt = a->dtype, .value = a->value};
-  if (a->op == TNK_LERP) c.v[3] = c.v[2]; /* keep coalescing honest */
-  tnk_coalesce(&c.shape, c.v, 4);
-  int64_t n = tnk_numel(&c.shape);
-  if (n == 0) return;
-  c.esz = (int64_t)tnk_dtype_size(a->dtype);
-  int contiguous = c.shape.ndim == 1;
-  for (int v = 0; v < 4 && contiguous; v++) contiguous = c.v[v].strides[0] == 1;
-  if (contiguous && a->dtype == TNK_F32)
-    tnk_parallel_for(n, 1 << 15, tern_f32_contig, &c);
-  else
-    tnk_parallel_for(n, 1 << 14, tern_range, &c);
+  tern_ctx_t c = {.op = a->op, .dt = a->dtype, .value = a->value};
+  int64_t esz = (int64_t)tnk_dtype_size(a->dtype);
+  /* lerp has no third input: b again keeps coalescing honest */
+  tnk_iter_t it;
+  if (!tnk_iter_init(&it, &a->shape, 4,
+                     (tnk_view_t[]){a->out, a->a, a->b, a->op == TNK_LERP ? a->b : a->c},
+                     (int64_t[]){esz, esz, esz, esz}))
+    return;
+  c.contiguous = a->dtype == TNK_F32 && tnk_iter_contiguous(&it);
+  tnk_iter_run(&it, c.contiguous ? 1 << 15 : 1 << 14, tern_loop, &c);
 }

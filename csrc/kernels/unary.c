@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "dtype.h"
+#include "iter.h"
 #include "tnk.h"
 #include "vmath.h"
 
@@ -20,84 +21,39 @@ static tnk_uloop_fn uloop(int op, int dtype) {
 int tnk_unary_supported(int op, int dtype) { return uloop(op, dtype) != NULL; }
 
 typedef struct un_ctx {
-  tnk_shape_t shape;
-  tnk_view_t v[2];
   tnk_uloop_fn fn;
-  int64_t esz;
   double p[3];
   int vkind; /* 1 sigmoid, 2 silu, 3 exp, 4 gelu, 5 gelu tanh: contiguous fp32 vector bodies */
 } un_ctx_t;
 
-static void un_rows(void *p, int64_t begin, int64_t end) {
+static void un_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t index) {
   const un_ctx_t *c = p;
-  int nd = c->shape.ndim;
-  int64_t inner = c->shape.sizes[nd - 1];
-  for (int64_t r = begin; r < end; r++) {
-    int64_t off[2] = {0, 0}, rem = r;
-    for (int d = nd - 2; d >= 0; d--) {
-      int64_t idx = rem % c->shape.sizes[d];
-      rem /= c->shape.sizes[d];
-      off[0] += idx * c->v[0].strides[d];
-      off[1] += idx * c->v[1].strides[d];
-    }
-    c->fn((char *)c->v[0].data + off[0] * c->esz,
-          (const char *)c->v[1].data + off[1] * c->esz,
-          c->v[0].strides[nd - 1] * c->esz, c->v[1].strides[nd - 1] * c->esz,
-          inner, c->p);
-  }
-}
-
-static void un_chunks(void *p, int64_t begin, int64_t end) {
-  const un_ctx_t *c = p;
-  if (c->vkind == 3) { /* contiguous fp32 exp */
-    tnk_vexp_sum_f32((const float *)c->v[1].data + begin, 0.0f, (float *)c->v[0].data + begin,
-                     end - begin);
-    return;
-  }
-  if (c->vkind >= 4) { /* contiguous fp32 gelu */
-    tnk_vgelu_f32((const float *)c->v[1].data + begin, (float *)c->v[0].data + begin,
-                  end - begin, c->vkind == 5);
-    return;
-  }
-  if (c->vkind) { /* contiguous fp32 sigmoid / silu: the vector body */
-    tnk_vsigmoid_f32((const float *)c->v[1].data + begin, (float *)c->v[0].data + begin,
-                     end - begin, c->vkind == 2);
-    return;
-  }
-  c->fn((char *)c->v[0].data + begin * c->v[0].strides[0] * c->esz,
-        (const char *)c->v[1].data + begin * c->v[1].strides[0] * c->esz,
-        c->v[0].strides[0] * c->esz, c->v[1].strides[0] * c->esz, end - begin,
-        c->p);
+  float *out = (float *)ptrs[0];
+  const float *in = (const float *)ptrs[1];
+  if (c->vkind == 3) /* contiguous fp32 exp */
+    tnk_vexp_sum_f32(in, 0.0f, out, n);
+  else if (c->vkind >= 4) /* contiguous fp32 gelu */
+    tnk_vgelu_f32(in, out, n, c->vkind == 5);
+  else if (c->vkind) /* contiguous fp32 sigmoid / silu: the vector body */
+    tnk_vsigmoid_f32(in, out, n, c->vkind == 2);
+  else
+    c->fn(ptrs[0], ptrs[1], s[0], s[1], n, c->p);
 }
 
 void tnk_unary(const tnk_unary_args_t *a) {
   if (!tnk_unary_supported(a->op, a->dtype)) return;
-  un_ctx_t c = {.shape = a->shape, .v = {a->out, a->in}};
-  tnk_coalesce(&c.shape, c.v, 2);
-  int64_t n = tnk_numel(&c.shape);
-  if (n == 0) return;
-  if (c.shape.ndim == 0) {
-    c.shape.ndim = 1;
-    c.shape.sizes[0] = 1;
-    c.v[0].strides[0] = c.v[1].strides[0] = 0;
-  }
-  c.fn = uloop(a->op, a->dtype);
-  c.esz = (int64_t)tnk_dtype_size(a->dtype);
-  c.p[0] = a->p0;
-  c.p[1] = a->p1;
-  c.p[2] = a->p2;
-  int64_t inner = c.shape.sizes[c.shape.ndim - 1];
-  if (c.shape.ndim == 1 && a->dtype == TNK_F32 && c.v[0].strides[0] == 1 &&
-      c.v[1].strides[0] == 1) {
+  int64_t esz = (int64_t)tnk_dtype_size(a->dtype), e[2] = {esz, esz};
+  tnk_iter_t it;
+  if (!tnk_iter_init(&it, &a->shape, 2, (tnk_view_t[]){a->out, a->in}, e)) return;
+  un_ctx_t c = {.fn = uloop(a->op, a->dtype), .p = {a->p0, a->p1, a->p2}};
+  /* vector bodies when the whole shape is one dense run (a dense row of a
+   * wider shape takes the loop table, as it always has) */
+  if (a->dtype == TNK_F32 && tnk_iter_contiguous(&it)) {
     static const int vbody[TNK_UNARY_OP_COUNT] = {
         [TNK_SIGMOID] = 1, [TNK_SILU] = 2, [TNK_EXP] = 3, [TNK_GELU] = 4, [TNK_GELU_TANH] = 5};
     c.vkind = vbody[a->op];
   }
-  if (c.shape.ndim == 1)
-    tnk_parallel_for(inner, 1 << 14, un_chunks, &c);
-  else
-    tnk_parallel_for(n / inner, inner >= (1 << 14) ? 1 : (1 << 14) / inner,
-                     un_rows, &c);
+  tnk_iter_run(&it, 1 << 14, un_loop, &c);
 }
 
 /* ---- element-wise maps without a vector path ----------------------------- */
@@ -114,53 +70,15 @@ struct map2 {
   elem2_fn fn;
 };
 
-/* Rows of the coalesced shape: the index is decomposed once per row, the
- * innermost dimension walked with its strides. */
-static void map2_range(void *p, int64_t begin, int64_t end) {
+static void map2_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t index) {
   const map2_t *m = p;
-  int nd = m->shape.ndim;
-  int64_t inner = m->shape.sizes[nd - 1];
-  int64_t so = m->out.strides[nd - 1] * m->oesz, si = m->in.strides[nd - 1] * m->iesz;
-  for (int64_t r = begin; r < end; r++) {
-    int64_t rem = r, oo = 0, io = 0;
-    for (int d = nd - 2; d >= 0; d--) {
-      int64_t idx = rem % m->shape.sizes[d];
-      rem /= m->shape.sizes[d];
-      oo += idx * m->out.strides[d];
-      io += idx * m->in.strides[d];
-    }
-    char *o = (char *)m->out.data + oo * m->oesz;
-    const char *in = (const char *)m->in.data + io * m->iesz;
-    for (int64_t k = 0; k < inner; k++) m->fn(o + k * so, in + k * si, m);
-  }
-}
-
-/* One row split in chunks (the coalesced shape is one dimension). */
-static void map2_chunks(void *p, int64_t begin, int64_t end) {
-  const map2_t *m = p;
-  int64_t so = m->out.strides[0] * m->oesz, si = m->in.strides[0] * m->iesz;
-  char *o = (char *)m->out.data;
-  const char *in = (const char *)m->in.data;
-  for (int64_t k = begin; k < end; k++) m->fn(o + k * so, in + k * si, m);
+  for (int64_t k = 0; k < n; k++) m->fn(ptrs[0] + k * s[0], ptrs[1] + k * s[1], m);
 }
 
 static void map2_run(map2_t *m) {
-  tnk_view_t v[2] = {m->out, m->in};
-  tnk_coalesce(&m->shape, v, 2);
-  m->out = v[0];
-  m->in = v[1];
-  int64_t n = tnk_numel(&m->shape);
-  if (n <= 0) return;
-  if (m->shape.ndim == 0) {
-    m->shape.ndim = 1;
-    m->shape.sizes[0] = 1;
-    m->out.strides[0] = m->in.strides[0] = 0;
-  }
-  int64_t inner = m->shape.sizes[m->shape.ndim - 1];
-  if (m->shape.ndim == 1)
-    tnk_parallel_for(n, 1 << 15, map2_chunks, m);
-  else
-    tnk_parallel_for(n / inner, inner >= (1 << 15) ? 1 : (1 << 15) / inner, map2_range, m);
+  tnk_iter_t it;
+  if (tnk_iter_init(&it, &m->shape, 2, (tnk_view_t[]){m->out, m->in}, (int64_t[]){m->oesz, m->iesz}))
+    tnk_iter_run(&it, 1 << 15, map2_loop, m);
 }
 
 static void classify_elem(char *out, const char *in, const map2_t *m) {

@@ -1,0 +1,40 @@
+/* The n-dimensional iterator of the element-wise drivers (unary, binary,
+ * copy, fill, random, where, ternary, the outer loop of reductions):
+ * internal to the kernel library. It coalesces the shape over N views, then
+ * runs the driver's 1-D inner loop over the work, split across threads with
+ * tnk_parallel_for: chunks of the one dimension when the coalesced shape is
+ * 1-D (grain elements at least), whole rows of the innermost dimension
+ * otherwise (grain / row length rows at least, or row_grain rows). */
+#ifndef TNK_ITER_H
+#define TNK_ITER_H
+
+#include "tnk.h"
+
+#define TNK_ITER_MAX_VIEWS 4
+
+/* n elements: view v's k-th at ptrs[v] + k * strides[v] (bytes). `index` is
+ * the row-major linear index of the first one in the caller's shape. */
+typedef void (*tnk_iter_loop_fn)(void *ctx, char **ptrs, const int64_t *strides, int64_t n,
+                                 int64_t index);
+
+typedef struct tnk_iter {
+  tnk_shape_t shape; /* coalesced, at least 1-D (0-d: one element, strides 0) */
+  int nv;
+  int64_t numel;
+  int64_t row_grain; /* 0: grain / row length (set it after init to override) */
+  char *data[TNK_ITER_MAX_VIEWS];
+  int64_t esz[TNK_ITER_MAX_VIEWS];
+  int64_t strides[TNK_ITER_MAX_VIEWS][TNK_MAX_DIMS]; /* bytes */
+  tnk_iter_loop_fn loop;
+  void *ctx;
+} tnk_iter_t;
+
+/* Views' strides are in elements of esz[v] bytes. Returns the element count
+ * (0: nothing to run). */
+int64_t tnk_iter_init(tnk_iter_t *it, const tnk_shape_t *shape, int nv, const tnk_view_t *views,
+                      const int64_t *esz);
+/* The coalesced shape is 1-D and every view dense (stride = element size). */
+int tnk_iter_contiguous(const tnk_iter_t *it);
+void tnk_iter_run(tnk_iter_t *it, int64_t grain, tnk_iter_loop_fn loop, void *ctx);
+
+#endif
