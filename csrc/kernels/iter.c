@@ -46,7 +46,7 @@ static void iter_rows(void *p, int64_t begin, int64_t end) {
   const tnk_iter_t *it = p;
   int nd = it->shape.ndim, nv = it->nv;
   int64_t inner = it->shape.sizes[nd - 1];
-  int64_t idx[TNK_MAX_DIMS], s[TNK_ITER_MAX_VIEWS], off[TNK_ITER_MAX_VIEWS] = {0};
+  int64_t idx[TNRT_MAX_DIMS], s[TNK_ITER_MAX_VIEWS], off[TNK_ITER_MAX_VIEWS] = {0};
   char *ptrs[TNK_ITER_MAX_VIEWS];
   for (int k = 0; k < nv; k++) s[k] = it->strides[k][nd - 1];
   int64_t rem = begin;

@@ -24,7 +24,7 @@ typedef struct tnk_iter {
   int64_t row_grain; /* 0: grain / row length (set it after init to override) */
   char *data[TNK_ITER_MAX_VIEWS];
   int64_t esz[TNK_ITER_MAX_VIEWS];
-  int64_t strides[TNK_ITER_MAX_VIEWS][TNK_MAX_DIMS]; /* bytes */
+  int64_t strides[TNK_ITER_MAX_VIEWS][TNRT_MAX_DIMS]; /* bytes */
   tnk_iter_loop_fn loop;
   void *ctx;
 } tnk_iter_t;
