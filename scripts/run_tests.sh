@@ -12,6 +12,7 @@ bash scripts/setup.sh
 # clang-format: .clang-format). `bash scripts/format.sh` applies them.
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+git ls-files 'csrc/*.c' 'csrc/*.h' 'csrc/*.cpp' | xargs .venv/bin/clang-format --dry-run --Werror
 make -C csrc BUILD="$PWD/build/c" test
 make -C csrc BUILD="$PWD/build/c" asan
 make -C csrc BUILD="$PWD/build/c" tsan

@@ -14,29 +14,28 @@
 namespace torch_neuronx {
 namespace {
 
-void sdpa_forward_task(void* p) { tnk_sdpa_forward(static_cast<tnk_sdpa_args_t*>(p)); }
-void sdpa_backward_task(void* p) { tnk_sdpa_backward(static_cast<tnk_sdpa_args_t*>(p)); }
+void sdpa_forward_task(void *p) { tnk_sdpa_forward(static_cast<tnk_sdpa_args_t *>(p)); }
+void sdpa_backward_task(void *p) { tnk_sdpa_backward(static_cast<tnk_sdpa_args_t *>(p)); }
 
 bool attention_dtype(c10::ScalarType t) {
   return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
 }
 
-int64_t neuron_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                          const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
+int64_t neuron_sdp_choice(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v,
+                          const std::optional<at::Tensor> &mask, double dropout_p, bool is_causal,
                           std::optional<double> scale, bool enable_gqa) {
-  auto& ctx = at::globalContext();
-  bool ok = ctx.userEnabledOverrideableSDP() && dropout_p == 0.0 && q.dim() == 4 &&
-            k.dim() == 4 && v.dim() == 4 && !q.is_nested() && attention_dtype(q.scalar_type()) &&
+  auto &ctx = at::globalContext();
+  bool ok = ctx.userEnabledOverrideableSDP() && dropout_p == 0.0 && q.dim() == 4 && k.dim() == 4 &&
+            v.dim() == 4 && !q.is_nested() && attention_dtype(q.scalar_type()) &&
             k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
             q.size(0) == k.size(0) && k.size(0) == v.size(0) && k.size(1) == v.size(1) &&
-            k.size(1) > 0 && q.size(1) % k.size(1) == 0 &&
-            (q.size(1) == k.size(1) || enable_gqa) && k.size(2) == v.size(2) &&
-            q.size(3) == k.size(3) && q.size(2) > 0 && k.size(2) > 0 && q.size(3) > 0 &&
-            v.size(3) > 0 && q.device() == k.device() && k.device() == v.device();
+            k.size(1) > 0 && q.size(1) % k.size(1) == 0 && (q.size(1) == k.size(1) || enable_gqa) &&
+            k.size(2) == v.size(2) && q.size(3) == k.size(3) && q.size(2) > 0 && k.size(2) > 0 &&
+            q.size(3) > 0 && v.size(3) > 0 && q.device() == k.device() && k.device() == v.device();
   if (ok && mask.has_value() && mask->defined()) {
-    const at::Tensor& m = *mask;
-    ok = (m.scalar_type() == at::kBool || at::isFloatingType(m.scalar_type())) &&
-         m.dim() <= 4 && !m.requires_grad() && m.device() == q.device() &&
+    const at::Tensor &m = *mask;
+    ok = (m.scalar_type() == at::kBool || at::isFloatingType(m.scalar_type())) && m.dim() <= 4 &&
+         !m.requires_grad() && m.device() == q.device() &&
          at::is_expandable_to(m.sizes(), {q.size(0), q.size(1), q.size(2), k.size(2)});
   }
   if (ok) return static_cast<int64_t>(at::SDPBackend::overrideable);
@@ -45,24 +44,23 @@ int64_t neuron_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Te
 }
 
 // fp32 view with a contiguous last dimension (what the kernel reads).
-at::Tensor as_f32(const at::Tensor& t) {
+at::Tensor as_f32(const at::Tensor &t) {
   at::Tensor f = t.scalar_type() == at::kFloat ? t : t.to(at::kFloat);
   return f.stride(-1) == 1 ? f : f.contiguous();
 }
 
 // [B, L, H, E] storage seen as [B, H, L, E]: heads interleaved per position,
 // so the usual transpose(1, 2).reshape(B, L, H * E) that follows is free.
-at::Tensor bhle(int64_t b, int64_t h, int64_t l, int64_t e, const at::Tensor& like) {
+at::Tensor bhle(int64_t b, int64_t h, int64_t l, int64_t e, const at::Tensor &like) {
   return at::empty({b, l, h, e}, like.options().dtype(at::kFloat)).permute({0, 2, 1, 3});
 }
 
-void set_strides(const at::Tensor& t, int64_t* s) {
+void set_strides(const at::Tensor &t, int64_t *s) {
   for (int d = 0; d < 3; d++) s[d] = t.stride(d);
 }
 
-void fill_common(tnk_sdpa_args_t* a, const at::Tensor& q, const at::Tensor& k,
-                 const at::Tensor& v, const at::Tensor& mask, bool causal,
-                 std::optional<double> scale) {
+void fill_common(tnk_sdpa_args_t *a, const at::Tensor &q, const at::Tensor &k, const at::Tensor &v,
+                 const at::Tensor &mask, bool causal, std::optional<double> scale) {
   a->batch = q.size(0);
   a->heads = q.size(1);
   a->kv_heads = k.size(1);
@@ -77,7 +75,8 @@ void fill_common(tnk_sdpa_args_t* a, const at::Tensor& q, const at::Tensor& k,
   set_strides(k, a->sk);
   set_strides(v, a->sv);
   a->causal = causal;
-  a->scale = static_cast<float>(scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(a->e)));
+  a->scale =
+      static_cast<float>(scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(a->e)));
   if (mask.defined()) {
     a->mask = mask.const_data_ptr();
     a->mask_kind = mask.scalar_type() == at::kBool ? 1 : 2;
@@ -85,8 +84,8 @@ void fill_common(tnk_sdpa_args_t* a, const at::Tensor& q, const at::Tensor& k,
   }
 }
 
-at::Tensor prepare_mask(const std::optional<at::Tensor>& bias, const at::Tensor& q,
-                        const at::Tensor& k) {
+at::Tensor prepare_mask(const std::optional<at::Tensor> &bias, const at::Tensor &q,
+                        const at::Tensor &k) {
   if (!bias.has_value() || !bias->defined()) return at::Tensor();
   at::Tensor m = bias->scalar_type() == at::kBool ? *bias : bias->to(at::kFloat);
   return m.expand({q.size(0), q.size(1), q.size(2), k.size(2)});
@@ -96,13 +95,14 @@ at::Tensor prepare_mask(const std::optional<at::Tensor>& bias, const at::Tensor&
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
            at::Tensor, at::Tensor>
-sdpa_overrideable(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
-                  const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
+sdpa_overrideable(const at::Tensor &query, const at::Tensor &key, const at::Tensor &value,
+                  const std::optional<at::Tensor> &attn_bias, double dropout_p, bool is_causal,
                   bool return_debug_mask, std::optional<double> scale) {
   TORCH_CHECK(dropout_p == 0.0, "neuron fused attention: dropout is computed by the math path");
   TORCH_CHECK(query.dim() == 4 && key.dim() == 4 && value.dim() == 4,
               "neuron fused attention expects 4-D query, key and value");
-  TORCH_CHECK(query.size(1) % key.size(1) == 0, "number of heads in key/value must divide "
+  TORCH_CHECK(query.size(1) % key.size(1) == 0,
+              "number of heads in key/value must divide "
               "the number of heads in query");
   at::Tensor q = as_f32(query), k = as_f32(key), v = as_f32(value);
   at::Tensor mask = prepare_mask(attn_bias, q, k);
@@ -118,25 +118,33 @@ sdpa_overrideable(const at::Tensor& query, const at::Tensor& key, const at::Tens
          "aten::_scaled_dot_product_fused_attention_overrideable");
   at::Tensor out = query.scalar_type() == at::kFloat ? o : o.to(query.scalar_type());
   at::Tensor none = at::empty({0}, query.options().dtype(at::kLong));
-  return {out, lse, none, none, c10::SymInt(lq), c10::SymInt(key.size(2)), none, none,
+  return {out,
+          lse,
+          none,
+          none,
+          c10::SymInt(lq),
+          c10::SymInt(key.size(2)),
+          none,
+          none,
           at::empty({0}, query.options())};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_backward(
-    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
-    const at::Tensor& value, const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask,
-    const at::Tensor& out, const at::Tensor& logsumexp, const at::Tensor& cum_seq_q,
-    const at::Tensor& cum_seq_k, c10::SymInt max_q, c10::SymInt max_k, double dropout_p,
-    bool is_causal, const at::Tensor& philox_seed, const at::Tensor& philox_offset,
+    const at::Tensor &grad_out, const at::Tensor &query, const at::Tensor &key,
+    const at::Tensor &value, const at::Tensor &attn_bias, std::array<bool, 4> grad_input_mask,
+    const at::Tensor &out, const at::Tensor &logsumexp, const at::Tensor &cum_seq_q,
+    const at::Tensor &cum_seq_k, c10::SymInt max_q, c10::SymInt max_k, double dropout_p,
+    bool is_causal, const at::Tensor &philox_seed, const at::Tensor &philox_offset,
     std::optional<double> scale) {
   TORCH_CHECK(dropout_p == 0.0, "neuron fused attention: dropout is computed by the math path");
-  TORCH_CHECK(!grad_input_mask[3], "neuron fused attention does not compute the gradient of "
+  TORCH_CHECK(!grad_input_mask[3],
+              "neuron fused attention does not compute the gradient of "
               "attn_mask; a mask that requires grad takes the math path");
   at::Tensor q = as_f32(query), k = as_f32(key), v = as_f32(value);
   at::Tensor go = as_f32(grad_out), o = as_f32(out);
   at::Tensor lse = logsumexp.contiguous();
-  at::Tensor mask = prepare_mask(attn_bias.defined() ? std::optional<at::Tensor>(attn_bias)
-                                                     : std::nullopt, q, k);
+  at::Tensor mask =
+      prepare_mask(attn_bias.defined() ? std::optional<at::Tensor>(attn_bias) : std::nullopt, q, k);
   int64_t b = q.size(0), h = q.size(1), hk = k.size(1);
   at::Tensor gq = bhle(b, h, q.size(2), q.size(3), q);
   at::Tensor gk = bhle(b, hk, k.size(2), k.size(3), q);
@@ -144,8 +152,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_bac
   tnk_sdpa_args_t a{};
   fill_common(&a, q, k, v, mask, is_causal, scale);
   a.go = go.const_data_ptr<float>();
-  a.o = const_cast<float*>(o.const_data_ptr<float>());
-  a.lse = const_cast<float*>(lse.const_data_ptr<float>());
+  a.o = const_cast<float *>(o.const_data_ptr<float>());
+  a.lse = const_cast<float *>(lse.const_data_ptr<float>());
   a.gq = gq.data_ptr<float>();
   a.gk = gk.data_ptr<float>();
   a.gv = gv.data_ptr<float>();
@@ -156,7 +164,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_bac
   set_strides(gv, a.sgv);
   launch(query.device().index(), sdpa_backward_task, &a, sizeof a,
          "aten::_scaled_dot_product_fused_attention_overrideable_backward");
-  auto back = [&](const at::Tensor& g, const at::Tensor& like) {
+  auto back = [&](const at::Tensor &g, const at::Tensor &like) {
     return like.scalar_type() == at::kFloat ? g : g.to(like.scalar_type());
   };
   return {back(gq, query), back(gk, key), back(gv, value), at::Tensor()};
@@ -164,8 +172,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_bac
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_scaled_dot_product_fused_attention_overrideable", sdpa_overrideable);
-  m.impl("_scaled_dot_product_fused_attention_overrideable_backward",
-         sdpa_overrideable_backward);
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", sdpa_overrideable_backward);
 }
 
 }  // namespace torch_neuronx

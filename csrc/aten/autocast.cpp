@@ -5,9 +5,7 @@
 
 namespace torch_neuronx {
 
-TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFallthrough());
-}
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
 }  // namespace torch_neuronx
 
@@ -20,12 +18,10 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 #define NEURON_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
   AT_FORALL_FP32(NEURON_FP32)
 #undef NEURON_FP32
-#define NEURON_FP32_OPT(...) \
-  KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
+#define NEURON_FP32_OPT(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
   AT_FORALL_FP32_SET_OPT_DTYPE(NEURON_FP32_OPT)
 #undef NEURON_FP32_OPT
-  AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(
-      KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
+  AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
 #define NEURON_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
   AT_FORALL_PROMOTE(NEURON_PROMOTE)
 #undef NEURON_PROMOTE

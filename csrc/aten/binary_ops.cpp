@@ -23,7 +23,7 @@ namespace torch_neuronx {
 
 // polar(abs, angle) = abs * (cos angle + i sin angle), written through the
 // real view of the complex result.
-at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor& out) {
+at::Tensor &polar_out(const at::Tensor &abs, const at::Tensor &angle, at::Tensor &out) {
   TORCH_CHECK(abs.scalar_type() == angle.scalar_type(), "Expected object of scalar type ",
               abs.scalar_type(), " but got scalar type ", angle.scalar_type(),
               " for second argument");
@@ -43,20 +43,19 @@ namespace {
 
 // ---------------------------------------------------------------- ternary
 
-void ternary_task(void* p) { tnk_ternary(static_cast<tnk_ternary_args_t*>(p)); }
+void ternary_task(void *p) { tnk_ternary(static_cast<tnk_ternary_args_t *>(p)); }
 
-bool ternary_ok(const at::Tensor& out, std::initializer_list<const at::Tensor*> ins) {
+bool ternary_ok(const at::Tensor &out, std::initializer_list<const at::Tensor *> ins) {
   if (!floating_dtype(out.scalar_type()) || out.dim() > TNRT_MAX_DIMS) return false;
-  for (const at::Tensor* t : ins)
+  for (const at::Tensor *t : ins)
     if (t->scalar_type() != out.scalar_type() || t->device() != out.device() ||
         t->dim() > TNRT_MAX_DIMS)
       return false;
   return true;
 }
 
-void launch_ternary(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
-                    const at::Tensor& c, tnk_ternary_op_t op, double value,
-                    const char* name) {
+void launch_ternary(const at::Tensor &out, const at::Tensor &a, const at::Tensor &b,
+                    const at::Tensor &c, tnk_ternary_op_t op, double value, const char *name) {
   if (out.numel() == 0) return;
   at::assert_no_internal_overlap(out);
   at::Tensor keep[3] = {readable_input(out, a), readable_input(out, b), readable_input(out, c)};
@@ -67,10 +66,10 @@ void launch_ternary(const at::Tensor& out, const at::Tensor& a, const at::Tensor
   x.dtype = to_tnk(out.scalar_type(), &ok);
   x.out = {out.data_ptr(), x.dtype, 0, {}};
   fill_strides(out, out.sizes(), x.out.strides);
-  tnk_view_t* views[3] = {&x.a, &x.b, &x.c};
+  tnk_view_t *views[3] = {&x.a, &x.b, &x.c};
   for (int i = 0; i < 3; i++) {
-    const at::Tensor& t = keep[i].defined() ? keep[i] : keep[1];
-    *views[i] = {const_cast<void*>(t.const_data_ptr()), x.dtype, 0, {}};
+    const at::Tensor &t = keep[i].defined() ? keep[i] : keep[1];
+    *views[i] = {const_cast<void *>(t.const_data_ptr()), x.dtype, 0, {}};
     fill_strides(t, out.sizes(), views[i]->strides);
   }
   x.op = op;
@@ -80,50 +79,48 @@ void launch_ternary(const at::Tensor& out, const at::Tensor& a, const at::Tensor
 
 }  // namespace
 
-#define NEURON_ADDC(NAME, OP)                                                        \
-  at::Tensor NAME(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, \
-                  const c10::Scalar& value) {                                        \
-    auto shape = at::infer_size_dimvector(                                          \
-        at::infer_size_dimvector(self.sizes(), t1.sizes()), t2.sizes());            \
-    at::Tensor out = at::empty(shape, self.options());                               \
-    if (!ternary_ok(out, {&self, &t1, &t2})) return FALLBACK(NAME, self, t1, t2, value); \
-    launch_ternary(out, self, t1, t2, OP, value.toDouble(), "aten::" #NAME);         \
-    return out;                                                                      \
-  }                                                                                  \
-  at::Tensor& NAME##_(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,  \
-                      const c10::Scalar& value) {                                    \
-    auto shape = at::infer_size_dimvector(                                          \
-        at::infer_size_dimvector(self.sizes(), t1.sizes()), t2.sizes());            \
-    if (at::IntArrayRef(shape) != self.sizes() || !ternary_ok(self, {&t1, &t2}))     \
-      return FALLBACK(NAME##_, self, t1, t2, value);                                 \
-    launch_ternary(self, self, t1, t2, OP, value.toDouble(), "aten::" #NAME "_");    \
-    return self;                                                                     \
-  }                                                                                  \
-  at::Tensor& NAME##_out(const at::Tensor& self, const at::Tensor& t1,               \
-                         const at::Tensor& t2, const c10::Scalar& value,             \
-                         at::Tensor& out) {                                          \
-    if (!ternary_ok(out, {&self, &t1, &t2}))                                         \
-      return FALLBACK(NAME##_out, self, t1, t2, value, out);                         \
-    resize_elementwise_out(out, at::infer_size_dimvector(                            \
-        at::infer_size_dimvector(self.sizes(), t1.sizes()), t2.sizes()),             \
-        {&self, &t1, &t2});                                                          \
-    launch_ternary(out, self, t1, t2, OP, value.toDouble(), "aten::" #NAME);         \
-    return out;                                                                      \
+#define NEURON_ADDC(NAME, OP)                                                                     \
+  at::Tensor NAME(const at::Tensor &self, const at::Tensor &t1, const at::Tensor &t2,             \
+                  const c10::Scalar &value) {                                                     \
+    auto shape =                                                                                  \
+        at::infer_size_dimvector(at::infer_size_dimvector(self.sizes(), t1.sizes()), t2.sizes()); \
+    at::Tensor out = at::empty(shape, self.options());                                            \
+    if (!ternary_ok(out, {&self, &t1, &t2})) return FALLBACK(NAME, self, t1, t2, value);          \
+    launch_ternary(out, self, t1, t2, OP, value.toDouble(), "aten::" #NAME);                      \
+    return out;                                                                                   \
+  }                                                                                               \
+  at::Tensor &NAME##_(at::Tensor &self, const at::Tensor &t1, const at::Tensor &t2,               \
+                      const c10::Scalar &value) {                                                 \
+    auto shape =                                                                                  \
+        at::infer_size_dimvector(at::infer_size_dimvector(self.sizes(), t1.sizes()), t2.sizes()); \
+    if (at::IntArrayRef(shape) != self.sizes() || !ternary_ok(self, {&t1, &t2}))                  \
+      return FALLBACK(NAME##_, self, t1, t2, value);                                              \
+    launch_ternary(self, self, t1, t2, OP, value.toDouble(), "aten::" #NAME "_");                 \
+    return self;                                                                                  \
+  }                                                                                               \
+  at::Tensor &NAME##_out(const at::Tensor &self, const at::Tensor &t1, const at::Tensor &t2,      \
+                         const c10::Scalar &value, at::Tensor &out) {                             \
+    if (!ternary_ok(out, {&self, &t1, &t2}))                                                      \
+      return FALLBACK(NAME##_out, self, t1, t2, value, out);                                      \
+    resize_elementwise_out(                                                                       \
+        out,                                                                                      \
+        at::infer_size_dimvector(at::infer_size_dimvector(self.sizes(), t1.sizes()), t2.sizes()), \
+        {&self, &t1, &t2});                                                                       \
+    launch_ternary(out, self, t1, t2, OP, value.toDouble(), "aten::" #NAME);                      \
+    return out;                                                                                   \
   }
 
 NEURON_ADDC(addcmul, TNK_ADDCMUL)
 NEURON_ADDC(addcdiv, TNK_ADDCDIV)
 
-at::Tensor lerp(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& w) {
-  at::Tensor out = at::empty(at::infer_size_dimvector(self.sizes(), end.sizes()),
-                             self.options());
-  if (!ternary_ok(out, {&self, &end}) || w.isComplex())
-    return FALLBACK(lerp_Scalar, self, end, w);
+at::Tensor lerp(const at::Tensor &self, const at::Tensor &end, const c10::Scalar &w) {
+  at::Tensor out = at::empty(at::infer_size_dimvector(self.sizes(), end.sizes()), self.options());
+  if (!ternary_ok(out, {&self, &end}) || w.isComplex()) return FALLBACK(lerp_Scalar, self, end, w);
   launch_ternary(out, self, end, at::Tensor(), TNK_LERP, w.toDouble(), "aten::lerp");
   return out;
 }
 
-at::Tensor& lerp_(at::Tensor& self, const at::Tensor& end, const c10::Scalar& w) {
+at::Tensor &lerp_(at::Tensor &self, const at::Tensor &end, const c10::Scalar &w) {
   if (at::IntArrayRef(at::infer_size_dimvector(self.sizes(), end.sizes())) != self.sizes() ||
       !ternary_ok(self, {&end}) || w.isComplex())
     return FALLBACK(lerp__Scalar, self, end, w);
@@ -133,32 +130,31 @@ at::Tensor& lerp_(at::Tensor& self, const at::Tensor& end, const c10::Scalar& w)
 
 // lerp with a weight tensor: self + weight * (end - self), in ATen's two
 // halves (from self below 0.5, from end above)
-at::Tensor& lerp_tensor_out(const at::Tensor& self, const at::Tensor& end, const at::Tensor& w,
-                            at::Tensor& out) {
-  auto shape = at::infer_size_dimvector(at::infer_size_dimvector(self.sizes(), end.sizes()),
-                                        w.sizes());
-  if (!ternary_ok(out, {&self, &end, &w}))
-    return FALLBACK(lerp_Tensor_out, self, end, w, out);
+at::Tensor &lerp_tensor_out(const at::Tensor &self, const at::Tensor &end, const at::Tensor &w,
+                            at::Tensor &out) {
+  auto shape =
+      at::infer_size_dimvector(at::infer_size_dimvector(self.sizes(), end.sizes()), w.sizes());
+  if (!ternary_ok(out, {&self, &end, &w})) return FALLBACK(lerp_Tensor_out, self, end, w, out);
   resize_elementwise_out(out, shape, {&self, &end, &w});
   launch_ternary(out, self, end, w, TNK_LERP_TENSOR, 0.0, "aten::lerp");
   return out;
 }
 
-at::Tensor lerp_tensor(const at::Tensor& self, const at::Tensor& end, const at::Tensor& w) {
+at::Tensor lerp_tensor(const at::Tensor &self, const at::Tensor &end, const at::Tensor &w) {
   at::Tensor out = at::empty({0}, self.options());
   return lerp_tensor_out(self, end, w, out);
 }
 
-at::Tensor& lerp_tensor_(at::Tensor& self, const at::Tensor& end, const at::Tensor& w) {
-  auto shape = at::infer_size_dimvector(at::infer_size_dimvector(self.sizes(), end.sizes()),
-                                        w.sizes());
+at::Tensor &lerp_tensor_(at::Tensor &self, const at::Tensor &end, const at::Tensor &w) {
+  auto shape =
+      at::infer_size_dimvector(at::infer_size_dimvector(self.sizes(), end.sizes()), w.sizes());
   TORCH_CHECK(at::IntArrayRef(shape) == self.sizes(), "output with shape ", self.sizes(),
               " doesn't match the broadcast shape ", at::IntArrayRef(shape));
   return lerp_tensor_out(self, end, w, self);
 }
 
-at::Tensor& lerp_out(const at::Tensor& self, const at::Tensor& end, const c10::Scalar& w,
-                     at::Tensor& out) {
+at::Tensor &lerp_out(const at::Tensor &self, const at::Tensor &end, const c10::Scalar &w,
+                     at::Tensor &out) {
   if (!ternary_ok(out, {&self, &end}) || w.isComplex())
     return FALLBACK(lerp_Scalar_out, self, end, w, out);
   resize_elementwise_out(out, at::infer_size_dimvector(self.sizes(), end.sizes()), {&self, &end});
@@ -176,16 +172,15 @@ struct BinaryTask {
   alignas(16) unsigned char scalar[16];
 };
 
-void binary_task(void* p) {
-  auto* t = static_cast<BinaryTask*>(p);
+void binary_task(void *p) {
+  auto *t = static_cast<BinaryTask *>(p);
   if (t->scalar_slot == 1) t->args.a.data = t->scalar;
   if (t->scalar_slot == 2) t->args.b.data = t->scalar;
   tnk_binary(&t->args);
 }
 
 // Strides of t aligned to an output of `ndim` dims, 0 where broadcast.
-void broadcast_strides(const at::Tensor& t, at::IntArrayRef out_sizes,
-                       int64_t* strides) {
+void broadcast_strides(const at::Tensor &t, at::IntArrayRef out_sizes, int64_t *strides) {
   int64_t nd = out_sizes.size(), td = t.dim();
   for (int64_t d = 0; d < nd; d++) {
     int64_t td_i = d - (nd - td);
@@ -193,36 +188,34 @@ void broadcast_strides(const at::Tensor& t, at::IntArrayRef out_sizes,
   }
 }
 
-bool is_cpu_scalar(const at::Tensor& t) { return t.is_cpu() && t.dim() == 0; }
+bool is_cpu_scalar(const at::Tensor &t) { return t.is_cpu() && t.dim() == 0; }
 
-void check_operand(const at::Tensor& t, c10::Device dev, const char* name) {
+void check_operand(const at::Tensor &t, c10::Device dev, const char *name) {
   if (is_cpu_scalar(t)) return;
   TORCH_CHECK(t.device() == dev,
               "Expected all tensors to be on the same device, but found at "
-              "least two devices, ", dev, " and ", t.device(),
-              "! (when checking argument for ", name, ")");
+              "least two devices, ",
+              dev, " and ", t.device(), "! (when checking argument for ", name, ")");
 }
 
 // Computes out = op(a, b) into an output of the common dtype. `out` has the
 // broadcast shape already. Returns false if the kernels cannot do it.
-bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
-                   const at::Tensor& b0, tnk_binary_op_t op,
-                   const c10::Scalar& alpha, const char* name,
-                   std::optional<c10::ScalarType> compute = std::nullopt,
-                   double beta = 0, double gamma = 0) {
+bool launch_binary(const at::Tensor &out, const at::Tensor &a0, const at::Tensor &b0,
+                   tnk_binary_op_t op, const c10::Scalar &alpha, const char *name,
+                   std::optional<c10::ScalarType> compute = std::nullopt, double beta = 0,
+                   double gamma = 0) {
   // The kernel's dtype: the output's, or the operands' for comparisons.
   c10::ScalarType common = compute.value_or(out.scalar_type());
   bool ok;
   tnk_dtype_t dt = to_tnk(common, &ok);
-  if (!ok || !tnk_binary_supported(op, dt) || out.dim() > TNRT_MAX_DIMS)
-    return false;
+  if (!ok || !tnk_binary_supported(op, dt) || out.dim() > TNRT_MAX_DIMS) return false;
   at::assert_no_internal_overlap(out);
   BinaryTask task{};
   task.scalar_slot = -1;
   // Converted operands must outlive the launch: freed earlier, their blocks
   // could be handed to the other operand's conversion, queued before us.
   at::Tensor keep[2];
-  auto operand = [&](const at::Tensor& t, tnk_view_t* v, int slot) {
+  auto operand = [&](const at::Tensor &t, tnk_view_t *v, int slot) {
     v->dtype = dt;
     if (is_cpu_scalar(t)) {  // read now: host memory, no device work
       at::Tensor s = t.scalar_type() == common ? t : t.to(common);
@@ -240,7 +233,7 @@ bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
       return;
     }
     at::Tensor c = readable_input(out, t.scalar_type() == common ? t : t.to(common));
-    v->data = c.numel() ? const_cast<void*>(c.const_data_ptr()) : nullptr;
+    v->data = c.numel() ? const_cast<void *>(c.const_data_ptr()) : nullptr;
     broadcast_strides(c, out.sizes(), v->strides);
     keep[slot - 1] = c;
   };
@@ -259,8 +252,10 @@ bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
   task.args.dtype = dt;
   task.args.fault = {tnrt_stream_fault, current_native_stream(out.device().index()), name,
                      TNRT_FAULT_ZERO_DIVISION, tnrt_thread_token()};
-  if (c10::isIntegralType(common, true)) task.args.ialpha = alpha.toLong();
-  else task.args.alpha = alpha.toDouble();
+  if (c10::isIntegralType(common, true))
+    task.args.ialpha = alpha.toLong();
+  else
+    task.args.alpha = alpha.toDouble();
   task.args.beta = beta;
   task.args.gamma = gamma;
   if (out.numel() == 0) return true;
@@ -268,88 +263,83 @@ bool launch_binary(const at::Tensor& out, const at::Tensor& a0,
   return true;
 }
 
-c10::ScalarType promoted(const at::Tensor& a, const at::Tensor& b,
-                         tnk_binary_op_t op) {
+c10::ScalarType promoted(const at::Tensor &a, const at::Tensor &b, tnk_binary_op_t op) {
   c10::ScalarType t = at::result_type(a, b);
   if ((op == TNK_DIV || op == TNK_ATAN2 || op == TNK_XLOGY) && c10::isIntegralType(t, true))
     t = c10::typeMetaToScalarType(c10::get_default_dtype());
   return t;
 }
 
-c10::Device device_of_pair(const at::Tensor& a, const at::Tensor& b) {
+c10::Device device_of_pair(const at::Tensor &a, const at::Tensor &b) {
   return a.is_privateuseone() ? a.device() : b.device();
 }
 
 }  // namespace
 
 // The functional, in-place and out= forms of each binary op.
-#define NEURON_BINARY(NAME, OP, ATEN_FN, ATEN_INPLACE, ATEN_OUT, ALPHA_ARG,        \
-                      ALPHA_PARAM, ALPHA_VALUE)                                    \
-  at::Tensor NAME(const at::Tensor& a, const at::Tensor& b ALPHA_PARAM) {          \
-    c10::Device dev = device_of_pair(a, b);                                        \
-    check_operand(a, dev, #NAME);                                                  \
-    check_operand(b, dev, #NAME);                                                  \
-    c10::ScalarType common = promoted(a, b, OP);                                   \
-    if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, ALPHA_VALUE); \
-    auto shape = at::infer_size_dimvector(a.sizes(), b.sizes());                   \
-    at::Tensor out = at::empty(shape, a.options().device(dev).dtype(common));     \
-    if (launch_binary(out, a, b, OP, ALPHA_VALUE, "aten::" #NAME)) return out;                     \
-    return at::native::call_fallback_fn<&neuron_cpu_fallback,                      \
-                                        ATEN_OP(ATEN_FN)>::call(a, b ALPHA_ARG);   \
-  }                                                                                \
-  at::Tensor& NAME##_(at::Tensor& self, const at::Tensor& b ALPHA_PARAM) {         \
-    check_operand(b, self.device(), #NAME "_");                                    \
-    c10::ScalarType common = promoted(self, b, OP);                                \
-    TORCH_CHECK(at::canCast(common, self.scalar_type()), "result type ", common,   \
-                " can't be cast to the desired output type ", self.scalar_type()); \
-    if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, ALPHA_VALUE); \
-    auto shape = at::infer_size_dimvector(self.sizes(), b.sizes());                \
-    TORCH_CHECK(at::IntArrayRef(shape) == self.sizes(), "output with shape ",      \
-                self.sizes(), " doesn't match the broadcast shape ",               \
-                at::IntArrayRef(shape));                                           \
-    if (common == self.scalar_type() && launch_binary(self, self, b, OP, ALPHA_VALUE, "aten::" #NAME "_")) \
-      return self;                                                                 \
-    return at::native::call_fallback_fn<&neuron_cpu_fallback,                      \
-                                        ATEN_OP(ATEN_INPLACE)>::call(self, b ALPHA_ARG); \
-  }                                                                                \
-  at::Tensor& NAME##_out(const at::Tensor& a, const at::Tensor& b ALPHA_PARAM,     \
-                         at::Tensor& out) {                                        \
-    check_operand(a, out.device(), #NAME "_out");                                  \
-    check_operand(b, out.device(), #NAME "_out");                                  \
-    c10::ScalarType common = promoted(a, b, OP);                                   \
-    TORCH_CHECK(at::canCast(common, out.scalar_type()), "result type ", common,    \
-                " can't be cast to the desired output type ", out.scalar_type());  \
-    if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, ALPHA_VALUE); \
-    auto shape = at::infer_size_dimvector(a.sizes(), b.sizes());                   \
-    resize_elementwise_out(out, shape, {&a, &b});                                  \
-    if (common == out.scalar_type() && launch_binary(out, a, b, OP, ALPHA_VALUE, "aten::" #NAME))  \
-      return out;                                                                  \
-    return at::native::call_fallback_fn<&neuron_cpu_fallback,                      \
-                                        ATEN_OP(ATEN_OUT)>::call(a, b ALPHA_ARG, out); \
+#define NEURON_BINARY(NAME, OP, ATEN_FN, ATEN_INPLACE, ATEN_OUT, ALPHA_ARG, ALPHA_PARAM,          \
+                      ALPHA_VALUE)                                                                \
+  at::Tensor NAME(const at::Tensor &a, const at::Tensor &b ALPHA_PARAM) {                         \
+    c10::Device dev = device_of_pair(a, b);                                                       \
+    check_operand(a, dev, #NAME);                                                                 \
+    check_operand(b, dev, #NAME);                                                                 \
+    c10::ScalarType common = promoted(a, b, OP);                                                  \
+    if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, ALPHA_VALUE);             \
+    auto shape = at::infer_size_dimvector(a.sizes(), b.sizes());                                  \
+    at::Tensor out = at::empty(shape, a.options().device(dev).dtype(common));                     \
+    if (launch_binary(out, a, b, OP, ALPHA_VALUE, "aten::" #NAME)) return out;                    \
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_FN)>::call(            \
+        a, b ALPHA_ARG);                                                                          \
+  }                                                                                               \
+  at::Tensor &NAME##_(at::Tensor &self, const at::Tensor &b ALPHA_PARAM) {                        \
+    check_operand(b, self.device(), #NAME "_");                                                   \
+    c10::ScalarType common = promoted(self, b, OP);                                               \
+    TORCH_CHECK(at::canCast(common, self.scalar_type()), "result type ", common,                  \
+                " can't be cast to the desired output type ", self.scalar_type());                \
+    if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, ALPHA_VALUE);             \
+    auto shape = at::infer_size_dimvector(self.sizes(), b.sizes());                               \
+    TORCH_CHECK(at::IntArrayRef(shape) == self.sizes(), "output with shape ", self.sizes(),       \
+                " doesn't match the broadcast shape ", at::IntArrayRef(shape));                   \
+    if (common == self.scalar_type() &&                                                           \
+        launch_binary(self, self, b, OP, ALPHA_VALUE, "aten::" #NAME "_"))                        \
+      return self;                                                                                \
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_INPLACE)>::call(       \
+        self, b ALPHA_ARG);                                                                       \
+  }                                                                                               \
+  at::Tensor &NAME##_out(const at::Tensor &a, const at::Tensor &b ALPHA_PARAM, at::Tensor &out) { \
+    check_operand(a, out.device(), #NAME "_out");                                                 \
+    check_operand(b, out.device(), #NAME "_out");                                                 \
+    c10::ScalarType common = promoted(a, b, OP);                                                  \
+    TORCH_CHECK(at::canCast(common, out.scalar_type()), "result type ", common,                   \
+                " can't be cast to the desired output type ", out.scalar_type());                 \
+    if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, ALPHA_VALUE);             \
+    auto shape = at::infer_size_dimvector(a.sizes(), b.sizes());                                  \
+    resize_elementwise_out(out, shape, {&a, &b});                                                 \
+    if (common == out.scalar_type() && launch_binary(out, a, b, OP, ALPHA_VALUE, "aten::" #NAME)) \
+      return out;                                                                                 \
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_OUT)>::call(           \
+        a, b ALPHA_ARG, out);                                                                     \
   }
 
-#define WITH_ALPHA_PARAM , const c10::Scalar& alpha
+#define WITH_ALPHA_PARAM , const c10::Scalar &alpha
 #define WITH_ALPHA_ARG , alpha
 #define NO_ALPHA
 #define ONE c10::Scalar(1)
 
-NEURON_BINARY(add, TNK_ADD, add_Tensor, add__Tensor, add_out, WITH_ALPHA_ARG,
-              WITH_ALPHA_PARAM, alpha)
-NEURON_BINARY(sub, TNK_SUB, sub_Tensor, sub__Tensor, sub_out, WITH_ALPHA_ARG,
-              WITH_ALPHA_PARAM, alpha)
-NEURON_BINARY(mul, TNK_MUL, mul_Tensor, mul__Tensor, mul_out, NO_ALPHA, NO_ALPHA,
-              ONE)
-NEURON_BINARY(div, TNK_DIV, div_Tensor, div__Tensor, div_out, NO_ALPHA, NO_ALPHA,
-              ONE)
+NEURON_BINARY(add, TNK_ADD, add_Tensor, add__Tensor, add_out, WITH_ALPHA_ARG, WITH_ALPHA_PARAM,
+              alpha)
+NEURON_BINARY(sub, TNK_SUB, sub_Tensor, sub__Tensor, sub_out, WITH_ALPHA_ARG, WITH_ALPHA_PARAM,
+              alpha)
+NEURON_BINARY(mul, TNK_MUL, mul_Tensor, mul__Tensor, mul_out, NO_ALPHA, NO_ALPHA, ONE)
+NEURON_BINARY(div, TNK_DIV, div_Tensor, div__Tensor, div_out, NO_ALPHA, NO_ALPHA, ONE)
 NEURON_BINARY(floor_divide, TNK_FLOORDIV, floor_divide, floor_divide__Tensor, floor_divide_out,
               NO_ALPHA, NO_ALPHA, ONE)
-NEURON_BINARY(div_trunc, TNK_TRUNCDIV, div_Tensor, div__Tensor, div_out, NO_ALPHA, NO_ALPHA,
-              ONE)
-NEURON_BINARY(remainder, TNK_REMAINDER, remainder_Tensor, remainder__Tensor,
-              remainder_Tensor_out, NO_ALPHA, NO_ALPHA, ONE)
+NEURON_BINARY(div_trunc, TNK_TRUNCDIV, div_Tensor, div__Tensor, div_out, NO_ALPHA, NO_ALPHA, ONE)
+NEURON_BINARY(remainder, TNK_REMAINDER, remainder_Tensor, remainder__Tensor, remainder_Tensor_out,
+              NO_ALPHA, NO_ALPHA, ONE)
 NEURON_BINARY(atan2, TNK_ATAN2, atan2, atan2_, atan2_out, NO_ALPHA, NO_ALPHA, ONE)
-NEURON_BINARY(xlogy, TNK_XLOGY, xlogy_Tensor, xlogy__Tensor, xlogy_OutTensor, NO_ALPHA,
-              NO_ALPHA, ONE)
+NEURON_BINARY(xlogy, TNK_XLOGY, xlogy_Tensor, xlogy__Tensor, xlogy_OutTensor, NO_ALPHA, NO_ALPHA,
+              ONE)
 NEURON_BINARY(pow_tt, TNK_POW, pow_Tensor_Tensor, pow__Tensor, pow_Tensor_Tensor_out, NO_ALPHA,
               NO_ALPHA, ONE)
 
@@ -364,7 +354,7 @@ int rounding(std::optional<c10::string_view> mode) {
 }
 }  // namespace
 
-at::Tensor div_mode(const at::Tensor& a, const at::Tensor& b,
+at::Tensor div_mode(const at::Tensor &a, const at::Tensor &b,
                     std::optional<c10::string_view> mode) {
   switch (rounding(mode)) {
     case 0: return torch_neuronx::div(a, b);
@@ -372,15 +362,15 @@ at::Tensor div_mode(const at::Tensor& a, const at::Tensor& b,
     default: return torch_neuronx::div_trunc(a, b);
   }
 }
-at::Tensor& div__mode(at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> mode) {
+at::Tensor &div__mode(at::Tensor &a, const at::Tensor &b, std::optional<c10::string_view> mode) {
   switch (rounding(mode)) {
     case 0: return torch_neuronx::div_(a, b);
     case 1: return torch_neuronx::floor_divide_(a, b);
     default: return torch_neuronx::div_trunc_(a, b);
   }
 }
-at::Tensor& div_out_mode(const at::Tensor& a, const at::Tensor& b,
-                         std::optional<c10::string_view> mode, at::Tensor& out) {
+at::Tensor &div_out_mode(const at::Tensor &a, const at::Tensor &b,
+                         std::optional<c10::string_view> mode, at::Tensor &out) {
   switch (rounding(mode)) {
     case 0: return torch_neuronx::div_out(a, b, out);
     case 1: return torch_neuronx::floor_divide_out(a, b, out);
@@ -389,18 +379,18 @@ at::Tensor& div_out_mode(const at::Tensor& a, const at::Tensor& b,
 }
 
 // pow with a scalar base (2 ** t).
-at::Tensor pow_scalar_base(const c10::Scalar& base, const at::Tensor& exp) {
+at::Tensor pow_scalar_base(const c10::Scalar &base, const at::Tensor &exp) {
   return torch_neuronx::pow_tt(at::native::wrapped_scalar_tensor(base), exp);
 }
-at::Tensor& pow_scalar_base_out(const c10::Scalar& base, const at::Tensor& exp, at::Tensor& out) {
+at::Tensor &pow_scalar_base_out(const c10::Scalar &base, const at::Tensor &exp, at::Tensor &out) {
   return torch_neuronx::pow_tt_out(at::native::wrapped_scalar_tensor(base), exp, out);
 }
 
 // clamp as maximum then minimum (NaN propagates as in ATen's clamp; with
 // min > max the result is max, as ATen defines).
 namespace {
-at::Tensor& clamp_into(const at::Tensor& self, const at::Tensor* lo, const at::Tensor* hi,
-                       at::Tensor& out, bool* done) {
+at::Tensor &clamp_into(const at::Tensor &self, const at::Tensor *lo, const at::Tensor *hi,
+                       at::Tensor &out, bool *done) {
   *done = false;
   TORCH_CHECK(lo || hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
   c10::ScalarType common = self.scalar_type();
@@ -410,10 +400,10 @@ at::Tensor& clamp_into(const at::Tensor& self, const at::Tensor* lo, const at::T
               " can't be cast to the desired output type ", out.scalar_type());
   if (common != out.scalar_type() || self.is_complex()) return out;
   auto shape = self.sizes().vec();
-  for (const at::Tensor* t : {lo, hi})
+  for (const at::Tensor *t : {lo, hi})
     if (t) shape = at::infer_size(shape, t->sizes());
   resize_elementwise_out(out, shape, {&self, lo, hi});
-  const at::Tensor* first = lo ? lo : hi;
+  const at::Tensor *first = lo ? lo : hi;
   if (!launch_binary(out, self, *first, lo ? TNK_MAXIMUM : TNK_MINIMUM, 1, "aten::clamp"))
     return out;
   if (lo && hi) launch_binary(out, out, *hi, TNK_MINIMUM, 1, "aten::clamp");
@@ -421,12 +411,12 @@ at::Tensor& clamp_into(const at::Tensor& self, const at::Tensor* lo, const at::T
   return out;
 }
 
-at::Tensor scalar_operand(const std::optional<c10::Scalar>& s) {
+at::Tensor scalar_operand(const std::optional<c10::Scalar> &s) {
   return s.has_value() ? at::native::wrapped_scalar_tensor(*s) : at::Tensor();
 }
-const at::Tensor* opt_ptr(const at::Tensor& t) { return t.defined() ? &t : nullptr; }
+const at::Tensor *opt_ptr(const at::Tensor &t) { return t.defined() ? &t : nullptr; }
 
-c10::ScalarType clamp_dtype(const at::Tensor& self, const at::Tensor& lo, const at::Tensor& hi) {
+c10::ScalarType clamp_dtype(const at::Tensor &self, const at::Tensor &lo, const at::Tensor &hi) {
   c10::ScalarType t = self.scalar_type();
   if (lo.defined()) t = at::result_type(self, lo);
   if (hi.defined()) t = c10::promoteTypes(t, at::result_type(self, hi));
@@ -434,118 +424,112 @@ c10::ScalarType clamp_dtype(const at::Tensor& self, const at::Tensor& lo, const 
 }
 }  // namespace
 
-at::Tensor& clamp_out(const at::Tensor& self, const std::optional<c10::Scalar>& min,
-                      const std::optional<c10::Scalar>& max, at::Tensor& out) {
-  for (const auto* s : {&min, &max})  // as CPU: a bound must fit the result dtype
+at::Tensor &clamp_out(const at::Tensor &self, const std::optional<c10::Scalar> &min,
+                      const std::optional<c10::Scalar> &max, at::Tensor &out) {
+  for (const auto *s : {&min, &max})  // as CPU: a bound must fit the result dtype
     if (s->has_value()) check_scalar_fits(**s, out.scalar_type());
   at::Tensor lo = scalar_operand(min), hi = scalar_operand(max);
   bool done;
   clamp_into(self, opt_ptr(lo), opt_ptr(hi), out, &done);
   return done ? out : FALLBACK(clamp_out, self, min, max, out);
 }
-at::Tensor clamp(const at::Tensor& self, const std::optional<c10::Scalar>& min,
-                 const std::optional<c10::Scalar>& max) {
-  at::Tensor out = at::empty({0}, self.options().dtype(
-                                      clamp_dtype(self, scalar_operand(min), scalar_operand(max))));
+at::Tensor clamp(const at::Tensor &self, const std::optional<c10::Scalar> &min,
+                 const std::optional<c10::Scalar> &max) {
+  at::Tensor out = at::empty(
+      {0}, self.options().dtype(clamp_dtype(self, scalar_operand(min), scalar_operand(max))));
   return clamp_out(self, min, max, out);
 }
-at::Tensor& clamp_(at::Tensor& self, const std::optional<c10::Scalar>& min,
-                   const std::optional<c10::Scalar>& max) {
+at::Tensor &clamp_(at::Tensor &self, const std::optional<c10::Scalar> &min,
+                   const std::optional<c10::Scalar> &max) {
   return clamp_out(self, min, max, self);
 }
-at::Tensor& clamp_tensor_out(const at::Tensor& self, const std::optional<at::Tensor>& min,
-                             const std::optional<at::Tensor>& max, at::Tensor& out) {
+at::Tensor &clamp_tensor_out(const at::Tensor &self, const std::optional<at::Tensor> &min,
+                             const std::optional<at::Tensor> &max, at::Tensor &out) {
   at::Tensor lo = min.has_value() ? *min : at::Tensor(), hi = max.has_value() ? *max : at::Tensor();
-  for (const at::Tensor* t : {&lo, &hi})
+  for (const at::Tensor *t : {&lo, &hi})
     if (t->defined()) check_operand(*t, self.device(), "clamp");
   bool done;
   clamp_into(self, opt_ptr(lo), opt_ptr(hi), out, &done);
   return done ? out : FALLBACK(clamp_Tensor_out, self, min, max, out);
 }
-at::Tensor clamp_tensor(const at::Tensor& self, const std::optional<at::Tensor>& min,
-                        const std::optional<at::Tensor>& max) {
+at::Tensor clamp_tensor(const at::Tensor &self, const std::optional<at::Tensor> &min,
+                        const std::optional<at::Tensor> &max) {
   at::Tensor lo = min.has_value() ? *min : at::Tensor(), hi = max.has_value() ? *max : at::Tensor();
   at::Tensor out = at::empty({0}, self.options().dtype(clamp_dtype(self, lo, hi)));
   return clamp_tensor_out(self, min, max, out);
 }
-at::Tensor& clamp_min_out(const at::Tensor& self, const c10::Scalar& min, at::Tensor& out) {
+at::Tensor &clamp_min_out(const at::Tensor &self, const c10::Scalar &min, at::Tensor &out) {
   return clamp_out(self, min, std::nullopt, out);
 }
-at::Tensor& clamp_max_out(const at::Tensor& self, const c10::Scalar& max, at::Tensor& out) {
+at::Tensor &clamp_max_out(const at::Tensor &self, const c10::Scalar &max, at::Tensor &out) {
   return clamp_out(self, std::nullopt, max, out);
 }
-at::Tensor& clamp_min_tensor_out(const at::Tensor& self, const at::Tensor& min, at::Tensor& out) {
+at::Tensor &clamp_min_tensor_out(const at::Tensor &self, const at::Tensor &min, at::Tensor &out) {
   return clamp_tensor_out(self, min, std::nullopt, out);
 }
-at::Tensor& clamp_max_tensor_out(const at::Tensor& self, const at::Tensor& max, at::Tensor& out) {
+at::Tensor &clamp_max_tensor_out(const at::Tensor &self, const at::Tensor &max, at::Tensor &out) {
   return clamp_tensor_out(self, std::nullopt, max, out);
 }
 
 // logical and/or/xor/not: operands read as bool (nonzero), any out dtype.
 namespace {
-at::Tensor as_bool(const at::Tensor& t) {
-  return t.scalar_type() == at::kBool ? t : t.ne(0);
-}
-at::Tensor& store_bool(const at::Tensor& r, at::Tensor& out) {
-  return assign_result(out, r);
-}
+at::Tensor as_bool(const at::Tensor &t) { return t.scalar_type() == at::kBool ? t : t.ne(0); }
+at::Tensor &store_bool(const at::Tensor &r, at::Tensor &out) { return assign_result(out, r); }
 }  // namespace
 
-#define NEURON_LOGICAL_BIN(NAME, OP)                                                      \
-  at::Tensor& NAME##_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {      \
-    check_operand(a, out.device(), #NAME);                                                \
-    check_operand(b, out.device(), #NAME);                                                \
-    if (a.is_complex() || b.is_complex())                                                 \
-      return FALLBACK(NAME##_out, a, b, out);                                        \
-    at::Tensor x = as_bool(a), y = as_bool(b);                                            \
-    auto shape = at::infer_size_dimvector(x.sizes(), y.sizes());                          \
-    resize_elementwise_out(out, shape, {&a, &b});                                         \
-    if (out.scalar_type() == at::kBool && !out.storage().is_alias_of(x.storage()) &&      \
-        !out.storage().is_alias_of(y.storage())) {                                        \
-      at::native::resize_output(out, shape);                                              \
-      launch_binary(out, x, y, OP, 1, "aten::" #NAME);                                    \
-      return out;                                                                         \
-    }                                                                                     \
-    at::Tensor r = at::empty(shape, out.options().dtype(at::kBool));                      \
-    launch_binary(r, x, y, OP, 1, "aten::" #NAME);                                        \
-    return store_bool(r, out);                                                            \
+#define NEURON_LOGICAL_BIN(NAME, OP)                                                  \
+  at::Tensor &NAME##_out(const at::Tensor &a, const at::Tensor &b, at::Tensor &out) { \
+    check_operand(a, out.device(), #NAME);                                            \
+    check_operand(b, out.device(), #NAME);                                            \
+    if (a.is_complex() || b.is_complex()) return FALLBACK(NAME##_out, a, b, out);     \
+    at::Tensor x = as_bool(a), y = as_bool(b);                                        \
+    auto shape = at::infer_size_dimvector(x.sizes(), y.sizes());                      \
+    resize_elementwise_out(out, shape, {&a, &b});                                     \
+    if (out.scalar_type() == at::kBool && !out.storage().is_alias_of(x.storage()) &&  \
+        !out.storage().is_alias_of(y.storage())) {                                    \
+      at::native::resize_output(out, shape);                                          \
+      launch_binary(out, x, y, OP, 1, "aten::" #NAME);                                \
+      return out;                                                                     \
+    }                                                                                 \
+    at::Tensor r = at::empty(shape, out.options().dtype(at::kBool));                  \
+    launch_binary(r, x, y, OP, 1, "aten::" #NAME);                                    \
+    return store_bool(r, out);                                                        \
   }
 NEURON_LOGICAL_BIN(logical_and, TNK_BITAND)
 NEURON_LOGICAL_BIN(logical_or, TNK_BITOR)
 NEURON_LOGICAL_BIN(logical_xor, TNK_BITXOR)
 #undef NEURON_LOGICAL_BIN
 
-at::Tensor& logical_not_out(const at::Tensor& a, at::Tensor& out) {
+at::Tensor &logical_not_out(const at::Tensor &a, at::Tensor &out) {
   if (a.is_complex()) return FALLBACK(logical_not_out, a, out);
   return store_bool(a.eq(0), out);
 }
 
 // maximum / minimum have no in-place form in ATen. Returns an undefined
 // tensor when the kernels cannot take the dtype.
-at::Tensor extremum(const at::Tensor& a, const at::Tensor& b, tnk_binary_op_t op,
-                    const char* name) {
+at::Tensor extremum(const at::Tensor &a, const at::Tensor &b, tnk_binary_op_t op,
+                    const char *name) {
   c10::Device dev = device_of_pair(a, b);
   check_operand(a, dev, name);
   check_operand(b, dev, name);
-  TORCH_CHECK(!a.is_complex() && !b.is_complex(), name,
-              " not implemented for complex tensors.");
+  TORCH_CHECK(!a.is_complex() && !b.is_complex(), name, " not implemented for complex tensors.");
   at::Tensor out = at::empty(at::infer_size_dimvector(a.sizes(), b.sizes()),
                              a.options().device(dev).dtype(at::result_type(a, b)));
   return launch_binary(out, a, b, op, 1, name) ? out : at::Tensor();
 }
 
-at::Tensor maximum(const at::Tensor& a, const at::Tensor& b) {
+at::Tensor maximum(const at::Tensor &a, const at::Tensor &b) {
   at::Tensor out = extremum(a, b, TNK_MAXIMUM, "aten::maximum");
-  return out.defined() ? out
-                       : at::native::call_fallback_fn<&neuron_cpu_fallback,
-                                                      ATEN_OP(maximum)>::call(a, b);
+  return out.defined()
+             ? out
+             : at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(maximum)>::call(a, b);
 }
 
-at::Tensor minimum(const at::Tensor& a, const at::Tensor& b) {
+at::Tensor minimum(const at::Tensor &a, const at::Tensor &b) {
   at::Tensor out = extremum(a, b, TNK_MINIMUM, "aten::minimum");
-  return out.defined() ? out
-                       : at::native::call_fallback_fn<&neuron_cpu_fallback,
-                                                      ATEN_OP(minimum)>::call(a, b);
+  return out.defined()
+             ? out
+             : at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(minimum)>::call(a, b);
 }
 
 // ---------------------------------------------------- activation backward
@@ -553,65 +537,64 @@ at::Tensor minimum(const at::Tensor& a, const at::Tensor& b) {
 // the output as ATen's derivative formulas give it.
 
 namespace {
-at::Tensor& activation_backward_into(at::Tensor& out, const at::Tensor& grad,
-                                     const at::Tensor& saved, tnk_binary_op_t op,
-                                     double alpha, const char* name, double beta = 0,
-                                     double gamma = 0) {
+at::Tensor &activation_backward_into(at::Tensor &out, const at::Tensor &grad,
+                                     const at::Tensor &saved, tnk_binary_op_t op, double alpha,
+                                     const char *name, double beta = 0, double gamma = 0) {
   resize_elementwise_out(out, at::infer_size_dimvector(grad.sizes(), saved.sizes()),
                          {&grad, &saved});
   launch_binary(out, grad, saved, op, c10::Scalar(alpha), name, std::nullopt, beta, gamma);
   return out;
 }
 
-bool activation_ok(const at::Tensor& grad, const at::Tensor& saved) {
+bool activation_ok(const at::Tensor &grad, const at::Tensor &saved) {
   bool ok;
   tnk_dtype_t dt = to_tnk(grad.scalar_type(), &ok);
-  return ok && grad.scalar_type() == saved.scalar_type() &&
-         grad.device() == saved.device() && tnk_binary_supported(TNK_GELU_BWD, dt);
+  return ok && grad.scalar_type() == saved.scalar_type() && grad.device() == saved.device() &&
+         tnk_binary_supported(TNK_GELU_BWD, dt);
 }
 }  // namespace
 
 #define NEURON_ACT_BWD(NAME, ATEN_FN, ATEN_OUT, OPEXPR, EXTRA_PARAM, EXTRA_ARG, ALPHA, BETA) \
-  at::Tensor NAME(const at::Tensor& grad, const at::Tensor& saved EXTRA_PARAM) {      \
-    if (!activation_ok(grad, saved))                                                  \
-      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_FN)>::call( \
-          grad, saved EXTRA_ARG);                                                     \
-    at::Tensor out = at::empty_like(grad);                                            \
-    return activation_backward_into(out, grad, saved, OPEXPR, ALPHA, "aten::" #NAME, BETA); \
-  }                                                                                   \
-  at::Tensor& NAME##_out(const at::Tensor& grad, const at::Tensor& saved EXTRA_PARAM, \
-                         at::Tensor& out) {                                           \
-    if (!activation_ok(grad, saved) || out.scalar_type() != grad.scalar_type())       \
-      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_OUT)>::call( \
-          grad, saved EXTRA_ARG, out);                                                \
-    return activation_backward_into(out, grad, saved, OPEXPR, ALPHA, "aten::" #NAME, BETA); \
+  at::Tensor NAME(const at::Tensor &grad, const at::Tensor &saved EXTRA_PARAM) {             \
+    if (!activation_ok(grad, saved))                                                         \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_FN)>::call(     \
+          grad, saved EXTRA_ARG);                                                            \
+    at::Tensor out = at::empty_like(grad);                                                   \
+    return activation_backward_into(out, grad, saved, OPEXPR, ALPHA, "aten::" #NAME, BETA);  \
+  }                                                                                          \
+  at::Tensor &NAME##_out(const at::Tensor &grad, const at::Tensor &saved EXTRA_PARAM,        \
+                         at::Tensor &out) {                                                  \
+    if (!activation_ok(grad, saved) || out.scalar_type() != grad.scalar_type())              \
+      return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_OUT)>::call(    \
+          grad, saved EXTRA_ARG, out);                                                       \
+    return activation_backward_into(out, grad, saved, OPEXPR, ALPHA, "aten::" #NAME, BETA);  \
   }
 
 #define NO_EXTRA
 #define GELU_PARAM , c10::string_view approximate
 #define GELU_ARG , approximate
-#define THRESH_PARAM , const c10::Scalar& threshold
+#define THRESH_PARAM , const c10::Scalar &threshold
 #define THRESH_ARG , threshold
 
 NEURON_ACT_BWD(gelu_backward, gelu_backward, gelu_backward_grad_input,
-               (approximate == "tanh" ? TNK_GELU_TANH_BWD : TNK_GELU_BWD), GELU_PARAM,
-               GELU_ARG, 0.0, 0.0)
-NEURON_ACT_BWD(silu_backward, silu_backward, silu_backward_grad_input, TNK_SILU_BWD,
+               (approximate == "tanh" ? TNK_GELU_TANH_BWD : TNK_GELU_BWD), GELU_PARAM, GELU_ARG,
+               0.0, 0.0)
+NEURON_ACT_BWD(silu_backward, silu_backward, silu_backward_grad_input, TNK_SILU_BWD, NO_EXTRA,
+               NO_EXTRA, 0.0, 0.0)
+NEURON_ACT_BWD(sigmoid_backward, sigmoid_backward, sigmoid_backward_grad_input, TNK_SIGMOID_BWD,
                NO_EXTRA, NO_EXTRA, 0.0, 0.0)
-NEURON_ACT_BWD(sigmoid_backward, sigmoid_backward, sigmoid_backward_grad_input,
-               TNK_SIGMOID_BWD, NO_EXTRA, NO_EXTRA, 0.0, 0.0)
-NEURON_ACT_BWD(tanh_backward, tanh_backward, tanh_backward_grad_input, TNK_TANH_BWD,
-               NO_EXTRA, NO_EXTRA, 0.0, 0.0)
+NEURON_ACT_BWD(tanh_backward, tanh_backward, tanh_backward_grad_input, TNK_TANH_BWD, NO_EXTRA,
+               NO_EXTRA, 0.0, 0.0)
 NEURON_ACT_BWD(threshold_backward, threshold_backward, threshold_backward_grad_input,
                TNK_THRESHOLD_BWD, THRESH_PARAM, THRESH_ARG, threshold.toDouble(), 0.0)
 NEURON_ACT_BWD(hardsigmoid_backward, hardsigmoid_backward, hardsigmoid_backward_grad_input,
                TNK_HARDSIGMOID_BWD, NO_EXTRA, NO_EXTRA, 0.0, 0.0)
-NEURON_ACT_BWD(hardswish_backward, hardswish_backward, hardswish_backward_out,
-               TNK_HARDSWISH_BWD, NO_EXTRA, NO_EXTRA, 0.0, 0.0)
+NEURON_ACT_BWD(hardswish_backward, hardswish_backward, hardswish_backward_out, TNK_HARDSWISH_BWD,
+               NO_EXTRA, NO_EXTRA, 0.0, 0.0)
 #define HT_PARAM , const c10::Scalar &lo, const c10::Scalar &hi
 #define HT_ARG , lo, hi
-NEURON_ACT_BWD(hardtanh_backward, hardtanh_backward, hardtanh_backward_grad_input,
-               TNK_HARDTANH_BWD, HT_PARAM, HT_ARG, lo.toDouble(), hi.toDouble())
+NEURON_ACT_BWD(hardtanh_backward, hardtanh_backward, hardtanh_backward_grad_input, TNK_HARDTANH_BWD,
+               HT_PARAM, HT_ARG, lo.toDouble(), hi.toDouble())
 #define LOGIT_PARAM , std::optional<double> eps
 #define LOGIT_ARG , eps
 NEURON_ACT_BWD(logit_backward, logit_backward, logit_backward_grad_input, TNK_LOGIT_BWD,
@@ -623,22 +606,21 @@ NEURON_ACT_BWD(logit_backward, logit_backward, logit_backward_grad_input, TNK_LO
 // slope (the sign of the input is lost).
 #define LRELU_CHECK                                                                      \
   TORCH_CHECK(!self_is_result || slope.toDouble() >= 0.0,                                \
-              "In-place leakyReLu backward calculation is triggered with a negative "   \
-              "slope which is not supported. This is caused by calling in-place "       \
-              "forward function with a negative slope, please call out-of-place "       \
+              "In-place leakyReLu backward calculation is triggered with a negative "    \
+              "slope which is not supported. This is caused by calling in-place "        \
+              "forward function with a negative slope, please call out-of-place "        \
               "version instead. File an issue at https://github.com/pytorch/pytorch if " \
-              "you do require supporting in-place leakRelu backward calculation with "  \
+              "you do require supporting in-place leakRelu backward calculation with "   \
               "negative slope")
-at::Tensor leaky_relu_backward(const at::Tensor& grad, const at::Tensor& self LRELU_PARAM) {
+at::Tensor leaky_relu_backward(const at::Tensor &grad, const at::Tensor &self LRELU_PARAM) {
   LRELU_CHECK;
-  if (!activation_ok(grad, self))
-    return FALLBACK(leaky_relu_backward, grad, self LRELU_ARG);
+  if (!activation_ok(grad, self)) return FALLBACK(leaky_relu_backward, grad, self LRELU_ARG);
   at::Tensor out = at::empty_like(grad);
   return activation_backward_into(out, grad, self, TNK_LEAKY_RELU_BWD, slope.toDouble(),
                                   "aten::leaky_relu_backward");
 }
-at::Tensor& leaky_relu_backward_out(const at::Tensor& grad, const at::Tensor& self LRELU_PARAM,
-                                    at::Tensor& out) {
+at::Tensor &leaky_relu_backward_out(const at::Tensor &grad, const at::Tensor &self LRELU_PARAM,
+                                    at::Tensor &out) {
   LRELU_CHECK;
   if (!activation_ok(grad, self) || out.scalar_type() != grad.scalar_type())
     return FALLBACK(leaky_relu_backward_grad_input, grad, self LRELU_ARG, out);
@@ -646,36 +628,34 @@ at::Tensor& leaky_relu_backward_out(const at::Tensor& grad, const at::Tensor& se
                                   "aten::leaky_relu_backward");
 }
 
-#define ELU_BWD_PARAM                                                                   \
-  const c10::Scalar &alpha, const c10::Scalar &scale, const c10::Scalar &iscale,        \
-      bool is_result, const at::Tensor &saved
+#define ELU_BWD_PARAM                                                                            \
+  const c10::Scalar &alpha, const c10::Scalar &scale, const c10::Scalar &iscale, bool is_result, \
+      const at::Tensor &saved
 #define ELU_BWD_ARG alpha, scale, iscale, is_result, saved
-#define ELU_BWD_CHECK                                                                   \
-  TORCH_CHECK(!is_result || alpha.toDouble() >= 0.0,                                    \
-              "In-place elu backward calculation is triggered with a negative slope "  \
-              "which is not supported. This is caused by calling in-place forward "    \
-              "function with a negative slope, please call out-of-place version "      \
+#define ELU_BWD_CHECK                                                                 \
+  TORCH_CHECK(!is_result || alpha.toDouble() >= 0.0,                                  \
+              "In-place elu backward calculation is triggered with a negative slope " \
+              "which is not supported. This is caused by calling in-place forward "   \
+              "function with a negative slope, please call out-of-place version "     \
               "instead.")
-at::Tensor elu_backward(const at::Tensor& grad, ELU_BWD_PARAM) {
+at::Tensor elu_backward(const at::Tensor &grad, ELU_BWD_PARAM) {
   ELU_BWD_CHECK;
   if (!activation_ok(grad, saved)) return FALLBACK(elu_backward, grad, ELU_BWD_ARG);
   at::Tensor out = at::empty_like(grad);
-  return activation_backward_into(out, grad, saved,
-                                  is_result ? TNK_ELU_RESULT_BWD : TNK_ELU_BWD,
+  return activation_backward_into(out, grad, saved, is_result ? TNK_ELU_RESULT_BWD : TNK_ELU_BWD,
                                   alpha.toDouble(), "aten::elu_backward", scale.toDouble(),
                                   iscale.toDouble());
 }
-at::Tensor& elu_backward_out(const at::Tensor& grad, ELU_BWD_PARAM, at::Tensor& out) {
+at::Tensor &elu_backward_out(const at::Tensor &grad, ELU_BWD_PARAM, at::Tensor &out) {
   ELU_BWD_CHECK;
   if (!activation_ok(grad, saved) || out.scalar_type() != grad.scalar_type())
     return FALLBACK(elu_backward_grad_input, grad, ELU_BWD_ARG, out);
-  return activation_backward_into(out, grad, saved,
-                                  is_result ? TNK_ELU_RESULT_BWD : TNK_ELU_BWD,
+  return activation_backward_into(out, grad, saved, is_result ? TNK_ELU_RESULT_BWD : TNK_ELU_BWD,
                                   alpha.toDouble(), "aten::elu_backward", scale.toDouble(),
                                   iscale.toDouble());
 }
 
-at::Tensor mish_backward(const at::Tensor& grad, const at::Tensor& self) {
+at::Tensor mish_backward(const at::Tensor &grad, const at::Tensor &self) {
   if (!activation_ok(grad, self)) return FALLBACK(mish_backward, grad, self);
   at::Tensor out = at::empty_like(grad);
   return activation_backward_into(out, grad, self, TNK_MISH_BWD, 0.0, "aten::mish_backward");
@@ -684,18 +664,18 @@ at::Tensor mish_backward(const at::Tensor& grad, const at::Tensor& self) {
 // ---------------------------------------------------------------- bitwise
 // and/or/xor of integer and bool tensors (floating ones raise on CPU).
 
-#define NEURON_BITWISE(NAME, OP)                                                      \
-  at::Tensor& NAME##_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {  \
-    c10::Device dev = out.device();                                                   \
-    check_operand(a, dev, #NAME);                                                     \
-    check_operand(b, dev, #NAME);                                                     \
-    c10::ScalarType common = at::result_type(a, b);                                   \
-    if (c10::isIntegralType(common, true) && out.scalar_type() == common) {           \
-      resize_elementwise_out(out, at::infer_size_dimvector(a.sizes(), b.sizes()), {&a, &b}); \
-      if (launch_binary(out, a, b, OP, 1, "aten::" #NAME)) return out;                \
-    }                                                                                 \
-    return at::native::call_fallback_fn<&neuron_cpu_fallback,                         \
-                                        ATEN_OP2(NAME, Tensor_out)>::call(a, b, out); \
+#define NEURON_BITWISE(NAME, OP)                                                                 \
+  at::Tensor &NAME##_out(const at::Tensor &a, const at::Tensor &b, at::Tensor &out) {            \
+    c10::Device dev = out.device();                                                              \
+    check_operand(a, dev, #NAME);                                                                \
+    check_operand(b, dev, #NAME);                                                                \
+    c10::ScalarType common = at::result_type(a, b);                                              \
+    if (c10::isIntegralType(common, true) && out.scalar_type() == common) {                      \
+      resize_elementwise_out(out, at::infer_size_dimvector(a.sizes(), b.sizes()), {&a, &b});     \
+      if (launch_binary(out, a, b, OP, 1, "aten::" #NAME)) return out;                           \
+    }                                                                                            \
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(NAME, Tensor_out)>::call( \
+        a, b, out);                                                                              \
   }
 
 NEURON_BITWISE(bitwise_and, TNK_BITAND)
@@ -705,8 +685,8 @@ NEURON_BITWISE(bitwise_xor, TNK_BITXOR)
 // ------------------------------------------------------------ comparisons
 
 namespace {
-at::Tensor& compare_into(at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
-                         tnk_binary_op_t op, const char* name, bool* done) {
+at::Tensor &compare_into(at::Tensor &out, const at::Tensor &a, const at::Tensor &b,
+                         tnk_binary_op_t op, const char *name, bool *done) {
   *done = false;
   c10::Device dev = device_of_pair(a, b);
   check_operand(a, dev, name);
@@ -719,25 +699,28 @@ at::Tensor& compare_into(at::Tensor& out, const at::Tensor& a, const at::Tensor&
 }
 }  // namespace
 
-#define NEURON_COMPARE(NAME, OP)                                                         \
-  at::Tensor NAME##_tensor(const at::Tensor& a, const at::Tensor& b) {                   \
-    at::Tensor out = at::empty({0}, a.options().device(device_of_pair(a, b)).dtype(at::kBool)); \
-    bool done;                                                                           \
-    compare_into(out, a, b, OP, "aten::" #NAME, &done);                                  \
-    return done ? out : at::native::call_fallback_fn<&neuron_cpu_fallback,               \
-                                                      ATEN_OP2(NAME, Tensor)>::call(a, b); \
-  }                                                                                      \
-  at::Tensor& NAME##_tensor_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) { \
-    bool done;                                                                           \
-    compare_into(out, a, b, OP, "aten::" #NAME, &done);                                  \
-    return done ? out : at::native::call_fallback_fn<&neuron_cpu_fallback,               \
-                                                      ATEN_OP2(NAME, Tensor_out)>::call(a, b, out); \
-  }                                                                                      \
-  at::Tensor NAME##_scalar(const at::Tensor& a, const c10::Scalar& s) {                  \
-    return NAME##_tensor(a, at::native::wrapped_scalar_tensor(s));                       \
-  }                                                                                      \
-  at::Tensor& NAME##_scalar_out(const at::Tensor& a, const c10::Scalar& s, at::Tensor& out) { \
-    return NAME##_tensor_out(a, at::native::wrapped_scalar_tensor(s), out);              \
+#define NEURON_COMPARE(NAME, OP)                                                                   \
+  at::Tensor NAME##_tensor(const at::Tensor &a, const at::Tensor &b) {                             \
+    at::Tensor out = at::empty({0}, a.options().device(device_of_pair(a, b)).dtype(at::kBool));    \
+    bool done;                                                                                     \
+    compare_into(out, a, b, OP, "aten::" #NAME, &done);                                            \
+    return done                                                                                    \
+               ? out                                                                               \
+               : at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(NAME, Tensor)>::call( \
+                     a, b);                                                                        \
+  }                                                                                                \
+  at::Tensor &NAME##_tensor_out(const at::Tensor &a, const at::Tensor &b, at::Tensor &out) {       \
+    bool done;                                                                                     \
+    compare_into(out, a, b, OP, "aten::" #NAME, &done);                                            \
+    return done ? out                                                                              \
+                : at::native::call_fallback_fn<&neuron_cpu_fallback,                               \
+                                               ATEN_OP2(NAME, Tensor_out)>::call(a, b, out);       \
+  }                                                                                                \
+  at::Tensor NAME##_scalar(const at::Tensor &a, const c10::Scalar &s) {                            \
+    return NAME##_tensor(a, at::native::wrapped_scalar_tensor(s));                                 \
+  }                                                                                                \
+  at::Tensor &NAME##_scalar_out(const at::Tensor &a, const c10::Scalar &s, at::Tensor &out) {      \
+    return NAME##_tensor_out(a, at::native::wrapped_scalar_tensor(s), out);                        \
   }
 
 NEURON_COMPARE(eq, TNK_EQ)
@@ -747,16 +730,16 @@ NEURON_COMPARE(le, TNK_LE)
 NEURON_COMPARE(gt, TNK_GT)
 NEURON_COMPARE(ge, TNK_GE)
 
-#define REGISTER_COMPARE(m, NAME)                      \
-  m.impl(#NAME ".Tensor", NAME##_tensor);              \
-  m.impl(#NAME ".Tensor_out", NAME##_tensor_out);      \
-  m.impl(#NAME ".Scalar", NAME##_scalar);              \
+#define REGISTER_COMPARE(m, NAME)                 \
+  m.impl(#NAME ".Tensor", NAME##_tensor);         \
+  m.impl(#NAME ".Tensor_out", NAME##_tensor_out); \
+  m.impl(#NAME ".Scalar", NAME##_scalar);         \
   m.impl(#NAME ".Scalar_out", NAME##_scalar_out);
 
 namespace {
 
 // rsub: other - alpha * self (HF attention masks: 1.0 - mask)
-at::Tensor rsub_tensor(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+at::Tensor rsub_tensor(const at::Tensor &self, const at::Tensor &other, const c10::Scalar &alpha) {
   return at::sub(other, self, alpha);
 }
 

@@ -19,18 +19,18 @@ namespace torch_neuronx {
 
 // Convolutions the native path does not take (3-D) run as CPU convolutions
 // on host views, counted as fallbacks (defined below).
-at::Tensor conv_cpu(const at::Tensor& input, const at::Tensor& weight,
-                    const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+at::Tensor conv_cpu(const at::Tensor &input, const at::Tensor &weight,
+                    const std::optional<at::Tensor> &bias, at::IntArrayRef stride,
                     at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                     at::IntArrayRef output_padding, int64_t groups);
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_cpu_backward(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    const at::Tensor &grad_output, const at::Tensor &input, const at::Tensor &weight,
     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
     at::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask);
 
 namespace {
 
-void im2col_task(void* p) { tnk_im2col(static_cast<tnk_im2col_args_t*>(p)); }
+void im2col_task(void *p) { tnk_im2col(static_cast<tnk_im2col_args_t *>(p)); }
 
 // A convolution's geometry over three spatial dims (depth, height, width):
 // a 1-D or 2-D convolution has unit leading dims (size, kernel, stride and
@@ -43,7 +43,7 @@ struct ConvGeom {
   int64_t taps() const { return k[0] * k[1] * k[2]; }
   int64_t pixels() const { return out[0] * out[1] * out[2]; }
   // {n, ch, <the real spatial dims of `v`>}
-  std::vector<int64_t> shape(int64_t ch, const int64_t* v) const {
+  std::vector<int64_t> shape(int64_t ch, const int64_t *v) const {
     std::vector<int64_t> r{n, ch};
     for (int i = 3 - spatial; i < 3; i++) r.push_back(v[i]);
     return r;
@@ -55,7 +55,7 @@ int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t dil) 
 }
 
 // {1, ch, 1, ...}: a per-channel vector broadcast over the spatial dims.
-std::vector<int64_t> per_channel(const ConvGeom& g) {
+std::vector<int64_t> per_channel(const ConvGeom &g) {
   std::vector<int64_t> r{1, g.c};
   r.resize(2 + g.spatial, 1);
   return r;
@@ -63,7 +63,7 @@ std::vector<int64_t> per_channel(const ConvGeom& g) {
 
 // One entry per real spatial dim from a parameter list of that many entries
 // (or one, applied to all); the leading unit dims keep their defaults.
-void set_params(ConvGeom& g, at::IntArrayRef stride, at::IntArrayRef padding,
+void set_params(ConvGeom &g, at::IntArrayRef stride, at::IntArrayRef padding,
                 at::IntArrayRef dilation) {
   auto pick = [&](at::IntArrayRef v, int i, int64_t dflt) {
     return v.size() > static_cast<size_t>(i) ? v[i] : (v.empty() ? dflt : v[0]);
@@ -76,16 +76,16 @@ void set_params(ConvGeom& g, at::IntArrayRef stride, at::IntArrayRef padding,
   }
 }
 
-bool conv_native(const at::Tensor& input, const at::Tensor& weight, bool transposed,
+bool conv_native(const at::Tensor &input, const at::Tensor &weight, bool transposed,
                  int64_t groups) {
   auto t = input.scalar_type();
   (void)transposed;  // both directions run natively
   return input.dim() >= 3 && input.dim() <= 5 && weight.dim() == input.dim() &&
-         (t == at::kFloat || t == at::kBFloat16 || t == at::kHalf) &&
-         weight.scalar_type() == t && weight.device() == input.device() && groups >= 1;
+         (t == at::kFloat || t == at::kBFloat16 || t == at::kHalf) && weight.scalar_type() == t &&
+         weight.device() == input.device() && groups >= 1;
 }
 
-ConvGeom geometry(const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+ConvGeom geometry(const at::Tensor &input, const at::Tensor &weight, at::IntArrayRef stride,
                   at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   ConvGeom g;
   g.spatial = static_cast<int>(input.dim()) - 2;
@@ -104,10 +104,10 @@ ConvGeom geometry(const at::Tensor& input, const at::Tensor& weight, at::IntArra
 }
 
 // columns [n, c*taps, pixels] of x, or (col2im) x += columns.
-void lower(const ConvGeom& g, const at::Tensor& im, const at::Tensor& col, bool col2im) {
+void lower(const ConvGeom &g, const at::Tensor &im, const at::Tensor &col, bool col2im) {
   tnk_im2col_args_t a{};
-  a.im = const_cast<void*>(im.const_data_ptr());
-  a.col = const_cast<void*>(col.const_data_ptr());
+  a.im = const_cast<void *>(im.const_data_ptr());
+  a.col = const_cast<void *>(col.const_data_ptr());
   a.batch = g.n;
   a.c = g.c;
   a.d = g.in[0];
@@ -134,7 +134,7 @@ void lower(const ConvGeom& g, const at::Tensor& im, const at::Tensor& col, bool 
   launch(im.device().index(), im2col_task, &a, sizeof a, col2im ? "aten::col2im" : "aten::im2col");
 }
 
-at::Tensor columns(const ConvGeom& g, const at::Tensor& x) {
+at::Tensor columns(const ConvGeom &g, const at::Tensor &x) {
   at::Tensor col = at::empty({g.n, g.c * g.taps(), g.pixels()}, x.options());
   lower(g, x, col, false);
   return col;
@@ -143,10 +143,9 @@ at::Tensor columns(const ConvGeom& g, const at::Tensor& x) {
 // The geometry of a transposed convolution as the regular convolution it is
 // the adjoint of: the image is the transposed convolution's output
 // [n, cout, OH, OW], the column grid its input's [h, w].
-ConvGeom transposed_geometry(const at::Tensor& input, const at::Tensor& weight,
+ConvGeom transposed_geometry(const at::Tensor &input, const at::Tensor &weight,
                              at::IntArrayRef stride, at::IntArrayRef padding,
-                             at::IntArrayRef dilation, at::IntArrayRef out_pad,
-                             int64_t groups) {
+                             at::IntArrayRef dilation, at::IntArrayRef out_pad, int64_t groups) {
   ConvGeom g;
   g.spatial = static_cast<int>(input.dim()) - 2;
   g.n = input.size(0);
@@ -157,12 +156,12 @@ ConvGeom transposed_geometry(const at::Tensor& input, const at::Tensor& weight,
   bool positive = true;
   for (int i = 0; i < g.spatial; i++) {
     int slot = 3 - g.spatial + i;
-    int64_t op = out_pad.size() > static_cast<size_t>(i) ? out_pad[i]
-                                                         : (out_pad.empty() ? 0 : out_pad[0]);
+    int64_t op =
+        out_pad.size() > static_cast<size_t>(i) ? out_pad[i] : (out_pad.empty() ? 0 : out_pad[0]);
     g.k[slot] = weight.size(2 + i);
     g.out[slot] = input.size(2 + i);
-    g.in[slot] = (g.out[slot] - 1) * g.s[slot] - 2 * g.p[slot] + g.dil[slot] * (g.k[slot] - 1) +
-                 op + 1;
+    g.in[slot] =
+        (g.out[slot] - 1) * g.s[slot] - 2 * g.p[slot] + g.dil[slot] * (g.k[slot] - 1) + op + 1;
     positive = positive && g.in[slot] > 0;
   }
   TORCH_CHECK(positive, "Given transposed convolution input of shape ", input.sizes(),
@@ -171,8 +170,8 @@ ConvGeom transposed_geometry(const at::Tensor& input, const at::Tensor& weight,
 }
 
 // conv_transpose1d/2d/3d: per group, columns = W_g^T x_g (fp32), then col2im.
-at::Tensor transposed_forward(const at::Tensor& input, const at::Tensor& weight,
-                              const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+at::Tensor transposed_forward(const at::Tensor &input, const at::Tensor &weight,
+                              const std::optional<at::Tensor> &bias, at::IntArrayRef stride,
                               at::IntArrayRef padding, at::IntArrayRef dilation,
                               at::IntArrayRef out_pad, int64_t groups) {
   ConvGeom g = transposed_geometry(input, weight, stride, padding, dilation, out_pad, groups);
@@ -194,8 +193,8 @@ at::Tensor transposed_forward(const at::Tensor& input, const at::Tensor& weight,
 
 }  // namespace
 
-at::Tensor conv_native_forward(const at::Tensor& input, const at::Tensor& weight,
-                               const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+at::Tensor conv_native_forward(const at::Tensor &input, const at::Tensor &weight,
+                               const std::optional<at::Tensor> &bias, at::IntArrayRef stride,
                                at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                                at::IntArrayRef output_padding, int64_t groups) {
   if (!conv_native(input, weight, transposed, groups))
@@ -205,9 +204,10 @@ at::Tensor conv_native_forward(const at::Tensor& input, const at::Tensor& weight
     return transposed_forward(input, weight, bias, stride, padding, dilation, output_padding,
                               groups);
   ConvGeom g = geometry(input, weight, stride, padding, dilation, groups);
-  TORCH_CHECK(g.out[0] > 0 && g.out[1] > 0 && g.out[2] > 0, "Calculated output size is too "
-              "small for the input of shape ", input.sizes(), " and kernel of shape ",
-              weight.sizes());
+  TORCH_CHECK(g.out[0] > 0 && g.out[1] > 0 && g.out[2] > 0,
+              "Calculated output size is too "
+              "small for the input of shape ",
+              input.sizes(), " and kernel of shape ", weight.sizes());
   at::Tensor x = input.contiguous();
   at::Tensor col = columns(g, x);
   int64_t og = g.o / groups, kg = g.c / groups * g.taps(), L = g.pixels();
@@ -221,14 +221,16 @@ at::Tensor conv_native_forward(const at::Tensor& input, const at::Tensor& weight
     at::Tensor o = out.narrow(1, gi * og, og);
     at::Tensor wg = w.narrow(0, gi * og, og).unsqueeze(0).expand({g.n, og, kg});
     at::Tensor cg = col.narrow(1, gi * kg, kg);
-    if (has_bias) at::baddbmm_out(o, o, wg, cg);
-    else at::bmm_out(o, wg, cg);
+    if (has_bias)
+      at::baddbmm_out(o, o, wg, cg);
+    else
+      at::bmm_out(o, wg, cg);
   }
   return out.view(g.shape(g.o, g.out));
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_native_backward(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    const at::Tensor &grad_output, const at::Tensor &input, const at::Tensor &weight,
     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
     at::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> mask) {
   if (!conv_native(input, weight, transposed, groups) ||
@@ -238,12 +240,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_native_backward(
   if (transposed) {
     // The input gradient is the regular convolution of the output gradient;
     // the weight gradient pairs the input with the output gradient's columns.
-    ConvGeom g = transposed_geometry(input, weight, stride, padding, dilation, output_padding,
-                                     groups);
+    ConvGeom g =
+        transposed_geometry(input, weight, stride, padding, dilation, output_padding, groups);
     at::Tensor gx, gw, gb;
     if (mask[0]) {
-      gx = conv_native_forward(grad_output, weight, std::nullopt, stride, padding, dilation,
-                               false, at::IntArrayRef{}, groups);
+      gx = conv_native_forward(grad_output, weight, std::nullopt, stride, padding, dilation, false,
+                               at::IntArrayRef{}, groups);
       // output_padding >= stride (legal while < dilation) leaves trailing
       // output rows no input position reaches: the convolution then yields
       // more positions than the input has
@@ -257,8 +259,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_native_backward(
       at::Tensor x = input.contiguous().view({g.n, g.o, L});
       gw = at::empty({g.o, kg}, weight.options());
       for (int64_t gi = 0; gi < groups; gi++) {
-        at::Tensor per_image = at::bmm(x.narrow(1, gi * cin_g, cin_g),
-                                       col.narrow(1, gi * kg, kg).transpose(1, 2));
+        at::Tensor per_image =
+            at::bmm(x.narrow(1, gi * cin_g, cin_g), col.narrow(1, gi * kg, kg).transpose(1, 2));
         gw.narrow(0, gi * cin_g, cin_g).copy_(per_image.sum(0));
       }
       gw = gw.view(weight.sizes());
@@ -289,8 +291,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_native_backward(
     at::Tensor col = columns(g, input.contiguous());
     gw = at::empty({g.o, kg}, weight.options());
     for (int64_t gi = 0; gi < groups; gi++) {
-      at::Tensor per_image = at::bmm(go.narrow(1, gi * og, og),
-                                     col.narrow(1, gi * kg, kg).transpose(1, 2));
+      at::Tensor per_image =
+          at::bmm(go.narrow(1, gi * og, og), col.narrow(1, gi * kg, kg).transpose(1, 2));
       gw.narrow(0, gi * og, og).copy_(per_image.sum(0));
     }
     gw = gw.view(weight.sizes());
@@ -304,7 +306,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_native_backward(
 
 namespace {
 void check_pairs(at::IntArrayRef k, at::IntArrayRef d, at::IntArrayRef p, at::IntArrayRef s,
-                 const char* name) {
+                 const char *name) {
   TORCH_CHECK(k.size() == 2, "It is expected kernel_size equals to 2, but got size ", k.size());
   TORCH_CHECK(d.size() == 2, "It is expected dilation equals to 2, but got size ", d.size());
   TORCH_CHECK(p.size() == 2, "It is expected padding equals to 2, but got size ", p.size());
@@ -327,8 +329,8 @@ ConvGeom fold_geometry(int64_t n, int64_t c, int64_t h, int64_t w, at::IntArrayR
 }
 }  // namespace
 
-at::Tensor& im2col_out(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef d,
-                       at::IntArrayRef p, at::IntArrayRef s, at::Tensor& out) {
+at::Tensor &im2col_out(const at::Tensor &self, at::IntArrayRef k, at::IntArrayRef d,
+                       at::IntArrayRef p, at::IntArrayRef s, at::Tensor &out) {
   check_pairs(k, d, p, s, "im2col");
   at::native::im2col_shape_check(self, at::Tensor(), k[0], k[1], d[0], d[1], p[0], p[1], s[0],
                                  s[1]);
@@ -342,15 +344,14 @@ at::Tensor& im2col_out(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRe
   return out.copy_(col);
 }
 
-at::Tensor im2col(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef d,
-                  at::IntArrayRef p, at::IntArrayRef s) {
+at::Tensor im2col(const at::Tensor &self, at::IntArrayRef k, at::IntArrayRef d, at::IntArrayRef p,
+                  at::IntArrayRef s) {
   at::Tensor out = at::empty({0}, self.options());
   return im2col_out(self, k, d, p, s, out);
 }
 
-at::Tensor& col2im_out(const at::Tensor& self, c10::SymIntArrayRef osize, at::IntArrayRef k,
-                       at::IntArrayRef d, at::IntArrayRef p, at::IntArrayRef s,
-                       at::Tensor& out) {
+at::Tensor &col2im_out(const at::Tensor &self, c10::SymIntArrayRef osize, at::IntArrayRef k,
+                       at::IntArrayRef d, at::IntArrayRef p, at::IntArrayRef s, at::Tensor &out) {
   TORCH_CHECK(osize.size() == 2, "It is expected output_size equals to 2, but got size ",
               osize.size());
   check_pairs(k, d, p, s, "col2im");
@@ -365,15 +366,16 @@ at::Tensor& col2im_out(const at::Tensor& self, c10::SymIntArrayRef osize, at::In
   at::Tensor col = (batched ? self : self.unsqueeze(0)).contiguous();
   int64_t c = col.size(1) / (k[0] * k[1]);
   ConvGeom g = fold_geometry(col.size(0), c, oh, ow, k, d, p, s);
-  at::Tensor accf = at::zeros({g.n, c, oh, ow}, col.options().dtype(
-      col.scalar_type() == at::kDouble ? at::kDouble : at::kFloat));
+  at::Tensor accf =
+      at::zeros({g.n, c, oh, ow},
+                col.options().dtype(col.scalar_type() == at::kDouble ? at::kDouble : at::kFloat));
   if (col.numel()) lower(g, accf, col.to(accf.scalar_type()), true);
   at::Tensor r = accf.to(self.scalar_type());
   if (!batched) r = r.squeeze(0);
   return assign_result(out, r);
 }
 
-at::Tensor col2im(const at::Tensor& self, c10::SymIntArrayRef osize, at::IntArrayRef k,
+at::Tensor col2im(const at::Tensor &self, c10::SymIntArrayRef osize, at::IntArrayRef k,
                   at::IntArrayRef d, at::IntArrayRef p, at::IntArrayRef s) {
   at::Tensor out = at::empty({0}, self.options());
   return col2im_out(self, osize, k, d, p, s, out);
@@ -385,36 +387,32 @@ at::Tensor col2im(const at::Tensor& self, c10::SymIntArrayRef osize, at::IntArra
 
 namespace {
 
-at::Tensor sync_alias(const at::Tensor& t, HostViews& host) {
+at::Tensor sync_alias(const at::Tensor &t, HostViews &host) {
   if (!t.defined() || !t.is_privateuseone()) return t;
-  check(tnrt_stream_synchronize(current_native_stream(t.device().index())),
-        "stream synchronize");
+  check(tnrt_stream_synchronize(current_native_stream(t.device().index())), "stream synchronize");
   return host.view(t, false);
 }
 
 }  // namespace
 
-at::Tensor conv_cpu(const at::Tensor& input, const at::Tensor& weight,
-                             const std::optional<at::Tensor>& bias,
-                             at::IntArrayRef stride, at::IntArrayRef padding,
-                             at::IntArrayRef dilation, bool transposed,
-                             at::IntArrayRef output_padding, int64_t groups) {
+at::Tensor conv_cpu(const at::Tensor &input, const at::Tensor &weight,
+                    const std::optional<at::Tensor> &bias, at::IntArrayRef stride,
+                    at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                    at::IntArrayRef output_padding, int64_t groups) {
   note_fallback("aten::convolution_overrideable");
   c10::DeviceGuard guard(input.device());
   HostViews host;
   std::optional<at::Tensor> b;
   if (bias.has_value() && bias->defined()) b = sync_alias(*bias, host);
   at::Tensor out = at::convolution(sync_alias(input, host), sync_alias(weight, host), b, stride,
-                                   padding, dilation, transposed, output_padding,
-                                   groups);
+                                   padding, dilation, transposed, output_padding, groups);
   return out.to(input.device());
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_cpu_backward(
-    const at::Tensor& grad_output, const at::Tensor& input,
-    const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
-    at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding,
-    int64_t groups, std::array<bool, 3> output_mask) {
+    const at::Tensor &grad_output, const at::Tensor &input, const at::Tensor &weight,
+    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+    at::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
   note_fallback("aten::convolution_backward_overrideable");
   c10::DeviceGuard guard(input.device());
   int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
@@ -422,11 +420,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_cpu_backward(
   HostViews host;
   auto r = at::convolution_backward(sync_alias(grad_output, host), sync_alias(input, host),
                                     sync_alias(weight, host), at::OptionalIntArrayRef(bias_sizes),
-                                    stride, padding, dilation, transposed,
-                                    output_padding, groups, output_mask);
-  auto dev = [&](const at::Tensor& t) {
-    return t.defined() ? t.to(input.device()) : t;
-  };
+                                    stride, padding, dilation, transposed, output_padding, groups,
+                                    output_mask);
+  auto dev = [&](const at::Tensor &t) { return t.defined() ? t.to(input.device()) : t; };
   return {dev(std::get<0>(r)), dev(std::get<1>(r)), dev(std::get<2>(r))};
 }
 

@@ -11,12 +11,11 @@ namespace torch_neuronx {
 
 // ---------------------------------------------------------------- errors
 
-[[noreturn]] void throw_status(tnrt_status_t status, const char* what) {
+[[noreturn]] void throw_status(tnrt_status_t status, const char *what) {
   std::string detail = tnrt_last_error();
   switch (status) {
     case TNRT_ERR_OUT_OF_MEMORY:
-      TORCH_CHECK_WITH(OutOfMemoryError, false, "neuron out of memory. ",
-                       detail);
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "neuron out of memory. ", detail);
     case TNRT_ERR_FORKED:
       TORCH_CHECK(false,
                   "Cannot re-initialize neuron in forked subprocess. To use "
@@ -24,15 +23,10 @@ namespace torch_neuronx {
                   "method (multiprocessing.set_start_method('spawn')).");
     case TNRT_ERR_INVALID_DEVICE:
       TORCH_CHECK(false, "neuron error: invalid device ordinal: ", detail);
-    case TNRT_ERR_CONFIG:
-      TORCH_CHECK(false, "neuron runtime configuration error: ", detail);
-    case TNRT_ERR_DEVICE_INDEX:
-      TORCH_CHECK_INDEX(false, detail);
-    case TNRT_ERR_DEVICE_ASSERT:
-      TORCH_CHECK(false, detail);
-    default:
-      TORCH_CHECK(false, what, ": ", tnrt_status_to_string(status), ". ",
-                  detail);
+    case TNRT_ERR_CONFIG: TORCH_CHECK(false, "neuron runtime configuration error: ", detail);
+    case TNRT_ERR_DEVICE_INDEX: TORCH_CHECK_INDEX(false, detail);
+    case TNRT_ERR_DEVICE_ASSERT: TORCH_CHECK(false, detail);
+    default: TORCH_CHECK(false, what, ": ", tnrt_status_to_string(status), ". ", detail);
   }
 }
 
@@ -47,10 +41,8 @@ void lazy_init() {
 void check_device_index(c10::DeviceIndex index) {
   lazy_init();
   int n = tnrt_device_count();
-  TORCH_CHECK(index >= 0 && index < n,
-              "neuron error: invalid device ordinal: device index ",
-              static_cast<int>(index),
-              " is out of range; ", n,
+  TORCH_CHECK(index >= 0 && index < n, "neuron error: invalid device ordinal: device index ",
+              static_cast<int>(index), " is out of range; ", n,
               " neuron device(s) are visible (set NEURON_RT_VISIBLE_CORES to "
               "choose them)");
 }
@@ -70,29 +62,26 @@ void set_current_device(c10::DeviceIndex index) {
 c10::Stream current_stream(c10::DeviceIndex device) {
   if (device < 0) device = t_device;
   check_device_index(device);
-  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, device),
-                     t_stream[device]);
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, device), t_stream[device]);
 }
 
-void set_current_stream(const c10::Stream& stream) {
-  TORCH_CHECK(stream.device_type() == kNeuron,
-              "expected a neuron stream, got a stream of ", stream.device());
+void set_current_stream(const c10::Stream &stream) {
+  TORCH_CHECK(stream.device_type() == kNeuron, "expected a neuron stream, got a stream of ",
+              stream.device());
   check_device_index(stream.device_index());
   t_stream[stream.device_index()] = static_cast<int8_t>(stream.id());
 }
 
-tnrt_stream_t* native_stream(const c10::Stream& stream) {
+tnrt_stream_t *native_stream(const c10::Stream &stream) {
   lazy_init();
-  tnrt_stream_t* s =
-      tnrt_stream_get(stream.device_index(), static_cast<int>(stream.id()));
-  TORCH_CHECK(s, "invalid neuron stream ", stream.id(), " on device ",
-              stream.device());
+  tnrt_stream_t *s = tnrt_stream_get(stream.device_index(), static_cast<int>(stream.id()));
+  TORCH_CHECK(s, "invalid neuron stream ", stream.id(), " on device ", stream.device());
   return s;
 }
 
-void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void* args,
-            size_t size, const char* name) {
-  tnrt_stream_t* s = current_native_stream(device);
+void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void *args, size_t size,
+            const char *name) {
+  tnrt_stream_t *s = current_native_stream(device);
   if (!profiler_recording()) {
     check(tnrt_launch(s, fn, args, size, name), "neuron kernel launch");
     return;

@@ -31,12 +31,12 @@ struct NeuronGenerator final : c10::GeneratorImpl {
     return s;
   }
   // State: 16 bytes, seed then offset (little endian), in a CPU uint8 tensor.
-  void set_state(const c10::TensorImpl& state) override {
-    TORCH_CHECK(state.dtype() == caffe2::TypeMeta::Make<uint8_t>() &&
-                    state.numel() == 16,
+  void set_state(const c10::TensorImpl &state) override {
+    TORCH_CHECK(state.dtype() == caffe2::TypeMeta::Make<uint8_t>() && state.numel() == 16,
                 "expected a torch.ByteTensor of 16 bytes as the neuron RNG "
-                "state, got ", state.numel(), " elements of ", state.dtype());
-    const uint8_t* p = static_cast<const uint8_t*>(state.data());
+                "state, got ",
+                state.numel(), " elements of ", state.dtype());
+    const uint8_t *p = static_cast<const uint8_t *>(state.data());
     std::memcpy(&seed_, p, 8);
     std::memcpy(&offset_, p + 8, 8);
   }
@@ -49,8 +49,8 @@ struct NeuronGenerator final : c10::GeneratorImpl {
   static c10::DeviceType device_type() { return kNeuron; }
 
  private:
-  NeuronGenerator* clone_impl() const override {
-    auto* g = new NeuronGenerator(device().index());
+  NeuronGenerator *clone_impl() const override {
+    auto *g = new NeuronGenerator(device().index());
     g->seed_ = seed_;
     g->offset_ = offset_;
     return g;
@@ -65,7 +65,7 @@ at::Generator new_generator(c10::DeviceIndex device) {
   return at::make_generator<NeuronGenerator>(device);
 }
 
-const at::Generator& default_generator(c10::DeviceIndex device) {
+const at::Generator &default_generator(c10::DeviceIndex device) {
   static std::once_flag once;
   static std::vector<at::Generator> gens;
   std::call_once(once, [] {
@@ -80,14 +80,11 @@ const at::Generator& default_generator(c10::DeviceIndex device) {
 
 std::pair<uint64_t, uint64_t> philox_next(std::optional<at::Generator> gen,
                                           c10::DeviceIndex device) {
-  at::Generator g = gen.has_value() && gen->defined()
-                        ? *gen
-                        : default_generator(device);
+  at::Generator g = gen.has_value() && gen->defined() ? *gen : default_generator(device);
   TORCH_CHECK(g.device().type() == kNeuron,
-              "expected a neuron generator for a neuron tensor, got a ",
-              g.device(), " generator");
+              "expected a neuron generator for a neuron tensor, got a ", g.device(), " generator");
   std::lock_guard<std::mutex> lock(g.mutex());
-  auto* impl = g.get<NeuronGenerator>();
+  auto *impl = g.get<NeuronGenerator>();
   uint64_t offset = impl->get_offset();
   impl->set_offset(offset + 1);
   return {impl->current_seed(), offset};

@@ -15,34 +15,25 @@ namespace torch_neuronx {
 struct NeuronHooks final : at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return tnrt_device_count() > 0; }
-  const at::Generator& getDefaultGenerator(
-      c10::DeviceIndex device) const override {
+  const at::Generator &getDefaultGenerator(c10::DeviceIndex device) const override {
     return default_generator(device);
   }
   at::Generator getNewGenerator(c10::DeviceIndex device) const override {
     return new_generator(device);
   }
-  at::Device getDeviceFromPtr(void* data) const override {
+  at::Device getDeviceFromPtr(void *data) const override {
     int d = tnrt_ptr_device(data);
     TORCH_CHECK(d >= 0, "pointer ", data, " is not neuron device memory");
     return at::Device(kNeuron, static_cast<c10::DeviceIndex>(d));
   }
-  bool isPinnedPtr(const void* data) const override {
-    return tnrt_host_is_pinned(data);
-  }
-  at::Allocator* getPinnedMemoryAllocator() const override {
-    return host_allocator();
-  }
-  bool hasPrimaryContext(c10::DeviceIndex) const override {
-    return tnrt_is_initialized();
-  }
+  bool isPinnedPtr(const void *data) const override { return tnrt_host_is_pinned(data); }
+  at::Allocator *getPinnedMemoryAllocator() const override { return host_allocator(); }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return tnrt_is_initialized(); }
   void init() const override { lazy_init(); }
   c10::DeviceIndex deviceCount() const override {
     return static_cast<c10::DeviceIndex>(tnrt_device_count());
   }
-  void setCurrentDevice(c10::DeviceIndex d) const override {
-    set_current_device(d);
-  }
+  void setCurrentDevice(c10::DeviceIndex d) const override { set_current_device(d); }
   c10::DeviceIndex getCurrentDevice() const override { return current_device(); }
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {
     c10::DeviceIndex old = current_device();
@@ -52,9 +43,8 @@ struct NeuronHooks final : at::PrivateUse1HooksInterface {
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override {
     return exchangeDevice(d);
   }
-  void resizePrivateUse1Bytes(const c10::Storage& storage,
-                              size_t newsize) const override {
-    c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+  void resizePrivateUse1Bytes(const c10::Storage &storage, size_t newsize) const override {
+    c10::StorageImpl *impl = storage.unsafeGetStorageImpl();
     TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
     c10::DeviceIndex device = impl->device().index();
     c10::DeviceIndex prev = current_device();

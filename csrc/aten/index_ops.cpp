@@ -20,33 +20,34 @@
 namespace torch_neuronx {
 
 namespace {
-void index_task(void* p) { tnk_index(static_cast<tnk_index_args_t*>(p)); }
-void gather_task(void* p) { tnk_gather(static_cast<tnk_gather_args_t*>(p)); }
-void isin_task(void* p) { tnk_isin(static_cast<tnk_isin_args_t*>(p)); }
-void where_task(void* p) { tnk_where(static_cast<tnk_where_args_t*>(p)); }
+void index_task(void *p) { tnk_index(static_cast<tnk_index_args_t *>(p)); }
+void gather_task(void *p) { tnk_gather(static_cast<tnk_gather_args_t *>(p)); }
+void isin_task(void *p) { tnk_isin(static_cast<tnk_isin_args_t *>(p)); }
+void where_task(void *p) { tnk_where(static_cast<tnk_where_args_t *>(p)); }
 
-void check_same_device(const at::Tensor& a, const at::Tensor& b) {
+void check_same_device(const at::Tensor &a, const at::Tensor &b) {
   TORCH_CHECK(a.device() == b.device(),
               "Expected all tensors to be on the same device, but found at least two "
-              "devices, ", a.device(), " and ", b.device(), "!");
+              "devices, ",
+              a.device(), " and ", b.device(), "!");
 }
 }  // namespace
 
 namespace {
 // A CPU scalar operand becomes a 0-dim device tensor (filled on the stream,
 // no synchronisation), so the kernel never reads host memory later.
-at::Tensor on_device(const at::Tensor& t, c10::Device dev, c10::ScalarType dt) {
+at::Tensor on_device(const at::Tensor &t, c10::Device dev, c10::ScalarType dt) {
   if (t.is_cpu() && t.dim() == 0)
     return at::full({}, t.item(), at::TensorOptions().device(dev).dtype(dt));
   return t.scalar_type() == dt ? t : t.to(dt);
 }
 
-void tri_task(void* p) { tnk_tri(static_cast<tnk_tri_args_t*>(p)); }
+void tri_task(void *p) { tnk_tri(static_cast<tnk_tri_args_t *>(p)); }
 }  // namespace
 
 // flip: a reversed view (negative strides are not allowed in a tensor, so
 // the index kernel gathers rows in reverse along each flipped dim).
-at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
+at::Tensor flip(const at::Tensor &self, at::IntArrayRef dims) {
   at::Tensor r = self;
   auto flags = at::dim_list_to_bitset(dims, self.dim());
   for (int64_t d = 0; d < self.dim(); d++) {
@@ -58,12 +59,12 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
 }
 
 // roll: two slice copies per rolled dimension.
-at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims) {
+at::Tensor roll(const at::Tensor &self, at::IntArrayRef shifts, at::IntArrayRef dims) {
   TORCH_CHECK(!shifts.empty(), "`shifts` required");
   if (dims.empty() && shifts.size() == 1)
     return torch_neuronx::roll(self.flatten(), shifts, at::IntArrayRef{0}).view(self.sizes());
-  TORCH_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ",
-              shifts.size(), ", dims:", dims.size());
+  TORCH_CHECK(shifts.size() == dims.size(),
+              "shifts and dimensions must align. shifts: ", shifts.size(), ", dims:", dims.size());
   at::Tensor r = self;
   for (size_t k = 0; k < dims.size(); k++) {
     int64_t d = at::maybe_wrap_dim(dims[k], self.dim());
@@ -77,7 +78,7 @@ at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef 
 }
 
 // bincount: the output length needs the largest value (a sync, as on CPU).
-at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights,
+at::Tensor bincount(const at::Tensor &self, const std::optional<at::Tensor> &weights,
                     int64_t minlength) {
   TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
   TORCH_CHECK(self.dim() == 1 && c10::isIntegralType(self.scalar_type(), false),
@@ -92,8 +93,9 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
                 "bincount only supports 1-d non-negative integral inputs.");
     len = std::max(len, self.max().item<int64_t>() + 1);
   }
-  at::ScalarType ot = !has_w ? at::kLong
-                      : weights->scalar_type() == at::kFloat ? at::kFloat : at::kDouble;
+  at::ScalarType ot = !has_w                                 ? at::kLong
+                      : weights->scalar_type() == at::kFloat ? at::kFloat
+                                                             : at::kDouble;
   at::Tensor out = at::zeros({len}, self.options().dtype(ot));
   if (!self.numel()) return out;
   at::Tensor src = has_w ? weights->to(ot) : at::ones({self.size(0)}, out.options());
@@ -102,10 +104,10 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
 
 // unfold's backward: each window's gradient added back at its positions
 // (one index_add over all windows; overlapping windows accumulate).
-at::Tensor unfold_backward(const at::Tensor& grad, c10::SymIntArrayRef input_sizes, int64_t dim,
+at::Tensor unfold_backward(const at::Tensor &grad, c10::SymIntArrayRef input_sizes, int64_t dim,
                            int64_t size, int64_t step) {
   std::vector<int64_t> sizes;
-  for (const auto& v : input_sizes) sizes.push_back(v.expect_int());
+  for (const auto &v : input_sizes) sizes.push_back(v.expect_int());
   int64_t nd = static_cast<int64_t>(sizes.size());
   int64_t d = nd ? at::maybe_wrap_dim(dim, nd) : 0;
   at::Tensor out = at::zeros(sizes, grad.options());
@@ -124,7 +126,7 @@ at::Tensor unfold_backward(const at::Tensor& grad, c10::SymIntArrayRef input_siz
 // Reflection / replication padding as an index gather per padded dim (the
 // index lists are shape metadata, built on the host); backward scatter-adds.
 namespace {
-at::Tensor pad_index(int64_t n, int64_t lo, int64_t hi, bool reflect, const at::Tensor& like) {
+at::Tensor pad_index(int64_t n, int64_t lo, int64_t hi, bool reflect, const at::Tensor &like) {
   std::vector<int64_t> idx;
   idx.reserve(n + lo + hi);
   idx.resize(n + lo + hi);
@@ -132,26 +134,29 @@ at::Tensor pad_index(int64_t n, int64_t lo, int64_t hi, bool reflect, const at::
   return at::tensor(idx, at::kLong).to(like.device());
 }
 
-void check_pad(const at::Tensor& x, at::IntArrayRef pad, int64_t k, bool reflect, const char* name) {
+void check_pad(const at::Tensor &x, at::IntArrayRef pad, int64_t k, bool reflect,
+               const char *name) {
   TORCH_CHECK(static_cast<int64_t>(pad.size()) == 2 * k, name, ": padding size is expected to be ",
               2 * k, ", but got: ", pad.size());
   TORCH_CHECK(x.dim() == k + 1 || x.dim() == k + 2, "Expected ", k + 1, "D or ", k + 2,
               "D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions "
-              "for input, but got: ", x.sizes());
+              "for input, but got: ",
+              x.sizes());
   for (int64_t i = 0; i < k; i++) {
     int64_t d = x.dim() - 1 - i, n = x.size(d);
     int64_t lo = pad[2 * i], hi = pad[2 * i + 1];
     if (reflect)
       TORCH_CHECK(lo < n && hi < n, "Argument #", 4 + 2 * i,
                   ": Padding size should be less than the corresponding input dimension, but "
-                  "got: padding (", lo, ", ", hi, ") at dimension ", d, " of input ", x.sizes());
+                  "got: padding (",
+                  lo, ", ", hi, ") at dimension ", d, " of input ", x.sizes());
     TORCH_CHECK(n + lo + hi >= 1, "input (", x.sizes(), ") is too small. Calculated output ",
                 "size: ", n + lo + hi);
   }
 }
 
-at::Tensor pad_forward(const at::Tensor& x, at::IntArrayRef pad, int64_t k, bool reflect,
-                       const char* name) {
+at::Tensor pad_forward(const at::Tensor &x, at::IntArrayRef pad, int64_t k, bool reflect,
+                       const char *name) {
   check_pad(x, pad, k, reflect, name);
   at::Tensor r = x;
   for (int64_t i = 0; i < k; i++) {
@@ -161,7 +166,7 @@ at::Tensor pad_forward(const at::Tensor& x, at::IntArrayRef pad, int64_t k, bool
   return r;
 }
 
-at::Tensor pad_backward(const at::Tensor& g, const at::Tensor& x, at::IntArrayRef pad, int64_t k,
+at::Tensor pad_backward(const at::Tensor &g, const at::Tensor &x, at::IntArrayRef pad, int64_t k,
                         bool reflect) {
   at::Tensor r = g;
   for (int64_t i = k - 1; i >= 0; i--) {
@@ -175,21 +180,21 @@ at::Tensor pad_backward(const at::Tensor& g, const at::Tensor& x, at::IntArrayRe
 }
 }  // namespace
 
-#define NEURON_PAD(NAME, K, REFLECT)                                                        \
-  at::Tensor& NAME##_out(const at::Tensor& x, at::IntArrayRef pad, at::Tensor& out) {      \
-    at::Tensor r = pad_forward(x, pad, K, REFLECT, #NAME);                                  \
-    return assign_result(out, r);                                                           \
-  }                                                                                         \
-  at::Tensor NAME(const at::Tensor& x, at::IntArrayRef pad) {                               \
-    return pad_forward(x, pad, K, REFLECT, #NAME);                                          \
-  }                                                                                         \
-  at::Tensor& NAME##_backward_out(const at::Tensor& g, const at::Tensor& x,                 \
-                                  at::IntArrayRef pad, at::Tensor& gin) {                   \
-    at::Tensor r = pad_backward(g, x, pad, K, REFLECT);                                     \
-    return assign_result(gin, r);                                                           \
-  }                                                                                         \
-  at::Tensor NAME##_backward(const at::Tensor& g, const at::Tensor& x, at::IntArrayRef pad) { \
-    return pad_backward(g, x, pad, K, REFLECT);                                             \
+#define NEURON_PAD(NAME, K, REFLECT)                                                             \
+  at::Tensor &NAME##_out(const at::Tensor &x, at::IntArrayRef pad, at::Tensor &out) {            \
+    at::Tensor r = pad_forward(x, pad, K, REFLECT, #NAME);                                       \
+    return assign_result(out, r);                                                                \
+  }                                                                                              \
+  at::Tensor NAME(const at::Tensor &x, at::IntArrayRef pad) {                                    \
+    return pad_forward(x, pad, K, REFLECT, #NAME);                                               \
+  }                                                                                              \
+  at::Tensor &NAME##_backward_out(const at::Tensor &g, const at::Tensor &x, at::IntArrayRef pad, \
+                                  at::Tensor &gin) {                                             \
+    at::Tensor r = pad_backward(g, x, pad, K, REFLECT);                                          \
+    return assign_result(gin, r);                                                                \
+  }                                                                                              \
+  at::Tensor NAME##_backward(const at::Tensor &g, const at::Tensor &x, at::IntArrayRef pad) {    \
+    return pad_backward(g, x, pad, K, REFLECT);                                                  \
   }
 NEURON_PAD(reflection_pad1d, 1, true)
 NEURON_PAD(reflection_pad2d, 2, true)
@@ -198,19 +203,20 @@ NEURON_PAD(replication_pad2d, 2, false)
 
 // ------------------------------------------------------------------ where
 
-at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& self,
-                      const at::Tensor& other, at::Tensor& out) {
+at::Tensor &where_out(const at::Tensor &cond, const at::Tensor &self, const at::Tensor &other,
+                      at::Tensor &out) {
   TORCH_CHECK(cond.scalar_type() == at::kBool,
               "where expected condition to be a boolean tensor, but got a tensor with dtype ",
               cond.scalar_type());
   c10::Device dev = out.device();
-  for (const at::Tensor* t : {&cond, &self, &other})
+  for (const at::Tensor *t : {&cond, &self, &other})
     TORCH_CHECK(t->device() == dev || (t->is_cpu() && t->dim() == 0),
                 "Expected all tensors to be on the same device, but found at least two "
-                "devices, ", dev, " and ", t->device(), "!");
+                "devices, ",
+                dev, " and ", t->device(), "!");
   c10::ScalarType common = at::result_type(self, other);
-  auto shape = at::infer_size_dimvector(
-      at::infer_size_dimvector(cond.sizes(), self.sizes()), other.sizes());
+  auto shape =
+      at::infer_size_dimvector(at::infer_size_dimvector(cond.sizes(), self.sizes()), other.sizes());
   bool ok;
   to_tnk(common, &ok);
   if (!ok || out.scalar_type() != common || shape.size() > TNRT_MAX_DIMS)
@@ -220,41 +226,42 @@ at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& self,
   at::Tensor c = on_device(cond, dev, at::kBool), a = on_device(self, dev, common),
              b = on_device(other, dev, common);
   at::assert_no_internal_overlap(out);
-  for (at::Tensor* t : {&c, &a, &b}) *t = readable_input(out, *t);
+  for (at::Tensor *t : {&c, &a, &b}) *t = readable_input(out, *t);
   tnk_where_args_t w{};
   w.shape.ndim = static_cast<int32_t>(shape.size());
   for (size_t d = 0; d < shape.size(); d++) w.shape.sizes[d] = shape[d];
   w.out = {out.data_ptr(), to_tnk(common, &ok), 0, {}};
   fill_strides(out, shape, w.out.strides);
-  w.cond = {const_cast<void*>(c.const_data_ptr()), TNK_BOOL, 0, {}};
+  w.cond = {const_cast<void *>(c.const_data_ptr()), TNK_BOOL, 0, {}};
   fill_strides(c, shape, w.cond.strides);
-  w.a = {const_cast<void*>(a.const_data_ptr()), w.out.dtype, 0, {}};
+  w.a = {const_cast<void *>(a.const_data_ptr()), w.out.dtype, 0, {}};
   fill_strides(a, shape, w.a.strides);
-  w.b = {const_cast<void*>(b.const_data_ptr()), w.out.dtype, 0, {}};
+  w.b = {const_cast<void *>(b.const_data_ptr()), w.out.dtype, 0, {}};
   fill_strides(b, shape, w.b.strides);
   launch(dev.index(), where_task, &w, sizeof w, "aten::where");
   return out;
 }
 
-at::Tensor where(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other) {
-  c10::Device dev = cond.is_privateuseone() ? cond.device()
-                    : self.is_privateuseone() ? self.device() : other.device();
-  at::Tensor out = at::empty({0}, at::TensorOptions().device(dev).dtype(
-                                      at::result_type(self, other)));
+at::Tensor where(const at::Tensor &cond, const at::Tensor &self, const at::Tensor &other) {
+  c10::Device dev = cond.is_privateuseone()   ? cond.device()
+                    : self.is_privateuseone() ? self.device()
+                                              : other.device();
+  at::Tensor out =
+      at::empty({0}, at::TensorOptions().device(dev).dtype(at::result_type(self, other)));
   return where_out(cond, self, other, out);
 }
 
 // ------------------------------------------------------------ tril / triu
 
 namespace {
-at::Tensor& tri_into(at::Tensor& out, const at::Tensor& self, int64_t k, bool upper,
-                     const char* name) {
+at::Tensor &tri_into(at::Tensor &out, const at::Tensor &self, int64_t k, bool upper,
+                     const char *name) {
   TORCH_CHECK(self.dim() >= 2, name, ": input tensor must have at least 2 dimensions");
   at::Tensor x = self.contiguous();
   at::native::resize_output(out, self.sizes());
-  at::Tensor o = out.is_contiguous() && !(out.storage().is_alias_of(x.storage()) &&
-                                          !out.is_same(x))
-                     ? out : at::empty(self.sizes(), self.options());
+  at::Tensor o = out.is_contiguous() && !(out.storage().is_alias_of(x.storage()) && !out.is_same(x))
+                     ? out
+                     : at::empty(self.sizes(), self.options());
   if (o.numel()) {
     tnk_tri_args_t a{};
     a.out = o.data_ptr();
@@ -266,8 +273,11 @@ at::Tensor& tri_into(at::Tensor& out, const at::Tensor& self, int64_t k, bool up
     bool ok;
     a.dtype = to_tnk(self.scalar_type(), &ok);
     a.upper = upper;
-    if (!ok) a.dtype = self.itemsize() == 1 ? TNK_U8 : self.itemsize() == 2 ? TNK_I16
-                      : self.itemsize() == 4 ? TNK_I32 : TNK_I64;
+    if (!ok)
+      a.dtype = self.itemsize() == 1   ? TNK_U8
+                : self.itemsize() == 2 ? TNK_I16
+                : self.itemsize() == 4 ? TNK_I32
+                                       : TNK_I64;
     launch(self.device().index(), tri_task, &a, sizeof a, name);
   }
   if (!o.is_same(out)) out.copy_(o);
@@ -275,31 +285,31 @@ at::Tensor& tri_into(at::Tensor& out, const at::Tensor& self, int64_t k, bool up
 }
 }  // namespace
 
-at::Tensor tril(const at::Tensor& self, int64_t k) {
+at::Tensor tril(const at::Tensor &self, int64_t k) {
   at::Tensor out = at::empty({0}, self.options());
   return tri_into(out, self, k, false, "aten::tril");
 }
-at::Tensor& tril_out(const at::Tensor& self, int64_t k, at::Tensor& out) {
+at::Tensor &tril_out(const at::Tensor &self, int64_t k, at::Tensor &out) {
   return tri_into(out, self, k, false, "aten::tril");
 }
-at::Tensor& tril_(at::Tensor& self, int64_t k) {
+at::Tensor &tril_(at::Tensor &self, int64_t k) {
   return tri_into(self, self, k, false, "aten::tril_");
 }
-at::Tensor triu(const at::Tensor& self, int64_t k) {
+at::Tensor triu(const at::Tensor &self, int64_t k) {
   at::Tensor out = at::empty({0}, self.options());
   return tri_into(out, self, k, true, "aten::triu");
 }
-at::Tensor& triu_out(const at::Tensor& self, int64_t k, at::Tensor& out) {
+at::Tensor &triu_out(const at::Tensor &self, int64_t k, at::Tensor &out) {
   return tri_into(out, self, k, true, "aten::triu");
 }
-at::Tensor& triu_(at::Tensor& self, int64_t k) {
+at::Tensor &triu_(at::Tensor &self, int64_t k) {
   return tri_into(self, self, k, true, "aten::triu_");
 }
 
 // ---------------------------------------------------------- index_select
 
-at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                             at::Tensor& out) {
+at::Tensor &index_select_out(const at::Tensor &self, int64_t dim, const at::Tensor &index,
+                             at::Tensor &out) {
   TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
   TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
               "index_select(): Expected dtype int32 or int64 for index");
@@ -314,10 +324,10 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
   if (out.numel() == 0) return out;
   TORCH_CHECK_INDEX(self.size(dim) > 0, "index out of range in self");
   at::Tensor x = self.contiguous();
-  into_contiguous(out, [&](at::Tensor& o) {
+  into_contiguous(out, [&](at::Tensor &o) {
     tnk_index_args_t a{};
     a.nindex = 1;
-    a.indexed = const_cast<void*>(x.const_data_ptr());
+    a.indexed = const_cast<void *>(x.const_data_ptr());
     a.dense = o.data_ptr();
     a.index[0] = index.const_data_ptr();
     split_dims(self.sizes(), dim, &a.outer, &a.inner);
@@ -332,7 +342,7 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
   return out;
 }
 
-at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+at::Tensor index_select(const at::Tensor &self, int64_t dim, const at::Tensor &index) {
   at::Tensor out = at::empty({0}, self.options());
   return index_select_out(self, dim, index, out);
 }
@@ -341,15 +351,15 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
 
 namespace {
 // out already holds self's values; adds alpha * source rows at index.
-void index_add_into(at::Tensor& out, int64_t dim, const at::Tensor& index,
-                    const at::Tensor& source, double alpha, const char* what) {
+void index_add_into(at::Tensor &out, int64_t dim, const at::Tensor &index, const at::Tensor &source,
+                    double alpha, const char *what) {
   if (index.numel() == 0 || out.numel() == 0) return;
   at::Tensor src = source.contiguous();
-  into_contiguous(out, [&](at::Tensor& o) {
+  into_contiguous(out, [&](at::Tensor &o) {
     tnk_index_args_t a{};
     a.nindex = 1;
     a.indexed = o.data_ptr();
-    a.dense = const_cast<void*>(src.const_data_ptr());
+    a.dense = const_cast<void *>(src.const_data_ptr());
     a.index[0] = index.const_data_ptr();
     split_dims(o.sizes(), dim, &a.outer, &a.inner);
     a.size[0] = o.dim() ? o.size(dim) : 1;
@@ -364,31 +374,32 @@ void index_add_into(at::Tensor& out, int64_t dim, const at::Tensor& index,
   });
 }
 
-bool index_add_native(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                      const at::Tensor& source) {
+bool index_add_native(const at::Tensor &self, int64_t dim, const at::Tensor &index,
+                      const at::Tensor &source) {
   tnk_dtype_t dt = tnk_of(self);
   return dt != TNK_DTYPE_COUNT && tnk_index_supported(dt, tnk_of(index), TNK_INDEX_ADD) &&
          index.dim() <= 1 && source.scalar_type() == self.scalar_type() &&
-         index.device() == self.device() && source.device() == self.device() &&
-         self.dim() > 0 && source.dim() == self.dim();
+         index.device() == self.device() && source.device() == self.device() && self.dim() > 0 &&
+         source.dim() == self.dim();
 }
 
-void check_index_add(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                     const at::Tensor& source) {
-  TORCH_CHECK_INDEX(index.numel() == source.size(dim),
-                    "index_add_(): Number of indices (", index.numel(),
-                    ") should be equal to source.size(dim) (", source.size(dim), ")");
+void check_index_add(const at::Tensor &self, int64_t dim, const at::Tensor &index,
+                     const at::Tensor &source) {
+  TORCH_CHECK_INDEX(index.numel() == source.size(dim), "index_add_(): Number of indices (",
+                    index.numel(), ") should be equal to source.size(dim) (", source.size(dim),
+                    ")");
   for (int64_t d = 0; d < self.dim(); d++)
     if (d != dim)
       TORCH_CHECK(self.size(d) == source.size(d), "index_add_(): self (", self.sizes(),
-                  ") and source (", source.sizes(), ") must have the same size in every "
-                  "dimension except dim ", dim);
+                  ") and source (", source.sizes(),
+                  ") must have the same size in every "
+                  "dimension except dim ",
+                  dim);
 }
 }  // namespace
 
-at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                          const at::Tensor& source, const c10::Scalar& alpha,
-                          at::Tensor& out) {
+at::Tensor &index_add_out(const at::Tensor &self, int64_t dim, const at::Tensor &index,
+                          const at::Tensor &source, const c10::Scalar &alpha, at::Tensor &out) {
   if (!index_add_native(self, dim, index, source) || out.scalar_type() != self.scalar_type())
     return FALLBACK(index_add_out, self, dim, index, source, alpha, out);
   dim = at::maybe_wrap_dim(dim, self.dim());
@@ -401,29 +412,31 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
   return out;
 }
 
-at::Tensor& index_add_(at::Tensor& self, int64_t dim, const at::Tensor& index,
-                       const at::Tensor& source, const c10::Scalar& alpha) {
+at::Tensor &index_add_(at::Tensor &self, int64_t dim, const at::Tensor &index,
+                       const at::Tensor &source, const c10::Scalar &alpha) {
   return index_add_out(self, dim, index, source, alpha, self);
 }
 
-at::Tensor index_add(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                     const at::Tensor& source, const c10::Scalar& alpha) {
+at::Tensor index_add(const at::Tensor &self, int64_t dim, const at::Tensor &index,
+                     const at::Tensor &source, const c10::Scalar &alpha) {
   at::Tensor out = at::empty({0}, self.options());
   return index_add_out(self, dim, index, source, alpha, out);
 }
 
 // ------------------------------------------------------------- embedding
 
-at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices,
+at::Tensor embedding_dense_backward(const at::Tensor &grad, const at::Tensor &indices,
                                     c10::SymInt num_weights, c10::SymInt padding_idx,
                                     bool scale_grad_by_freq) {
   int64_t nw = num_weights.expect_int(), pad = padding_idx.expect_int();
   tnk_dtype_t dt = tnk_of(grad);
-  if (scale_grad_by_freq || dt == TNK_DTYPE_COUNT || !tnk_index_supported(dt, tnk_of(indices), TNK_INDEX_ADD) ||
+  if (scale_grad_by_freq || dt == TNK_DTYPE_COUNT ||
+      !tnk_index_supported(dt, tnk_of(indices), TNK_INDEX_ADD) ||
       !at::isFloatingType(grad.scalar_type()) || indices.device() != grad.device())
-    return at::native::call_fallback_fn_symint<&neuron_cpu_fallback,
-                                               ATEN_OP(embedding_dense_backward)>::call(
-        grad, indices, num_weights, padding_idx, scale_grad_by_freq);
+    return at::native::call_fallback_fn_symint<
+        &neuron_cpu_fallback, ATEN_OP(embedding_dense_backward)>::call(grad, indices, num_weights,
+                                                                       padding_idx,
+                                                                       scale_grad_by_freq);
   int64_t d = grad.numel() / std::max<int64_t>(indices.numel(), 1);
   if (indices.numel() == 0) d = grad.size(-1);
   // Half-precision gradients accumulate in fp32 and round once.
@@ -437,7 +450,7 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
     tnk_index_args_t a{};
     a.nindex = 1;
     a.indexed = acc.data_ptr();
-    a.dense = const_cast<void*>(g.const_data_ptr());
+    a.dense = const_cast<void *>(g.const_data_ptr());
     a.index[0] = idx.const_data_ptr();
     a.outer = 1;
     a.size[0] = nw;
@@ -459,16 +472,16 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
 // --------------------------------------------------------- gather/scatter
 
 namespace {
-void fill_view(const at::Tensor& t, int64_t nd, tnk_view_t* v) {
-  v->data = const_cast<void*>(t.const_data_ptr());
+void fill_view(const at::Tensor &t, int64_t nd, tnk_view_t *v) {
+  v->data = const_cast<void *>(t.const_data_ptr());
   v->dtype = tnk_of(t);
   for (int64_t d = 0; d < nd; d++) v->strides[d] = t.dim() ? t.stride(d) : 0;
 }
 
 // Launches one gather/scatter over index's shape. `indexed` is self for
 // the scatters (written in place) and the source of gather.
-void launch_gather(const at::Tensor& indexed, const at::Tensor& dense, const at::Tensor& index0,
-                   int64_t dim, int mode, const c10::Scalar* value, const char* what) {
+void launch_gather(const at::Tensor &indexed, const at::Tensor &dense, const at::Tensor &index0,
+                   int64_t dim, int mode, const c10::Scalar *value, const char *what) {
   if (index0.numel() == 0) return;
   // The kernel reads int64 indices; int32 ones (accepted, as on CPU) widen.
   at::Tensor index = index0.scalar_type() == at::kLong ? index0 : index0.to(at::kLong);
@@ -485,36 +498,39 @@ void launch_gather(const at::Tensor& indexed, const at::Tensor& dense, const at:
   if (value) {
     a.value.is_bool = value->isBoolean();
     a.value.is_integral = value->isIntegral(false);
-    if (a.value.is_bool || a.value.is_integral) a.value.i = value->toLong();
-    else a.value.f = value->toDouble();
+    if (a.value.is_bool || a.value.is_integral)
+      a.value.i = value->toLong();
+    else
+      a.value.f = value->toDouble();
   }
   a.fault = fault_sink(indexed.device().index(), what, false);
   launch(indexed.device().index(), gather_task, &a, sizeof a, what);
 }
 
-void check_gather_shapes(const char* name, const at::Tensor& self, int64_t dim,
-                         const at::Tensor& index, const at::Tensor* src) {
-  TORCH_CHECK(index.numel() == 0 || index.scalar_type() == at::kLong ||
-                  index.scalar_type() == at::kInt,
-              name, "(): Expected dtype int32/int64 for index");
+void check_gather_shapes(const char *name, const at::Tensor &self, int64_t dim,
+                         const at::Tensor &index, const at::Tensor *src) {
+  TORCH_CHECK(
+      index.numel() == 0 || index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
+      name, "(): Expected dtype int32/int64 for index");
   int64_t sd = std::max<int64_t>(self.dim(), 1), id = std::max<int64_t>(index.dim(), 1);
-  TORCH_CHECK(index.numel() == 0 || sd == id, "Index tensor must have the same number of "
-              "dimensions as ", src ? "self" : "input", " tensor");
+  TORCH_CHECK(index.numel() == 0 || sd == id,
+              "Index tensor must have the same number of "
+              "dimensions as ",
+              src ? "self" : "input", " tensor");
   if (index.numel() == 0) return;
   for (int64_t d = 0; d < index.dim(); d++) {
     int64_t isz = index.size(d);
     if (d != dim)
-      TORCH_CHECK(isz <= (self.dim() ? self.size(d) : 1), "Size does not match at dimension ",
-                  d, " expected index ", index.sizes(), " to be no larger than self ",
-                  self.sizes(), " apart from dimension ", dim);
+      TORCH_CHECK(isz <= (self.dim() ? self.size(d) : 1), "Size does not match at dimension ", d,
+                  " expected index ", index.sizes(), " to be no larger than self ", self.sizes(),
+                  " apart from dimension ", dim);
     if (src)
-      TORCH_CHECK(isz <= (src->dim() ? src->size(d) : 1), "Size does not match at dimension ",
-                  d, " expected index ", index.sizes(), " to be no larger than src ",
-                  src->sizes());
+      TORCH_CHECK(isz <= (src->dim() ? src->size(d) : 1), "Size does not match at dimension ", d,
+                  " expected index ", index.sizes(), " to be no larger than src ", src->sizes());
   }
 }
 
-bool gather_native(const at::Tensor& self, const at::Tensor& index, const at::Tensor* src,
+bool gather_native(const at::Tensor &self, const at::Tensor &index, const at::Tensor *src,
                    int mode) {
   tnk_dtype_t dt = tnk_of(self);
   return dt != TNK_DTYPE_COUNT && tnk_gather_supported(mode, dt) &&
@@ -523,8 +539,8 @@ bool gather_native(const at::Tensor& self, const at::Tensor& index, const at::Te
 }
 }  // namespace
 
-at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                       bool sparse_grad, at::Tensor& out) {
+at::Tensor &gather_out(const at::Tensor &self, int64_t dim, const at::Tensor &index,
+                       bool sparse_grad, at::Tensor &out) {
   if (!gather_native(self, index, nullptr, TNK_GATHER) || out.scalar_type() != self.scalar_type())
     return FALLBACK(gather_out, self, dim, index, sparse_grad, out);
   dim = at::maybe_wrap_dim(dim, self.dim());
@@ -539,17 +555,16 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
   return out;
 }
 
-at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                  bool sparse_grad) {
+at::Tensor gather(const at::Tensor &self, int64_t dim, const at::Tensor &index, bool sparse_grad) {
   at::Tensor out = at::empty({0}, self.options());
   return gather_out(self, dim, index, sparse_grad, out);
 }
 
 namespace {
 // The scatter family on a result that already holds self's values.
-at::Tensor& scatter_core(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                         const at::Tensor* src, const c10::Scalar* value, int mode,
-                         at::Tensor& out, const char* name) {
+at::Tensor &scatter_core(const at::Tensor &self, int64_t dim, const at::Tensor &index,
+                         const at::Tensor *src, const c10::Scalar *value, int mode, at::Tensor &out,
+                         const char *name) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   check_gather_shapes(name, self, dim, index, src);
   if (src)
@@ -568,18 +583,18 @@ at::Tensor& scatter_core(const at::Tensor& self, int64_t dim, const at::Tensor& 
 }  // namespace
 
 #define NEURON_SCATTER_SRC(FN, OPNAME, MODE, NAME)                                          \
-  at::Tensor& FN##_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,        \
-                       const at::Tensor& src, at::Tensor& out) {                            \
+  at::Tensor &FN##_out(const at::Tensor &self, int64_t dim, const at::Tensor &index,        \
+                       const at::Tensor &src, at::Tensor &out) {                            \
     if (!gather_native(self, index, &src, MODE) || out.scalar_type() != self.scalar_type()) \
       return FALLBACK(OPNAME, self, dim, index, src, out);                                  \
     return scatter_core(self, dim, index, &src, nullptr, MODE, out, NAME);                  \
   }                                                                                         \
-  at::Tensor& FN##_(at::Tensor& self, int64_t dim, const at::Tensor& index,                 \
-                    const at::Tensor& src) {                                                \
+  at::Tensor &FN##_(at::Tensor &self, int64_t dim, const at::Tensor &index,                 \
+                    const at::Tensor &src) {                                                \
     return FN##_out(self, dim, index, src, self);                                           \
   }                                                                                         \
-  at::Tensor FN(const at::Tensor& self, int64_t dim, const at::Tensor& index,               \
-                const at::Tensor& src) {                                                    \
+  at::Tensor FN(const at::Tensor &self, int64_t dim, const at::Tensor &index,               \
+                const at::Tensor &src) {                                                    \
     at::Tensor out = at::empty({0}, self.options());                                        \
     return FN##_out(self, dim, index, src, out);                                            \
   }
@@ -610,15 +625,16 @@ c10::Scalar reduce_identity(int mode, at::ScalarType t) {
     case at::kByte: return hi ? 255 : 0;
     case at::kChar: return hi ? 127 : -128;
     case at::kShort: return hi ? 32767 : -32768;
-    case at::kInt: return hi ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int32_t>::min();
+    case at::kInt:
+      return hi ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int32_t>::min();
     default: return hi ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
   }
 }
 }  // namespace
 
-at::Tensor& scatter_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                               const at::Tensor& src, c10::string_view reduce, bool include_self,
-                               at::Tensor& out) {
+at::Tensor &scatter_reduce_out(const at::Tensor &self, int64_t dim, const at::Tensor &index,
+                               const at::Tensor &src, c10::string_view reduce, bool include_self,
+                               at::Tensor &out) {
   int mode = scatter_reduce_mode(reduce);
   if (!gather_native(self, index, &src, mode) || out.scalar_type() != self.scalar_type())
     return FALLBACK(scatter_reduce_two_out, self, dim, index, src, reduce, include_self, out);
@@ -636,35 +652,37 @@ at::Tensor& scatter_reduce_out(const at::Tensor& self, int64_t dim, const at::Te
     at::Tensor count = include_self ? at::ones_like(out) : at::zeros_like(out);
     count.scatter_add_(dim, index, at::ones_like(src));
     count.masked_fill_(count == 0, 1);
-    if (at::isFloatingType(out.scalar_type())) out.div_(count);
-    else out.div_(count, "floor");
+    if (at::isFloatingType(out.scalar_type()))
+      out.div_(count);
+    else
+      out.div_(count, "floor");
   }
   return out;
 }
-at::Tensor& scatter_reduce_(at::Tensor& self, int64_t dim, const at::Tensor& index,
-                            const at::Tensor& src, c10::string_view reduce, bool include_self) {
+at::Tensor &scatter_reduce_(at::Tensor &self, int64_t dim, const at::Tensor &index,
+                            const at::Tensor &src, c10::string_view reduce, bool include_self) {
   return scatter_reduce_out(self, dim, index, src, reduce, include_self, self);
 }
-at::Tensor scatter_reduce(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                          const at::Tensor& src, c10::string_view reduce, bool include_self) {
+at::Tensor scatter_reduce(const at::Tensor &self, int64_t dim, const at::Tensor &index,
+                          const at::Tensor &src, c10::string_view reduce, bool include_self) {
   at::Tensor out = at::empty({0}, self.options());
   return scatter_reduce_out(self, dim, index, src, reduce, include_self, out);
 }
 
-at::Tensor& scatter_value_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                              const c10::Scalar& value, at::Tensor& out) {
+at::Tensor &scatter_value_out(const at::Tensor &self, int64_t dim, const at::Tensor &index,
+                              const c10::Scalar &value, at::Tensor &out) {
   check_scalar_fits(value, self.scalar_type());
   if (!gather_native(self, index, nullptr, TNK_SCATTER_VALUE) ||
       out.scalar_type() != self.scalar_type())
     return FALLBACK(scatter_value_out, self, dim, index, value, out);
   return scatter_core(self, dim, index, nullptr, &value, TNK_SCATTER_VALUE, out, "scatter");
 }
-at::Tensor& scatter_value_(at::Tensor& self, int64_t dim, const at::Tensor& index,
-                           const c10::Scalar& value) {
+at::Tensor &scatter_value_(at::Tensor &self, int64_t dim, const at::Tensor &index,
+                           const c10::Scalar &value) {
   return scatter_value_out(self, dim, index, value, self);
 }
-at::Tensor scatter_value(const at::Tensor& self, int64_t dim, const at::Tensor& index,
-                         const c10::Scalar& value) {
+at::Tensor scatter_value(const at::Tensor &self, int64_t dim, const at::Tensor &index,
+                         const c10::Scalar &value) {
   at::Tensor out = at::empty({0}, self.options());
   return scatter_value_out(self, dim, index, value, out);
 }
@@ -672,7 +690,7 @@ at::Tensor scatter_value(const at::Tensor& self, int64_t dim, const at::Tensor& 
 // ------------------------------------------------------------- masked_fill
 
 namespace {
-at::Tensor& masked_fill_impl(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
+at::Tensor &masked_fill_impl(at::Tensor &self, const at::Tensor &mask, const at::Tensor &value) {
   TORCH_CHECK(mask.scalar_type() == at::kBool,
               "masked_fill_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
@@ -680,8 +698,8 @@ at::Tensor& masked_fill_impl(at::Tensor& self, const at::Tensor& mask, const at:
               mask.sizes(), ") must be broadcastable to the size of self (", self.sizes(), ")");
   check_same_device(self, mask);
   if (self.numel() == 0) return self;
-  at::Tensor v = value.is_cpu() ? at::full({}, value.item(), self.options())
-                                : value.to(self.scalar_type());
+  at::Tensor v =
+      value.is_cpu() ? at::full({}, value.item(), self.options()) : value.to(self.scalar_type());
   at::Tensor m = mask.storage().is_alias_of(self.storage()) ? mask.clone() : mask;
   int64_t nd = self.dim();
   tnk_where_args_t w{};
@@ -692,8 +710,8 @@ at::Tensor& masked_fill_impl(at::Tensor& self, const at::Tensor& mask, const at:
   tnk_dtype_t dt = to_tnk(self.scalar_type(), &ok);
   w.out = {self.data_ptr(), dt, 0, {}};
   w.b = {self.data_ptr(), dt, 0, {}};
-  w.a = {const_cast<void*>(v.const_data_ptr()), dt, 0, {}};
-  w.cond = {const_cast<void*>(m.const_data_ptr()), TNK_BOOL, 0, {}};
+  w.a = {const_cast<void *>(v.const_data_ptr()), dt, 0, {}};
+  w.cond = {const_cast<void *>(m.const_data_ptr()), TNK_BOOL, 0, {}};
   for (int64_t d = 0; d < nd; d++) {
     w.out.strides[d] = w.b.strides[d] = self.stride(d);
     int64_t md = d - (nd - m.dim());
@@ -703,28 +721,28 @@ at::Tensor& masked_fill_impl(at::Tensor& self, const at::Tensor& mask, const at:
   return self;
 }
 
-bool masked_fill_native(const at::Tensor& self) {
+bool masked_fill_native(const at::Tensor &self) {
   bool ok;
   to_tnk(self.scalar_type(), &ok);
-  return ok && self.dim() <= TNRT_MAX_DIMS &&
-         at::has_internal_overlap(self) != at::MemOverlap::Yes;
+  return ok && self.dim() <= TNRT_MAX_DIMS && at::has_internal_overlap(self) != at::MemOverlap::Yes;
 }
 }  // namespace
 
-at::Tensor& masked_fill__scalar(at::Tensor& self, const at::Tensor& mask,
-                                const c10::Scalar& value) {
+at::Tensor &masked_fill__scalar(at::Tensor &self, const at::Tensor &mask,
+                                const c10::Scalar &value) {
   check_scalar_fits(value, self.scalar_type());
   if (!masked_fill_native(self))
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(masked_fill_, Scalar)>::call(
         self, mask, value);
-  return masked_fill_impl(self, mask,
-                          at::scalar_tensor(value, at::TensorOptions(at::kCPU).dtype(self.scalar_type())));
+  return masked_fill_impl(
+      self, mask, at::scalar_tensor(value, at::TensorOptions(at::kCPU).dtype(self.scalar_type())));
 }
 
-at::Tensor& masked_fill__tensor(at::Tensor& self, const at::Tensor& mask,
-                                const at::Tensor& value) {
-  TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, "
-              "but got tensor with ", value.dim(), " dimension(s).");
+at::Tensor &masked_fill__tensor(at::Tensor &self, const at::Tensor &mask, const at::Tensor &value) {
+  TORCH_CHECK(value.dim() == 0,
+              "masked_fill_ only supports a 0-dimensional value tensor, "
+              "but got tensor with ",
+              value.dim(), " dimension(s).");
   if (!masked_fill_native(self) || (!value.is_cpu() && value.device() != self.device()))
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(masked_fill_, Tensor)>::call(
         self, mask, value);
@@ -733,8 +751,8 @@ at::Tensor& masked_fill__tensor(at::Tensor& self, const at::Tensor& mask,
 
 // ------------------------------------------------------------------- isin
 
-at::Tensor& isin_out(const at::Tensor& elements, const at::Tensor& test, bool assume_unique,
-                     bool invert, at::Tensor& out) {
+at::Tensor &isin_out(const at::Tensor &elements, const at::Tensor &test, bool assume_unique,
+                     bool invert, at::Tensor &out) {
   c10::ScalarType common = at::result_type(elements, test);
   bool ok;
   tnk_dtype_t dt = to_tnk(common, &ok);
@@ -744,7 +762,7 @@ at::Tensor& isin_out(const at::Tensor& elements, const at::Tensor& test, bool as
   at::native::resize_output(out, elements.sizes());
   if (elements.numel() == 0) return out;
   at::Tensor e = elements.to(common).contiguous(), t = test.to(common).contiguous();
-  into_contiguous(out, [&](at::Tensor& o) {
+  into_contiguous(out, [&](at::Tensor &o) {
     tnk_isin_args_t a{};
     a.elements = e.const_data_ptr();
     a.test = t.const_data_ptr();
@@ -758,7 +776,7 @@ at::Tensor& isin_out(const at::Tensor& elements, const at::Tensor& test, bool as
   return out;
 }
 
-at::Tensor isin(const at::Tensor& elements, const at::Tensor& test, bool assume_unique,
+at::Tensor isin(const at::Tensor &elements, const at::Tensor &test, bool assume_unique,
                 bool invert) {
   at::Tensor out = at::empty({0}, elements.options().dtype(at::kBool));
   return isin_out(elements, test, assume_unique, invert, out);
@@ -767,15 +785,17 @@ at::Tensor isin(const at::Tensor& elements, const at::Tensor& test, bool assume_
 // ------------------------------------------------------- nonzero, masked_select
 
 namespace {
-void nonzero_count_task(void* p) { tnk_count_nonzero(static_cast<tnk_nonzero_args_t*>(p)); }
-void nonzero_task(void* p) { tnk_nonzero(static_cast<tnk_nonzero_args_t*>(p)); }
+void nonzero_count_task(void *p) { tnk_count_nonzero(static_cast<tnk_nonzero_args_t *>(p)); }
+void nonzero_task(void *p) { tnk_nonzero(static_cast<tnk_nonzero_args_t *>(p)); }
 }  // namespace
 
 // Data-dependent size: counts on the device, synchronises (as CUDA does),
 // then writes the coordinates.
-at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
-  TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long "
-              "but got scalar type", out.scalar_type());
+at::Tensor &nonzero_out(const at::Tensor &self, at::Tensor &out) {
+  TORCH_CHECK(out.scalar_type() == at::kLong,
+              "nonzero: Expected out tensor to have scalar type Long "
+              "but got scalar type",
+              out.scalar_type());
   if (tnk_of(self) == TNK_DTYPE_COUNT || self.dim() > TNRT_MAX_DIMS)
     return FALLBACK(nonzero_out, self, out);
   at::Tensor x = self.contiguous();
@@ -791,14 +811,14 @@ at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   int64_t n = count.item<int64_t>();
   at::native::resize_output(out, {n, x.dim()});
   if (n == 0 || x.dim() == 0) return out;
-  into_contiguous(out, [&](at::Tensor& o) {
+  into_contiguous(out, [&](at::Tensor &o) {
     a.out = o.data_ptr();
     launch(self.device().index(), nonzero_task, &a, sizeof a, "aten::nonzero");
   });
   return out;
 }
 
-at::Tensor nonzero(const at::Tensor& self) {
+at::Tensor nonzero(const at::Tensor &self) {
   at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
   return nonzero_out(self, out);
 }
@@ -810,15 +830,15 @@ namespace {
 // (moved to the front when they are not, as ATen does), the indices
 // broadcast to one shape and laid out contiguously.
 struct AdvancedIndex {
-  at::Tensor src;                  // self, permuted when needed (a view)
-  std::vector<at::Tensor> idx;     // contiguous, broadcast shape, one dtype
-  int64_t first = 0, count = 0;    // indexed dims of src: [first, first + count)
-  at::DimVector bshape;            // broadcast index shape
-  at::DimVector result_shape;      // src[:first] + bshape + src[first + count:]
+  at::Tensor src;                // self, permuted when needed (a view)
+  std::vector<at::Tensor> idx;   // contiguous, broadcast shape, one dtype
+  int64_t first = 0, count = 0;  // indexed dims of src: [first, first + count)
+  at::DimVector bshape;          // broadcast index shape
+  at::DimVector result_shape;    // src[:first] + bshape + src[first + count:]
 };
 
-bool make_advanced_index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& list,
-                         AdvancedIndex* ai) {
+bool make_advanced_index(const at::Tensor &self, const c10::List<std::optional<at::Tensor>> &list,
+                         AdvancedIndex *ai) {
   std::vector<at::Tensor> expanded;  // one entry per self dim consumed (undefined: slice)
   for (size_t i = 0; i < list.size(); i++) {
     std::optional<at::Tensor> o = list.get(i);
@@ -863,11 +883,13 @@ bool make_advanced_index(const at::Tensor& self, const c10::List<std::optional<a
   for (size_t k = 1; k < defined.size(); k++) {
     try {
       shape = at::infer_size_dimvector(shape, defined[k].sizes());
-    } catch (const c10::Error&) {
+    } catch (const c10::Error &) {
       std::string shapes;
-      for (auto& t : defined) shapes += (shapes.empty() ? "" : ", ") + c10::str(t.sizes());
-      TORCH_CHECK_INDEX(false, "shape mismatch: indexing tensors could not be broadcast "
-                        "together with shapes ", shapes);
+      for (auto &t : defined) shapes += (shapes.empty() ? "" : ", ") + c10::str(t.sizes());
+      TORCH_CHECK_INDEX(false,
+                        "shape mismatch: indexing tensors could not be broadcast "
+                        "together with shapes ",
+                        shapes);
     }
   }
   bool adjacent = dims.back() - dims.front() + 1 == static_cast<int64_t>(dims.size());
@@ -882,7 +904,7 @@ bool make_advanced_index(const at::Tensor& self, const c10::List<std::optional<a
   }
   ai->count = static_cast<int64_t>(dims.size());
   ai->bshape = shape;
-  for (at::Tensor& t : defined) {
+  for (at::Tensor &t : defined) {
     if (mixed) t = t.to(at::kLong);
     ai->idx.push_back(t.sizes().equals(shape) ? t.contiguous() : t.expand(shape).contiguous());
   }
@@ -893,9 +915,9 @@ bool make_advanced_index(const at::Tensor& self, const c10::List<std::optional<a
   return true;
 }
 
-void fill_advanced_args(const AdvancedIndex& ai, const at::Tensor& src_contig, void* dense,
-                        int mode, tnk_index_args_t* a, const char* what) {
-  a->indexed = const_cast<void*>(src_contig.const_data_ptr());
+void fill_advanced_args(const AdvancedIndex &ai, const at::Tensor &src_contig, void *dense,
+                        int mode, tnk_index_args_t *a, const char *what) {
+  a->indexed = const_cast<void *>(src_contig.const_data_ptr());
   a->dense = dense;
   a->nindex = static_cast<int32_t>(ai.count);
   for (int64_t k = 0; k < ai.count; k++) {
@@ -919,8 +941,8 @@ void fill_advanced_args(const AdvancedIndex& ai, const at::Tensor& src_contig, v
 }
 }  // namespace
 
-at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
-                      at::Tensor& out) {
+at::Tensor &index_out(const at::Tensor &self, const c10::List<std::optional<at::Tensor>> &indices,
+                      at::Tensor &out) {
   AdvancedIndex ai;
   if (tnk_of(self) == TNK_DTYPE_COUNT || out.scalar_type() != self.scalar_type() ||
       !make_advanced_index(self, indices, &ai))
@@ -931,7 +953,7 @@ at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::
     TORCH_CHECK_INDEX(ai.src.size(ai.first + k) > 0, "index is out of bounds for dimension ",
                       "with size 0");
   at::Tensor x = ai.src.contiguous();
-  into_contiguous(out, [&](at::Tensor& o) {
+  into_contiguous(out, [&](at::Tensor &o) {
     tnk_index_args_t a{};
     fill_advanced_args(ai, x, o.data_ptr(), TNK_INDEX_SELECT, &a, "index");
     launch(self.device().index(), index_task, &a, sizeof a, "aten::index");
@@ -939,30 +961,34 @@ at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::
   return out;
 }
 
-at::Tensor index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+at::Tensor index(const at::Tensor &self, const c10::List<std::optional<at::Tensor>> &indices) {
   at::Tensor out = at::empty({0}, self.options());
   return index_out(self, indices, out);
 }
 
-at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
-                            const at::Tensor& values, bool accumulate, bool unsafe) {
+at::Tensor &index_put_impl_(at::Tensor &self, const c10::List<std::optional<at::Tensor>> &indices,
+                            const at::Tensor &values, bool accumulate, bool unsafe) {
   AdvancedIndex ai;
   int mode = accumulate ? TNK_INDEX_ADD : TNK_INDEX_PUT;
   tnk_dtype_t dt = tnk_of(self);
   // Into an expanded tensor ATen still writes, element by element, with a
   // deprecation warning: the CPU path gives its exact result.
-  if (at::has_internal_overlap(self) == at::MemOverlap::Yes ||
-      dt == TNK_DTYPE_COUNT || !tnk_index_supported(dt, TNK_I64, mode) ||
-      values.device() != self.device() || !make_advanced_index(self, indices, &ai))
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes || dt == TNK_DTYPE_COUNT ||
+      !tnk_index_supported(dt, TNK_I64, mode) || values.device() != self.device() ||
+      !make_advanced_index(self, indices, &ai))
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_index_put_impl_)>::call(
         self, indices, values, accumulate, unsafe);
   TORCH_CHECK(values.scalar_type() == self.scalar_type(),
               "Index put requires the source and destination dtypes match, got ",
               self.scalar_type(), " for the destination and ", values.scalar_type(),
               " for the source.");
-  TORCH_CHECK(at::is_expandable_to(values.sizes(), ai.result_shape), "shape mismatch: value "
-              "tensor of shape ", values.sizes(), " cannot be broadcast to indexing result of "
-              "shape ", at::IntArrayRef(ai.result_shape));
+  TORCH_CHECK(at::is_expandable_to(values.sizes(), ai.result_shape),
+              "shape mismatch: value "
+              "tensor of shape ",
+              values.sizes(),
+              " cannot be broadcast to indexing result of "
+              "shape ",
+              at::IntArrayRef(ai.result_shape));
   int64_t n = 1;
   for (int64_t s : ai.result_shape) n *= s;
   if (n == 0) return self;
@@ -977,9 +1003,8 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
   return self;
 }
 
-at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
-  TORCH_CHECK(mask.scalar_type() == at::kBool,
-              "masked_select: expected BoolTensor for mask");
+at::Tensor &masked_select_out(const at::Tensor &self, const at::Tensor &mask, at::Tensor &out) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
   check_same_device(self, mask);
   auto shape = at::infer_size_dimvector(self.sizes(), mask.sizes());
   at::Tensor s = self.expand(shape), m = mask.expand(shape);
@@ -990,7 +1015,7 @@ at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at
   return index_out(s, idx, out);
 }
 
-at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
+at::Tensor masked_select(const at::Tensor &self, const at::Tensor &mask) {
   at::Tensor out = at::empty({0}, self.options());
   return masked_select_out(self, mask, out);
 }
@@ -1002,7 +1027,7 @@ namespace {
 // Rows of self at indices whose norm exceeds max_norm are scaled to
 // max_norm / (norm + 1e-7), in place (a row indexed twice is written twice
 // with the same value).
-at::Tensor& embedding_renorm(at::Tensor& self, const at::Tensor& indices, double max_norm,
+at::Tensor &embedding_renorm(at::Tensor &self, const at::Tensor &indices, double max_norm,
                              double norm_type) {
   TORCH_CHECK(self.dim() == 2, "'embedding_renorm_' expects 'self' to be a 2-D tensor, but got ",
               self.dim(), "-D");
@@ -1012,8 +1037,8 @@ at::Tensor& embedding_renorm(at::Tensor& self, const at::Tensor& indices, double
   at::Tensor idx = indices.reshape({-1}).to(at::kLong);
   at::Tensor rows = self.index_select(0, idx);
   at::Tensor norms = at::linalg_vector_norm(rows, norm_type, {1}, true);
-  at::Tensor scale = at::where(norms > max_norm, max_norm / (norms + 1e-7),
-                               at::ones({}, norms.options()));
+  at::Tensor scale =
+      at::where(norms > max_norm, max_norm / (norms + 1e-7), at::ones({}, norms.options()));
   c10::List<std::optional<at::Tensor>> where_{std::optional<at::Tensor>(idx)};
   self.index_put_(where_, rows * scale.to(rows.scalar_type()));
   return self;
@@ -1028,7 +1053,7 @@ struct Bags {
   int64_t n_bags;
 };
 
-Bags make_bags(const at::Tensor& indices, const at::Tensor& offsets, bool include_last_offset,
+Bags make_bags(const at::Tensor &indices, const at::Tensor &offsets, bool include_last_offset,
                int64_t padding_idx) {
   TORCH_CHECK(indices.dim() == 1, "input has to be a 1D or 2D Tensor, but got Tensor of dimension ",
               indices.dim());
@@ -1043,7 +1068,8 @@ Bags make_bags(const at::Tensor& indices, const at::Tensor& offsets, bool includ
   at::Tensor marks = at::zeros({n + 1}, b.idx.options());
   if (b.n_bags) marks.index_add_(0, off.clamp(0, n), at::ones_like(off));
   b.offset2bag = (marks.cumsum(0) - 1).narrow(0, 0, n).clamp_min(0);
-  b.keep = padding_idx >= 0 ? b.idx.ne(padding_idx) : at::ones({n}, b.idx.options().dtype(at::kBool));
+  b.keep =
+      padding_idx >= 0 ? b.idx.ne(padding_idx) : at::ones({n}, b.idx.options().dtype(at::kBool));
   b.bag_size = at::zeros({b.n_bags}, b.idx.options());
   if (n) b.bag_size.index_add_(0, b.offset2bag, b.keep.to(at::kLong));
   return b;
@@ -1051,29 +1077,30 @@ Bags make_bags(const at::Tensor& indices, const at::Tensor& offsets, bool includ
 
 // What the composition covers: sum/mean bags of a 2-D floating table, all
 // on one device (max mode and the rest take the CPU path).
-bool bag_native(const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+bool bag_native(const at::Tensor &weight, const at::Tensor &indices, const at::Tensor &offsets,
                 int64_t mode) {
   return mode != 2 && c10::isFloatingType(weight.scalar_type()) && weight.dim() == 2 &&
          indices.device() == weight.device() && offsets.device() == weight.device();
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
-    const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+    const at::Tensor &weight, const at::Tensor &indices, const at::Tensor &offsets,
     bool scale_grad_by_freq, int64_t mode, bool sparse,
-    const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset,
+    const std::optional<at::Tensor> &per_sample_weights, bool include_last_offset,
     int64_t padding_idx) {
   bool psw = per_sample_weights.has_value() && per_sample_weights->defined();
   if (!bag_native(weight, indices, offsets, mode))
     return FALLBACK(_embedding_bag, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
                     per_sample_weights, include_last_offset, padding_idx);
-  TORCH_CHECK(!psw || mode == 0, "embedding_bag: per_sample_weights was not None. "
+  TORCH_CHECK(!psw || mode == 0,
+              "embedding_bag: per_sample_weights was not None. "
               "per_sample_weights is only supported for mode='sum' (got mode='",
               mode == 1 ? "mean" : "max", "'). Please open a feature request on GitHub.");
   Bags b = make_bags(indices, offsets, include_last_offset, padding_idx);
   int64_t D = weight.size(1);
   // fp16/bf16 bags sum in fp32 and round once, as the CPU
-  const at::ScalarType acc = at::isReducedFloatingType(weight.scalar_type())
-                                 ? at::kFloat : weight.scalar_type();
+  const at::ScalarType acc =
+      at::isReducedFloatingType(weight.scalar_type()) ? at::kFloat : weight.scalar_type();
   at::Tensor out = at::zeros({b.n_bags, D}, weight.options().dtype(acc));
   if (b.idx.numel()) {
     at::Tensor rows = weight.index_select(0, b.idx).to(acc);  // checks the index range
@@ -1087,24 +1114,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag_forward_only(
-    const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+    const at::Tensor &weight, const at::Tensor &indices, const at::Tensor &offsets,
     bool scale_grad_by_freq, int64_t mode, bool sparse,
-    const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset,
+    const std::optional<at::Tensor> &per_sample_weights, bool include_last_offset,
     int64_t padding_idx) {
   if (!bag_native(weight, indices, offsets, mode))
-    return FALLBACK(_embedding_bag_forward_only, weight, indices, offsets, scale_grad_by_freq,
-                    mode, sparse, per_sample_weights, include_last_offset, padding_idx);
+    return FALLBACK(_embedding_bag_forward_only, weight, indices, offsets, scale_grad_by_freq, mode,
+                    sparse, per_sample_weights, include_last_offset, padding_idx);
   return embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
                        per_sample_weights, include_last_offset, padding_idx);
 }
 
 // d weight: each index's row receives its bag's gradient (scaled as in the
 // forward; divided by the index's frequency with scale_grad_by_freq).
-at::Tensor embedding_bag_dense_backward(const at::Tensor& grad, const at::Tensor& indices,
-                                        const at::Tensor& offset2bag, const at::Tensor& bag_size,
-                                        const at::Tensor& maximum_indices, int64_t num_weights,
+at::Tensor embedding_bag_dense_backward(const at::Tensor &grad, const at::Tensor &indices,
+                                        const at::Tensor &offset2bag, const at::Tensor &bag_size,
+                                        const at::Tensor &maximum_indices, int64_t num_weights,
                                         bool scale_grad_by_freq, int64_t mode,
-                                        const std::optional<at::Tensor>& per_sample_weights,
+                                        const std::optional<at::Tensor> &per_sample_weights,
                                         int64_t padding_idx) {
   if (mode == 2)
     return FALLBACK(_embedding_bag_dense_backward, grad, indices, offset2bag, bag_size,
@@ -1118,20 +1145,20 @@ at::Tensor embedding_bag_dense_backward(const at::Tensor& grad, const at::Tensor
                                   : at::ones({idx.numel()}, grad.options());
   if (per_sample_weights.has_value() && per_sample_weights->defined())
     w = w * per_sample_weights->to(grad.scalar_type());
-  if (mode == 1)
-    w = w / bag_size.index_select(0, offset2bag).clamp_min(1).to(grad.scalar_type());
+  if (mode == 1) w = w / bag_size.index_select(0, offset2bag).clamp_min(1).to(grad.scalar_type());
   if (scale_grad_by_freq) {
-    at::Tensor counts = at::zeros({num_weights}, idx.options()).index_add_(0, idx, at::ones_like(idx));
+    at::Tensor counts =
+        at::zeros({num_weights}, idx.options()).index_add_(0, idx, at::ones_like(idx));
     w = w / counts.index_select(0, idx).to(grad.scalar_type());
   }
   return gw.index_add_(0, idx, g * w.unsqueeze(1));
 }
 
-at::Tensor embedding_bag_backward(const at::Tensor& grad, const at::Tensor& indices,
-                                  const at::Tensor& offsets, const at::Tensor& offset2bag,
-                                  const at::Tensor& bag_size, const at::Tensor& maximum_indices,
+at::Tensor embedding_bag_backward(const at::Tensor &grad, const at::Tensor &indices,
+                                  const at::Tensor &offsets, const at::Tensor &offset2bag,
+                                  const at::Tensor &bag_size, const at::Tensor &maximum_indices,
                                   int64_t num_weights, bool scale_grad_by_freq, int64_t mode,
-                                  bool sparse, const std::optional<at::Tensor>& per_sample_weights,
+                                  bool sparse, const std::optional<at::Tensor> &per_sample_weights,
                                   int64_t padding_idx) {
   if (sparse || mode == 2)
     return FALLBACK(_embedding_bag_backward, grad, indices, offsets, offset2bag, bag_size,
@@ -1143,13 +1170,11 @@ at::Tensor embedding_bag_backward(const at::Tensor& grad, const at::Tensor& indi
 }
 
 // d per_sample_weights[i] = <grad of i's bag, weight row of i> (0 at padding)
-at::Tensor embedding_bag_per_sample_weights_backward(const at::Tensor& grad,
-                                                     const at::Tensor& weight,
-                                                     const at::Tensor& indices,
-                                                     const at::Tensor& offsets,
-                                                     const at::Tensor& offset2bag, int64_t mode,
-                                                     int64_t padding_idx) {
-  TORCH_CHECK(mode == 0, "embedding_bag_backward: per_sample_weights only supported for "
+at::Tensor embedding_bag_per_sample_weights_backward(
+    const at::Tensor &grad, const at::Tensor &weight, const at::Tensor &indices,
+    const at::Tensor &offsets, const at::Tensor &offset2bag, int64_t mode, int64_t padding_idx) {
+  TORCH_CHECK(mode == 0,
+              "embedding_bag_backward: per_sample_weights only supported for "
               "mode='sum'");
   at::Tensor idx = indices.to(at::kLong);
   if (idx.numel() == 0) return at::zeros({0}, grad.options());

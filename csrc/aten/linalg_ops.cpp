@@ -22,12 +22,12 @@ namespace torch_neuronx {
 // linalg.solve_triangular: A X = B (left) by substitution on the device;
 // X A = B is the transposed problem A^T X^T = B^T.
 namespace {
-void trsm_task(void* p) { tnk_trsm(static_cast<tnk_trsm_args_t*>(p)); }
+void trsm_task(void *p) { tnk_trsm(static_cast<tnk_trsm_args_t *>(p)); }
 
-at::Tensor solve_triangular_left(const at::Tensor& A, const at::Tensor& B, bool upper, bool unit) {
+at::Tensor solve_triangular_left(const at::Tensor &A, const at::Tensor &B, bool upper, bool unit) {
   int64_t n = A.size(-1), k = B.size(-1);
-  TORCH_CHECK(B.size(-2) == n, "Incompatible shapes of A and B for the equation AX = B (", A.size(-2),
-              "x", n, " and ", B.size(-2), "x", k, ")");
+  TORCH_CHECK(B.size(-2) == n, "Incompatible shapes of A and B for the equation AX = B (",
+              A.size(-2), "x", n, " and ", B.size(-2), "x", k, ")");
   auto batch = at::infer_size(A.sizes().slice(0, A.dim() - 2), B.sizes().slice(0, B.dim() - 2));
   std::vector<int64_t> as(batch), bs(batch);
   as.insert(as.end(), {n, n});
@@ -56,18 +56,22 @@ at::Tensor solve_triangular_left(const at::Tensor& A, const at::Tensor& B, bool 
 }
 }  // namespace
 
-at::Tensor& linalg_solve_triangular_out(const at::Tensor& A, const at::Tensor& B, bool upper,
-                                        bool left, bool unit, at::Tensor& out) {
+at::Tensor &linalg_solve_triangular_out(const at::Tensor &A, const at::Tensor &B, bool upper,
+                                        bool left, bool unit, at::Tensor &out) {
   auto t = A.scalar_type();
   if ((t != at::kFloat && t != at::kDouble) || B.scalar_type() != t || out.scalar_type() != t ||
       B.device() != A.device())
     return FALLBACK(linalg_solve_triangular_out, A, B, upper, left, unit, out);
-  TORCH_CHECK(A.dim() >= 2, "linalg.solve_triangular: The input tensor A must have at least 2 "
+  TORCH_CHECK(A.dim() >= 2,
+              "linalg.solve_triangular: The input tensor A must have at least 2 "
               "dimensions.");
-  TORCH_CHECK(B.dim() >= 2, "linalg.solve_triangular: The input tensor B must have at least 2 "
+  TORCH_CHECK(B.dim() >= 2,
+              "linalg.solve_triangular: The input tensor B must have at least 2 "
               "dimensions.");
-  TORCH_CHECK(A.size(-1) == A.size(-2), "linalg.solve_triangular: A must be batches of square "
-              "matrices, but they are ", A.size(-2), " by ", A.size(-1), " matrices");
+  TORCH_CHECK(A.size(-1) == A.size(-2),
+              "linalg.solve_triangular: A must be batches of square "
+              "matrices, but they are ",
+              A.size(-2), " by ", A.size(-1), " matrices");
   if (A.numel() == 0 || B.numel() == 0) {  // empty systems (backward of cholesky, qr...)
     auto batch = at::infer_size(A.sizes().slice(0, A.dim() - 2), B.sizes().slice(0, B.dim() - 2));
     batch.push_back(B.size(-2));
@@ -80,8 +84,8 @@ at::Tensor& linalg_solve_triangular_out(const at::Tensor& A, const at::Tensor& B
   return assign_result(out, r);
 }
 
-at::Tensor linalg_solve_triangular(const at::Tensor& A, const at::Tensor& B, bool upper,
-                                   bool left, bool unit) {
+at::Tensor linalg_solve_triangular(const at::Tensor &A, const at::Tensor &B, bool upper, bool left,
+                                   bool unit) {
   at::Tensor out = at::empty({0}, A.options());
   if (A.scalar_type() != B.scalar_type() ||
       (A.scalar_type() != at::kFloat && A.scalar_type() != at::kDouble))
@@ -93,9 +97,9 @@ at::Tensor linalg_solve_triangular(const at::Tensor& A, const at::Tensor& B, boo
 
 namespace {
 
-void gemm_task(void* p) { tnk_gemm(static_cast<tnk_gemm_args_t*>(p)); }
+void gemm_task(void *p) { tnk_gemm(static_cast<tnk_gemm_args_t *>(p)); }
 
-bool gemm_dtype_ok(const at::Tensor& t) {
+bool gemm_dtype_ok(const at::Tensor &t) {
   bool ok;
   tnk_dtype_t dt = to_tnk(t.scalar_type(), &ok);
   return ok && tnk_gemm_supported(dt);
@@ -105,13 +109,13 @@ bool gemm_dtype_ok(const at::Tensor& t) {
 // four real GEMMs of the parts, integers as sums of broadcast products in
 // int64 (exact; wrapping to the dtype afterwards agrees with CPU's wrapping
 // arithmetic), in chunks of k that bound the temporary.
-bool other_product_ok(const at::Tensor& t) {
+bool other_product_ok(const at::Tensor &t) {
   auto st = t.scalar_type();
   return st == at::kComplexFloat || st == at::kComplexDouble ||
          (c10::isIntegralType(st, false) && st != at::kBool);
 }
 
-at::Tensor product3(const at::Tensor& a, const at::Tensor& b) {  // [B,M,K] @ [B,K,N]
+at::Tensor product3(const at::Tensor &a, const at::Tensor &b) {  // [B,M,K] @ [B,K,N]
   if (a.is_complex()) {
     at::Tensor ar = at::view_as_real(a.resolve_conj()), br = at::view_as_real(b.resolve_conj());
     at::Tensor are = ar.select(-1, 0), aim = ar.select(-1, 1);
@@ -134,8 +138,8 @@ at::Tensor product3(const at::Tensor& a, const at::Tensor& b) {  // [B,M,K] @ [B
 
 // beta * self + alpha * product, with self ignored when beta is 0 (as CPU:
 // NaN or inf in it do not propagate)
-at::Tensor scaled_sum(const at::Tensor& self, const at::Tensor& prod, const c10::Scalar& beta_,
-                      const c10::Scalar& alpha_) {
+at::Tensor scaled_sum(const at::Tensor &self, const at::Tensor &prod, const c10::Scalar &beta_,
+                      const c10::Scalar &alpha_) {
   const c10::Scalar beta = scalar_as(beta_, prod.scalar_type());
   const c10::Scalar alpha = scalar_as(alpha_, prod.scalar_type());
   at::Tensor r = prod * alpha;
@@ -143,17 +147,16 @@ at::Tensor scaled_sum(const at::Tensor& self, const at::Tensor& prod, const c10:
   return r + self * beta;
 }
 
-void check_same_device(const at::Tensor& a, const at::Tensor& b, const char* op) {
+void check_same_device(const at::Tensor &a, const at::Tensor &b, const char *op) {
   TORCH_CHECK(a.device() == b.device(),
               "Expected all tensors to be on the same device, but found at "
-              "least two devices, ", a.device(), " and ", b.device(),
-              "! (when checking argument for ", op, ")");
+              "least two devices, ",
+              a.device(), " and ", b.device(), "! (when checking argument for ", op, ")");
 }
 
 // out[b] = beta * out[b] + alpha * a[b] @ m[b]; 3-D views (batch first).
-void launch_gemm(const at::Tensor& out, const at::Tensor& a,
-                 const at::Tensor& b, double alpha, double beta,
-                 const char* name) {
+void launch_gemm(const at::Tensor &out, const at::Tensor &a, const at::Tensor &b, double alpha,
+                 double beta, const char *name) {
   at::assert_no_internal_overlap(out);
   tnk_gemm_args_t g{};
   g.batch = out.size(0);
@@ -163,9 +166,15 @@ void launch_gemm(const at::Tensor& out, const at::Tensor& a,
   g.c = out.data_ptr();
   g.a = a.const_data_ptr();
   g.b = b.const_data_ptr();
-  g.sa_b = a.stride(0); g.sa_r = a.stride(1); g.sa_c = a.stride(2);
-  g.sb_b = b.stride(0); g.sb_r = b.stride(1); g.sb_c = b.stride(2);
-  g.sc_b = out.stride(0); g.sc_r = out.stride(1); g.sc_c = out.stride(2);
+  g.sa_b = a.stride(0);
+  g.sa_r = a.stride(1);
+  g.sa_c = a.stride(2);
+  g.sb_b = b.stride(0);
+  g.sb_r = b.stride(1);
+  g.sb_c = b.stride(2);
+  g.sc_b = out.stride(0);
+  g.sc_r = out.stride(1);
+  g.sc_c = out.stride(2);
   bool ok;
   g.dtype = to_tnk(out.scalar_type(), &ok);
   g.alpha = alpha;
@@ -180,14 +189,14 @@ void launch_gemm(const at::Tensor& out, const at::Tensor& a,
   launch(out.device().index(), gemm_task, &g, sizeof g, name);
 }
 
-void check_mm(const at::Tensor& a, const at::Tensor& b, const char* op) {
+void check_mm(const at::Tensor &a, const at::Tensor &b, const char *op) {
   TORCH_CHECK(a.dim() == 2, "self must be a matrix");
   TORCH_CHECK(b.dim() == 2, "mat2 must be a matrix");
-  TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (",
-              a.size(0), "x", a.size(1), " and ", b.size(0), "x", b.size(1), ")");
+  TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x",
+              a.size(1), " and ", b.size(0), "x", b.size(1), ")");
   TORCH_CHECK(a.scalar_type() == b.scalar_type(),
-              "expected m1 and m2 to have the same dtype, but got: ",
-              a.scalar_type(), " != ", b.scalar_type());
+              "expected m1 and m2 to have the same dtype, but got: ", a.scalar_type(),
+              " != ", b.scalar_type());
   check_same_device(a, b, op);
 }
 
@@ -195,21 +204,19 @@ void check_mm(const at::Tensor& a, const at::Tensor& b, const char* op) {
 
 namespace {
 // The batch shapes of bmm and baddbmm, with ATen's messages.
-void check_bmm(const at::Tensor& a, const at::Tensor& b) {
+void check_bmm(const at::Tensor &a, const at::Tensor &b) {
   TORCH_CHECK(a.dim() == 3, "batch1 must be a 3D tensor");
   TORCH_CHECK(b.dim() == 3, "batch2 must be a 3D tensor");
   TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1),
-              "Expected size for first two dimensions of batch2 tensor to be: [",
-              a.size(0), ", ", a.size(2), "] but got: [", b.size(0), ", ",
-              b.size(1), "].");
+              "Expected size for first two dimensions of batch2 tensor to be: [", a.size(0), ", ",
+              a.size(2), "] but got: [", b.size(0), ", ", b.size(1), "].");
 }
 
 // out = beta * self (broadcast to shape) + alpha * a @ b for 3-D (batch
 // first) views a and b; through a temporary when out aliases an operand.
-void accumulate_product(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
-                        at::IntArrayRef shape, const c10::Scalar& beta,
-                        const c10::Scalar& alpha, at::Tensor& out, bool batched,
-                        const char* name) {
+void accumulate_product(const at::Tensor &self, const at::Tensor &a, const at::Tensor &b,
+                        at::IntArrayRef shape, const c10::Scalar &beta, const c10::Scalar &alpha,
+                        at::Tensor &out, bool batched, const char *name) {
   double bv = beta.toDouble();
   bool in_place = out.is_same(self);
   at::native::resize_output(out, shape);
@@ -222,7 +229,7 @@ void accumulate_product(const at::Tensor& self, const at::Tensor& a, const at::T
 }
 }  // namespace
 
-at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+at::Tensor &mm_out(const at::Tensor &a, const at::Tensor &b, at::Tensor &out) {
   check_mm(a, b, "mm");
   check_same_device(a, out, "mm");
   TORCH_CHECK(out.scalar_type() == a.scalar_type(), "Expected out tensor to have dtype ",
@@ -232,8 +239,7 @@ at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
     return assign_result(out, r);
   }
   if (!gemm_dtype_ok(a))
-    return at::native::call_fallback_fn<&neuron_cpu_fallback,
-                                        ATEN_OP(mm_out)>::call(a, b, out);
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(mm_out)>::call(a, b, out);
   at::native::resize_output(out, {a.size(0), b.size(1)});
   at::Tensor o = out;
   if (o.storage().is_alias_of(a.storage()) || o.storage().is_alias_of(b.storage()))
@@ -243,27 +249,25 @@ at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   return out;
 }
 
-at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
+at::Tensor mm(const at::Tensor &a, const at::Tensor &b) {
   check_mm(a, b, "mm");
   if (!gemm_dtype_ok(a) && other_product_ok(a) && b.scalar_type() == a.scalar_type())
     return product3(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0);
   if (!gemm_dtype_ok(a))
-    return at::native::call_fallback_fn<&neuron_cpu_fallback,
-                                        ATEN_OP(mm)>::call(a, b);
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(mm)>::call(a, b);
   at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
-  launch_gemm(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), 1.0, 0.0,
-              "aten::mm");
+  launch_gemm(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), 1.0, 0.0, "aten::mm");
   return out;
 }
 
 // addr as outer_sum: ATen's composite formula (beta 0 ignores self), with the CPU's
 // scalar checks; fp16/bf16 are computed in fp32 and rounded once.
-at::Tensor outer_sum(const at::Tensor& self, const at::Tensor& v1, const at::Tensor& v2,
-                const c10::Scalar& beta, const c10::Scalar& alpha) {
+at::Tensor outer_sum(const at::Tensor &self, const at::Tensor &v1, const at::Tensor &v2,
+                     const c10::Scalar &beta, const c10::Scalar &alpha) {
   const at::ScalarType t =
       c10::promoteTypes(c10::promoteTypes(self.scalar_type(), v1.scalar_type()), v2.scalar_type());
-  for (auto [v, name] : {std::pair<const c10::Scalar*, const char*>{&beta, "beta"},
-                         {&alpha, "alpha"}}) {
+  for (auto [v, name] :
+       {std::pair<const c10::Scalar *, const char *>{&beta, "beta"}, {&alpha, "alpha"}}) {
     TORCH_CHECK(!v->isBoolean() || t == at::kBool, "Boolean ", name,
                 " only supported for Boolean results.");
     TORCH_CHECK(at::isFloatingType(t) || at::isComplexType(t) || v->isIntegral(true),
@@ -271,13 +275,14 @@ at::Tensor outer_sum(const at::Tensor& self, const at::Tensor& v1, const at::Ten
                 " must not be a floating point number.");
   }
   if (at::isReducedFloatingType(t))
-    return at::native::math_addr(self.to(at::kFloat), v1.to(at::kFloat), v2.to(at::kFloat),
-                                 beta, alpha).to(t);
+    return at::native::math_addr(self.to(at::kFloat), v1.to(at::kFloat), v2.to(at::kFloat), beta,
+                                 alpha)
+        .to(t);
   return at::native::math_addr(self, v1, v2, beta, alpha);
 }
 
-at::Tensor& addr_out(const at::Tensor& self, const at::Tensor& v1, const at::Tensor& v2,
-                     const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
+at::Tensor &addr_out(const at::Tensor &self, const at::Tensor &v1, const at::Tensor &v2,
+                     const c10::Scalar &beta, const c10::Scalar &alpha, at::Tensor &out) {
   at::Tensor r = outer_sum(self, v1, v2, beta, alpha);
   return assign_result(out, r);
 }
@@ -285,28 +290,27 @@ at::Tensor& addr_out(const at::Tensor& self, const at::Tensor& v1, const at::Ten
 // addr_: ATen's composite form expands self, so it would accept (and
 // resize) any self that broadcasts; CPU's and CUDA's in-place kernel writes
 // self itself, which must be the 2-D outer-product shape.
-at::Tensor& addr_(at::Tensor& self, const at::Tensor& v1, const at::Tensor& v2,
-                  const c10::Scalar& beta, const c10::Scalar& alpha) {
+at::Tensor &addr_(at::Tensor &self, const at::Tensor &v1, const at::Tensor &v2,
+                  const c10::Scalar &beta, const c10::Scalar &alpha) {
   at::Tensor r = outer_sum(self, v1, v2, beta, alpha);  // checks the vectors
   TORCH_CHECK(self.dim() == 2, "2D tensor expected, got ", self.dim(), "D tensor for input");
-  TORCH_CHECK(self.sizes() == r.sizes(), "size mismatch, input: ", self.sizes(), ", v1: ",
-              v1.sizes(), ", v2: ", v2.sizes());
+  TORCH_CHECK(self.sizes() == r.sizes(), "size mismatch, input: ", self.sizes(),
+              ", v1: ", v1.sizes(), ", v2: ", v2.sizes());
   return self.copy_(r);
 }
 
-at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& a,
-                      const at::Tensor& b, const c10::Scalar& beta,
-                      const c10::Scalar& alpha, at::Tensor& out) {
+at::Tensor &addmm_out(const at::Tensor &self, const at::Tensor &a, const at::Tensor &b,
+                      const c10::Scalar &beta, const c10::Scalar &alpha, at::Tensor &out) {
   check_mm(a, b, "addmm");
   check_same_device(self, a, "addmm");
-  TORCH_CHECK(self.scalar_type() == a.scalar_type() &&
-                  out.scalar_type() == a.scalar_type(),
-              "self and mat2 must have the same dtype, but got ",
-              self.scalar_type(), " and ", a.scalar_type());
+  TORCH_CHECK(self.scalar_type() == a.scalar_type() && out.scalar_type() == a.scalar_type(),
+              "self and mat2 must have the same dtype, but got ", self.scalar_type(), " and ",
+              a.scalar_type());
   std::vector<int64_t> shape{a.size(0), b.size(1)};
   if (!gemm_dtype_ok(a) && other_product_ok(a) && b.scalar_type() == a.scalar_type()) {
     at::expand_size(self, shape, "addmm");
-    at::Tensor r = scaled_sum(self, product3(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0), beta, alpha);
+    at::Tensor r =
+        scaled_sum(self, product3(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0), beta, alpha);
     at::native::resize_output(out, shape);
     return out.copy_(r);
   }
@@ -319,32 +323,31 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& a,
   return out;
 }
 
-at::Tensor addmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
-                 const c10::Scalar& beta, const c10::Scalar& alpha) {
+at::Tensor addmm(const at::Tensor &self, const at::Tensor &a, const at::Tensor &b,
+                 const c10::Scalar &beta, const c10::Scalar &alpha) {
   check_mm(a, b, "addmm");
   at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
   return addmm_out(self, a, b, beta, alpha, out);
 }
 
-at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
-                   const c10::Scalar& beta, const c10::Scalar& alpha) {
+at::Tensor &addmm_(at::Tensor &self, const at::Tensor &a, const at::Tensor &b,
+                   const c10::Scalar &beta, const c10::Scalar &alpha) {
   TORCH_CHECK(self.dim() == 2 && self.size(0) == a.size(0) && self.size(1) == b.size(1),
               "addmm_: self must have the shape of the product, got ", self.sizes());
   return addmm_out(self, a, b, beta, alpha, self);
 }
 
-at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+at::Tensor &bmm_out(const at::Tensor &a, const at::Tensor &b, at::Tensor &out) {
   check_bmm(a, b);
-  TORCH_CHECK(a.scalar_type() == b.scalar_type(),
-              "expected scalar type ", a.scalar_type(), " but found ", b.scalar_type());
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "expected scalar type ", a.scalar_type(),
+              " but found ", b.scalar_type());
   check_same_device(a, b, "bmm");
   if (!gemm_dtype_ok(a) && other_product_ok(a)) {
     at::Tensor r = product3(a, b);
     return assign_result(out, r);
   }
   if (!gemm_dtype_ok(a))
-    return at::native::call_fallback_fn<&neuron_cpu_fallback,
-                                        ATEN_OP(bmm_out)>::call(a, b, out);
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(bmm_out)>::call(a, b, out);
   at::native::resize_output(out, {a.size(0), a.size(1), b.size(2)});
   at::Tensor o = out;
   if (o.storage().is_alias_of(a.storage()) || o.storage().is_alias_of(b.storage()))
@@ -354,13 +357,13 @@ at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   return out;
 }
 
-at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
+at::Tensor bmm(const at::Tensor &a, const at::Tensor &b) {
   at::Tensor out = at::empty({0}, a.options());
   return bmm_out(a, b, out);
 }
 
-at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
-                        const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
+at::Tensor &baddbmm_out(const at::Tensor &self, const at::Tensor &a, const at::Tensor &b,
+                        const c10::Scalar &beta, const c10::Scalar &alpha, at::Tensor &out) {
   check_bmm(a, b);
   TORCH_CHECK(self.scalar_type() == a.scalar_type() && a.scalar_type() == b.scalar_type() &&
                   out.scalar_type() == a.scalar_type(),
@@ -375,21 +378,20 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& a, const at::T
     at::native::resize_output(out, shape);
     return out.copy_(r);
   }
-  if (!gemm_dtype_ok(a))
-    return FALLBACK(baddbmm_out, self, a, b, beta, alpha, out);
+  if (!gemm_dtype_ok(a)) return FALLBACK(baddbmm_out, self, a, b, beta, alpha, out);
   at::expand_size(self, shape, "baddbmm");
   accumulate_product(self, a, b, shape, beta, alpha, out, true, "aten::baddbmm");
   return out;
 }
 
-at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
-                   const c10::Scalar& beta, const c10::Scalar& alpha) {
+at::Tensor baddbmm(const at::Tensor &self, const at::Tensor &a, const at::Tensor &b,
+                   const c10::Scalar &beta, const c10::Scalar &alpha) {
   at::Tensor out = at::empty({0}, a.options());
   return baddbmm_out(self, a, b, beta, alpha, out);
 }
 
-at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
-                     const c10::Scalar& beta, const c10::Scalar& alpha) {
+at::Tensor &baddbmm_(at::Tensor &self, const at::Tensor &a, const at::Tensor &b,
+                     const c10::Scalar &beta, const c10::Scalar &alpha) {
   TORCH_CHECK(self.dim() == 3 && self.size(0) == a.size(0) && self.size(1) == a.size(1) &&
                   self.size(2) == b.size(2),
               "baddbmm_: self must have the shape of the product, got ", self.sizes());
@@ -398,28 +400,28 @@ at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
 
 // addbmm: beta * self + alpha * sum_b batch1[b] @ batch2[b], one matrix
 // product of the batches laid side by side: [n, B*k] @ [B*k, m]
-at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
-                       const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
+at::Tensor &addbmm_out(const at::Tensor &self, const at::Tensor &b1, const at::Tensor &b2,
+                       const c10::Scalar &beta, const c10::Scalar &alpha, at::Tensor &out) {
   TORCH_CHECK(b1.dim() == 3, "batch1 must be a 3D tensor");
   const int64_t batches = b2.size(0), k = b2.size(1), m = b2.size(2);  // IndexError as CPU
   TORCH_CHECK(b2.dim() == 3, "batch2 must be a 3D tensor");
   TORCH_CHECK(b1.size(0) == batches, "batch1 and batch2 must have same number of batches, got ",
               b1.size(0), " and ", batches);
-  TORCH_CHECK(b1.size(2) == k, "Incompatible matrix sizes for bmm (", b1.size(1), "x",
-              b1.size(2), " and ", k, "x", m, ")");
+  TORCH_CHECK(b1.size(2) == k, "Incompatible matrix sizes for bmm (", b1.size(1), "x", b1.size(2),
+              " and ", k, "x", m, ")");
   at::Tensor side = b1.transpose(0, 1).reshape({b1.size(1), batches * k});
   at::Tensor r = at::addmm(self, side, b2.reshape({batches * k, m}), beta, alpha);
   return assign_result(out, r);  // out may be self (addbmm_)
 }
 
-at::Tensor addbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
-                  const c10::Scalar& beta, const c10::Scalar& alpha) {
+at::Tensor addbmm(const at::Tensor &self, const at::Tensor &b1, const at::Tensor &b2,
+                  const c10::Scalar &beta, const c10::Scalar &alpha) {
   at::Tensor out = at::empty({0}, self.options().dtype(b1.scalar_type()));
   return addbmm_out(self, b1, b2, beta, alpha, out);
 }
 
-at::Tensor& addbmm_(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
-                    const c10::Scalar& beta, const c10::Scalar& alpha) {
+at::Tensor &addbmm_(at::Tensor &self, const at::Tensor &b1, const at::Tensor &b2,
+                    const c10::Scalar &beta, const c10::Scalar &alpha) {
   return addbmm_out(self, b1, b2, beta, alpha, self);
 }
 
@@ -427,27 +429,29 @@ namespace {
 
 // ------------------------------------------------------------ vector products
 
-void check_dot(const at::Tensor& a, const at::Tensor& b, const char* name) {
+void check_dot(const at::Tensor &a, const at::Tensor &b, const char *name) {
   TORCH_CHECK(a.dim() == 1 && b.dim() == 1, "1D tensors expected, but got ", a.dim(), "D and ",
               b.dim(), "D tensors");
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), name,
-              " : expected both vectors to have same dtype, but found ", a.scalar_type(),
-              " and ", b.scalar_type());
+              " : expected both vectors to have same dtype, but found ", a.scalar_type(), " and ",
+              b.scalar_type());
   TORCH_CHECK(a.numel() == b.numel(), "inconsistent tensor size, expected tensor [", a.numel(),
-              "] and src [", b.numel(),
-              "] to have the same number of elements, but got ", a.numel(), " and ", b.numel(),
-              " elements respectively");
-  TORCH_CHECK(a.device() == b.device(), "Expected all tensors to be on the same device, but "
-              "found at least two devices, ", a.device(), " and ", b.device(), "!");
+              "] and src [", b.numel(), "] to have the same number of elements, but got ",
+              a.numel(), " and ", b.numel(), " elements respectively");
+  TORCH_CHECK(a.device() == b.device(),
+              "Expected all tensors to be on the same device, but "
+              "found at least two devices, ",
+              a.device(), " and ", b.device(), "!");
 }
 
 // The products accumulate in the dtype's accumulation type (fp32 for the
 // half types), as CPU does, then round once.
-at::Tensor sum_of_products(const at::Tensor& a, const at::Tensor& b) {
+at::Tensor sum_of_products(const at::Tensor &a, const at::Tensor &b) {
   auto st = a.scalar_type();
   if (a.is_complex()) {  // from the real parts (real reductions are native)
     at::Tensor x = at::view_as_real(a.resolve_conj()), y = at::view_as_real(b.resolve_conj());
-    at::Tensor xr = x.select(-1, 0), xi = x.select(-1, 1), yr = y.select(-1, 0), yi = y.select(-1, 1);
+    at::Tensor xr = x.select(-1, 0), xi = x.select(-1, 1), yr = y.select(-1, 0),
+               yi = y.select(-1, 1);
     return at::complex((xr * yr - xi * yi).sum(), (xr * yi + xi * yr).sum());
   }
   bool half = st == at::kHalf || st == at::kBFloat16;
@@ -456,35 +460,36 @@ at::Tensor sum_of_products(const at::Tensor& a, const at::Tensor& b) {
   return half || r.scalar_type() != st ? r.to(st) : r;
 }
 
-at::Tensor dot(const at::Tensor& a, const at::Tensor& b) {
+at::Tensor dot(const at::Tensor &a, const at::Tensor &b) {
   check_dot(a, b, "dot");
   if (a.scalar_type() == at::kBool) return FALLBACK(dot, a, b);
   return sum_of_products(a, b);
 }
 
-at::Tensor vdot(const at::Tensor& a, const at::Tensor& b) {
+at::Tensor vdot(const at::Tensor &a, const at::Tensor &b) {
   check_dot(a, b, "vdot");
   if (a.scalar_type() == at::kBool) return FALLBACK(vdot, a, b);
   return sum_of_products(a.is_complex() ? a.conj().resolve_conj() : a, b);
 }
 
 // out = beta * self + alpha * (mat @ vec), as a one-column matrix product
-at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec,
-                      const c10::Scalar& beta_, const c10::Scalar& alpha_, at::Tensor& out) {
+at::Tensor &addmv_out(const at::Tensor &self, const at::Tensor &mat, const at::Tensor &vec,
+                      const c10::Scalar &beta_, const c10::Scalar &alpha_, at::Tensor &out) {
   const c10::Scalar beta = scalar_as(beta_, mat.scalar_type());
   const c10::Scalar alpha = scalar_as(alpha_, mat.scalar_type());
   TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1 && self.dim() <= 1,
               "vector + matrix @ vector expected, got ", self.dim(), ", ", mat.dim(), ", ",
               vec.dim());
   TORCH_CHECK(mat.size(1) == vec.size(0) && (mat.size(0) == self.numel() || self.numel() == 1),
-              "size mismatch, got input (", self.numel(), "), mat (", mat.size(0), "x",
-              mat.size(1), "), vec (", vec.size(0), ")");
+              "size mismatch, got input (", self.numel(), "), mat (", mat.size(0), "x", mat.size(1),
+              "), vec (", vec.size(0), ")");
   if (mat.scalar_type() != vec.scalar_type() || self.scalar_type() != mat.scalar_type() ||
       out.scalar_type() != mat.scalar_type() || mat.scalar_type() == at::kBool)
     return FALLBACK(addmv_out, self, mat, vec, beta, alpha, out);
   at::Tensor r = at::mm(mat, vec.unsqueeze(1)).squeeze(1);
   if (alpha.toComplexDouble() != 1.0) r = r * alpha;
-  if (beta.toComplexDouble() != 0.0) r = r + self.expand({mat.size(0)}) * beta;  // beta 0: self ignored
+  if (beta.toComplexDouble() != 0.0)
+    r = r + self.expand({mat.size(0)}) * beta;  // beta 0: self ignored
   at::native::resize_output(out, {mat.size(0)});
   return out.copy_(r);
 }
@@ -502,7 +507,7 @@ namespace {
 // transformed row: lengths above kMaxDftLength run on the CPU path.
 constexpr int64_t kMaxDftLength = 2048;
 
-bool dft_ok(const at::Tensor& x, at::IntArrayRef dim) {
+bool dft_ok(const at::Tensor &x, at::IntArrayRef dim) {
   for (int64_t d : dim)
     if (x.size(d) > kMaxDftLength) return false;
   return true;
@@ -523,7 +528,7 @@ at::Tensor dft_matrix(int64_t n, bool forward, c10::Device device) {
 }
 
 // unnormalised transform of complex x along each of dims
-at::Tensor dft(const at::Tensor& x, at::IntArrayRef dims, bool forward) {
+at::Tensor dft(const at::Tensor &x, at::IntArrayRef dims, bool forward) {
   at::Tensor y = x.to(at::kComplexDouble);
   for (int64_t d : dims) {
     int64_t n = y.size(d);
@@ -537,13 +542,15 @@ at::Tensor dft(const at::Tensor& x, at::IntArrayRef dims, bool forward) {
   return y;
 }
 
-at::Tensor normalized(const at::Tensor& y, const at::Tensor& x, at::IntArrayRef dims,
+at::Tensor normalized(const at::Tensor &y, const at::Tensor &x, at::IntArrayRef dims,
                       int64_t normalization, c10::ScalarType out) {
   double n = 1;
   for (int64_t d : dims) n *= static_cast<double>(x.size(d));
   at::Tensor r = y;
-  if (normalization == 1) r = r / std::sqrt(n);  // by_root_n
-  else if (normalization == 2) r = r / n;        // by_n
+  if (normalization == 1)
+    r = r / std::sqrt(n);  // by_root_n
+  else if (normalization == 2)
+    r = r / n;  // by_n
   return r.to(out);
 }
 
@@ -551,20 +558,20 @@ c10::ScalarType complex_of(c10::ScalarType t) {
   return t == at::kDouble || t == at::kComplexDouble ? at::kComplexDouble : at::kComplexFloat;
 }
 
-at::Tensor fft_c2c(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization,
+at::Tensor fft_c2c(const at::Tensor &self, at::IntArrayRef dim, int64_t normalization,
                    bool forward) {
-  if (!dft_ok(self, dim) || (self.scalar_type() != at::kComplexFloat &&
-                             self.scalar_type() != at::kComplexDouble))
+  if (!dft_ok(self, dim) ||
+      (self.scalar_type() != at::kComplexFloat && self.scalar_type() != at::kComplexDouble))
     return FALLBACK(_fft_c2c, self, dim, normalization, forward);
   return normalized(dft(self, dim, forward), self, dim, normalization, self.scalar_type());
 }
 
-at::Tensor fft_r2c(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization,
+at::Tensor fft_r2c(const at::Tensor &self, at::IntArrayRef dim, int64_t normalization,
                    bool onesided) {
   if (!dft_ok(self, dim) || (self.scalar_type() != at::kFloat && self.scalar_type() != at::kDouble))
     return FALLBACK(_fft_r2c, self, dim, normalization, onesided);
-  at::Tensor y = normalized(dft(self, dim, true), self, dim, normalization,
-                            complex_of(self.scalar_type()));
+  at::Tensor y =
+      normalized(dft(self, dim, true), self, dim, normalization, complex_of(self.scalar_type()));
   if (onesided && !dim.empty()) {
     int64_t last = dim.back();
     y = y.narrow(last, 0, self.size(last) / 2 + 1).contiguous();
@@ -577,7 +584,7 @@ at::Tensor fft_r2c(const at::Tensor& self, at::IntArrayRef dim, int64_t normaliz
 // whose missing half follows from Hermitian symmetry (X[n-k] = conj X[k]);
 // the real part of its inverse is the signal (the imaginary parts of X[0]
 // and X[n/2] drop out, as in pocketfft).
-at::Tensor fft_c2r(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization,
+at::Tensor fft_c2r(const at::Tensor &self, at::IntArrayRef dim, int64_t normalization,
                    int64_t last_dim_size) {
   if (dim.empty() || last_dim_size > kMaxDftLength || !dft_ok(self, dim) ||
       (self.scalar_type() != at::kComplexFloat && self.scalar_type() != at::kComplexDouble))
@@ -602,8 +609,10 @@ at::Tensor fft_c2r(const at::Tensor& self, at::IntArrayRef dim, int64_t normaliz
   c10::ScalarType out = self.scalar_type() == at::kComplexDouble ? at::kDouble : at::kFloat;
   double count = 1;
   for (int64_t d : dim) count *= static_cast<double>(d == last ? n : self.size(d));
-  if (normalization == 1) y = y / std::sqrt(count);
-  else if (normalization == 2) y = y / count;
+  if (normalization == 1)
+    y = y / std::sqrt(count);
+  else if (normalization == 2)
+    y = y / count;
   return y.to(out);
 }
 

@@ -17,11 +17,11 @@
 namespace torch_neuronx {
 
 namespace {
-void nll_task(void* p) { tnk_nll(static_cast<tnk_nll_args_t*>(p)); }
+void nll_task(void *p) { tnk_nll(static_cast<tnk_nll_args_t *>(p)); }
 }  // namespace
 
 // mse_loss and its backward (reduction: 0 none, 1 mean, 2 sum).
-at::Tensor mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction) {
+at::Tensor mse_loss(const at::Tensor &self, const at::Tensor &target, int64_t reduction) {
   at::Tensor d = self - target;
   at::Tensor l = d * d;
   if (reduction == 1) return l.mean();
@@ -29,20 +29,20 @@ at::Tensor mse_loss(const at::Tensor& self, const at::Tensor& target, int64_t re
   return l;
 }
 
-at::Tensor& mse_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction,
-                         at::Tensor& out) {
+at::Tensor &mse_loss_out(const at::Tensor &self, const at::Tensor &target, int64_t reduction,
+                         at::Tensor &out) {
   at::Tensor r = torch_neuronx::mse_loss(self, target, reduction);
   return assign_result(out, r);
 }
 
-at::Tensor mse_loss_backward(const at::Tensor& grad, const at::Tensor& self,
-                             const at::Tensor& target, int64_t reduction) {
+at::Tensor mse_loss_backward(const at::Tensor &grad, const at::Tensor &self,
+                             const at::Tensor &target, int64_t reduction) {
   double norm = reduction == 1 ? 2.0 / static_cast<double>(self.numel()) : 2.0;
   return (self - target) * grad * norm;
 }
 
 // smooth L1 (Huber with 1/beta scaling): quadratic below beta.
-at::Tensor smooth_l1(const at::Tensor& self, const at::Tensor& target, int64_t reduction,
+at::Tensor smooth_l1(const at::Tensor &self, const at::Tensor &target, int64_t reduction,
                      double beta) {
   TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
   at::Tensor d = (self - target).abs();
@@ -52,15 +52,15 @@ at::Tensor smooth_l1(const at::Tensor& self, const at::Tensor& target, int64_t r
   return l;
 }
 
-at::Tensor& smooth_l1_loss_out(const at::Tensor& self, const at::Tensor& target,
-                               int64_t reduction, double beta, at::Tensor& out) {
+at::Tensor &smooth_l1_loss_out(const at::Tensor &self, const at::Tensor &target, int64_t reduction,
+                               double beta, at::Tensor &out) {
   at::Tensor r = smooth_l1(self, target, reduction, beta);
   return assign_result(out, r);
 }
 
-at::Tensor& smooth_l1_loss_backward_out(const at::Tensor& grad, const at::Tensor& self,
-                                        const at::Tensor& target, int64_t reduction,
-                                        double beta, at::Tensor& gin) {
+at::Tensor &smooth_l1_loss_backward_out(const at::Tensor &grad, const at::Tensor &self,
+                                        const at::Tensor &target, int64_t reduction, double beta,
+                                        at::Tensor &gin) {
   TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
   at::Tensor x = self - target;
   at::Tensor g = beta == 0 ? at::sign(x) : at::clamp(x / beta, -1.0, 1.0);
@@ -73,10 +73,9 @@ at::Tensor& smooth_l1_loss_backward_out(const at::Tensor& grad, const at::Tensor
 // ---------------------------------------------------------------- nll_loss
 
 namespace {
-void check_nll(const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight) {
+void check_nll(const at::Tensor &self, const at::Tensor &target, const at::Tensor &weight) {
   TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "input tensor should be 1D or 2D");
-  TORCH_CHECK(target.dim() <= 1,
-              "0D or 1D target tensor expected, multi-target not supported");
+  TORCH_CHECK(target.dim() <= 1, "0D or 1D target tensor expected, multi-target not supported");
   int64_t n = self.dim() == 1 ? 1 : self.size(0);
   TORCH_CHECK(self.dim() == 1 ? target.numel() == 1 : target.size(0) == n,
               "Expected input batch_size (", n, ") to match target batch_size (",
@@ -89,7 +88,7 @@ void check_nll(const at::Tensor& self, const at::Tensor& target, const at::Tenso
               " classes or no classes but got weight tensor of shape: ", weight.sizes());
 }
 
-bool nll_native(const at::Tensor& self, const at::Tensor& target, const at::Tensor& weight) {
+bool nll_native(const at::Tensor &self, const at::Tensor &target, const at::Tensor &weight) {
   tnk_dtype_t dt = tnk_of(self);
   return dt != TNK_DTYPE_COUNT && tnk_nll_supported(dt) && target.device() == self.device() &&
          (!weight.defined() ||
@@ -97,9 +96,9 @@ bool nll_native(const at::Tensor& self, const at::Tensor& target, const at::Tens
 }
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self,
-                                                    const at::Tensor& target,
-                                                    const std::optional<at::Tensor>& weight_opt,
+std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor &self,
+                                                    const at::Tensor &target,
+                                                    const std::optional<at::Tensor> &weight_opt,
                                                     int64_t reduction, int64_t ignore_index) {
   at::Tensor weight = weight_opt.has_value() ? *weight_opt : at::Tensor();
   if (!nll_native(self, target, weight))
@@ -128,22 +127,22 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self,
   return {out, tw};
 }
 
-at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& self,
-                             const at::Tensor& target, const std::optional<at::Tensor>& weight_opt,
+at::Tensor nll_loss_backward(const at::Tensor &grad_output, const at::Tensor &self,
+                             const at::Tensor &target, const std::optional<at::Tensor> &weight_opt,
                              int64_t reduction, int64_t ignore_index,
-                             const at::Tensor& total_weight) {
+                             const at::Tensor &total_weight) {
   at::Tensor weight = weight_opt.has_value() ? *weight_opt : at::Tensor();
   if (!nll_native(self, target, weight) || grad_output.scalar_type() != self.scalar_type() ||
-      total_weight.scalar_type() != self.scalar_type() ||
-      grad_output.device() != self.device() || total_weight.device() != self.device())
+      total_weight.scalar_type() != self.scalar_type() || grad_output.device() != self.device() ||
+      total_weight.device() != self.device())
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(nll_loss_backward)>::call(
         grad_output, self, target, weight_opt, reduction, ignore_index, total_weight);
   check_nll(self, target, weight);
   int64_t n = self.dim() == 1 ? 1 : self.size(0), c = self.size(-1);
   TORCH_CHECK(reduction != 0 || self.dim() == 1 || grad_output.numel() == n,
-              "Expected a tensor of dimension 1 and tensor.size[0] == ", n,
-              " but got: dimension ", grad_output.dim(), " and tensor.size[0] == ",
-              grad_output.dim() ? grad_output.size(0) : 1);
+              "Expected a tensor of dimension 1 and tensor.size[0] == ", n, " but got: dimension ",
+              grad_output.dim(),
+              " and tensor.size[0] == ", grad_output.dim() ? grad_output.size(0) : 1);
   TORCH_CHECK(reduction == 0 || grad_output.numel() == 1,
               "Expected a single element grad_output tensor, but got: ", grad_output.sizes());
   at::Tensor t = target.contiguous(), g = grad_output.contiguous();
@@ -154,7 +153,7 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
   a.weight = w.defined() ? w.const_data_ptr() : nullptr;
   a.grad = g.const_data_ptr();
   a.out = gi.data_ptr();
-  a.total_weight = const_cast<void*>(total_weight.const_data_ptr());
+  a.total_weight = const_cast<void *>(total_weight.const_data_ptr());
   a.n = n;
   a.c = c;
   a.ignore_index = ignore_index;
@@ -171,11 +170,15 @@ namespace {
 // ------------------------------------------------------ nll_loss over images
 
 // [N, C, d1, ...] -> [N * d1 * ..., C] rows (class dim last) and targets
-std::pair<at::Tensor, at::Tensor> as_rows(const at::Tensor& self, const at::Tensor& target) {
-  TORCH_CHECK(self.dim() >= 3, "only batches of spatial inputs supported (4D tensors), but got "
-              "input of size: ", self.sizes());
-  TORCH_CHECK(target.dim() == self.dim() - 1, "only batches of spatial targets supported (3D "
-              "tensors) but got targets of size: ", target.sizes());
+std::pair<at::Tensor, at::Tensor> as_rows(const at::Tensor &self, const at::Tensor &target) {
+  TORCH_CHECK(self.dim() >= 3,
+              "only batches of spatial inputs supported (4D tensors), but got "
+              "input of size: ",
+              self.sizes());
+  TORCH_CHECK(target.dim() == self.dim() - 1,
+              "only batches of spatial targets supported (3D "
+              "tensors) but got targets of size: ",
+              target.sizes());
   TORCH_CHECK(self.size(0) == target.size(0) && self.sizes().slice(2) == target.sizes().slice(1),
               "input and target batch or spatial sizes don't match: target ", target.sizes(),
               ", input ", self.sizes());
@@ -183,9 +186,9 @@ std::pair<at::Tensor, at::Tensor> as_rows(const at::Tensor& self, const at::Tens
   return {rows, target.reshape({-1})};
 }
 
-std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor& self,
-                                                      const at::Tensor& target,
-                                                      const std::optional<at::Tensor>& weight,
+std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor &self,
+                                                      const at::Tensor &target,
+                                                      const std::optional<at::Tensor> &weight,
                                                       int64_t reduction, int64_t ignore_index) {
   auto [rows, t] = as_rows(self, target);
   auto [out, total] = at::nll_loss_forward(rows, t, weight, reduction, ignore_index);
@@ -197,10 +200,10 @@ std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor& self,
   return {out, total};
 }
 
-at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& self,
-                               const at::Tensor& target, const std::optional<at::Tensor>& weight,
+at::Tensor nll_loss2d_backward(const at::Tensor &grad_output, const at::Tensor &self,
+                               const at::Tensor &target, const std::optional<at::Tensor> &weight,
                                int64_t reduction, int64_t ignore_index,
-                               const at::Tensor& total_weight) {
+                               const at::Tensor &total_weight) {
   auto [rows, t] = as_rows(self, target);
   at::Tensor g = reduction == at::Reduction::None ? grad_output.reshape({-1}) : grad_output;
   at::Tensor gi = at::nll_loss_backward(g, rows, t, weight, reduction, ignore_index, total_weight);

@@ -17,7 +17,7 @@
 // From libtorch_python (torch/csrc/profiler/python/combined_traceback.h,
 // whose header needs nlohmann/json, which the wheel does not ship).
 namespace torch {
-std::vector<pybind11::object> py_symbolize(std::vector<CapturedTraceback*>& to_symbolize);
+std::vector<pybind11::object> py_symbolize(std::vector<CapturedTraceback *> &to_symbolize);
 void installCapturedTracebackPython();
 }  // namespace torch
 
@@ -25,7 +25,7 @@ namespace torch_neuronx {
 namespace {
 
 struct TraceEntry {
-  const char* action;  // "alloc", "free_requested", "free_completed"
+  const char *action;  // "alloc", "free_requested", "free_completed"
   uint64_t addr, size;
   int device, stream;
   int64_t time_us;
@@ -43,8 +43,8 @@ struct History {
   std::unordered_map<uint64_t, std::shared_ptr<torch::CapturedTraceback>> live;
 };
 
-History& history() {
-  static History* h = new History();  // lives to the end of the process
+History &history() {
+  static History *h = new History();  // lives to the end of the process
   return *h;
 }
 
@@ -56,8 +56,8 @@ int64_t now_us() {
       .count();
 }
 
-void record(const char* action, void* ptr, size_t size, int device, int stream, bool alloc) {
-  History& h = history();
+void record(const char *action, void *ptr, size_t size, int device, int stream, bool alloc) {
+  History &h = history();
   std::shared_ptr<torch::CapturedTraceback> tb;
   {
     std::lock_guard<std::mutex> lock(h.mu);
@@ -68,17 +68,19 @@ void record(const char* action, void* ptr, size_t size, int device, int stream, 
   std::lock_guard<std::mutex> lock(h.mu);
   uint64_t addr = reinterpret_cast<uintptr_t>(ptr);
   if (h.state) {
-    if (alloc) h.live[addr] = tb;
-    else h.live.erase(addr);
+    if (alloc)
+      h.live[addr] = tb;
+    else
+      h.live.erase(addr);
   }
   if (!h.trace) return;
-  auto& q = h.traces[device];
+  auto &q = h.traces[device];
   q.push_back({action, addr, size, device, stream, now_us(), tb});
   while (q.size() > h.max_entries) q.pop_front();
 }
 
-py::list frames_of(const std::shared_ptr<torch::CapturedTraceback>& tb,
-                   std::unordered_map<torch::CapturedTraceback*, py::object>& symbols) {
+py::list frames_of(const std::shared_ptr<torch::CapturedTraceback> &tb,
+                   std::unordered_map<torch::CapturedTraceback *, py::object> &symbols) {
   if (!tb) return py::list();
   auto it = symbols.find(tb.get());
   return it == symbols.end() ? py::list() : py::list(it->second);
@@ -86,53 +88,57 @@ py::list frames_of(const std::shared_ptr<torch::CapturedTraceback>& tb,
 
 // Builds torch.cuda.memory._snapshot()'s dictionary for the neuron devices.
 py::dict snapshot() {
-  History& h = history();
+  History &h = history();
   std::vector<std::pair<int, std::deque<TraceEntry>>> traces;
   std::unordered_map<uint64_t, std::shared_ptr<torch::CapturedTraceback>> live;
   {
     std::lock_guard<std::mutex> lock(h.mu);
-    for (auto& kv : h.traces) traces.emplace_back(kv.first, kv.second);
+    for (auto &kv : h.traces) traces.emplace_back(kv.first, kv.second);
     live = h.live;
   }
   // Symbolise every stack once.
-  std::vector<torch::CapturedTraceback*> to_symbolize;
-  for (auto& kv : traces)
-    for (auto& e : kv.second)
+  std::vector<torch::CapturedTraceback *> to_symbolize;
+  for (auto &kv : traces)
+    for (auto &e : kv.second)
       if (e.frames) to_symbolize.push_back(e.frames.get());
-  for (auto& kv : live)
+  for (auto &kv : live)
     if (kv.second) to_symbolize.push_back(kv.second.get());
   std::vector<py::object> symbolized = torch::py_symbolize(to_symbolize);
-  std::unordered_map<torch::CapturedTraceback*, py::object> symbols;
+  std::unordered_map<torch::CapturedTraceback *, py::object> symbols;
   for (size_t i = 0; i < to_symbolize.size(); i++) symbols[to_symbolize[i]] = symbolized[i];
 
   py::list segments;
   int n = tnrt_device_count();
   for (int d = 0; d < n; d++) {
     // the walk's callbacks run under the allocator lock: collect plain data
-    struct Seg { tnrt_segment_info_t info; std::vector<tnrt_block_info_t> blocks; };
+    struct Seg {
+      tnrt_segment_info_t info;
+      std::vector<tnrt_block_info_t> blocks;
+    };
     std::vector<Seg> segs;
     check(tnrt_memory_walk(
               d,
-              [](void* ctx, const tnrt_segment_info_t* s) {
-                static_cast<std::vector<Seg>*>(ctx)->push_back({*s, {}});
+              [](void *ctx, const tnrt_segment_info_t *s) {
+                static_cast<std::vector<Seg> *>(ctx)->push_back({*s, {}});
               },
-              [](void* ctx, const tnrt_block_info_t* b) {
-                static_cast<std::vector<Seg>*>(ctx)->back().blocks.push_back(*b);
+              [](void *ctx, const tnrt_block_info_t *b) {
+                static_cast<std::vector<Seg> *>(ctx)->back().blocks.push_back(*b);
               },
               &segs),
           "memory snapshot");
-    for (const Seg& s : segs) {
+    for (const Seg &s : segs) {
       py::dict seg;
       py::list blocks;
       int64_t allocated = 0, requested = 0;
-      for (const tnrt_block_info_t& b : s.blocks) {
+      for (const tnrt_block_info_t &b : s.blocks) {
         py::dict blk;
         blk["address"] = b.address;
         blk["size"] = b.size;
         blk["requested_size"] = b.allocated ? b.requested : b.size;
         blk["state"] = b.allocated ? "active_allocated" : "inactive";
         auto it = live.find(b.address);
-        blk["frames"] = b.allocated && it != live.end() ? frames_of(it->second, symbols) : py::list();
+        blk["frames"] =
+            b.allocated && it != live.end() ? frames_of(it->second, symbols) : py::list();
         if (b.allocated) {
           allocated += static_cast<int64_t>(b.size);
           requested += static_cast<int64_t>(b.requested);
@@ -157,9 +163,9 @@ py::dict snapshot() {
   py::list device_traces;
   for (int d = 0; d < n; d++) {
     py::list events;
-    for (auto& kv : traces) {
+    for (auto &kv : traces) {
       if (kv.first != d) continue;
-      for (const TraceEntry& e : kv.second) {
+      for (const TraceEntry &e : kv.second) {
         py::dict ev;
         ev["action"] = e.action;
         ev["addr"] = e.addr;
@@ -184,19 +190,19 @@ py::dict snapshot() {
 
 bool memory_history_enabled() { return g_enabled.load(std::memory_order_relaxed); }
 
-void memory_history_alloc(void* ptr, size_t size, int device, int stream) {
+void memory_history_alloc(void *ptr, size_t size, int device, int stream) {
   record("alloc", ptr, size, device, stream, true);
 }
 
-void memory_history_free(void* ptr, size_t size, int device, int stream) {
+void memory_history_free(void *ptr, size_t size, int device, int stream) {
   record("free_requested", ptr, size, device, stream, false);
   record("free_completed", ptr, size, device, stream, false);
 }
 
-void bind_memory_history(py::module& m) {
-  m.def("_record_memory_history", [](const std::string& enabled, const std::string& context,
-                                     const std::string& stacks, size_t max_entries) {
-    History& h = history();
+void bind_memory_history(py::module &m) {
+  m.def("_record_memory_history", [](const std::string &enabled, const std::string &context,
+                                     const std::string &stacks, size_t max_entries) {
+    History &h = history();
     torch::installCapturedTracebackPython();
     std::lock_guard<std::mutex> lock(h.mu);
     h.trace = enabled == "all";

@@ -30,7 +30,7 @@ static py::dict device_properties(int index) {
 }
 
 namespace torch_neuronx {
-void bind_memory_history(py::module& m);  // memory_history.cpp
+void bind_memory_history(py::module &m);  // memory_history.cpp
 }
 
 PYBIND11_MODULE(_C, m) {
@@ -47,9 +47,7 @@ PYBIND11_MODULE(_C, m) {
     return st == TNRT_OK ? std::string() : std::string(tnrt_last_error());
   });
   m.def("_current_device", [] { return current_device(); });
-  m.def("_set_device", [](int d) {
-    set_current_device(static_cast<c10::DeviceIndex>(d));
-  });
+  m.def("_set_device", [](int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); });
   m.def("_get_device_properties", &device_properties);
   m.def("_set_memory_fraction", [](double f, int d) {
     check_device_index(static_cast<c10::DeviceIndex>(d));
@@ -78,7 +76,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_host_memory_stats", []() {
     at::HostStats s = at::getHostAllocator(c10::DeviceType::PrivateUse1)->get_stats();
     py::dict d;
-    auto put = [&](const char* name, const c10::CachingAllocator::Stat& st) {
+    auto put = [&](const char *name, const c10::CachingAllocator::Stat &st) {
       std::string n(name);
       d[py::str(n + ".current")] = st.current;
       d[py::str(n + ".peak")] = st.peak;
@@ -94,9 +92,11 @@ PYBIND11_MODULE(_C, m) {
     return d;
   });
   m.def("_reset_host_memory_stats", [](bool peak) {
-    auto* h = at::getHostAllocator(c10::DeviceType::PrivateUse1);
-    if (peak) h->reset_peak_stats();
-    else h->reset_accumulated_stats();
+    auto *h = at::getHostAllocator(c10::DeviceType::PrivateUse1);
+    if (peak)
+      h->reset_peak_stats();
+    else
+      h->reset_accumulated_stats();
   });
   m.def("_synchronize", [](int d) {
     check_device_index(static_cast<c10::DeviceIndex>(d));
@@ -105,28 +105,26 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_current_stream", [](int d) {
     c10::Stream s = current_stream(static_cast<c10::DeviceIndex>(d));
-    return py::make_tuple(s.id(), s.device_index(),
-                          static_cast<int>(s.device_type()));
+    return py::make_tuple(s.id(), s.device_index(), static_cast<int>(s.device_type()));
   });
   m.def("_set_stream", [](int64_t id, int d) {
     set_current_stream(c10::Stream(c10::Stream::UNSAFE,
-                                   c10::Device(kNeuron, static_cast<c10::DeviceIndex>(d)),
-                                   id));
+                                   c10::Device(kNeuron, static_cast<c10::DeviceIndex>(d)), id));
   });
   m.def("_default_generator", [](int d) {
-    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(
-        default_generator(static_cast<c10::DeviceIndex>(d))));
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(d))));
   });
   m.def("_fallback_ops", [] { return fallback_ops(); });
   m.def("_clear_op_tracking", [] { clear_op_tracking(); });
-  m.def("_set_fallback_mode", [](const std::string& s) { set_fallback_mode(s); });
+  m.def("_set_fallback_mode", [](const std::string &s) { set_fallback_mode(s); });
   m.def("_fallback_mode", [] { return fallback_mode(); });
   m.def("_trace_start", [] { trace_start(); });
   m.def("_trace_stop", [] {
     py::list out;
-    for (const tnrt_trace_record_t& r : trace_stop())
-      out.append(py::make_tuple(std::string(r.name), r.device, r.stream,
-                                r.seq, r.start_ns, r.end_ns));
+    for (const tnrt_trace_record_t &r : trace_stop())
+      out.append(
+          py::make_tuple(std::string(r.name), r.device, r.stream, r.seq, r.start_ns, r.end_ns));
     return out;
   });
   m.def("_now_ns", [] { return tnrt_now_ns(); });
@@ -158,14 +156,17 @@ PYBIND11_MODULE(_C, m) {
   m.def("_memcpy_on_stream", [](uintptr_t dst, uintptr_t src, int64_t bytes) {
     TORCH_CHECK(bytes >= 0, "_memcpy_on_stream: bytes must be >= 0");
     struct MemcpyArgs {
-      void* dst;
-      const void* src;
+      void *dst;
+      const void *src;
       int64_t bytes;
-    } a{reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes};
-    launch(current_device(), [](void* p) {
-      auto* m = static_cast<MemcpyArgs*>(p);
-      tnk_time_memcpy(m->dst, m->src, m->bytes);
-    }, &a, sizeof a, "memcpy");
+    } a{reinterpret_cast<void *>(dst), reinterpret_cast<const void *>(src), bytes};
+    launch(
+        current_device(),
+        [](void *p) {
+          auto *m = static_cast<MemcpyArgs *>(p);
+          tnk_time_memcpy(m->dst, m->src, m->bytes);
+        },
+        &a, sizeof a, "memcpy");
   });
   m.def("_cpu_features", [] {
     int f = tnk_cpu_features();

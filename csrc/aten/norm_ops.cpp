@@ -18,20 +18,21 @@ namespace torch_neuronx {
 // Group norm as layer norm over the (N * group) rows of C / group * HxW
 // elements (the native layer-norm kernel), then the per-channel affine.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(
-    const at::Tensor& x, const std::optional<at::Tensor>& weight,
-    const std::optional<at::Tensor>& bias, c10::SymInt N_, c10::SymInt C_, c10::SymInt HxW_,
+    const at::Tensor &x, const std::optional<at::Tensor> &weight,
+    const std::optional<at::Tensor> &bias, c10::SymInt N_, c10::SymInt C_, c10::SymInt HxW_,
     int64_t group, double eps) {
   int64_t N = N_.expect_int(), C = C_.expect_int(), HxW = HxW_.expect_int();
-  TORCH_CHECK(group > 0 && C % group == 0, "Expected number of channels in input to be "
-              "divisible by num_groups, but got input of shape ", x.sizes(), " and num_groups=",
-              group);
+  TORCH_CHECK(group > 0 && C % group == 0,
+              "Expected number of channels in input to be "
+              "divisible by num_groups, but got input of shape ",
+              x.sizes(), " and num_groups=", group);
   TORCH_CHECK(x.is_contiguous(x.suggest_memory_format()),
               "Expected X.is_contiguous(memory_format) to be true, but got false.");
   int64_t D = C / group * HxW;
   // fp16/bf16: normalise, scale and shift in float32, one rounding at the end
   const at::ScalarType t = x.scalar_type();
   const bool low = at::isReducedFloatingType(t);
-  auto wide = [&](const at::Tensor& v) { return low ? v.to(at::kFloat) : v; };
+  auto wide = [&](const at::Tensor &v) { return low ? v.to(at::kFloat) : v; };
   at::Tensor x2 = wide(x.contiguous().view({N * group, D}));
   auto r = at::native_layer_norm(x2, {D}, std::nullopt, std::nullopt, eps);
   at::Tensor y = std::get<0>(r).view(x.sizes());
@@ -41,7 +42,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(
   if (bias.has_value() && bias->defined()) y = y + wide(*bias).view(cshape);
   // mean and rstd in x's dtype, float32 when a parameter is (CPU's mixed type)
   bool mixed = false;
-  for (const auto* p : {&weight, &bias})
+  for (const auto *p : {&weight, &bias})
     mixed = mixed || (p->has_value() && (*p)->defined() && (*p)->scalar_type() == at::kFloat);
   const at::ScalarType st = low && mixed ? at::kFloat : t;
   return {y.to(t).contiguous(), std::get<1>(r).view({N, group}).to(st),
@@ -49,8 +50,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
-    const at::Tensor& grad, const at::Tensor& x, const at::Tensor& mean, const at::Tensor& rstd,
-    const std::optional<at::Tensor>& weight, c10::SymInt N_, c10::SymInt C_, c10::SymInt HxW_,
+    const at::Tensor &grad, const at::Tensor &x, const at::Tensor &mean, const at::Tensor &rstd,
+    const std::optional<at::Tensor> &weight, c10::SymInt N_, c10::SymInt C_, c10::SymInt HxW_,
     int64_t group, std::array<bool, 3> mask) {
   int64_t N = N_.expect_int(), C = C_.expect_int(), HxW = HxW_.expect_int();
   int64_t D = C / group * HxW;
@@ -60,18 +61,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
   at::Tensor gx, gw, gb;
   if (mask[0]) {
     at::Tensor g = has_w ? grad * weight->view(cshape) : grad;
-    auto r = at::native_layer_norm_backward(g.contiguous().view({N * group, D}),
-                                            x.contiguous().view({N * group, D}), {D},
-                                            mean.reshape({N * group, 1}),
-                                            rstd.reshape({N * group, 1}), std::nullopt,
-                                            std::nullopt, {true, false, false});
+    auto r = at::native_layer_norm_backward(
+        g.contiguous().view({N * group, D}), x.contiguous().view({N * group, D}), {D},
+        mean.reshape({N * group, 1}), rstd.reshape({N * group, 1}), std::nullopt, std::nullopt,
+        {true, false, false});
     gx = std::get<0>(r).view(x.sizes());
   }
   std::vector<int64_t> sum_dims{0};
   for (int64_t d = 2; d < x.dim(); d++) sum_dims.push_back(d);
   if (mask[1]) {
-    at::Tensor xhat = ((x.contiguous().view({N, group, D}) - mean.view({N, group, 1})) *
-                       rstd.view({N, group, 1})).view(x.sizes());
+    at::Tensor xhat =
+        ((x.contiguous().view({N, group, D}) - mean.view({N, group, 1})) * rstd.view({N, group, 1}))
+            .view(x.sizes());
     gw = at::sum(grad * xhat, sum_dims);
   }
   if (mask[2]) gb = at::sum(grad, sum_dims);
@@ -81,16 +82,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
 // Batch norm over every dim but 1, statistics in fp32 (fp64 for fp64), as
 // CPU computes them; running statistics take the unbiased variance.
 namespace {
-at::ScalarType stat_type(const at::Tensor& x) {
+at::ScalarType stat_type(const at::Tensor &x) {
   return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
 }
-std::vector<int64_t> bn_dims(const at::Tensor& x) {
+std::vector<int64_t> bn_dims(const at::Tensor &x) {
   std::vector<int64_t> d;
   for (int64_t i = 0; i < x.dim(); i++)
     if (i != 1) d.push_back(i);
   return d;
 }
-std::vector<int64_t> bn_shape(const at::Tensor& x) {
+std::vector<int64_t> bn_shape(const at::Tensor &x) {
   std::vector<int64_t> s(x.dim(), 1);
   s[1] = x.size(1);
   return s;
@@ -98,9 +99,9 @@ std::vector<int64_t> bn_shape(const at::Tensor& x) {
 }  // namespace
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
-    const at::Tensor& input, const std::optional<at::Tensor>& weight,
-    const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& rmean,
-    const std::optional<at::Tensor>& rvar, bool training, double momentum, double eps) {
+    const at::Tensor &input, const std::optional<at::Tensor> &weight,
+    const std::optional<at::Tensor> &bias, const std::optional<at::Tensor> &rmean,
+    const std::optional<at::Tensor> &rvar, bool training, double momentum, double eps) {
   TORCH_CHECK(input.dim() >= 2, "batch_norm: expected input with at least 2 dims, got ",
               input.dim());
   at::ScalarType st = stat_type(input);
@@ -136,10 +137,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
   // The saved statistics, computed in float32, are kept in the input's dtype
   // unless a parameter or running statistic is float32 (CPU's mixed-type rule).
   bool mixed = false;
-  for (const auto* p : {&weight, &bias, &rmean, &rvar})
+  for (const auto *p : {&weight, &bias, &rmean, &rvar})
     mixed = mixed || (p->has_value() && (*p)->defined() && (*p)->scalar_type() == at::kFloat);
-  const at::ScalarType saved = mixed || !at::isReducedFloatingType(input.scalar_type())
-                                   ? st : input.scalar_type();
+  const at::ScalarType saved =
+      mixed || !at::isReducedFloatingType(input.scalar_type()) ? st : input.scalar_type();
   save_mean = save_mean.to(saved);
   save_invstd = save_invstd.to(saved);
   at::Tensor y = (x - mean.view(shape)) * invstd.view(shape);
@@ -150,9 +151,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
-    const at::Tensor& grad, const at::Tensor& input, const std::optional<at::Tensor>& weight,
-    const std::optional<at::Tensor>& rmean, const std::optional<at::Tensor>& rvar,
-    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd,
+    const at::Tensor &grad, const at::Tensor &input, const std::optional<at::Tensor> &weight,
+    const std::optional<at::Tensor> &rmean, const std::optional<at::Tensor> &rvar,
+    const std::optional<at::Tensor> &save_mean, const std::optional<at::Tensor> &save_invstd,
     bool train, double eps, std::array<bool, 3> mask) {
   at::ScalarType st = stat_type(input);
   at::Tensor x = input.to(st), g = grad.to(st);
@@ -181,12 +182,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
 
 namespace {
 
-void softmax_task(void* p) { tnk_softmax(static_cast<tnk_softmax_args_t*>(p)); }
+void softmax_task(void *p) { tnk_softmax(static_cast<tnk_softmax_args_t *>(p)); }
 
 // out (contiguous, shape of in) = softmax of in along dim. Returns false if
 // the kernels cannot take the dtypes.
-bool launch_softmax(const at::Tensor& out, const at::Tensor& in0, const at::Tensor& grad0,
-                    int64_t dim, bool log, const char* name) {
+bool launch_softmax(const at::Tensor &out, const at::Tensor &in0, const at::Tensor &grad0,
+                    int64_t dim, bool log, const char *name) {
   bool ok1, ok2;
   tnk_dtype_t dt = to_tnk(in0.scalar_type(), &ok1);
   tnk_dtype_t odt = to_tnk(out.scalar_type(), &ok2);
@@ -212,7 +213,7 @@ bool launch_softmax(const at::Tensor& out, const at::Tensor& in0, const at::Tens
   return true;
 }
 
-c10::ScalarType softmax_out_dtype(const at::Tensor& self, bool half_to_float) {
+c10::ScalarType softmax_out_dtype(const at::Tensor &self, bool half_to_float) {
   if (half_to_float) {
     TORCH_CHECK(self.scalar_type() == at::kHalf || self.scalar_type() == at::kBFloat16,
                 "conversion is supported for Half type only");
@@ -223,40 +224,40 @@ c10::ScalarType softmax_out_dtype(const at::Tensor& self, bool half_to_float) {
 
 }  // namespace
 
-#define NEURON_SOFTMAX(NAME, LOG)                                                   \
-  at::Tensor NAME(const at::Tensor& self, int64_t dim, bool half_to_float) {        \
-    c10::maybe_wrap_dim(dim, self.dim());                                          \
-    at::Tensor out = at::empty(self.sizes(),                                        \
-                               self.options().dtype(softmax_out_dtype(self, half_to_float))); \
-    if (launch_softmax(out, self, at::Tensor(), dim, LOG, "aten::" #NAME)) return out; \
-    return FALLBACK(NAME, self, dim, half_to_float);                               \
-  }                                                                                 \
-  at::Tensor& NAME##_out(const at::Tensor& self, int64_t dim, bool half_to_float,   \
-                         at::Tensor& out) {                                         \
-    c10::maybe_wrap_dim(dim, self.dim());                                          \
-    at::native::resize_output(out, self.sizes());                                  \
-    if (out.is_contiguous() && out.scalar_type() == softmax_out_dtype(self, half_to_float) && \
-        launch_softmax(out, self, at::Tensor(), dim, LOG, "aten::" #NAME))          \
-      return out;                                                                   \
-    return FALLBACK(NAME##_out, self, dim, half_to_float, out);                     \
-  }                                                                                 \
-  at::Tensor NAME##_backward_data(const at::Tensor& grad, const at::Tensor& output, \
-                                  int64_t dim, c10::ScalarType input_dtype) {       \
-    at::Tensor out = at::empty(output.sizes(), output.options().dtype(input_dtype)); \
-    if (grad.sizes() == output.sizes() &&                                           \
-        launch_softmax(out, output, grad, dim, LOG, "aten::" #NAME "_backward_data")) \
-      return out;                                                                   \
-    return FALLBACK(NAME##_backward_data, grad, output, dim, input_dtype);          \
-  }                                                                                 \
-  at::Tensor& NAME##_backward_data_out(const at::Tensor& grad, const at::Tensor& output, \
-                                       int64_t dim, c10::ScalarType input_dtype,    \
-                                       at::Tensor& out) {                           \
-    at::native::resize_output(out, output.sizes());                                \
-    if (grad.sizes() == output.sizes() && out.is_contiguous() &&                    \
-        out.scalar_type() == input_dtype &&                                         \
-        launch_softmax(out, output, grad, dim, LOG, "aten::" #NAME "_backward_data")) \
-      return out;                                                                   \
-    return FALLBACK(NAME##_backward_data_out, grad, output, dim, input_dtype, out); \
+#define NEURON_SOFTMAX(NAME, LOG)                                                                \
+  at::Tensor NAME(const at::Tensor &self, int64_t dim, bool half_to_float) {                     \
+    c10::maybe_wrap_dim(dim, self.dim());                                                        \
+    at::Tensor out =                                                                             \
+        at::empty(self.sizes(), self.options().dtype(softmax_out_dtype(self, half_to_float)));   \
+    if (launch_softmax(out, self, at::Tensor(), dim, LOG, "aten::" #NAME)) return out;           \
+    return FALLBACK(NAME, self, dim, half_to_float);                                             \
+  }                                                                                              \
+  at::Tensor &NAME##_out(const at::Tensor &self, int64_t dim, bool half_to_float,                \
+                         at::Tensor &out) {                                                      \
+    c10::maybe_wrap_dim(dim, self.dim());                                                        \
+    at::native::resize_output(out, self.sizes());                                                \
+    if (out.is_contiguous() && out.scalar_type() == softmax_out_dtype(self, half_to_float) &&    \
+        launch_softmax(out, self, at::Tensor(), dim, LOG, "aten::" #NAME))                       \
+      return out;                                                                                \
+    return FALLBACK(NAME##_out, self, dim, half_to_float, out);                                  \
+  }                                                                                              \
+  at::Tensor NAME##_backward_data(const at::Tensor &grad, const at::Tensor &output, int64_t dim, \
+                                  c10::ScalarType input_dtype) {                                 \
+    at::Tensor out = at::empty(output.sizes(), output.options().dtype(input_dtype));             \
+    if (grad.sizes() == output.sizes() &&                                                        \
+        launch_softmax(out, output, grad, dim, LOG, "aten::" #NAME "_backward_data"))            \
+      return out;                                                                                \
+    return FALLBACK(NAME##_backward_data, grad, output, dim, input_dtype);                       \
+  }                                                                                              \
+  at::Tensor &NAME##_backward_data_out(const at::Tensor &grad, const at::Tensor &output,         \
+                                       int64_t dim, c10::ScalarType input_dtype,                 \
+                                       at::Tensor &out) {                                        \
+    at::native::resize_output(out, output.sizes());                                              \
+    if (grad.sizes() == output.sizes() && out.is_contiguous() &&                                 \
+        out.scalar_type() == input_dtype &&                                                      \
+        launch_softmax(out, output, grad, dim, LOG, "aten::" #NAME "_backward_data"))            \
+      return out;                                                                                \
+    return FALLBACK(NAME##_backward_data_out, grad, output, dim, input_dtype, out);              \
   }
 
 NEURON_SOFTMAX(_softmax, false)
@@ -266,37 +267,30 @@ NEURON_SOFTMAX(_log_softmax, true)
 
 namespace {
 
-void layer_norm_task(void* p) {
-  tnk_layer_norm(static_cast<tnk_layer_norm_args_t*>(p));
-}
+void layer_norm_task(void *p) { tnk_layer_norm(static_cast<tnk_layer_norm_args_t *>(p)); }
 
-bool same_float(const at::Tensor& ref, const std::optional<at::Tensor>& t) {
+bool same_float(const at::Tensor &ref, const std::optional<at::Tensor> &t) {
   return !t.has_value() || !t->defined() ||
          (t->scalar_type() == ref.scalar_type() && t->device() == ref.device());
 }
 
-const void* ptr_or_null(const at::Tensor& t) {
-  return t.defined() ? t.const_data_ptr() : nullptr;
-}
+const void *ptr_or_null(const at::Tensor &t) { return t.defined() ? t.const_data_ptr() : nullptr; }
 
-at::Tensor defined_contiguous(const std::optional<at::Tensor>& t) {
+at::Tensor defined_contiguous(const std::optional<at::Tensor> &t) {
   return t.has_value() && t->defined() ? t->contiguous() : at::Tensor();
 }
 
 }  // namespace
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
-    const at::Tensor& input, at::IntArrayRef normalized_shape,
-    const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
-    double eps) {
-  auto mn = at::native::_check_layer_norm_inputs(input, normalized_shape,
-                                                 weight.value_or(at::Tensor()),
-                                                 bias.value_or(at::Tensor()));
+    const at::Tensor &input, at::IntArrayRef normalized_shape,
+    const std::optional<at::Tensor> &weight, const std::optional<at::Tensor> &bias, double eps) {
+  auto mn = at::native::_check_layer_norm_inputs(
+      input, normalized_shape, weight.value_or(at::Tensor()), bias.value_or(at::Tensor()));
   if (!floating_dtype(input.scalar_type()) || !same_float(input, weight) ||
       !same_float(input, bias))
     return FALLBACK(native_layer_norm, input, normalized_shape, weight, bias, eps);
-  at::Tensor x = input.contiguous(), w = defined_contiguous(weight),
-             b = defined_contiguous(bias);
+  at::Tensor x = input.contiguous(), w = defined_contiguous(weight), b = defined_contiguous(bias);
   at::Tensor y = at::empty(x.sizes(), x.options());
   std::vector<int64_t> stat_shape(input.sizes().begin(),
                                   input.sizes().end() - normalized_shape.size());
@@ -314,22 +308,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
   a.y = y.numel() ? y.data_ptr() : nullptr;
   a.mean = mean.numel() ? mean.data_ptr() : nullptr;
   a.rstd = rstd.numel() ? rstd.data_ptr() : nullptr;
-  if (y.numel()) launch(x.device().index(), layer_norm_task, &a, sizeof a, "aten::native_layer_norm");
+  if (y.numel())
+    launch(x.device().index(), layer_norm_task, &a, sizeof a, "aten::native_layer_norm");
   return {y, mean, rstd};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
-    const at::Tensor& grad_out, const at::Tensor& input, at::IntArrayRef normalized_shape,
-    const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
-    const std::optional<at::Tensor>& bias, std::array<bool, 3> mask) {
-  auto mn = at::native::_check_layer_norm_inputs(input, normalized_shape,
-                                                 weight.value_or(at::Tensor()),
-                                                 bias.value_or(at::Tensor()));
+    const at::Tensor &grad_out, const at::Tensor &input, at::IntArrayRef normalized_shape,
+    const at::Tensor &mean, const at::Tensor &rstd, const std::optional<at::Tensor> &weight,
+    const std::optional<at::Tensor> &bias, std::array<bool, 3> mask) {
+  auto mn = at::native::_check_layer_norm_inputs(
+      input, normalized_shape, weight.value_or(at::Tensor()), bias.value_or(at::Tensor()));
   if (!floating_dtype(input.scalar_type()) || !same_float(input, weight) ||
       !same_float(input, bias) || grad_out.scalar_type() != input.scalar_type() ||
       mean.scalar_type() != input.scalar_type() || rstd.scalar_type() != input.scalar_type())
-    return FALLBACK(native_layer_norm_backward, grad_out, input, normalized_shape, mean,
-                    rstd, weight, bias, mask);
+    return FALLBACK(native_layer_norm_backward, grad_out, input, normalized_shape, mean, rstd,
+                    weight, bias, mask);
   at::Tensor x = input.contiguous(), g = grad_out.contiguous(), w = defined_contiguous(weight);
   at::Tensor mu = mean.contiguous(), rs = rstd.contiguous();
   at::Tensor gx = mask[0] ? at::empty(x.sizes(), x.options()) : at::Tensor();
@@ -345,14 +339,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
   a.x = ptr_or_null(x);
   a.w = ptr_or_null(w);
   a.g = ptr_or_null(g);
-  a.mean = mu.numel() ? const_cast<void*>(mu.const_data_ptr()) : nullptr;
-  a.rstd = rs.numel() ? const_cast<void*>(rs.const_data_ptr()) : nullptr;
+  a.mean = mu.numel() ? const_cast<void *>(mu.const_data_ptr()) : nullptr;
+  a.rstd = rs.numel() ? const_cast<void *>(rs.const_data_ptr()) : nullptr;
   a.gx = gx.defined() && gx.numel() ? gx.data_ptr() : nullptr;
   a.gw = gw.defined() && gw.numel() ? gw.data_ptr() : nullptr;
   a.gb = gb.defined() && gb.numel() ? gb.data_ptr() : nullptr;
   if (a.n > 0 && (a.gx || a.gw || a.gb))
-    launch(x.device().index(), layer_norm_task, &a, sizeof a,
-           "aten::native_layer_norm_backward");
+    launch(x.device().index(), layer_norm_task, &a, sizeof a, "aten::native_layer_norm_backward");
   return {gx, gw, gb};
 }
 

@@ -21,9 +21,9 @@ namespace torch_neuronx {
 // leaves everything untouched (decided on the device, without a sync).
 namespace {
 void fused_sgd_impl(at::TensorList params, at::TensorList grads, at::TensorList bufs, double wd,
-                    double mom, const at::Tensor& lr, double damp, bool nesterov, bool maximize,
-                    bool first, const std::optional<at::Tensor>& grad_scale,
-                    const std::optional<at::Tensor>& found_inf) {
+                    double mom, const at::Tensor &lr, double damp, bool nesterov, bool maximize,
+                    bool first, const std::optional<at::Tensor> &grad_scale,
+                    const std::optional<at::Tensor> &found_inf) {
   TORCH_CHECK(params.size() == grads.size(), "_fused_sgd_: expected as many grads as params");
   TORCH_CHECK(mom == 0.0 || bufs.size() == params.size(),
               "_fused_sgd_: expected as many momentum buffers as params");
@@ -32,7 +32,7 @@ void fused_sgd_impl(at::TensorList params, at::TensorList grads, at::TensorList 
     at::Tensor skip;
     if (found_inf.has_value() && found_inf->defined())
       skip = found_inf->to(p.device()).ne(0).reshape({});
-    auto keep_or = [&](const at::Tensor& old, const at::Tensor& upd) {
+    auto keep_or = [&](const at::Tensor &old, const at::Tensor &upd) {
       return skip.defined() ? at::where(skip, old, upd) : upd;
     };
     if (grad_scale.has_value() && grad_scale->defined())
@@ -52,17 +52,17 @@ void fused_sgd_impl(at::TensorList params, at::TensorList grads, at::TensorList 
 
 void fused_sgd(at::TensorList params, at::TensorList grads, at::TensorList bufs, double wd,
                double mom, double lr, double damp, bool nesterov, bool maximize, bool first,
-               const std::optional<at::Tensor>& grad_scale,
-               const std::optional<at::Tensor>& found_inf) {
+               const std::optional<at::Tensor> &grad_scale,
+               const std::optional<at::Tensor> &found_inf) {
   if (params.empty()) return;
-  fused_sgd_impl(params, grads, bufs, wd, mom, at::scalar_tensor(lr, at::kDouble), damp,
-                 nesterov, maximize, first, grad_scale, found_inf);
+  fused_sgd_impl(params, grads, bufs, wd, mom, at::scalar_tensor(lr, at::kDouble), damp, nesterov,
+                 maximize, first, grad_scale, found_inf);
 }
 
 void fused_sgd_tensor_lr(at::TensorList params, at::TensorList grads, at::TensorList bufs,
-                         double wd, double mom, const at::Tensor& lr, double damp, bool nesterov,
-                         bool maximize, bool first, const std::optional<at::Tensor>& grad_scale,
-                         const std::optional<at::Tensor>& found_inf) {
+                         double wd, double mom, const at::Tensor &lr, double damp, bool nesterov,
+                         bool maximize, bool first, const std::optional<at::Tensor> &grad_scale,
+                         const std::optional<at::Tensor> &found_inf) {
   if (params.empty()) return;
   fused_sgd_impl(params, grads, bufs, wd, mom, lr, damp, nesterov, maximize, first, grad_scale,
                  found_inf);
@@ -71,10 +71,10 @@ void fused_sgd_tensor_lr(at::TensorList params, at::TensorList grads, at::Tensor
 // ---------------------------------------------------------- fused Adam/AdamW
 
 namespace {
-void adam_task(void* p) { tnk_adam(static_cast<tnk_adam_args_t*>(p)); }
+void adam_task(void *p) { tnk_adam(static_cast<tnk_adam_args_t *>(p)); }
 
-const float* device_scalar(const std::optional<at::Tensor>& t, c10::Device dev,
-                           std::vector<at::Tensor>& keep) {
+const float *device_scalar(const std::optional<at::Tensor> &t, c10::Device dev,
+                           std::vector<at::Tensor> &keep) {
   if (!t.has_value() || !t->defined()) return nullptr;
   at::Tensor x = t->to(dev, at::kFloat);
   keep.push_back(x);
@@ -83,25 +83,24 @@ const float* device_scalar(const std::optional<at::Tensor>& t, c10::Device dev,
 
 void fused_adam(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
                 at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
-                at::TensorList state_steps, double lr, const at::Tensor* lr_tensor, double beta1,
+                at::TensorList state_steps, double lr, const at::Tensor *lr_tensor, double beta1,
                 double beta2, double weight_decay, double eps, bool amsgrad, bool maximize,
-                const std::optional<at::Tensor>& grad_scale,
-                const std::optional<at::Tensor>& found_inf, bool adamw) {
+                const std::optional<at::Tensor> &grad_scale,
+                const std::optional<at::Tensor> &found_inf, bool adamw) {
   size_t n = params.size();
   TORCH_CHECK(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n &&
                   state_steps.size() == n && (!amsgrad || max_exp_avg_sqs.size() == n),
               "fused Adam: all tensor lists must have the same length");
   for (size_t i = 0; i < n; i++) {
-    const at::Tensor& p = params[i];
+    const at::Tensor &p = params[i];
     c10::Device dev = p.device();
     std::vector<at::Tensor> keep;  // device scalars live until the launch is queued
     bool ok;
     tnk_dtype_t dt = to_tnk(p.scalar_type(), &ok);
     std::vector<at::Tensor> ts{p, grads[i], exp_avgs[i], exp_avg_sqs[i]};
     if (amsgrad) ts.push_back(max_exp_avg_sqs[i]);
-    for (const at::Tensor& t : ts) {
-      TORCH_CHECK(t.device() == dev && t.scalar_type() == p.scalar_type() &&
-                      t.sizes() == p.sizes(),
+    for (const at::Tensor &t : ts) {
+      TORCH_CHECK(t.device() == dev && t.scalar_type() == p.scalar_type() && t.sizes() == p.sizes(),
                   "fused Adam: param, grad and state tensors must match in device, dtype "
                   "and shape");
       TORCH_CHECK(t.is_contiguous(), "fused Adam on neuron expects contiguous tensors");
@@ -110,7 +109,7 @@ void fused_adam(at::TensorList params, at::TensorList grads, at::TensorList exp_
                 p.scalar_type());
     tnk_adam_args_t a{};
     a.param = p.data_ptr();
-    a.grad = const_cast<void*>(grads[i].const_data_ptr());
+    a.grad = const_cast<void *>(grads[i].const_data_ptr());
     a.exp_avg = exp_avgs[i].data_ptr();
     a.exp_avg_sq = exp_avg_sqs[i].data_ptr();
     a.max_exp_avg_sq = amsgrad ? max_exp_avg_sqs[i].data_ptr() : nullptr;
@@ -128,31 +127,30 @@ void fused_adam(at::TensorList params, at::TensorList grads, at::TensorList exp_
     a.adamw = adamw;
     a.amsgrad = amsgrad;
     a.maximize = maximize;
-    launch(dev.index(), adam_task, &a, sizeof a, adamw ? "aten::_fused_adamw_" : "aten::_fused_adam_");
+    launch(dev.index(), adam_task, &a, sizeof a,
+           adamw ? "aten::_fused_adamw_" : "aten::_fused_adam_");
   }
 }
 }  // namespace
 
-#define NEURON_FUSED_ADAM(NAME, ADAMW)                                                          \
-  void NAME(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs,                \
-            at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,                        \
-            at::TensorList state_steps, double lr, double beta1, double beta2,                 \
-            double weight_decay, double eps, bool amsgrad, bool maximize,                      \
-            const std::optional<at::Tensor>& grad_scale,                                       \
-            const std::optional<at::Tensor>& found_inf) {                                      \
-    fused_adam(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, nullptr, \
-               beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf,      \
-               ADAMW);                                                                         \
-  }                                                                                            \
-  void NAME##tensor_lr(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs,     \
-                       at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,             \
-                       at::TensorList state_steps, const at::Tensor& lr, double beta1,         \
-                       double beta2, double weight_decay, double eps, bool amsgrad,            \
-                       bool maximize, const std::optional<at::Tensor>& grad_scale,             \
-                       const std::optional<at::Tensor>& found_inf) {                           \
-    fused_adam(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, 0.0, &lr,    \
-               beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf,      \
-               ADAMW);                                                                         \
+#define NEURON_FUSED_ADAM(NAME, ADAMW)                                                             \
+  void NAME(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs,                    \
+            at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,                            \
+            at::TensorList state_steps, double lr, double beta1, double beta2,                     \
+            double weight_decay, double eps, bool amsgrad, bool maximize,                          \
+            const std::optional<at::Tensor> &grad_scale,                                           \
+            const std::optional<at::Tensor> &found_inf) {                                          \
+    fused_adam(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, nullptr,      \
+               beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf, ADAMW);  \
+  }                                                                                                \
+  void NAME##tensor_lr(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs,         \
+                       at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,                 \
+                       at::TensorList state_steps, const at::Tensor &lr, double beta1,             \
+                       double beta2, double weight_decay, double eps, bool amsgrad, bool maximize, \
+                       const std::optional<at::Tensor> &grad_scale,                                \
+                       const std::optional<at::Tensor> &found_inf) {                               \
+    fused_adam(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, 0.0, &lr, beta1,  \
+               beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf, ADAMW);         \
   }
 NEURON_FUSED_ADAM(fused_adamw_, true)
 NEURON_FUSED_ADAM(fused_adam_, false)
@@ -164,15 +162,17 @@ namespace {
 
 // Every tensor is multiplied by inv_scale in place; found_inf becomes 1 if any
 // element of any of them is inf or NaN. All on the device: no host sync.
-void amp_non_finite_check_and_unscale(at::TensorList self, at::Tensor& found_inf,
-                                      const at::Tensor& inv_scale) {
+void amp_non_finite_check_and_unscale(at::TensorList self, at::Tensor &found_inf,
+                                      const at::Tensor &inv_scale) {
   TORCH_CHECK(inv_scale.numel() == 1, "inv_scale must be a 1-element tensor.");
   TORCH_CHECK(found_inf.numel() == 1, "found_inf must be a 1-element tensor.");
   TORCH_CHECK(inv_scale.scalar_type() == at::kFloat, "inv_scale must be a float tensor.");
   TORCH_CHECK(found_inf.scalar_type() == at::kFloat, "found_inf must be a float tensor.");
-  for (const at::Tensor& t : self) {
-    TORCH_CHECK(t.device() == found_inf.device(), "Expected all tensors to be on the same "
-                "device, but found ", t.device(), " and ", found_inf.device());
+  for (const at::Tensor &t : self) {
+    TORCH_CHECK(t.device() == found_inf.device(),
+                "Expected all tensors to be on the same "
+                "device, but found ",
+                t.device(), " and ", found_inf.device());
     TORCH_CHECK(t.layout() == at::kStrided, "One of the tensors is not strided.");
     if (t.numel() == 0) continue;
     at::Tensor bad = at::logical_not(at::isfinite(t)).any().to(at::kFloat);
@@ -185,7 +185,7 @@ void amp_non_finite_check_and_unscale(at::TensorList self, at::Tensor& found_inf
 // CUDA's rule: an inf/NaN step backs the scale off and resets the tracker;
 // growth_interval clean steps in a row grow it (when the grown scale is
 // finite) and reset the tracker.
-at::Tensor& amp_update_scale(at::Tensor& scale, at::Tensor& tracker, const at::Tensor& found_inf,
+at::Tensor &amp_update_scale(at::Tensor &scale, at::Tensor &tracker, const at::Tensor &found_inf,
                              double growth, double backoff, int64_t interval) {
   TORCH_CHECK(tracker.numel() == 1 && scale.numel() == 1 && found_inf.numel() == 1,
               "growth_tracker, current_scale and found_inf must be 1-element tensors.");

@@ -20,7 +20,7 @@ namespace torch_neuronx {
 // the helpers shared with resample_ops.cpp are in neuron.h).
 
 namespace {
-void pool_task(void* p) { tnk_pool(static_cast<tnk_pool_args_t*>(p)); }
+void pool_task(void *p) { tnk_pool(static_cast<tnk_pool_args_t *>(p)); }
 
 // Pooling geometry over the last `spatial` (2 or 3) dims; arrays are
 // (depth, height, width), depth unused in 2-D.
@@ -35,7 +35,7 @@ struct PoolGeom {
 struct PoolInts {
   int32_t k[3], s[3], p[3], d[3];
 };
-PoolInts as_int32(const PoolGeom& g) {
+PoolInts as_int32(const PoolGeom &g) {
   PoolInts r;
   for (int a = 0; a < 3; a++) {
     r.k[a] = static_cast<int32_t>(g.k[a]);
@@ -52,23 +52,21 @@ int64_t pick(at::IntArrayRef v, int i, int64_t dflt) {
   return v.size() > static_cast<size_t>(i) ? v[i] : v[0];
 }
 
-const char* kAxes[2] = {"two", "three"};
+const char *kAxes[2] = {"two", "three"};
 
 // Reads sizes, planes and (for windowed pools) the window parameters, ATen's
 // argument checks first.
-PoolGeom pool_geometry(const at::Tensor& x, int spatial, at::IntArrayRef k, at::IntArrayRef st,
-                       at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode,
-                       const char* name) {
-  const char* n = kAxes[spatial - 2];
+PoolGeom pool_geometry(const at::Tensor &x, int spatial, at::IntArrayRef k, at::IntArrayRef st,
+                       at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode, const char *name) {
+  const char *n = kAxes[spatial - 2];
   auto ok = [&](at::IntArrayRef v) { return v.size() == 1 || v.size() == size_t(spatial); };
-  TORCH_CHECK(ok(k), name, ": kernel_size must either be a single int, or a tuple of ", n,
-              " ints");
-  TORCH_CHECK(st.empty() || ok(st), name, ": stride must either be omitted, a single int, or "
-              "a tuple of ", n, " ints");
-  TORCH_CHECK(ok(pad), name, ": padding must either be a single int, or a tuple of ", n,
-              " ints");
-  TORCH_CHECK(ok(dil), name, ": dilation must be either a single int, or a tuple of ", n,
-              " ints");
+  TORCH_CHECK(ok(k), name, ": kernel_size must either be a single int, or a tuple of ", n, " ints");
+  TORCH_CHECK(st.empty() || ok(st), name,
+              ": stride must either be omitted, a single int, or "
+              "a tuple of ",
+              n, " ints");
+  TORCH_CHECK(ok(pad), name, ": padding must either be a single int, or a tuple of ", n, " ints");
+  TORCH_CHECK(ok(dil), name, ": dilation must be either a single int, or a tuple of ", n, " ints");
   PoolGeom g;
   g.spatial = spatial;
   for (int i = 0; i < spatial; i++) {
@@ -80,36 +78,38 @@ PoolGeom pool_geometry(const at::Tensor& x, int spatial, at::IntArrayRef k, at::
     TORCH_CHECK(g.s[a] != 0, "stride should not be zero");
   }
   TORCH_CHECK(x.dim() == spatial + 1 || x.dim() == spatial + 2, "Expected ", spatial + 1, "D or ",
-              spatial + 2, "D (batch mode) tensor with optional 0 dim batch size for input, "
-              "but got:", x.sizes());
+              spatial + 2,
+              "D (batch mode) tensor with optional 0 dim batch size for input, "
+              "but got:",
+              x.sizes());
   g.c = x.size(-spatial - 1);
   g.planes = x.dim() == spatial + 2 ? x.size(0) * g.c : g.c;
   for (int i = 0; i < spatial; i++) {
     int a = 3 - spatial + i;
     g.in[a] = x.size(x.dim() - spatial + i);
-    g.out[a] = at::native::pooling_output_shape<int64_t>(g.in[a], g.k[a], g.p[a], g.s[a],
-                                                         g.dil[a], ceil_mode);
+    g.out[a] = at::native::pooling_output_shape<int64_t>(g.in[a], g.k[a], g.p[a], g.s[a], g.dil[a],
+                                                         ceil_mode);
   }
   PoolInts w = as_int32(g);
   const int32_t *K = w.k, *S = w.s, *P = w.p, *D = w.d;
   if (spatial == 2)
-    at::native::pool2d_shape_check(x, K[1], K[2], S[1], S[2], P[1], P[2], D[1], D[2], g.c,
-                                   g.in[1], g.in[2], g.out[1], g.out[2], format_of(x));
+    at::native::pool2d_shape_check(x, K[1], K[2], S[1], S[2], P[1], P[2], D[1], D[2], g.c, g.in[1],
+                                   g.in[2], g.out[1], g.out[2], format_of(x));
   else
     at::native::pool3d_shape_check(x, g.c, K[0], K[1], K[2], S[0], S[1], S[2], P[0], P[1], P[2],
-                                   D[0], D[1], D[2], g.in[0], g.in[1], g.in[2], g.out[0],
-                                   g.out[1], g.out[2], name);
+                                   D[0], D[1], D[2], g.in[0], g.in[1], g.in[2], g.out[0], g.out[1],
+                                   g.out[2], name);
   return g;
 }
 
 // x's shape with the spatial dims replaced by the pooled ones.
-std::vector<int64_t> pooled_shape(const at::Tensor& x, const PoolGeom& g) {
+std::vector<int64_t> pooled_shape(const at::Tensor &x, const PoolGeom &g) {
   std::vector<int64_t> s(x.sizes().begin(), x.sizes().end());
   for (int i = 0; i < g.spatial; i++) s[s.size() - g.spatial + i] = g.out[3 - g.spatial + i];
   return s;
 }
 
-tnk_pool_args_t pool_args(const PoolGeom& g, int kind, const at::Tensor& x) {
+tnk_pool_args_t pool_args(const PoolGeom &g, int kind, const at::Tensor &x) {
   tnk_pool_args_t a{};
   a.planes = g.planes;
   a.h = g.in[1];
@@ -139,9 +139,9 @@ tnk_pool_args_t pool_args(const PoolGeom& g, int kind, const at::Tensor& x) {
 }
 
 // ---- max pooling with indices
-void max_pool_forward(const at::Tensor& self, int spatial, at::IntArrayRef k, at::IntArrayRef st,
-                      at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode, at::Tensor& out,
-                      at::Tensor& indices, const char* name) {
+void max_pool_forward(const at::Tensor &self, int spatial, at::IntArrayRef k, at::IntArrayRef st,
+                      at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode, at::Tensor &out,
+                      at::Tensor &indices, const char *name) {
   PoolGeom g = pool_geometry(self, spatial, k, st, pad, dil, ceil_mode, name);
   at::MemoryFormat fmt = format_of(self);
   auto shape = pooled_shape(self, g);
@@ -163,22 +163,21 @@ void max_pool_forward(const at::Tensor& self, int spatial, at::IntArrayRef k, at
   deliver(indices, ires, fmt);
 }
 
-at::Tensor max_pool_backward(const at::Tensor& grad, const at::Tensor& self, int spatial,
+at::Tensor max_pool_backward(const at::Tensor &grad, const at::Tensor &self, int spatial,
                              at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef pad,
-                             at::IntArrayRef dil, bool ceil_mode, const at::Tensor& indices,
-                             const char* name) {
+                             at::IntArrayRef dil, bool ceil_mode, const at::Tensor &indices,
+                             const char *name) {
   PoolGeom g = pool_geometry(self, spatial, k, st, pad, dil, ceil_mode, name);
   PoolInts w = as_int32(g);
   const int32_t *K = w.k, *S = w.s, *P = w.p, *D = w.d;
   if (spatial == 2)
     at::native::max_pool2d_backward_shape_check(self, grad, indices, K[1], K[2], S[1], S[2], P[1],
-                                                P[2], D[1], D[2], g.c, g.in[1], g.in[2],
-                                                g.out[1], g.out[2], format_of(self));
+                                                P[2], D[1], D[2], g.c, g.in[1], g.in[2], g.out[1],
+                                                g.out[2], format_of(self));
   else
-    at::native::max_pool3d_backward_shape_check(self, grad, indices, g.c, K[0], K[1], K[2], S[0],
-                                                S[1], S[2], P[0], P[1], P[2], D[0], D[1], D[2],
-                                                g.in[0], g.in[1], g.in[2], g.out[0], g.out[1],
-                                                g.out[2], name);
+    at::native::max_pool3d_backward_shape_check(
+        self, grad, indices, g.c, K[0], K[1], K[2], S[0], S[1], S[2], P[0], P[1], P[2], D[0], D[1],
+        D[2], g.in[0], g.in[1], g.in[2], g.out[0], g.out[1], g.out[2], name);
   at::MemoryFormat fmt = format_of(self);
   auto [res, buf] = result_pair(self.sizes(), self.options(), fmt);
   if (buf.numel()) {
@@ -187,7 +186,7 @@ at::Tensor max_pool_backward(const at::Tensor& grad, const at::Tensor& self, int
     a.backward = 1;
     a.in = go.const_data_ptr();
     a.out = buf.data_ptr();
-    a.indices = const_cast<int64_t*>(ix.const_data_ptr<int64_t>());
+    a.indices = const_cast<int64_t *>(ix.const_data_ptr<int64_t>());
     a.fault = fault_sink(self.device().index(),
                          spatial == 2 ? "max_pool2d_backward" : "max_pool3d_backward", false);
     launch(self.device().index(), pool_task, &a, sizeof a, name);
@@ -196,7 +195,7 @@ at::Tensor max_pool_backward(const at::Tensor& grad, const at::Tensor& self, int
   return res;
 }
 
-bool max_backward_ok(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& indices,
+bool max_backward_ok(const at::Tensor &grad, const at::Tensor &self, const at::Tensor &indices,
                      int spatial) {
   return pool_dtype_ok(self) && grad.scalar_type() == self.scalar_type() &&
          indices.scalar_type() == at::kLong;
@@ -205,7 +204,7 @@ bool max_backward_ok(const at::Tensor& grad, const at::Tensor& self, const at::T
 // ---- average pooling
 // Result layout of the average pools, as CPU gives it: the input's, except
 // that 3-D forward results are contiguous.
-at::MemoryFormat avg_format(const at::Tensor& self, int spatial, bool backward) {
+at::MemoryFormat avg_format(const at::Tensor &self, int spatial, bool backward) {
   return spatial == 3 && !backward ? at::MemoryFormat::Contiguous : format_of(self);
 }
 
@@ -214,10 +213,9 @@ void check_divisor(std::optional<int64_t> d) {
 }
 
 // The average-pool forward or backward (grad defined) into a new tensor.
-at::Tensor avg_pool_run(const at::Tensor& self, const at::Tensor* grad, int spatial,
-                        at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef pad,
-                        bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor,
-                        const char* name) {
+at::Tensor avg_pool_run(const at::Tensor &self, const at::Tensor *grad, int spatial,
+                        at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef pad, bool ceil_mode,
+                        bool count_include_pad, std::optional<int64_t> divisor, const char *name) {
   check_divisor(divisor);
   PoolGeom g = pool_geometry(self, spatial, k, st, pad, at::IntArrayRef{1}, ceil_mode, name);
   at::MemoryFormat fmt = avg_format(self, spatial, grad != nullptr);
@@ -225,16 +223,16 @@ at::Tensor avg_pool_run(const at::Tensor& self, const at::Tensor* grad, int spat
     PoolInts w = as_int32(g);
     const int32_t *K = w.k, *S = w.s, *P = w.p;
     if (spatial == 2)
-      at::native::avg_pool2d_backward_shape_check(
-          self, *grad, self.dim() == 4 ? self.size(0) : 1, K[1], K[2], S[1], S[2], P[1], P[2],
-          g.c, g.in[1], g.in[2], g.out[1], g.out[2], fmt);
+      at::native::avg_pool2d_backward_shape_check(self, *grad, self.dim() == 4 ? self.size(0) : 1,
+                                                  K[1], K[2], S[1], S[2], P[1], P[2], g.c, g.in[1],
+                                                  g.in[2], g.out[1], g.out[2], fmt);
     else
       at::native::avg_pool3d_backward_shape_check(self, *grad, g.c, K[0], K[1], K[2], S[0], S[1],
-                                                  S[2], P[0], P[1], P[2], g.in[0], g.in[1],
-                                                  g.in[2], g.out[0], g.out[1], g.out[2], name);
+                                                  S[2], P[0], P[1], P[2], g.in[0], g.in[1], g.in[2],
+                                                  g.out[0], g.out[1], g.out[2], name);
   }
-  auto [res, buf] = result_pair(grad ? self.sizes().vec() : pooled_shape(self, g),
-                                self.options(), fmt);
+  auto [res, buf] =
+      result_pair(grad ? self.sizes().vec() : pooled_shape(self, g), self.options(), fmt);
   if (buf.numel()) {
     at::Tensor in = grad ? grad->contiguous() : self.contiguous();
     tnk_pool_args_t a = pool_args(g, TNK_POOL_AVG, self);
@@ -250,19 +248,22 @@ at::Tensor avg_pool_run(const at::Tensor& self, const at::Tensor* grad, int spat
 }
 
 // ---- adaptive average pooling
-at::Tensor adaptive_avg_run(const at::Tensor& self, const at::Tensor* grad, int spatial,
-                            at::IntArrayRef osize, const char* name) {
+at::Tensor adaptive_avg_run(const at::Tensor &self, const at::Tensor *grad, int spatial,
+                            at::IntArrayRef osize, const char *name) {
   TORCH_CHECK(self.dim() == spatial + 1 || self.dim() == spatial + 2, name, "(): Expected ",
               spatial + 1, "D or ", spatial + 2, "D tensor, but got ", self.sizes());
   TORCH_CHECK(osize.size() == static_cast<size_t>(spatial), name, ": output_size must be ",
               spatial);
   for (int64_t i = 1; i < self.dim(); i++)
-    TORCH_CHECK(self.size(i) > 0, name, "(): Expected input to have non-zero size for non-batch "
-                "dimensions, but input has sizes ", self.sizes(), " with dimension ", i,
-                " being empty");
+    TORCH_CHECK(self.size(i) > 0, name,
+                "(): Expected input to have non-zero size for non-batch "
+                "dimensions, but input has sizes ",
+                self.sizes(), " with dimension ", i, " being empty");
   for (int64_t o : osize)
-    TORCH_CHECK(o >= 0, name, ": elements of output_size must be greater than or equal to 0 "
-                "but received ", osize);
+    TORCH_CHECK(o >= 0, name,
+                ": elements of output_size must be greater than or equal to 0 "
+                "but received ",
+                osize);
   PoolGeom g;
   g.spatial = spatial;
   for (int i = 0; i < spatial; i++) {
@@ -272,8 +273,8 @@ at::Tensor adaptive_avg_run(const at::Tensor& self, const at::Tensor* grad, int 
   }
   g.planes = self.dim() == spatial + 2 ? self.size(0) * self.size(1) : self.size(0);
   at::MemoryFormat fmt = avg_format(self, spatial, grad != nullptr);
-  auto [res, buf] = result_pair(grad ? self.sizes().vec() : pooled_shape(self, g),
-                                self.options(), fmt);
+  auto [res, buf] =
+      result_pair(grad ? self.sizes().vec() : pooled_shape(self, g), self.options(), fmt);
   if (buf.numel()) {
     at::Tensor in = grad ? grad->contiguous() : self.contiguous();
     tnk_pool_args_t a = pool_args(g, TNK_POOL_ADAPTIVE_AVG, self);
@@ -290,107 +291,107 @@ at::Tensor adaptive_avg_run(const at::Tensor& self, const at::Tensor* grad, int 
 // The 2-D and 3-D entry points: ATen's schemas, the CPU fallback for what
 // the kernels do not take (integer dtypes, mixed dtypes).
 
-#define NEURON_MAX_POOL(ND, SP)                                                                 \
-  std::tuple<at::Tensor&, at::Tensor&> max_pool##ND##_with_indices_out(                         \
-      const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef pad,       \
-      at::IntArrayRef dil, bool ceil_mode, at::Tensor& out, at::Tensor& indices) {              \
+#define NEURON_MAX_POOL(ND, SP)                                                                \
+  std::tuple<at::Tensor &, at::Tensor &> max_pool##ND##_with_indices_out(                      \
+      const at::Tensor &self, at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef pad,      \
+      at::IntArrayRef dil, bool ceil_mode, at::Tensor &out, at::Tensor &indices) {             \
     if (!pool_dtype_ok(self))                                                                  \
-      return FALLBACK(max_pool##ND##_with_indices_out, self, k, st, pad, dil, ceil_mode,   \
-                           out, indices);                                                       \
-    max_pool_forward(self, SP, k, st, pad, dil, ceil_mode, out, indices,                        \
-                     "aten::max_pool" #ND "_with_indices");                                     \
-    return {out, indices};                                                                      \
-  }                                                                                             \
-  std::tuple<at::Tensor, at::Tensor> max_pool##ND##_with_indices(                               \
-      const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef pad,       \
-      at::IntArrayRef dil, bool ceil_mode) {                                                    \
-    at::Tensor out = at::empty({0}, self.options());                                            \
-    at::Tensor idx = at::empty({0}, self.options().dtype(at::kLong));                           \
-    max_pool##ND##_with_indices_out(self, k, st, pad, dil, ceil_mode, out, idx);                \
-    return {out, idx};                                                                          \
-  }                                                                                             \
-  at::Tensor& max_pool##ND##_with_indices_backward_out(                                         \
-      const at::Tensor& grad, const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef st,    \
-      at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode, const at::Tensor& indices,      \
-      at::Tensor& gin) {                                                                        \
-    if (!max_backward_ok(grad, self, indices, SP))                                              \
-      return FALLBACK(max_pool##ND##_with_indices_backward_grad_input, grad, self, k, st,  \
-                           pad, dil, ceil_mode, indices, gin);                                  \
-    return deliver(gin,                                                                         \
-                   max_pool_backward(grad, self, SP, k, st, pad, dil, ceil_mode, indices,       \
-                                     "aten::max_pool" #ND "_with_indices_backward"),            \
-                   format_of(self));                                                            \
-  }                                                                                             \
-  at::Tensor max_pool##ND##_with_indices_backward(                                              \
-      const at::Tensor& grad, const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef st,    \
-      at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode, const at::Tensor& indices) {    \
-    if (!max_backward_ok(grad, self, indices, SP))                                              \
-      return FALLBACK(max_pool##ND##_with_indices_backward, grad, self, k, st, pad, dil,   \
-                           ceil_mode, indices);                                                 \
-    return max_pool_backward(grad, self, SP, k, st, pad, dil, ceil_mode, indices,               \
-                             "aten::max_pool" #ND "_with_indices_backward");                    \
+      return FALLBACK(max_pool##ND##_with_indices_out, self, k, st, pad, dil, ceil_mode, out,  \
+                      indices);                                                                \
+    max_pool_forward(self, SP, k, st, pad, dil, ceil_mode, out, indices,                       \
+                     "aten::max_pool" #ND "_with_indices");                                    \
+    return {out, indices};                                                                     \
+  }                                                                                            \
+  std::tuple<at::Tensor, at::Tensor> max_pool##ND##_with_indices(                              \
+      const at::Tensor &self, at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef pad,      \
+      at::IntArrayRef dil, bool ceil_mode) {                                                   \
+    at::Tensor out = at::empty({0}, self.options());                                           \
+    at::Tensor idx = at::empty({0}, self.options().dtype(at::kLong));                          \
+    max_pool##ND##_with_indices_out(self, k, st, pad, dil, ceil_mode, out, idx);               \
+    return {out, idx};                                                                         \
+  }                                                                                            \
+  at::Tensor &max_pool##ND##_with_indices_backward_out(                                        \
+      const at::Tensor &grad, const at::Tensor &self, at::IntArrayRef k, at::IntArrayRef st,   \
+      at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode, const at::Tensor &indices,     \
+      at::Tensor &gin) {                                                                       \
+    if (!max_backward_ok(grad, self, indices, SP))                                             \
+      return FALLBACK(max_pool##ND##_with_indices_backward_grad_input, grad, self, k, st, pad, \
+                      dil, ceil_mode, indices, gin);                                           \
+    return deliver(gin,                                                                        \
+                   max_pool_backward(grad, self, SP, k, st, pad, dil, ceil_mode, indices,      \
+                                     "aten::max_pool" #ND "_with_indices_backward"),           \
+                   format_of(self));                                                           \
+  }                                                                                            \
+  at::Tensor max_pool##ND##_with_indices_backward(                                             \
+      const at::Tensor &grad, const at::Tensor &self, at::IntArrayRef k, at::IntArrayRef st,   \
+      at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode, const at::Tensor &indices) {   \
+    if (!max_backward_ok(grad, self, indices, SP))                                             \
+      return FALLBACK(max_pool##ND##_with_indices_backward, grad, self, k, st, pad, dil,       \
+                      ceil_mode, indices);                                                     \
+    return max_pool_backward(grad, self, SP, k, st, pad, dil, ceil_mode, indices,              \
+                             "aten::max_pool" #ND "_with_indices_backward");                   \
   }
 
-#define NEURON_AVG_POOL(ND, SP)                                                                 \
-  at::Tensor avg_pool##ND(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef st,        \
-                          at::IntArrayRef pad, bool ceil_mode, bool cip,                        \
-                          std::optional<int64_t> divisor) {                                     \
-    if (!pool_dtype_ok(self))                                                                  \
-      return FALLBACK(avg_pool##ND, self, k, st, pad, ceil_mode, cip, divisor);            \
-    return avg_pool_run(self, nullptr, SP, k, st, pad, ceil_mode, cip, divisor,                 \
-                        "aten::avg_pool" #ND);                                                  \
-  }                                                                                             \
-  at::Tensor& avg_pool##ND##_out(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef st, \
-                                 at::IntArrayRef pad, bool ceil_mode, bool cip,                 \
-                                 std::optional<int64_t> divisor, at::Tensor& out) {             \
-    if (!pool_dtype_ok(self) || out.scalar_type() != self.scalar_type())                       \
-      return FALLBACK(avg_pool##ND##_out, self, k, st, pad, ceil_mode, cip, divisor, out); \
-    return deliver(out,                                                                         \
-                   avg_pool_run(self, nullptr, SP, k, st, pad, ceil_mode, cip, divisor,         \
-                                "aten::avg_pool" #ND),                                          \
-                   avg_format(self, SP, false));                                                \
-  }                                                                                             \
-  at::Tensor avg_pool##ND##_backward(const at::Tensor& grad, const at::Tensor& self,            \
-                                     at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef pad, \
-                                     bool ceil_mode, bool cip, std::optional<int64_t> divisor) { \
-    if (!pool_dtype_ok(self) || grad.scalar_type() != self.scalar_type())                      \
-      return FALLBACK(avg_pool##ND##_backward, grad, self, k, st, pad, ceil_mode, cip,     \
-                           divisor);                                                            \
-    return avg_pool_run(self, &grad, SP, k, st, pad, ceil_mode, cip, divisor,                   \
-                        "aten::avg_pool" #ND "_backward");                                      \
-  }                                                                                             \
-  at::Tensor& avg_pool##ND##_backward_out(                                                      \
-      const at::Tensor& grad, const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef st,    \
-      at::IntArrayRef pad, bool ceil_mode, bool cip, std::optional<int64_t> divisor,            \
-      at::Tensor& gin) {                                                                        \
-    if (!pool_dtype_ok(self) || grad.scalar_type() != self.scalar_type())                      \
-      return FALLBACK(avg_pool##ND##_backward_grad_input, grad, self, k, st, pad,          \
-                           ceil_mode, cip, divisor, gin);                                       \
-    return deliver(gin,                                                                         \
-                   avg_pool_run(self, &grad, SP, k, st, pad, ceil_mode, cip, divisor,           \
-                                "aten::avg_pool" #ND "_backward"),                              \
-                   format_of(self));                                                            \
+#define NEURON_AVG_POOL(ND, SP)                                                                   \
+  at::Tensor avg_pool##ND(const at::Tensor &self, at::IntArrayRef k, at::IntArrayRef st,          \
+                          at::IntArrayRef pad, bool ceil_mode, bool cip,                          \
+                          std::optional<int64_t> divisor) {                                       \
+    if (!pool_dtype_ok(self))                                                                     \
+      return FALLBACK(avg_pool##ND, self, k, st, pad, ceil_mode, cip, divisor);                   \
+    return avg_pool_run(self, nullptr, SP, k, st, pad, ceil_mode, cip, divisor,                   \
+                        "aten::avg_pool" #ND);                                                    \
+  }                                                                                               \
+  at::Tensor &avg_pool##ND##_out(const at::Tensor &self, at::IntArrayRef k, at::IntArrayRef st,   \
+                                 at::IntArrayRef pad, bool ceil_mode, bool cip,                   \
+                                 std::optional<int64_t> divisor, at::Tensor &out) {               \
+    if (!pool_dtype_ok(self) || out.scalar_type() != self.scalar_type())                          \
+      return FALLBACK(avg_pool##ND##_out, self, k, st, pad, ceil_mode, cip, divisor, out);        \
+    return deliver(out,                                                                           \
+                   avg_pool_run(self, nullptr, SP, k, st, pad, ceil_mode, cip, divisor,           \
+                                "aten::avg_pool" #ND),                                            \
+                   avg_format(self, SP, false));                                                  \
+  }                                                                                               \
+  at::Tensor avg_pool##ND##_backward(const at::Tensor &grad, const at::Tensor &self,              \
+                                     at::IntArrayRef k, at::IntArrayRef st, at::IntArrayRef pad,  \
+                                     bool ceil_mode, bool cip, std::optional<int64_t> divisor) {  \
+    if (!pool_dtype_ok(self) || grad.scalar_type() != self.scalar_type())                         \
+      return FALLBACK(avg_pool##ND##_backward, grad, self, k, st, pad, ceil_mode, cip, divisor);  \
+    return avg_pool_run(self, &grad, SP, k, st, pad, ceil_mode, cip, divisor,                     \
+                        "aten::avg_pool" #ND "_backward");                                        \
+  }                                                                                               \
+  at::Tensor &avg_pool##ND##_backward_out(const at::Tensor &grad, const at::Tensor &self,         \
+                                          at::IntArrayRef k, at::IntArrayRef st,                  \
+                                          at::IntArrayRef pad, bool ceil_mode, bool cip,          \
+                                          std::optional<int64_t> divisor, at::Tensor &gin) {      \
+    if (!pool_dtype_ok(self) || grad.scalar_type() != self.scalar_type())                         \
+      return FALLBACK(avg_pool##ND##_backward_grad_input, grad, self, k, st, pad, ceil_mode, cip, \
+                      divisor, gin);                                                              \
+    return deliver(gin,                                                                           \
+                   avg_pool_run(self, &grad, SP, k, st, pad, ceil_mode, cip, divisor,             \
+                                "aten::avg_pool" #ND "_backward"),                                \
+                   format_of(self));                                                              \
   }
 
 #define NEURON_ADAPTIVE_AVG(ND, SP)                                                             \
-  at::Tensor adaptive_avg_pool##ND(const at::Tensor& self, c10::SymIntArrayRef size) {          \
+  at::Tensor adaptive_avg_pool##ND(const at::Tensor &self, c10::SymIntArrayRef size) {          \
     TORCH_CHECK(size.size() == SP, "adaptive_avg_pool" #ND ": output_size must be " #SP);       \
-    TORCH_CHECK(self.dim() == SP + 1 || self.dim() == SP + 2, "adaptive_avg_pool" #ND           \
-                "(): Expected ", SP + 1, "D or ", SP + 2, "D tensor, but got ", self.sizes());  \
-    if (!pool_dtype_ok(self))                                                                  \
-      return at::native::call_fallback_fn_symint<&neuron_cpu_fallback,                         \
+    TORCH_CHECK(self.dim() == SP + 1 || self.dim() == SP + 2,                                   \
+                "adaptive_avg_pool" #ND "(): Expected ", SP + 1, "D or ", SP + 2,               \
+                "D tensor, but got ", self.sizes());                                            \
+    if (!pool_dtype_ok(self))                                                                   \
+      return at::native::call_fallback_fn_symint<&neuron_cpu_fallback,                          \
                                                  ATEN_OP(_adaptive_avg_pool##ND)>::call(self,   \
                                                                                         size);  \
     std::vector<int64_t> o;                                                                     \
-    for (const auto& v : size) o.push_back(v.expect_int());                                     \
+    for (const auto &v : size) o.push_back(v.expect_int());                                     \
     return adaptive_avg_run(self, nullptr, SP, o, "aten::_adaptive_avg_pool" #ND);              \
   }                                                                                             \
-  at::Tensor adaptive_avg_pool##ND##_backward(const at::Tensor& grad, const at::Tensor& self) { \
-    if (!pool_dtype_ok(self) || grad.scalar_type() != self.scalar_type())                      \
-      return FALLBACK(_adaptive_avg_pool##ND##_backward, grad, self);                      \
-    TORCH_CHECK(grad.dim() == self.dim() && grad.dim() >= SP, "adaptive_avg_pool" #ND           \
-                "_backward(): gradient and input ranks differ: ", grad.sizes(), " vs ",         \
-                self.sizes());                                                                  \
+  at::Tensor adaptive_avg_pool##ND##_backward(const at::Tensor &grad, const at::Tensor &self) { \
+    if (!pool_dtype_ok(self) || grad.scalar_type() != self.scalar_type())                       \
+      return FALLBACK(_adaptive_avg_pool##ND##_backward, grad, self);                           \
+    TORCH_CHECK(grad.dim() == self.dim() && grad.dim() >= SP,                                   \
+                "adaptive_avg_pool" #ND "_backward(): gradient and input ranks differ: ",       \
+                grad.sizes(), " vs ", self.sizes());                                            \
     std::vector<int64_t> o(grad.sizes().end() - SP, grad.sizes().end());                        \
     return adaptive_avg_run(self, &grad, SP, o, "aten::_adaptive_avg_pool" #ND "_backward");    \
   }

@@ -31,23 +31,21 @@ namespace {
 
 // ------------------------------------------------------------------ random
 
-void random_task(void* p) { tnk_random(static_cast<tnk_random_args_t*>(p)); }
+void random_task(void *p) { tnk_random(static_cast<tnk_random_args_t *>(p)); }
 
 // A neuron generator dispatches random ops here even for CPU tensors; CPU
 // and CUDA refuse a generator of another device with this message.
-void check_generator_target(const at::Tensor& t) {
+void check_generator_target(const at::Tensor &t) {
   TORCH_CHECK(t.is_privateuseone(),
               "Expected a 'cpu' device type for generator but found 'neuron'");
 }
 
-at::Tensor& launch_random(at::Tensor& self, tnk_random_args_t& a,
-                          std::optional<at::Generator> gen,
-                          const char* name) {
+at::Tensor &launch_random(at::Tensor &self, tnk_random_args_t &a, std::optional<at::Generator> gen,
+                          const char *name) {
   check_generator_target(self);
   if (self.numel() == 0) return self;
   at::assert_no_internal_overlap(self);
-  TORCH_CHECK_TYPE(to_view(self, &a.dst),
-                   name, ": neuron random kernels do not support dtype ",
+  TORCH_CHECK_TYPE(to_view(self, &a.dst), name, ": neuron random kernels do not support dtype ",
                    self.scalar_type());
   set_shape(&a.shape, self.sizes());
   auto so = philox_next(gen, self.device().index());
@@ -57,14 +55,13 @@ at::Tensor& launch_random(at::Tensor& self, tnk_random_args_t& a,
   return self;
 }
 
-at::Tensor& uniform_(at::Tensor& self, double from, double to,
-                     std::optional<at::Generator> gen) {
-  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but "
-              "found from=", from, " > to=", to);
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()) ||
-                  at::isComplexType(self.scalar_type()),
-              "uniform_ only supports floating-point dtypes, got ",
-              self.scalar_type());
+at::Tensor &uniform_(at::Tensor &self, double from, double to, std::optional<at::Generator> gen) {
+  TORCH_CHECK(from <= to,
+              "uniform_ expects to return a [from, to) range, but "
+              "found from=",
+              from, " > to=", to);
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
+              "uniform_ only supports floating-point dtypes, got ", self.scalar_type());
   tnk_random_args_t a{};
   a.kind = TNK_RAND_UNIFORM;
   a.lo = from;
@@ -72,8 +69,7 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to,
   return launch_random(self, a, gen, "aten::uniform_");
 }
 
-at::Tensor& normal_(at::Tensor& self, double mean, double std,
-                    std::optional<at::Generator> gen) {
+at::Tensor &normal_(at::Tensor &self, double mean, double std, std::optional<at::Generator> gen) {
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
   if (self.is_complex()) {  // as ATen: both parts, each with std / sqrt(2)
     check_generator_target(self);
@@ -82,8 +78,7 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std,
     return self;
   }
   TORCH_CHECK(at::isFloatingType(self.scalar_type()),
-              "normal_ only supports floating-point dtypes, got ",
-              self.scalar_type());
+              "normal_ only supports floating-point dtypes, got ", self.scalar_type());
   tnk_random_args_t a{};
   a.kind = TNK_RAND_NORMAL;
   a.lo = mean;
@@ -95,7 +90,7 @@ bool is_unsigned_wide(c10::ScalarType t) {
   return t == at::kUInt16 || t == at::kUInt32 || t == at::kUInt64;
 }
 
-at::Tensor& random_range(at::Tensor& self, int64_t from, uint64_t range,
+at::Tensor &random_range(at::Tensor &self, int64_t from, uint64_t range,
                          std::optional<at::Generator> gen) {
   if (is_unsigned_wide(self.scalar_type())) {
     // No kernel dtype for these: draw in int64 (the range checks kept every
@@ -135,7 +130,7 @@ uint64_t random_default_range(c10::ScalarType t) {
   }
 }
 
-at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> gen) {
+at::Tensor &random_(at::Tensor &self, std::optional<at::Generator> gen) {
   check_generator_target(self);
   return random_range(self, 0, random_default_range(self.scalar_type()), gen);
 }
@@ -163,7 +158,7 @@ int64_t float_to(int64_t to) {
 
 // The values of an integer (or bool) dtype as int64: uint64's top is
 // INT64_MAX, as far as int64 bounds reach.
-void integer_bounds(c10::ScalarType t, int64_t* lo, int64_t* hi) {
+void integer_bounds(c10::ScalarType t, int64_t *lo, int64_t *hi) {
   *lo = 0;
   *hi = std::numeric_limits<int64_t>::max();
   switch (t) {
@@ -172,19 +167,29 @@ void integer_bounds(c10::ScalarType t, int64_t* lo, int64_t* hi) {
     case at::kUInt16: *hi = 65535; break;
     case at::kUInt32: *hi = 4294967295LL; break;
     case at::kUInt64: break;
-    case at::kChar: *lo = -128; *hi = 127; break;
-    case at::kShort: *lo = -32768; *hi = 32767; break;
-    case at::kInt: *lo = std::numeric_limits<int32_t>::min();
-                   *hi = std::numeric_limits<int32_t>::max(); break;
+    case at::kChar:
+      *lo = -128;
+      *hi = 127;
+      break;
+    case at::kShort:
+      *lo = -32768;
+      *hi = 32767;
+      break;
+    case at::kInt:
+      *lo = std::numeric_limits<int32_t>::min();
+      *hi = std::numeric_limits<int32_t>::max();
+      break;
     case at::kLong: *lo = std::numeric_limits<int64_t>::min(); break;
     default:
-      TORCH_CHECK(false, "random_ handles only integral, floating-point and "
-                  "boolean types, got ", t);
+      TORCH_CHECK(false,
+                  "random_ handles only integral, floating-point and "
+                  "boolean types, got ",
+                  t);
   }
 }
 
 // [from, to_inc] must fit the dtype: the CPU's checks and messages.
-void check_random_bounds(int64_t from, int64_t to_inc, const at::Tensor& self) {
+void check_random_bounds(int64_t from, int64_t to_inc, const at::Tensor &self) {
   const c10::ScalarType t = self.scalar_type();
   if (at::isFloatingType(t)) {
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t, "random_bounds", [&] {
@@ -193,11 +198,14 @@ void check_random_bounds(int64_t from, int64_t to_inc, const at::Tensor& self) {
       TORCH_CHECK(from >= lo && from <= hi, "from is out of bounds for ", self.dtype());
       TORCH_CHECK(to_inc >= lo && to_inc <= hi, "to - 1 is out of bounds for ", self.dtype());
       const int64_t exact = int64_t{1} << std::numeric_limits<scalar_t>::digits;
-      for (auto [v, name] : {std::pair<int64_t, const char*>{from, "from"}, {to_inc, "to - 1"}})
+      for (auto [v, name] : {std::pair<int64_t, const char *>{from, "from"}, {to_inc, "to - 1"}})
         if (v < -exact || v > exact)
           TORCH_WARN(name, " is out of bounds [-(2^", std::numeric_limits<scalar_t>::digits,
-                     "), 2^", std::numeric_limits<scalar_t>::digits, "]. Due to precision "
-                     "limitations ", self.dtype(), " can support discrete uniform "
+                     "), 2^", std::numeric_limits<scalar_t>::digits,
+                     "]. Due to precision "
+                     "limitations ",
+                     self.dtype(),
+                     " can support discrete uniform "
                      "distribution only within this range.");
     });
     return;
@@ -208,8 +216,7 @@ void check_random_bounds(int64_t from, int64_t to_inc, const at::Tensor& self) {
   TORCH_CHECK(to_inc >= lo && to_inc <= hi, "to - 1 is out of bounds for ", self.dtype());
 }
 
-at::Tensor& random_from(at::Tensor& self, int64_t from,
-                        std::optional<int64_t> to_opt,
+at::Tensor &random_from(at::Tensor &self, int64_t from, std::optional<int64_t> to_opt,
                         std::optional<at::Generator> gen) {
   check_generator_target(self);
   const c10::ScalarType t = self.scalar_type();
@@ -217,15 +224,19 @@ at::Tensor& random_from(at::Tensor& self, int64_t from,
   int64_t to_inc = 0;
   if (to_opt.has_value()) {  // [from, to)
     int64_t to = *to_opt;
-    TORCH_CHECK(from < to, "random_ expects 'from' to be less than 'to', but "
-                "got from=", from, " >= to=", to);
+    TORCH_CHECK(from < to,
+                "random_ expects 'from' to be less than 'to', but "
+                "got from=",
+                from, " >= to=", to);
     if (fp) {
       AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t, "random_from_to", [&] {
         from = float_from<scalar_t>(from);
         to = float_to<scalar_t>(to);
       });
-      TORCH_CHECK(from < to, "random_ expects 'from' casted to dtype to be less "
-                  "than 'to' casted to dtype, but got from=", from, " >= to=", to);
+      TORCH_CHECK(from < to,
+                  "random_ expects 'from' casted to dtype to be less "
+                  "than 'to' casted to dtype, but got from=",
+                  from, " >= to=", to);
     }
     to_inc = to - 1;
   } else if (from == std::numeric_limits<int64_t>::min()) {
@@ -244,9 +255,10 @@ at::Tensor& random_from(at::Tensor& self, int64_t from,
       to_inc = int64_t{1} << std::min(std::numeric_limits<scalar_t>::digits, 62);
       from = float_from<scalar_t>(from);
     });
-    TORCH_CHECK(from < to_inc, "random_ expects 'from' casted to dtype to be less "
-                "than or equal to 'to_inc' casted to dtype, but got from=", from,
-                " > to_inc=", to_inc);
+    TORCH_CHECK(from < to_inc,
+                "random_ expects 'from' casted to dtype to be less "
+                "than or equal to 'to_inc' casted to dtype, but got from=",
+                from, " > to_inc=", to_inc);
   } else {  // [from, the dtype's max]
     int64_t lo;
     integer_bounds(t, &lo, &to_inc);
@@ -258,43 +270,41 @@ at::Tensor& random_from(at::Tensor& self, int64_t from,
   return random_range(self, from, range, gen);
 }
 
-at::Tensor& random_to(at::Tensor& self, int64_t to,
-                      std::optional<at::Generator> gen) {
+at::Tensor &random_to(at::Tensor &self, int64_t to, std::optional<at::Generator> gen) {
   return random_from(self, 0, to, gen);
 }
 
-at::Tensor& bernoulli_float(at::Tensor& self, double p,
-                            std::optional<at::Generator> gen) {
-  TORCH_CHECK(0 <= p && p <= 1, "bernoulli_ expects p to be in [0, 1], but "
-              "got p=", p);
+at::Tensor &bernoulli_float(at::Tensor &self, double p, std::optional<at::Generator> gen) {
+  TORCH_CHECK(0 <= p && p <= 1,
+              "bernoulli_ expects p to be in [0, 1], but "
+              "got p=",
+              p);
   tnk_random_args_t a{};
   a.kind = TNK_RAND_BERNOULLI;
   a.lo = p;
   return launch_random(self, a, gen, "aten::bernoulli_");
 }
 
-at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p_,
+at::Tensor &bernoulli_tensor(at::Tensor &self, const at::Tensor &p_,
                              std::optional<at::Generator> gen) {
   at::Tensor p = p_.to(self.device()).expand(self.sizes());
   tnk_random_args_t a{};
   a.kind = TNK_RAND_BERNOULLI;
   a.has_prob = 1;
-  TORCH_CHECK_TYPE(to_view(p, &a.prob),
-                   "bernoulli_: unsupported probability dtype ",
+  TORCH_CHECK_TYPE(to_view(p, &a.prob), "bernoulli_: unsupported probability dtype ",
                    p.scalar_type());
   check_generator_target(self);
   // a probability outside [0, 1] is found by the kernel (CPU's message)
   a.fault = {tnrt_stream_fault, current_native_stream(self.device().index()),
-             "Expected p_in >= 0 && p_in <= 1 to be true, but got false.",
-             TNRT_FAULT_MESSAGE, tnrt_thread_token()};
+             "Expected p_in >= 0 && p_in <= 1 to be true, but got false.", TNRT_FAULT_MESSAGE,
+             tnrt_thread_token()};
   return launch_random(self, a, gen, "aten::bernoulli_");
 }
 
-at::Tensor& exponential_(at::Tensor& self, double lambd,
-                         std::optional<at::Generator> gen) {
+at::Tensor &exponential_(at::Tensor &self, double lambd, std::optional<at::Generator> gen) {
   TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
-              "exponential_ not implemented for '", self.scalar_type(), "'");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "exponential_ not implemented for '",
+              self.scalar_type(), "'");
   tnk_random_args_t a{};
   a.kind = TNK_RAND_EXPONENTIAL;
   a.lo = lambd;
@@ -303,10 +313,10 @@ at::Tensor& exponential_(at::Tensor& self, double lambd,
 
 // ------------------------------------------------------------ device asserts
 
-void assert_task(void* p) { tnk_assert(static_cast<tnk_assert_args_t*>(p)); }
+void assert_task(void *p) { tnk_assert(static_cast<tnk_assert_args_t *>(p)); }
 
 // Messages outlive the ops that raise them (the fault keeps a pointer).
-const char* intern(c10::string_view msg) {
+const char *intern(c10::string_view msg) {
   static std::mutex mu;
   static std::set<std::string> strings;
   std::lock_guard<std::mutex> lock(mu);
@@ -318,40 +328,36 @@ const char* intern(c10::string_view msg) {
 // Raises msg (RuntimeError) at the next synchronisation covering this point
 // of the stream when the one-element tensor cond is zero: CUDA's
 // _assert_async, without a host round trip.
-void assert_async(const at::Tensor& cond, c10::string_view msg) {
+void assert_async(const at::Tensor &cond, c10::string_view msg) {
   TORCH_CHECK(cond.numel() != 0, "Boolean value of Tensor with no values is ambiguous");
-  TORCH_CHECK(cond.numel() == 1,
-              "Boolean value of Tensor with more than one value is ambiguous");
+  TORCH_CHECK(cond.numel() == 1, "Boolean value of Tensor with more than one value is ambiguous");
   at::Tensor flag = cond.to(at::kBool).reshape({});
   tnk_assert_args_t a{};
   a.flag = flag.const_data_ptr();
-  a.fault = {tnrt_stream_fault, current_native_stream(flag.device().index()),
-             intern(msg), TNRT_FAULT_MESSAGE, tnrt_thread_token()};
+  a.fault = {tnrt_stream_fault, current_native_stream(flag.device().index()), intern(msg),
+             TNRT_FAULT_MESSAGE, tnrt_thread_token()};
   launch(flag.device().index(), assert_task, &a, sizeof a, "aten::_assert_async");
 }
 
 namespace {
 
-void assert_async_plain(const at::Tensor& cond) {
+void assert_async_plain(const at::Tensor &cond) {
   assert_async(cond, "Expected Tensor with single nonzero value, but got zero");
 }
 
-void assert_async_msg(const at::Tensor& cond, c10::string_view msg) {
-  assert_async(cond, msg);
-}
+void assert_async_msg(const at::Tensor &cond, c10::string_view msg) { assert_async(cond, msg); }
 
 // torch.multinomial as ATen computes it, from native kernels: without
 // replacement (or one sample) the exponential race argmax/topk(p / q),
 // q ~ Exp(1); with replacement inverse-CDF sampling. The data checks are
 // device-side asserts, as CUDA's.
-at::Tensor& multinomial_out(const at::Tensor& self, int64_t n_sample, bool replacement,
-                            std::optional<at::Generator> gen, at::Tensor& result) {
-  TORCH_CHECK(result.device() == self.device(),
-              "multinomial arguments must have the same device");
+at::Tensor &multinomial_out(const at::Tensor &self, int64_t n_sample, bool replacement,
+                            std::optional<at::Generator> gen, at::Tensor &result) {
+  TORCH_CHECK(result.device() == self.device(), "multinomial arguments must have the same device");
   TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "prob_dist must be 1 or 2 dim");
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
-              "multinomial only supports floating-point dtypes for input, got: ",
-              self.scalar_type());
+  TORCH_CHECK(
+      at::isFloatingType(self.scalar_type()),
+      "multinomial only supports floating-point dtypes for input, got: ", self.scalar_type());
   TORCH_CHECK(result.scalar_type() == at::kLong,
               "multinomial expects Long tensor out, got: ", result.scalar_type());
   TORCH_CHECK(n_sample > 0, "cannot sample n_sample <= 0 samples");
@@ -360,8 +366,10 @@ at::Tensor& multinomial_out(const at::Tensor& self, int64_t n_sample, bool repla
               "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
   TORCH_CHECK(cats <= (1 << 24), "number of categories cannot exceed 2^24");
   check_generator_target(self);
-  if (self.dim() == 1) result.resize_({n_sample});
-  else result.resize_({self.size(0), n_sample});
+  if (self.dim() == 1)
+    result.resize_({n_sample});
+  else
+    result.resize_({self.size(0), n_sample});
   if (result.numel() == 0) return result;
   at::Tensor p = self.dim() == 1 ? self.unsqueeze(0) : self;
   if (p.scalar_type() != at::kDouble) p = p.to(at::kFloat);
@@ -374,8 +382,10 @@ at::Tensor& multinomial_out(const at::Tensor& self, int64_t n_sample, bool repla
     at::Tensor q = at::empty_like(p);
     exponential_(q, 1.0, gen);
     at::Tensor score = p / q;
-    if (n_sample == 1) out.copy_(score.argmax(-1, true));
-    else out.copy_(std::get<1>(score.topk(n_sample, -1)));
+    if (n_sample == 1)
+      out.copy_(score.argmax(-1, true));
+    else
+      out.copy_(std::get<1>(score.topk(n_sample, -1)));
     return result;
   }
   at::Tensor cdf = p.cumsum(-1);
@@ -392,17 +402,17 @@ at::Tensor& multinomial_out(const at::Tensor& self, int64_t n_sample, bool repla
   return result;
 }
 
-at::Tensor multinomial(const at::Tensor& self, int64_t n_sample, bool replacement,
+at::Tensor multinomial(const at::Tensor &self, int64_t n_sample, bool replacement,
                        std::optional<at::Generator> gen) {
   at::Tensor result = at::empty({0}, self.options().dtype(at::kLong));
   return multinomial_out(self, n_sample, replacement, gen, result);
 }
 
-void randperm_task(void* p) { tnk_randperm(static_cast<tnk_randperm_args_t*>(p)); }
+void randperm_task(void *p) { tnk_randperm(static_cast<tnk_randperm_args_t *>(p)); }
 
 // randperm on the device: n values, each dtype checked as ATen does (a
 // float type must represent every integer up to n exactly).
-at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor& out) {
+at::Tensor &randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor &out) {
   TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
   check_generator_target(out);
   TORCH_CHECK(!out.is_complex() && out.scalar_type() != at::kBool,
@@ -421,7 +431,7 @@ at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor
                 static_cast<int64_t>(limit), " for ", out.scalar_type(), " type.");
   if (!at::isFloatingType(out.scalar_type())) {
     int64_t top = std::numeric_limits<int64_t>::max();
-    const char* type = "int64_t";
+    const char *type = "int64_t";
     switch (out.scalar_type()) {
       case at::kByte: top = 255, type = "uint8_t"; break;
       case at::kChar: top = 127, type = "int8_t"; break;
@@ -435,9 +445,8 @@ at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor
   at::native::resize_output(out, {n});
   if (n == 0) return out;
   at::Tensor dst = out.is_contiguous() ? out : at::empty({n}, out.options());
-  at::Tensor scratch = dst.scalar_type() == at::kLong
-                           ? dst
-                           : at::empty({n}, out.options().dtype(at::kLong));
+  at::Tensor scratch =
+      dst.scalar_type() == at::kLong ? dst : at::empty({n}, out.options().dtype(at::kLong));
   tnk_randperm_args_t a{};
   a.dst = dst.data_ptr();
   a.scratch = scratch.data_ptr<int64_t>();
@@ -457,19 +466,20 @@ at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor
 
 // Dropout: a Bernoulli keep-mask from the device generator (Philox), scaled
 // by 1 / (1 - p), as ATen's native_dropout.
-std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p,
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor &input, double p,
                                                   std::optional<bool> train) {
   TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
   if (train.has_value() && !*train) {
     return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
   }
-  if (p == 1.0) return {at::zeros_like(input), at::zeros_like(input, input.options().dtype(at::kBool))};
+  if (p == 1.0)
+    return {at::zeros_like(input), at::zeros_like(input, input.options().dtype(at::kBool))};
   at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool)).bernoulli_(1.0 - p);
   double scale = 1.0 / (1.0 - p);
   return {input * mask * scale, mask};
 }
 
-at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
+at::Tensor native_dropout_backward(const at::Tensor &grad, const at::Tensor &mask, double scale) {
   return grad * mask * scale;
 }
 

@@ -20,20 +20,20 @@
 namespace torch_neuronx {
 
 namespace {
-void argreduce_task(void* p) { tnk_argreduce(static_cast<tnk_argreduce_args_t*>(p)); }
-void scan_task(void* p) { tnk_scan(static_cast<tnk_scan_args_t*>(p)); }
+void argreduce_task(void *p) { tnk_argreduce(static_cast<tnk_argreduce_args_t *>(p)); }
+void scan_task(void *p) { tnk_scan(static_cast<tnk_scan_args_t *>(p)); }
 }  // namespace
 
 namespace {
 
-std::vector<int64_t> dims_or_all(const at::Tensor& t, at::OptionalIntArrayRef dim) {
+std::vector<int64_t> dims_or_all(const at::Tensor &t, at::OptionalIntArrayRef dim) {
   if (dim.has_value() && !dim->empty()) return dim->vec();
   std::vector<int64_t> all(t.dim());
   for (int64_t d = 0; d < t.dim(); d++) all[d] = d;
   return all;
 }
 
-int64_t reduced_count(const at::Tensor& t, const std::vector<int64_t>& dims) {
+int64_t reduced_count(const at::Tensor &t, const std::vector<int64_t> &dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= t.dim() ? t.size(at::maybe_wrap_dim(d, t.dim())) : 1;
   return n;
@@ -41,8 +41,8 @@ int64_t reduced_count(const at::Tensor& t, const std::vector<int64_t>& dims) {
 
 // Two-pass variance: mean, then the sum of squared deviations (fp32/fp64
 // accumulation as the reduction kernel does), divided by N - correction.
-std::pair<at::Tensor, at::Tensor> var_and_mean(const at::Tensor& self, at::OptionalIntArrayRef dim,
-                                               const std::optional<c10::Scalar>& correction,
+std::pair<at::Tensor, at::Tensor> var_and_mean(const at::Tensor &self, at::OptionalIntArrayRef dim,
+                                               const std::optional<c10::Scalar> &correction,
                                                bool keepdim) {
   auto dims = dims_or_all(self, dim);
   double corr = correction.has_value() ? correction->toDouble() : 1.0;
@@ -56,67 +56,77 @@ std::pair<at::Tensor, at::Tensor> var_and_mean(const at::Tensor& self, at::Optio
 
 }  // namespace
 
-at::Tensor var_correction(const at::Tensor& self, at::OptionalIntArrayRef dim,
-                          const std::optional<c10::Scalar>& correction, bool keepdim) {
-  if (!floating_dtype(self.scalar_type())) return FALLBACK(var_correction, self, dim, correction, keepdim);
+at::Tensor var_correction(const at::Tensor &self, at::OptionalIntArrayRef dim,
+                          const std::optional<c10::Scalar> &correction, bool keepdim) {
+  if (!floating_dtype(self.scalar_type()))
+    return FALLBACK(var_correction, self, dim, correction, keepdim);
   return var_and_mean(self, dim, correction, keepdim).first;
 }
 
-at::Tensor std_correction(const at::Tensor& self, at::OptionalIntArrayRef dim,
-                          const std::optional<c10::Scalar>& correction, bool keepdim) {
-  if (!floating_dtype(self.scalar_type())) return FALLBACK(std_correction, self, dim, correction, keepdim);
+at::Tensor std_correction(const at::Tensor &self, at::OptionalIntArrayRef dim,
+                          const std::optional<c10::Scalar> &correction, bool keepdim) {
+  if (!floating_dtype(self.scalar_type()))
+    return FALLBACK(std_correction, self, dim, correction, keepdim);
   return var_and_mean(self, dim, correction, keepdim).first.sqrt_();
 }
 
-std::tuple<at::Tensor, at::Tensor> var_mean_correction(const at::Tensor& self,
+std::tuple<at::Tensor, at::Tensor> var_mean_correction(const at::Tensor &self,
                                                        at::OptionalIntArrayRef dim,
-                                                       const std::optional<c10::Scalar>& correction,
+                                                       const std::optional<c10::Scalar> &correction,
                                                        bool keepdim) {
-  if (!floating_dtype(self.scalar_type())) return FALLBACK(var_mean_correction, self, dim, correction, keepdim);
+  if (!floating_dtype(self.scalar_type()))
+    return FALLBACK(var_mean_correction, self, dim, correction, keepdim);
   auto r = var_and_mean(self, dim, correction, keepdim);
   return {r.first, r.second};
 }
 
-std::tuple<at::Tensor, at::Tensor> std_mean_correction(const at::Tensor& self,
+std::tuple<at::Tensor, at::Tensor> std_mean_correction(const at::Tensor &self,
                                                        at::OptionalIntArrayRef dim,
-                                                       const std::optional<c10::Scalar>& correction,
+                                                       const std::optional<c10::Scalar> &correction,
                                                        bool keepdim) {
-  if (!floating_dtype(self.scalar_type())) return FALLBACK(std_mean_correction, self, dim, correction, keepdim);
+  if (!floating_dtype(self.scalar_type()))
+    return FALLBACK(std_mean_correction, self, dim, correction, keepdim);
   auto r = var_and_mean(self, dim, correction, keepdim);
   return {r.first.sqrt_(), r.second};
 }
 
 // ||x||_ord over dims: 2 (the default, gradient clipping), 1, inf, -inf, 0
 // and any other p.
-at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const c10::Scalar& ord,
+at::Tensor &linalg_vector_norm_out(const at::Tensor &self, const c10::Scalar &ord,
                                    at::OptionalIntArrayRef dim, bool keepdim,
-                                   std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+                                   std::optional<c10::ScalarType> dtype, at::Tensor &out) {
   at::Tensor x = dtype.has_value() ? self.to(*dtype) : self;
   if (!floating_dtype(x.scalar_type()) || x.is_complex())
     return FALLBACK(linalg_vector_norm_out, self, ord, dim, keepdim, dtype, out);
   double p = ord.toDouble();
   auto dims = dims_or_all(x, dim);
   if (x.numel() == 0 && std::isinf(p) && p > 0)
-    TORCH_CHECK(false, "linalg.vector_norm cannot compute the inf norm on an empty tensor "
+    TORCH_CHECK(false,
+                "linalg.vector_norm cannot compute the inf norm on an empty tensor "
                 "because the operation does not have an identity");
   // fp16/bf16 accumulate in fp32, as CPU does (300^2 overflows fp16)
   if (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16) x = x.to(at::kFloat);
   at::Tensor r;
   at::Tensor a = x.abs();
-  if (p == 2.0) r = at::sum(x * x, dims, keepdim).sqrt_();
-  else if (p == 1.0) r = at::sum(a, dims, keepdim);
-  else if (std::isinf(p)) r = p > 0 ? at::amax(a, dims, keepdim) : at::amin(a, dims, keepdim);
-  else if (p == 0.0) r = at::sum(x.ne(0).to(x.scalar_type()), dims, keepdim);
-  else r = at::sum(a.pow(p), dims, keepdim).pow_(1.0 / p);
+  if (p == 2.0)
+    r = at::sum(x * x, dims, keepdim).sqrt_();
+  else if (p == 1.0)
+    r = at::sum(a, dims, keepdim);
+  else if (std::isinf(p))
+    r = p > 0 ? at::amax(a, dims, keepdim) : at::amin(a, dims, keepdim);
+  else if (p == 0.0)
+    r = at::sum(x.ne(0).to(x.scalar_type()), dims, keepdim);
+  else
+    r = at::sum(a.pow(p), dims, keepdim).pow_(1.0 / p);
   return assign_result(out, r);
 }
 
-at::Tensor linalg_vector_norm(const at::Tensor& self, const c10::Scalar& ord,
+at::Tensor linalg_vector_norm(const at::Tensor &self, const c10::Scalar &ord,
                               at::OptionalIntArrayRef dim, bool keepdim,
                               std::optional<c10::ScalarType> dtype) {
   // real even for a complex dtype= (the norm of complex values)
-  at::Tensor out = at::empty({0}, self.options().dtype(c10::toRealValueType(
-                                      dtype.value_or(self.scalar_type()))));
+  at::Tensor out = at::empty(
+      {0}, self.options().dtype(c10::toRealValueType(dtype.value_or(self.scalar_type()))));
   return linalg_vector_norm_out(self, ord, dim, keepdim, dtype, out);
 }
 
@@ -124,11 +134,11 @@ at::Tensor linalg_vector_norm(const at::Tensor& self, const c10::Scalar& ord,
 
 namespace {
 
-void reduce_task(void* p) { tnk_reduce(static_cast<tnk_reduce_args_t*>(p)); }
+void reduce_task(void *p) { tnk_reduce(static_cast<tnk_reduce_args_t *>(p)); }
 
 }  // namespace
 
-std::vector<int64_t> reduced_shape(const at::Tensor& self, at::OptionalIntArrayRef dims,
+std::vector<int64_t> reduced_shape(const at::Tensor &self, at::OptionalIntArrayRef dims,
                                    bool keepdim) {
   auto mask = at::dim_list_to_bitset(dims.value_or(at::IntArrayRef{}), self.dim());
   bool all = !dims.has_value() || dims->empty();
@@ -143,14 +153,16 @@ std::vector<int64_t> reduced_shape(const at::Tensor& self, at::OptionalIntArrayR
   return shape;
 }
 
-void fill_reduce_args(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
-                      const at::Tensor& out, tnk_reduce_args_t* a) {
+void fill_reduce_args(const at::Tensor &self, at::OptionalIntArrayRef dims, bool keepdim,
+                      const at::Tensor &out, tnk_reduce_args_t *a) {
   auto mask = at::dim_list_to_bitset(dims.value_or(at::IntArrayRef{}), self.dim());
   bool all = !dims.has_value() || dims->empty();
   bool ok;
   a->shape.ndim = static_cast<int32_t>(self.dim());
-  a->in = {self.numel() ? const_cast<void*>(self.const_data_ptr()) : nullptr,
-           to_tnk(self.scalar_type(), &ok), 0, {}};
+  a->in = {self.numel() ? const_cast<void *>(self.const_data_ptr()) : nullptr,
+           to_tnk(self.scalar_type(), &ok),
+           0,
+           {}};
   a->out = {out.data_ptr(), to_tnk(out.scalar_type(), &ok), 0, {}};
   int64_t od = 0;
   for (int64_t d = 0; d < self.dim(); d++) {
@@ -168,9 +180,8 @@ void fill_reduce_args(const at::Tensor& self, at::OptionalIntArrayRef dims, bool
 namespace {
 
 // Computes the reduction of self over `dims` into out (already shaped).
-bool launch_reduce(const at::Tensor& out, const at::Tensor& self,
-                   at::OptionalIntArrayRef dims, bool keepdim, tnk_reduce_op_t op,
-                   const char* name) {
+bool launch_reduce(const at::Tensor &out, const at::Tensor &self, at::OptionalIntArrayRef dims,
+                   bool keepdim, tnk_reduce_op_t op, const char *name) {
   bool ok1, ok2;
   tnk_dtype_t idt = to_tnk(self.scalar_type(), &ok1);
   tnk_dtype_t odt = to_tnk(out.scalar_type(), &ok2);
@@ -184,18 +195,18 @@ bool launch_reduce(const at::Tensor& out, const at::Tensor& self,
   return true;
 }
 
-c10::ScalarType sum_dtype(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+c10::ScalarType sum_dtype(const at::Tensor &self, std::optional<c10::ScalarType> dtype) {
   if (dtype.has_value()) return *dtype;
   return c10::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type();
 }
 
 }  // namespace
 
-at::Tensor complex_sum(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
+at::Tensor complex_sum(const at::Tensor &self, at::OptionalIntArrayRef dims, bool keepdim,
                        c10::ScalarType out_type);
 
-at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
-                    std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+at::Tensor &sum_out(const at::Tensor &self, at::OptionalIntArrayRef dims, bool keepdim,
+                    std::optional<c10::ScalarType> dtype, at::Tensor &out) {
   c10::ScalarType odt = sum_dtype(self, dtype);
   if (self.is_complex() && c10::isComplexType(odt) && out.scalar_type() == odt) {
     at::Tensor r = complex_sum(self, dims, keepdim, odt);
@@ -210,7 +221,7 @@ at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool k
 
 // A complex sum is the sum of the real and imaginary parts: the real
 // reduction over the same dims of the (..., 2) real view.
-at::Tensor complex_sum(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
+at::Tensor complex_sum(const at::Tensor &self, at::OptionalIntArrayRef dims, bool keepdim,
                        c10::ScalarType out_type) {
   at::Tensor parts = at::view_as_real(self.resolve_conj().resolve_neg());
   std::vector<int64_t> d;
@@ -223,22 +234,22 @@ at::Tensor complex_sum(const at::Tensor& self, at::OptionalIntArrayRef dims, boo
   return at::view_as_complex(r.contiguous()).to(out_type);
 }
 
-at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
+at::Tensor sum_dim(const at::Tensor &self, at::OptionalIntArrayRef dims, bool keepdim,
                    std::optional<c10::ScalarType> dtype) {
   if (self.is_complex() && (!dtype.has_value() || c10::isComplexType(*dtype)))
     return complex_sum(self, dims, keepdim, sum_dtype(self, dtype));
-  at::Tensor out = at::empty(reduced_shape(self, dims, keepdim),
-                             self.options().dtype(sum_dtype(self, dtype)));
+  at::Tensor out =
+      at::empty(reduced_shape(self, dims, keepdim), self.options().dtype(sum_dtype(self, dtype)));
   if (launch_reduce(out, self, dims, keepdim, TNK_SUM, "aten::sum")) return out;
   return FALLBACK(sum_dim_IntList, self, dims, keepdim, dtype);
 }
 
-at::Tensor sum_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+at::Tensor sum_all(const at::Tensor &self, std::optional<c10::ScalarType> dtype) {
   return sum_dim(self, std::nullopt, false, dtype);
 }
 
-at::Tensor& prod_out(const at::Tensor& self, int64_t dim, bool keepdim,
-                     std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+at::Tensor &prod_out(const at::Tensor &self, int64_t dim, bool keepdim,
+                     std::optional<c10::ScalarType> dtype, at::Tensor &out) {
   c10::ScalarType odt = sum_dtype(self, dtype);
   if (out.scalar_type() == odt) {
     int64_t d = at::maybe_wrap_dim(dim, self.dim());
@@ -248,20 +259,20 @@ at::Tensor& prod_out(const at::Tensor& self, int64_t dim, bool keepdim,
   return FALLBACK(prod_int_out, self, dim, keepdim, dtype, out);
 }
 
-at::Tensor prod_dim(const at::Tensor& self, int64_t dim, bool keepdim,
+at::Tensor prod_dim(const at::Tensor &self, int64_t dim, bool keepdim,
                     std::optional<c10::ScalarType> dtype) {
   at::Tensor out = at::empty({0}, self.options().dtype(sum_dtype(self, dtype)));
   return prod_out(self, dim, keepdim, dtype, out);
 }
 
-at::Tensor prod_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+at::Tensor prod_all(const at::Tensor &self, std::optional<c10::ScalarType> dtype) {
   at::Tensor out = at::empty({}, self.options().dtype(sum_dtype(self, dtype)));
   if (launch_reduce(out, self, std::nullopt, false, TNK_PROD, "aten::prod")) return out;
   return FALLBACK(prod, self, dtype);
 }
 
-at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
-                     std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+at::Tensor &mean_out(const at::Tensor &self, at::OptionalIntArrayRef dims, bool keepdim,
+                     std::optional<c10::ScalarType> dtype, at::Tensor &out) {
   c10::ScalarType odt = dtype.value_or(self.scalar_type());
   if (out.scalar_type() == odt && floating_dtype(self.scalar_type())) {
     at::native::resize_output(out, reduced_shape(self, dims, keepdim));
@@ -270,7 +281,7 @@ at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool 
   return FALLBACK(mean_out, self, dims, keepdim, dtype, out);
 }
 
-at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
+at::Tensor mean_dim(const at::Tensor &self, at::OptionalIntArrayRef dims, bool keepdim,
                     std::optional<c10::ScalarType> dtype) {
   c10::ScalarType odt = dtype.value_or(self.scalar_type());
   if (floating_dtype(self.scalar_type()) && floating_dtype(odt)) {
@@ -283,8 +294,8 @@ at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dims, bool k
 // ---------------------------------------------------------------- all/any
 
 namespace {
-at::Tensor& logical_reduce(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
-                           tnk_reduce_op_t op, at::Tensor& out, bool* done) {
+at::Tensor &logical_reduce(const at::Tensor &self, at::OptionalIntArrayRef dims, bool keepdim,
+                           tnk_reduce_op_t op, at::Tensor &out, bool *done) {
   *done = false;
   bool ok;
   to_tnk(self.scalar_type(), &ok);
@@ -301,31 +312,32 @@ at::Tensor& logical_reduce(const at::Tensor& self, at::OptionalIntArrayRef dims,
 }
 
 // all/any of a uint8 tensor are uint8 (CPU's and CUDA's legacy rule)
-at::Tensor as_input_dtype(const at::Tensor& r, const at::Tensor& self) {
+at::Tensor as_input_dtype(const at::Tensor &r, const at::Tensor &self) {
   return self.scalar_type() == at::kByte ? r.to(at::kByte) : r;
 }
 }  // namespace
 
 #define NEURON_LOGICAL(NAME, OP)                                                        \
-  at::Tensor NAME##_all(const at::Tensor& self) {                                       \
+  at::Tensor NAME##_all(const at::Tensor &self) {                                       \
     at::Tensor out = at::empty({}, self.options().dtype(at::kBool));                    \
     bool done;                                                                          \
     logical_reduce(self, std::nullopt, false, OP, out, &done);                          \
-    return done ? as_input_dtype(out, self) : FALLBACK(NAME, self);                      \
+    return done ? as_input_dtype(out, self) : FALLBACK(NAME, self);                     \
   }                                                                                     \
-  at::Tensor& NAME##_all_out(const at::Tensor& self, at::Tensor& out) {                 \
+  at::Tensor &NAME##_all_out(const at::Tensor &self, at::Tensor &out) {                 \
     bool done;                                                                          \
     logical_reduce(self, std::nullopt, false, OP, out, &done);                          \
     return done ? out : FALLBACK(NAME##_all_out, self, out);                            \
   }                                                                                     \
-  at::Tensor NAME##_dim(const at::Tensor& self, int64_t dim, bool keepdim) {            \
+  at::Tensor NAME##_dim(const at::Tensor &self, int64_t dim, bool keepdim) {            \
     at::Tensor out = at::empty({0}, self.options().dtype(at::kBool));                   \
     bool done;                                                                          \
     int64_t d = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));             \
-    logical_reduce(self, self.dim() ? at::OptionalIntArrayRef(at::IntArrayRef(d))       \
-                                    : at::OptionalIntArrayRef(std::nullopt),            \
+    logical_reduce(self,                                                                \
+                   self.dim() ? at::OptionalIntArrayRef(at::IntArrayRef(d))             \
+                              : at::OptionalIntArrayRef(std::nullopt),                  \
                    keepdim, OP, out, &done);                                            \
-    return done ? as_input_dtype(out, self) : FALLBACK(NAME##_dim, self, dim, keepdim);  \
+    return done ? as_input_dtype(out, self) : FALLBACK(NAME##_dim, self, dim, keepdim); \
   }
 
 NEURON_LOGICAL(all, TNK_ALL)
@@ -336,8 +348,8 @@ NEURON_LOGICAL(any, TNK_ANY)
 namespace {
 // Reduces self to its max/min over dims into out; false if the kernels
 // cannot (dtype, or an empty reduction, which must raise as on CPU).
-bool extreme_into(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
-                  tnk_reduce_op_t op, at::Tensor& out) {
+bool extreme_into(const at::Tensor &self, at::OptionalIntArrayRef dims, bool keepdim,
+                  tnk_reduce_op_t op, at::Tensor &out) {
   bool ok;
   tnk_dtype_t dt = to_tnk(self.scalar_type(), &ok);
   if (!ok || !tnk_reduce_supported(op, dt, dt) || out.scalar_type() != self.scalar_type() ||
@@ -358,20 +370,21 @@ bool extreme_into(const at::Tensor& self, at::OptionalIntArrayRef dims, bool kee
 }
 }  // namespace
 
-#define NEURON_EXTREME(NAME, ANAME, OP)                                              \
-  at::Tensor NAME##_all(const at::Tensor& self) {                                    \
-    at::Tensor out = at::empty({}, self.options());                                  \
-    return extreme_into(self, std::nullopt, false, OP, out) ? out : FALLBACK(NAME, self); \
-  }                                                                                  \
-  at::Tensor ANAME(const at::Tensor& self, at::IntArrayRef dims, bool keepdim) {     \
-    at::Tensor out = at::empty({0}, self.options());                                 \
-    return extreme_into(self, dims, keepdim, OP, out) ? out                          \
+#define NEURON_EXTREME(NAME, ANAME, OP)                                                       \
+  at::Tensor NAME##_all(const at::Tensor &self) {                                             \
+    at::Tensor out = at::empty({}, self.options());                                           \
+    return extreme_into(self, std::nullopt, false, OP, out) ? out : FALLBACK(NAME, self);     \
+  }                                                                                           \
+  at::Tensor ANAME(const at::Tensor &self, at::IntArrayRef dims, bool keepdim) {              \
+    at::Tensor out = at::empty({0}, self.options());                                          \
+    return extreme_into(self, dims, keepdim, OP, out) ? out                                   \
                                                       : FALLBACK(ANAME, self, dims, keepdim); \
-  }                                                                                  \
-  at::Tensor& ANAME##_out(const at::Tensor& self, at::IntArrayRef dims, bool keepdim, \
-                          at::Tensor& out) {                                         \
-    return extreme_into(self, dims, keepdim, OP, out)                                \
-               ? out : FALLBACK(ANAME##_out, self, dims, keepdim, out);             \
+  }                                                                                           \
+  at::Tensor &ANAME##_out(const at::Tensor &self, at::IntArrayRef dims, bool keepdim,         \
+                          at::Tensor &out) {                                                  \
+    return extreme_into(self, dims, keepdim, OP, out)                                         \
+               ? out                                                                          \
+               : FALLBACK(ANAME##_out, self, dims, keepdim, out);                             \
   }
 
 NEURON_EXTREME(max, amax, TNK_MAX)
@@ -382,8 +395,8 @@ NEURON_EXTREME(min, amin, TNK_MIN)
 namespace {
 // Reduces self along dim (wrapped; the whole flattened tensor when
 // flatten) into values (may be undefined) and indices.
-void arg_reduce(const at::Tensor& self, int64_t dim, bool flatten, bool is_max,
-                at::Tensor* values, at::Tensor& indices) {
+void arg_reduce(const at::Tensor &self, int64_t dim, bool flatten, bool is_max, at::Tensor *values,
+                at::Tensor &indices) {
   at::Tensor x = flatten ? self.reshape({-1}).contiguous() : self.contiguous();
   tnk_argreduce_args_t a{};
   a.in = x.const_data_ptr();
@@ -397,7 +410,7 @@ void arg_reduce(const at::Tensor& self, int64_t dim, bool flatten, bool is_max,
   if (a.outer * a.inner == 0) return;
   a.dtype = tnk_of(self);
   a.is_max = is_max;
-  auto run = [&](at::Tensor& idx, at::Tensor* vals) {
+  auto run = [&](at::Tensor &idx, at::Tensor *vals) {
     a.indices = idx.data_ptr();
     a.values = vals ? vals->data_ptr() : nullptr;
     launch(self.device().index(), argreduce_task, &a, sizeof a,
@@ -414,20 +427,20 @@ void arg_reduce(const at::Tensor& self, int64_t dim, bool flatten, bool is_max,
   }
 }
 
-bool arg_native(const at::Tensor& self) {
+bool arg_native(const at::Tensor &self) {
   tnk_dtype_t dt = tnk_of(self);
   return dt != TNK_DTYPE_COUNT && tnk_argreduce_supported(dt);
 }
 
-at::Tensor& argmaxmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
-                          at::Tensor& out, bool is_max) {
-  const char* name = is_max ? "argmax()" : "argmin()";
+at::Tensor &argmaxmin_out(const at::Tensor &self, std::optional<int64_t> dim, bool keepdim,
+                          at::Tensor &out, bool is_max) {
+  const char *name = is_max ? "argmax()" : "argmin()";
   if (dim.has_value()) {
     int64_t d = at::maybe_wrap_dim(*dim, self.dim());
     TORCH_CHECK_INDEX(self.numel() != 0 || (self.dim() && self.size(d) != 0), name,
                       ": Expected reduction dim ", d, " to have non-zero size.");
-    TORCH_CHECK_INDEX(self.dim() == 0 || self.size(d) != 0, name, ": Expected reduction dim ",
-                      d, " to have non-zero size.");
+    TORCH_CHECK_INDEX(self.dim() == 0 || self.size(d) != 0, name, ": Expected reduction dim ", d,
+                      " to have non-zero size.");
     at::native::resize_output(out, reduced_shape(self, at::IntArrayRef{d}, keepdim));
     arg_reduce(self, d, false, is_max, nullptr, out);
   } else {
@@ -440,29 +453,29 @@ at::Tensor& argmaxmin_out(const at::Tensor& self, std::optional<int64_t> dim, bo
 }
 }  // namespace
 
-at::Tensor& argmax_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
-                       at::Tensor& out) {
+at::Tensor &argmax_out(const at::Tensor &self, std::optional<int64_t> dim, bool keepdim,
+                       at::Tensor &out) {
   if (!arg_native(self) || out.scalar_type() != at::kLong)
     return FALLBACK(argmax_out, self, dim, keepdim, out);
   return argmaxmin_out(self, dim, keepdim, out, true);
 }
-at::Tensor argmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+at::Tensor argmax(const at::Tensor &self, std::optional<int64_t> dim, bool keepdim) {
   at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
   return argmax_out(self, dim, keepdim, out);
 }
-at::Tensor& argmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
-                       at::Tensor& out) {
+at::Tensor &argmin_out(const at::Tensor &self, std::optional<int64_t> dim, bool keepdim,
+                       at::Tensor &out) {
   if (!arg_native(self) || out.scalar_type() != at::kLong)
     return FALLBACK(argmin_out, self, dim, keepdim, out);
   return argmaxmin_out(self, dim, keepdim, out, false);
 }
-at::Tensor argmin(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+at::Tensor argmin(const at::Tensor &self, std::optional<int64_t> dim, bool keepdim) {
   at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
   return argmin_out(self, dim, keepdim, out);
 }
 
 namespace {
-std::tuple<at::Tensor, at::Tensor> maxmin_dim(const at::Tensor& self, int64_t dim, bool keepdim,
+std::tuple<at::Tensor, at::Tensor> maxmin_dim(const at::Tensor &self, int64_t dim, bool keepdim,
                                               bool is_max) {
   int64_t d = at::maybe_wrap_dim(dim, self.dim());
   TORCH_CHECK_INDEX(self.dim() == 0 || self.size(d) != 0, is_max ? "max" : "min",
@@ -475,23 +488,23 @@ std::tuple<at::Tensor, at::Tensor> maxmin_dim(const at::Tensor& self, int64_t di
 }
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor &self, int64_t dim, bool keepdim) {
   if (!arg_native(self))
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(max, dim)>::call(
-        self, dim, keepdim);
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(max, dim)>::call(self, dim,
+                                                                                        keepdim);
   return maxmin_dim(self, dim, keepdim, true);
 }
-std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor &self, int64_t dim, bool keepdim) {
   if (!arg_native(self))
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(min, dim)>::call(
-        self, dim, keepdim);
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(min, dim)>::call(self, dim,
+                                                                                        keepdim);
   return maxmin_dim(self, dim, keepdim, false);
 }
 
 // ---------------------------------------------------------- cumsum/cumprod
 
 namespace {
-at::Tensor& scan_out(const at::Tensor& self, int64_t dim, at::Tensor& out, int op) {
+at::Tensor &scan_out(const at::Tensor &self, int64_t dim, at::Tensor &out, int op) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   at::native::resize_output(out, self.sizes());
   if (self.numel() == 0) return out;
@@ -500,7 +513,7 @@ at::Tensor& scan_out(const at::Tensor& self, int64_t dim, at::Tensor& out, int o
   if (!tnk_scan_supported(tnk_of(x), to_tnk(out.scalar_type(), &ok)))
     x = x.to(out.scalar_type());  // e.g. integers summed as float64: cast first, as CPU
   if (x.storage().is_alias_of(out.storage()) && !x.is_same(out)) x = x.clone();
-  into_contiguous(out, [&](at::Tensor& o) {
+  into_contiguous(out, [&](at::Tensor &o) {
     tnk_scan_args_t a{};
     a.in = x.const_data_ptr();
     a.out = o.data_ptr();
@@ -514,18 +527,19 @@ at::Tensor& scan_out(const at::Tensor& self, int64_t dim, at::Tensor& out, int o
     a.out_dtype = tnk_of(o);
     a.op = op;
     launch(self.device().index(), scan_task, &a, sizeof a,
-           op == TNK_SCAN_PROD ? "aten::cumprod"
-           : op == TNK_SCAN_SUM ? "aten::cumsum" : "aten::_logcumsumexp");
+           op == TNK_SCAN_PROD  ? "aten::cumprod"
+           : op == TNK_SCAN_SUM ? "aten::cumsum"
+                                : "aten::_logcumsumexp");
   });
   return out;
 }
 
-c10::ScalarType scan_dtype(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+c10::ScalarType scan_dtype(const at::Tensor &self, std::optional<c10::ScalarType> dtype) {
   if (dtype.has_value()) return *dtype;
   return c10::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type();
 }
 
-bool scan_native(const at::Tensor& self, c10::ScalarType out) {
+bool scan_native(const at::Tensor &self, c10::ScalarType out) {
   bool ok;
   tnk_dtype_t o = to_tnk(out, &ok);
   tnk_dtype_t i = tnk_of(self);
@@ -534,20 +548,20 @@ bool scan_native(const at::Tensor& self, c10::ScalarType out) {
 }
 }  // namespace
 
-#define NEURON_SCAN(NAME, OP)                                                                \
-  at::Tensor& NAME##_out(const at::Tensor& self, int64_t dim,                                \
-                         std::optional<c10::ScalarType> dtype, at::Tensor& out) {            \
-    if (!scan_native(self, out.scalar_type()) ||                                             \
-        (dtype.has_value() && *dtype != out.scalar_type()))                                  \
-      return FALLBACK(NAME##_out, self, dim, dtype, out);                                    \
-    return scan_out(self, dim, out, OP);                                                     \
-  }                                                                                          \
-  at::Tensor NAME(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) { \
-    at::Tensor out = at::empty({0}, self.options().dtype(scan_dtype(self, dtype)));         \
-    return NAME##_out(self, dim, dtype, out);                                                \
-  }                                                                                          \
-  at::Tensor& NAME##_(at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) { \
-    return NAME##_out(self, dim, dtype, self);                                               \
+#define NEURON_SCAN(NAME, OP)                                                                  \
+  at::Tensor &NAME##_out(const at::Tensor &self, int64_t dim,                                  \
+                         std::optional<c10::ScalarType> dtype, at::Tensor &out) {              \
+    if (!scan_native(self, out.scalar_type()) ||                                               \
+        (dtype.has_value() && *dtype != out.scalar_type()))                                    \
+      return FALLBACK(NAME##_out, self, dim, dtype, out);                                      \
+    return scan_out(self, dim, out, OP);                                                       \
+  }                                                                                            \
+  at::Tensor NAME(const at::Tensor &self, int64_t dim, std::optional<c10::ScalarType> dtype) { \
+    at::Tensor out = at::empty({0}, self.options().dtype(scan_dtype(self, dtype)));            \
+    return NAME##_out(self, dim, dtype, out);                                                  \
+  }                                                                                            \
+  at::Tensor &NAME##_(at::Tensor &self, int64_t dim, std::optional<c10::ScalarType> dtype) {   \
+    return NAME##_out(self, dim, dtype, self);                                                 \
   }
 
 NEURON_SCAN(cumsum, TNK_SCAN_SUM)
@@ -555,7 +569,7 @@ NEURON_SCAN(cumprod, TNK_SCAN_PROD)
 #undef NEURON_SCAN
 
 // logcumsumexp: floating inputs, result in the input's dtype (as CPU).
-at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+at::Tensor &logcumsumexp_out(const at::Tensor &self, int64_t dim, at::Tensor &out) {
   bool ok;
   tnk_dtype_t dt = to_tnk(self.scalar_type(), &ok);
   bool fl = dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16;
@@ -564,7 +578,7 @@ at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& ou
   return scan_out(self, dim, out, TNK_SCAN_LOGSUMEXP);
 }
 
-at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
+at::Tensor logcumsumexp(const at::Tensor &self, int64_t dim) {
   at::Tensor out = at::empty({0}, self.options());
   return logcumsumexp_out(self, dim, out);
 }
@@ -573,8 +587,8 @@ namespace {
 
 // --------------------------------------------------------------------- nansum
 
-at::Tensor nansum_dims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                  std::optional<c10::ScalarType> dtype) {
+at::Tensor nansum_dims(const at::Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
+                       std::optional<c10::ScalarType> dtype) {
   TORCH_CHECK(!self.is_complex(), "nansum does not support complex inputs");
   at::Tensor x = c10::isFloatingType(self.scalar_type())
                      ? at::where(at::isnan(self), at::zeros({}, self.options()), self)
@@ -582,20 +596,20 @@ at::Tensor nansum_dims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool
   return at::sum(x, dim, keepdim, dtype);
 }
 
-at::Tensor& nansum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
-                       std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+at::Tensor &nansum_out(const at::Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
+                       std::optional<c10::ScalarType> dtype, at::Tensor &out) {
   at::Tensor r = nansum_dims(self, dim, keepdim, dtype);
   return assign_result(out, r);
 }
 
 // ---------------------------------------------------------------- torch.equal
 
-bool equal(const at::Tensor& a, const at::Tensor& b) {
-  TORCH_CHECK(a.device() == b.device(), "Cannot compare two tensors on different devices. Got: ",
-              a.device(), " and ", b.device());
-  TORCH_CHECK(a.scalar_type() == b.scalar_type(),
-              "Expected object of scalar type ", a.scalar_type(), " but got scalar type ",
-              b.scalar_type(), " for argument 'other'");
+bool equal(const at::Tensor &a, const at::Tensor &b) {
+  TORCH_CHECK(a.device() == b.device(),
+              "Cannot compare two tensors on different devices. Got: ", a.device(), " and ",
+              b.device());
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "Expected object of scalar type ",
+              a.scalar_type(), " but got scalar type ", b.scalar_type(), " for argument 'other'");
   if (a.sizes() != b.sizes()) return false;
   if (a.numel() == 0) return true;
   return at::eq(a, b).all().item<bool>();  // NaN != NaN, as CPU

@@ -18,7 +18,7 @@
 namespace torch_neuronx {
 
 namespace {
-void resample_task(void* p) { tnk_resample(static_cast<tnk_resample_args_t*>(p)); }
+void resample_task(void *p) { tnk_resample(static_cast<tnk_resample_args_t *>(p)); }
 }  // namespace
 
 // Nearest-neighbour upsampling (1-D/2-D/3-D, "nearest" and "nearest-exact")
@@ -37,7 +37,7 @@ at::Tensor nearest_index(int64_t in, int64_t out, std::optional<double> scale, b
   return at::tensor(idx, at::TensorOptions().dtype(at::kLong)).to(dev);
 }
 
-void check_nearest(int64_t dim, at::IntArrayRef osize, const char* name) {
+void check_nearest(int64_t dim, at::IntArrayRef osize, const char *name) {
   int64_t s = static_cast<int64_t>(osize.size());
   TORCH_CHECK(dim == s + 2, name, ": expected a ", s + 2, "-D input (batch, channels and ", s,
               " spatial dims), got a ", dim, "-D one");
@@ -45,23 +45,21 @@ void check_nearest(int64_t dim, at::IntArrayRef osize, const char* name) {
     TORCH_CHECK(o > 0, name, ": output sizes must be greater than 0, got ", osize);
 }
 
-at::Tensor nearest_forward(const at::Tensor& self, at::IntArrayRef osize, const Scales& scales,
-                           bool exact, const char* name) {
+at::Tensor nearest_forward(const at::Tensor &self, at::IntArrayRef osize, const Scales &scales,
+                           bool exact, const char *name) {
   check_nearest(self.dim(), osize, name);
   at::Tensor r = self;
   for (size_t i = 0; i < osize.size(); i++)
     r = r.index_select(static_cast<int64_t>(2 + i),
-                       nearest_index(self.size(2 + i), osize[i], scales[i], exact,
-                                     self.device()));
+                       nearest_index(self.size(2 + i), osize[i], scales[i], exact, self.device()));
   return r;
 }
 
-at::Tensor nearest_backward(const at::Tensor& grad, at::IntArrayRef osize,
-                            at::IntArrayRef isize, const Scales& scales, bool exact,
-                            const char* name) {
+at::Tensor nearest_backward(const at::Tensor &grad, at::IntArrayRef osize, at::IntArrayRef isize,
+                            const Scales &scales, bool exact, const char *name) {
   check_nearest(static_cast<int64_t>(isize.size()), osize, name);
-  TORCH_CHECK(grad.dim() == static_cast<int64_t>(isize.size()), name,
-              ": grad_output must have ", isize.size(), " dims, got ", grad.dim());
+  TORCH_CHECK(grad.dim() == static_cast<int64_t>(isize.size()), name, ": grad_output must have ",
+              isize.size(), " dims, got ", grad.dim());
   at::Tensor g = grad.contiguous();
   for (size_t i = osize.size(); i-- > 0;) {
     int64_t d = static_cast<int64_t>(2 + i);
@@ -76,22 +74,21 @@ at::Tensor nearest_backward(const at::Tensor& grad, at::IntArrayRef osize,
 
 // The functional, out=, backward and backward out= forms of one variant;
 // SCALES is the op's parameter list of optional scales, LIST those names.
-#define NEURON_NEAREST(NAME, EXACT, SCALES, LIST)                                              \
-  at::Tensor& NAME##_out(const at::Tensor& self, at::IntArrayRef osize, SCALES,               \
-                         at::Tensor& out) {                                                   \
-    return assign_result(out, nearest_forward(self, osize, Scales LIST, EXACT, #NAME));       \
-  }                                                                                           \
-  at::Tensor NAME(const at::Tensor& self, at::IntArrayRef osize, SCALES) {                    \
-    return nearest_forward(self, osize, Scales LIST, EXACT, #NAME);                           \
-  }                                                                                           \
-  at::Tensor& NAME##_backward_out(const at::Tensor& grad, at::IntArrayRef osize,              \
-                                  at::IntArrayRef isize, SCALES, at::Tensor& gin) {           \
-    return assign_result(gin, nearest_backward(grad, osize, isize, Scales LIST, EXACT,        \
-                                               #NAME "_backward"));                           \
-  }                                                                                           \
-  at::Tensor NAME##_backward(const at::Tensor& grad, at::IntArrayRef osize,                   \
-                             at::IntArrayRef isize, SCALES) {                                 \
-    return nearest_backward(grad, osize, isize, Scales LIST, EXACT, #NAME "_backward");       \
+#define NEURON_NEAREST(NAME, EXACT, SCALES, LIST)                                                  \
+  at::Tensor &NAME##_out(const at::Tensor &self, at::IntArrayRef osize, SCALES, at::Tensor &out) { \
+    return assign_result(out, nearest_forward(self, osize, Scales LIST, EXACT, #NAME));            \
+  }                                                                                                \
+  at::Tensor NAME(const at::Tensor &self, at::IntArrayRef osize, SCALES) {                         \
+    return nearest_forward(self, osize, Scales LIST, EXACT, #NAME);                                \
+  }                                                                                                \
+  at::Tensor &NAME##_backward_out(const at::Tensor &grad, at::IntArrayRef osize,                   \
+                                  at::IntArrayRef isize, SCALES, at::Tensor &gin) {                \
+    return assign_result(                                                                          \
+        gin, nearest_backward(grad, osize, isize, Scales LIST, EXACT, #NAME "_backward"));         \
+  }                                                                                                \
+  at::Tensor NAME##_backward(const at::Tensor &grad, at::IntArrayRef osize, at::IntArrayRef isize, \
+                             SCALES) {                                                             \
+    return nearest_backward(grad, osize, isize, Scales LIST, EXACT, #NAME "_backward");            \
   }
 
 #define S1 std::optional<double> sw
@@ -117,9 +114,9 @@ using Scales = std::vector<std::optional<double>>;
 // Resamples `in` (forward: the input; backward: the output gradient) into a
 // new tensor shaped like `like` with the spatial sizes `out_sp` (forward) or
 // `in_sp` (backward). `in_sp`/`out_sp` are the forward input/output sizes.
-at::Tensor resample_run(const at::Tensor& in, const at::Tensor& like, int spatial, int mode,
+at::Tensor resample_run(const at::Tensor &in, const at::Tensor &like, int spatial, int mode,
                         at::IntArrayRef in_sp, at::IntArrayRef out_sp, bool align,
-                        const Scales& scales, bool backward, const char* name) {
+                        const Scales &scales, bool backward, const char *name) {
   at::MemoryFormat fmt = format_of(like);
   std::vector<int64_t> shape = {like.size(0), like.size(1)};
   for (int i = 0; i < spatial; i++) shape.push_back(backward ? in_sp[i] : out_sp[i]);
@@ -132,8 +129,7 @@ at::Tensor resample_run(const at::Tensor& in, const at::Tensor& like, int spatia
       int ax = 3 - spatial + i;
       isz[ax] = in_sp[i];
       osz[ax] = out_sp[i];
-      sc[ax] = at::native::area_pixel_compute_scale<double>(in_sp[i], out_sp[i], align,
-                                                            scales[i]);
+      sc[ax] = at::native::area_pixel_compute_scale<double>(in_sp[i], out_sp[i], align, scales[i]);
     }
     tnk_resample_args_t a{};
     a.in = x.const_data_ptr();
@@ -163,12 +159,12 @@ at::Tensor resample_run(const at::Tensor& in, const at::Tensor& like, int spatia
 
 std::vector<int64_t> ints(c10::SymIntArrayRef v) {
   std::vector<int64_t> r;
-  for (const auto& x : v) r.push_back(x.expect_int());
+  for (const auto &x : v) r.push_back(x.expect_int());
   return r;
 }
 
-at::Tensor resample_forward(const at::Tensor& self, c10::SymIntArrayRef osize, bool align,
-                            const Scales& scales, int spatial, int mode, const char* name) {
+at::Tensor resample_forward(const at::Tensor &self, c10::SymIntArrayRef osize, bool align,
+                            const Scales &scales, int spatial, int mode, const char *name) {
   std::vector<int64_t> o = ints(osize), full;
   if (spatial == 1) {
     auto f = at::native::upsample_1d_common_check(self.sizes(), o);
@@ -185,13 +181,17 @@ at::Tensor resample_forward(const at::Tensor& self, c10::SymIntArrayRef osize, b
   return resample_run(self, self, spatial, mode, in_sp, out_sp, align, scales, false, name);
 }
 
-at::Tensor resample_backward(const at::Tensor& grad, c10::SymIntArrayRef osize,
-                             c10::SymIntArrayRef isize, bool align, const Scales& scales,
-                             int spatial, int mode, const char* name) {
-  TORCH_CHECK(osize.size() == static_cast<size_t>(spatial), "It is expected output_size equals "
-              "to ", spatial, ", but got size ", osize.size());
-  TORCH_CHECK(isize.size() == static_cast<size_t>(spatial + 2), "It is expected input_size "
-              "equals to ", spatial + 2, ", but got size ", isize.size());
+at::Tensor resample_backward(const at::Tensor &grad, c10::SymIntArrayRef osize,
+                             c10::SymIntArrayRef isize, bool align, const Scales &scales,
+                             int spatial, int mode, const char *name) {
+  TORCH_CHECK(osize.size() == static_cast<size_t>(spatial),
+              "It is expected output_size equals "
+              "to ",
+              spatial, ", but got size ", osize.size());
+  TORCH_CHECK(isize.size() == static_cast<size_t>(spatial + 2),
+              "It is expected input_size "
+              "equals to ",
+              spatial + 2, ", but got size ", isize.size());
   std::vector<int64_t> o = ints(osize), in_sizes = ints(isize);
   std::vector<int64_t> want = {in_sizes[0], in_sizes[1]};
   want.insert(want.end(), o.begin(), o.end());
@@ -204,38 +204,39 @@ at::Tensor resample_backward(const at::Tensor& grad, c10::SymIntArrayRef osize,
 }  // namespace
 
 // The functional, out=, backward and backward out= forms of one variant.
-#define NEURON_RESAMPLE(NAME, SP, MODE, SCALES, LIST)                                         \
-  at::Tensor& NAME##_out(const at::Tensor& self, c10::SymIntArrayRef osize, bool align,      \
-                         SCALES, at::Tensor& out) {                                          \
-    if (!spatial_ok(self, SP) || self.dim() != SP + 2 || out.scalar_type() != self.scalar_type()) \
-      return at::native::call_fallback_fn_symint<&neuron_cpu_fallback, ATEN_OP(NAME##_out)>::  \
-          call(self, osize, align, UNPACK LIST, out);                                        \
-    return deliver(out,                                                                      \
-                   resample_forward(self, osize, align, Scales{UNPACK LIST}, SP, MODE, "aten::" #NAME), \
-                   format_of(self));                                                         \
-  }                                                                                          \
-  at::Tensor NAME(const at::Tensor& self, c10::SymIntArrayRef osize, bool align, SCALES) {   \
-    if (!spatial_ok(self, SP) || self.dim() != SP + 2)                                        \
-      return at::native::call_fallback_fn_symint<&neuron_cpu_fallback, ATEN_OP(NAME)>::call(   \
-          self, osize, align, UNPACK LIST);                                                  \
-    return resample_forward(self, osize, align, Scales{UNPACK LIST}, SP, MODE, "aten::" #NAME);      \
-  }                                                                                          \
-  at::Tensor& NAME##_backward_out(const at::Tensor& grad, c10::SymIntArrayRef osize,         \
-                                  c10::SymIntArrayRef isize, bool align, SCALES,             \
-                                  at::Tensor& gin) {                                         \
-    if (!spatial_ok(grad, SP) || grad.dim() != SP + 2 || gin.scalar_type() != grad.scalar_type()) \
-      return at::native::call_fallback_fn_symint<&neuron_cpu_fallback,                       \
-                                                 ATEN_OP(NAME##_backward_grad_input)>::      \
-          call(grad, osize, isize, align, UNPACK LIST, gin);                                 \
-    return deliver(gin,                                                                      \
-                   resample_backward(grad, osize, isize, align, Scales{UNPACK LIST}, SP, MODE,       \
-                                     "aten::" #NAME "_backward"),                            \
-                   format_of(grad));                                                         \
-  }                                                                                          \
-  at::Tensor NAME##_backward(const at::Tensor& grad, c10::SymIntArrayRef osize,              \
-                             c10::SymIntArrayRef isize, bool align, SCALES) {                \
-    at::Tensor gin = at::empty({0}, grad.options());                                         \
-    return NAME##_backward_out(grad, osize, isize, align, UNPACK LIST, gin);                 \
+#define NEURON_RESAMPLE(NAME, SP, MODE, SCALES, LIST)                                              \
+  at::Tensor &NAME##_out(const at::Tensor &self, c10::SymIntArrayRef osize, bool align, SCALES,    \
+                         at::Tensor &out) {                                                        \
+    if (!spatial_ok(self, SP) || self.dim() != SP + 2 || out.scalar_type() != self.scalar_type())  \
+      return at::native::call_fallback_fn_symint<&neuron_cpu_fallback, ATEN_OP(NAME##_out)>::call( \
+          self, osize, align, UNPACK LIST, out);                                                   \
+    return deliver(                                                                                \
+        out, resample_forward(self, osize, align, Scales{UNPACK LIST}, SP, MODE, "aten::" #NAME),  \
+        format_of(self));                                                                          \
+  }                                                                                                \
+  at::Tensor NAME(const at::Tensor &self, c10::SymIntArrayRef osize, bool align, SCALES) {         \
+    if (!spatial_ok(self, SP) || self.dim() != SP + 2)                                             \
+      return at::native::call_fallback_fn_symint<&neuron_cpu_fallback, ATEN_OP(NAME)>::call(       \
+          self, osize, align, UNPACK LIST);                                                        \
+    return resample_forward(self, osize, align, Scales{UNPACK LIST}, SP, MODE, "aten::" #NAME);    \
+  }                                                                                                \
+  at::Tensor &NAME##_backward_out(const at::Tensor &grad, c10::SymIntArrayRef osize,               \
+                                  c10::SymIntArrayRef isize, bool align, SCALES,                   \
+                                  at::Tensor &gin) {                                               \
+    if (!spatial_ok(grad, SP) || grad.dim() != SP + 2 || gin.scalar_type() != grad.scalar_type())  \
+      return at::native::call_fallback_fn_symint<                                                  \
+          &neuron_cpu_fallback, ATEN_OP(NAME##_backward_grad_input)>::call(grad, osize, isize,     \
+                                                                           align, UNPACK LIST,     \
+                                                                           gin);                   \
+    return deliver(gin,                                                                            \
+                   resample_backward(grad, osize, isize, align, Scales{UNPACK LIST}, SP, MODE,     \
+                                     "aten::" #NAME "_backward"),                                  \
+                   format_of(grad));                                                               \
+  }                                                                                                \
+  at::Tensor NAME##_backward(const at::Tensor &grad, c10::SymIntArrayRef osize,                    \
+                             c10::SymIntArrayRef isize, bool align, SCALES) {                      \
+    at::Tensor gin = at::empty({0}, grad.options());                                               \
+    return NAME##_backward_out(grad, osize, isize, align, UNPACK LIST, gin);                       \
   }
 
 #define UNPACK(...) __VA_ARGS__
@@ -253,16 +254,16 @@ NEURON_RESAMPLE(upsample_bicubic2d, 2, TNK_RESAMPLE_CUBIC, S2, (sh, sw))
 
 // ---------------------------------------------------------------- grid_sample
 namespace {
-void grid_task(void* p) { tnk_grid_sample(static_cast<tnk_grid_sample_args_t*>(p)); }
+void grid_task(void *p) { tnk_grid_sample(static_cast<tnk_grid_sample_args_t *>(p)); }
 
-bool grid_native(const at::Tensor& input, const at::Tensor& grid, int64_t mode, int64_t pad) {
+bool grid_native(const at::Tensor &input, const at::Tensor &grid, int64_t mode, int64_t pad) {
   bool ok;
   tnk_dtype_t dt = to_tnk(input.scalar_type(), &ok);
   return ok && input.dim() == 4 && grid.dim() == 4 && grid.scalar_type() == input.scalar_type() &&
          tnk_grid_sample_supported(dt, static_cast<int>(mode), static_cast<int>(pad));
 }
 
-tnk_grid_sample_args_t grid_args(const at::Tensor& x, const at::Tensor& grid, int64_t mode,
+tnk_grid_sample_args_t grid_args(const at::Tensor &x, const at::Tensor &grid, int64_t mode,
                                  int64_t pad, bool align) {
   tnk_grid_sample_args_t a{};
   a.n = x.size(0);
@@ -280,7 +281,7 @@ tnk_grid_sample_args_t grid_args(const at::Tensor& x, const at::Tensor& grid, in
 }
 }  // namespace
 
-at::Tensor grid_sampler_2d(const at::Tensor& input, const at::Tensor& grid, int64_t mode,
+at::Tensor grid_sampler_2d(const at::Tensor &input, const at::Tensor &grid, int64_t mode,
                            int64_t pad, bool align) {
   at::native::check_grid_sampler_common(input, grid);
   at::native::check_grid_sampler_2d(input, grid);
@@ -298,15 +299,18 @@ at::Tensor grid_sampler_2d(const at::Tensor& input, const at::Tensor& grid, int6
   return out;
 }
 
-std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_backward(
-    const at::Tensor& grad, const at::Tensor& input, const at::Tensor& grid, int64_t mode,
-    int64_t pad, bool align, std::array<bool, 2> mask) {
+std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_backward(const at::Tensor &grad,
+                                                            const at::Tensor &input,
+                                                            const at::Tensor &grid, int64_t mode,
+                                                            int64_t pad, bool align,
+                                                            std::array<bool, 2> mask) {
   at::native::check_grid_sampler_common(input, grid);
   at::native::check_grid_sampler_2d(input, grid);
   if (!grid_native(input, grid, mode, pad) || grad.scalar_type() != input.scalar_type())
     return at::native::call_fallback_fn<&neuron_cpu_fallback,
-                                        ATEN_OP(grid_sampler_2d_backward)>::call(
-        grad, input, grid, mode, pad, align, mask);
+                                        ATEN_OP(grid_sampler_2d_backward)>::call(grad, input, grid,
+                                                                                 mode, pad, align,
+                                                                                 mask);
   at::Tensor x = input.contiguous(), g = grid.contiguous(), go = grad.contiguous();
   TORCH_CHECK(go.sizes() == at::IntArrayRef({x.size(0), x.size(1), g.size(1), g.size(2)}),
               "grid_sampler_2d_backward: grad_output of shape ", grad.sizes(),

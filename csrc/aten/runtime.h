@@ -28,8 +28,8 @@ constexpr c10::DeviceType kNeuron = c10::DeviceType::PrivateUse1;
 // matches a runtime failure (forked child, bad configuration).
 void lazy_init();
 // Raises the PyTorch exception for a failed runtime call.
-[[noreturn]] void throw_status(tnrt_status_t status, const char* what);
-inline void check(tnrt_status_t status, const char* what) {
+[[noreturn]] void throw_status(tnrt_status_t status, const char *what);
+inline void check(tnrt_status_t status, const char *what) {
   if (status != TNRT_OK) throw_status(status, what);
 }
 // Validates a device index, with the message a user can act on.
@@ -42,36 +42,35 @@ void set_current_device_unchecked(c10::DeviceIndex index) noexcept;
 
 // Streams: c10::Stream ids are runtime stream indices (0 = default).
 c10::Stream current_stream(c10::DeviceIndex device);
-void set_current_stream(const c10::Stream& stream);
-tnrt_stream_t* native_stream(const c10::Stream& stream);
-inline tnrt_stream_t* current_native_stream(c10::DeviceIndex device) {
+void set_current_stream(const c10::Stream &stream);
+tnrt_stream_t *native_stream(const c10::Stream &stream);
+inline tnrt_stream_t *current_native_stream(c10::DeviceIndex device) {
   return native_stream(current_stream(device));
 }
 // The current stream's index on device, read without validation or
 // initialisation (the allocator's free path).
 int current_stream_index(int device) noexcept;
 
-c10::DeviceAllocator* device_allocator();
-c10::Allocator* host_allocator();
+c10::DeviceAllocator *device_allocator();
+c10::Allocator *host_allocator();
 // Registers hooks, guard and allocator with PyTorch (called once at import).
 void register_runtime();
 
-void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void* args,
-            size_t size, const char* name);
+void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void *args, size_t size,
+            const char *name);
 // Memory history (memory_history.cpp): allocations and frees while
 // torch.neuron.memory._record_memory_history is on.
 bool memory_history_enabled();
-void memory_history_alloc(void* ptr, size_t size, int device, int stream);
-void memory_history_free(void* ptr, size_t size, int device, int stream);
+void memory_history_alloc(void *ptr, size_t size, int device, int stream);
+void memory_history_free(void *ptr, size_t size, int device, int stream);
 // The profiler (profiler.cpp): whether a trace is being recorded, and the
 // launch of task seq on stream s (host interval [t0, t1]), linked to the CPU
 // op that issued it.
 bool profiler_recording();
-void profiler_note_launch(tnrt_stream_t* s, uint64_t seq, int64_t t0, int64_t t1,
-                          const char* name);
+void profiler_note_launch(tnrt_stream_t *s, uint64_t seq, int64_t t0, int64_t t1, const char *name);
 
 // The RNG of a device (generator.cpp).
-const at::Generator& default_generator(c10::DeviceIndex device);
+const at::Generator &default_generator(c10::DeviceIndex device);
 at::Generator new_generator(c10::DeviceIndex device);
 // Returns the (seed, offset) pair for one kernel call and advances offset.
 std::pair<uint64_t, uint64_t> philox_next(std::optional<at::Generator> gen,

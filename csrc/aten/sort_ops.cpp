@@ -20,8 +20,8 @@ namespace torch_neuronx {
 // kthvalue treats it as the largest value and median returns the first NaN
 // of the row, as CPU does.
 namespace {
-std::tuple<at::Tensor, at::Tensor> pick_sorted(const at::Tensor& self, int64_t dim,
-                                               const at::Tensor& pos, bool keepdim) {
+std::tuple<at::Tensor, at::Tensor> pick_sorted(const at::Tensor &self, int64_t dim,
+                                               const at::Tensor &pos, bool keepdim) {
   auto [v, i] = at::sort(self, /*stable=*/true, dim, /*descending=*/false);
   at::Tensor p = pos.unsqueeze(dim);
   at::Tensor rv = v.gather(dim, p), ri = i.gather(dim, p);
@@ -31,12 +31,12 @@ std::tuple<at::Tensor, at::Tensor> pick_sorted(const at::Tensor& self, int64_t d
   }
   return {rv, ri};
 }
-at::Tensor position(const at::Tensor& self, int64_t dim, int64_t k) {
+at::Tensor position(const at::Tensor &self, int64_t dim, int64_t k) {
   auto sizes = self.sizes().vec();
   if (self.dim() > 0) sizes.erase(sizes.begin() + dim);
   return at::full(sizes, k, self.options().dtype(at::kLong));
 }
-void deliver2(const std::tuple<at::Tensor, at::Tensor>& r, at::Tensor& v, at::Tensor& i) {
+void deliver2(const std::tuple<at::Tensor, at::Tensor> &r, at::Tensor &v, at::Tensor &i) {
   at::native::resize_output(v, std::get<0>(r).sizes());
   at::native::resize_output(i, std::get<1>(r).sizes());
   v.copy_(std::get<0>(r));
@@ -44,23 +44,24 @@ void deliver2(const std::tuple<at::Tensor, at::Tensor>& r, at::Tensor& v, at::Te
 }
 }  // namespace
 
-std::tuple<at::Tensor&, at::Tensor&> kthvalue_out(const at::Tensor& self, int64_t k, int64_t dim,
-                                                  bool keepdim, at::Tensor& values,
-                                                  at::Tensor& indices) {
+std::tuple<at::Tensor &, at::Tensor &> kthvalue_out(const at::Tensor &self, int64_t k, int64_t dim,
+                                                    bool keepdim, at::Tensor &values,
+                                                    at::Tensor &indices) {
   int64_t d = at::maybe_wrap_dim(dim, self.dim());
   int64_t n = self.dim() ? self.size(d) : 1;
   TORCH_CHECK_INDEX(n > 0, "kthvalue(): Expected reduction dim ", d, " to have non-zero size.");
   TORCH_CHECK(k >= 1 && k <= n, "kthvalue(): selected number k out of range for dimension ", d);
   at::Tensor x = self.dim() ? self : self.reshape(at::IntArrayRef{1});
   auto r = pick_sorted(x, d, position(x, d, k - 1), keepdim || self.dim() == 0);
-  if (self.dim() == 0) r = {std::get<0>(r).reshape(at::IntArrayRef{}), std::get<1>(r).reshape(at::IntArrayRef{})};
+  if (self.dim() == 0)
+    r = {std::get<0>(r).reshape(at::IntArrayRef{}), std::get<1>(r).reshape(at::IntArrayRef{})};
   deliver2(r, values, indices);
   return {values, indices};
 }
 
-std::tuple<at::Tensor&, at::Tensor&> median_dim_out(const at::Tensor& self, int64_t dim,
-                                                    bool keepdim, at::Tensor& values,
-                                                    at::Tensor& indices) {
+std::tuple<at::Tensor &, at::Tensor &> median_dim_out(const at::Tensor &self, int64_t dim,
+                                                      bool keepdim, at::Tensor &values,
+                                                      at::Tensor &indices) {
   int64_t d = at::maybe_wrap_dim(dim, self.dim());
   at::Tensor x = self.dim() ? self : self.reshape(at::IntArrayRef{1});
   int64_t n = x.size(d);
@@ -72,16 +73,18 @@ std::tuple<at::Tensor&, at::Tensor&> median_dim_out(const at::Tensor& self, int6
     pos = at::where(nans > 0, n - nans, pos);
   }
   auto r = pick_sorted(x, d, pos, keepdim || self.dim() == 0);
-  if (self.dim() == 0) r = {std::get<0>(r).reshape(at::IntArrayRef{}), std::get<1>(r).reshape(at::IntArrayRef{})};
+  if (self.dim() == 0)
+    r = {std::get<0>(r).reshape(at::IntArrayRef{}), std::get<1>(r).reshape(at::IntArrayRef{})};
   deliver2(r, values, indices);
   return {values, indices};
 }
 
-at::Tensor median_all(const at::Tensor& self) {
+at::Tensor median_all(const at::Tensor &self) {
   if (self.numel() == 0 && at::isFloatingType(self.scalar_type()))  // as CPU
     return at::full({}, std::numeric_limits<double>::quiet_NaN(), self.options());
   TORCH_CHECK(self.numel() > 0, "median() input tensor cannot be empty");
-  at::Tensor v = at::empty({0}, self.options()), i = at::empty({0}, self.options().dtype(at::kLong));
+  at::Tensor v = at::empty({0}, self.options()),
+             i = at::empty({0}, self.options().dtype(at::kLong));
   median_dim_out(self.reshape({-1}), 0, false, v, i);
   return v;
 }
@@ -92,8 +95,8 @@ at::Tensor median_all(const at::Tensor& self) {
 // device kernel. The output size depends on the data, so reading it waits
 // for the device, as on CUDA. Always sorted (sorted=False allows any order).
 namespace {
-std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_runs(const at::Tensor& self, bool sort,
-                                                            bool inverse, bool counts) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_runs(const at::Tensor &self, bool sort,
+                                                           bool inverse, bool counts) {
   auto lopts = self.options().dtype(at::kLong);
   at::Tensor flat = self.reshape(-1);
   int64_t n = flat.numel();
@@ -122,7 +125,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_runs(const at::Tensor& sel
 }
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor& self, bool sorted,
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor &self, bool sorted,
                                                        bool return_inverse, bool return_counts) {
   // the wide unsigned types have no sort/select kernels anywhere but in the
   // CPU's own unique
@@ -133,8 +136,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor& self, b
   return unique_runs(self, true, return_inverse, return_counts);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive(
-    const at::Tensor& self, bool return_inverse, bool return_counts, std::optional<int64_t> dim) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive(const at::Tensor &self,
+                                                                  bool return_inverse,
+                                                                  bool return_counts,
+                                                                  std::optional<int64_t> dim) {
   if (dim.has_value() && self.dim() > 1)  // runs of equal slices: the CPU does those
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(unique_consecutive)>::call(
         self, return_inverse, return_counts, dim);
@@ -143,12 +148,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive(
 
 // mode(..., out=): ATen's out form refuses devices other than CPU, CUDA and
 // XPU; the values come from mode itself, with ATen's out checks.
-std::tuple<at::Tensor&, at::Tensor&> mode_out(const at::Tensor& self, int64_t dim, bool keepdim,
-                                              at::Tensor& values, at::Tensor& indices) {
-  TORCH_CHECK(self.device() == values.device(), "expected device '", self.device(),
-              "' but got '", values.device(), "' for values output");
-  TORCH_CHECK(self.device() == indices.device(), "expected device '", self.device(),
-              "' but got '", indices.device(), "' for indices output");
+std::tuple<at::Tensor &, at::Tensor &> mode_out(const at::Tensor &self, int64_t dim, bool keepdim,
+                                                at::Tensor &values, at::Tensor &indices) {
+  TORCH_CHECK(self.device() == values.device(), "expected device '", self.device(), "' but got '",
+              values.device(), "' for values output");
+  TORCH_CHECK(self.device() == indices.device(), "expected device '", self.device(), "' but got '",
+              indices.device(), "' for indices output");
   TORCH_CHECK(self.scalar_type() == values.scalar_type(), "expected scalar type '",
               self.scalar_type(), "' but got '", values.scalar_type(), "' for values output");
   TORCH_CHECK(indices.scalar_type() == at::kLong, "expected scalar type '", at::kLong,
@@ -162,13 +167,13 @@ std::tuple<at::Tensor&, at::Tensor&> mode_out(const at::Tensor& self, int64_t di
 // ------------------------------------------------------------ sort / topk
 
 namespace {
-void sort_task(void* p) { tnk_sort(static_cast<tnk_sort_args_t*>(p)); }
-void histc_task(void* p) { tnk_histc(static_cast<tnk_histc_args_t*>(p)); }
+void sort_task(void *p) { tnk_sort(static_cast<tnk_sort_args_t *>(p)); }
+void histc_task(void *p) { tnk_histc(static_cast<tnk_histc_args_t *>(p)); }
 
 // Sorts (k = size along dim) or selects the top k along dim into values and
 // indices, resized to self's shape with dim of size k.
-void sort_into(const at::Tensor& self, int64_t dim, int64_t k, bool descending,
-               at::Tensor& values, at::Tensor& indices, const char* name) {
+void sort_into(const at::Tensor &self, int64_t dim, int64_t k, bool descending, at::Tensor &values,
+               at::Tensor &indices, const char *name) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   std::vector<int64_t> shape = self.sizes().vec();
   if (self.dim()) shape[dim] = k;
@@ -200,16 +205,16 @@ void sort_into(const at::Tensor& self, int64_t dim, int64_t k, bool descending,
   }
 }
 
-bool sort_native(const at::Tensor& self) {
+bool sort_native(const at::Tensor &self) {
   tnk_dtype_t dt = tnk_of(self);
   return dt != TNK_DTYPE_COUNT && tnk_sort_supported(dt);
 }
 }  // namespace
 
-std::tuple<at::Tensor&, at::Tensor&> sort_values_stable(const at::Tensor& self,
-                                                        std::optional<bool> stable, int64_t dim,
-                                                        bool descending, at::Tensor& values,
-                                                        at::Tensor& indices) {
+std::tuple<at::Tensor &, at::Tensor &> sort_values_stable(const at::Tensor &self,
+                                                          std::optional<bool> stable, int64_t dim,
+                                                          bool descending, at::Tensor &values,
+                                                          at::Tensor &indices) {
   if (!sort_native(self) || values.scalar_type() != self.scalar_type() ||
       indices.scalar_type() != at::kLong)
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(sort, values_stable)>::call(
@@ -219,7 +224,7 @@ std::tuple<at::Tensor&, at::Tensor&> sort_values_stable(const at::Tensor& self,
   return {values, indices};
 }
 
-std::tuple<at::Tensor, at::Tensor> sort_stable(const at::Tensor& self, std::optional<bool> stable,
+std::tuple<at::Tensor, at::Tensor> sort_stable(const at::Tensor &self, std::optional<bool> stable,
                                                int64_t dim, bool descending) {
   at::Tensor values = at::empty({0}, self.options());
   at::Tensor indices = at::empty({0}, self.options().dtype(at::kLong));
@@ -227,9 +232,9 @@ std::tuple<at::Tensor, at::Tensor> sort_stable(const at::Tensor& self, std::opti
   return {values, indices};
 }
 
-std::tuple<at::Tensor&, at::Tensor&> topk_values(const at::Tensor& self, c10::SymInt k_sym,
-                                                 int64_t dim, bool largest, bool sorted,
-                                                 at::Tensor& values, at::Tensor& indices) {
+std::tuple<at::Tensor &, at::Tensor &> topk_values(const at::Tensor &self, c10::SymInt k_sym,
+                                                   int64_t dim, bool largest, bool sorted,
+                                                   at::Tensor &values, at::Tensor &indices) {
   int64_t k = k_sym.expect_int();
   int64_t d = at::maybe_wrap_dim(dim, self.dim(), /*wrap_scalar=*/true);
   int64_t len = self.dim() ? self.size(d) : 1;
@@ -242,7 +247,7 @@ std::tuple<at::Tensor&, at::Tensor&> topk_values(const at::Tensor& self, c10::Sy
   return {values, indices};
 }
 
-std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, c10::SymInt k, int64_t dim,
+std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor &self, c10::SymInt k, int64_t dim,
                                         bool largest, bool sorted) {
   at::Tensor values = at::empty({0}, self.options());
   at::Tensor indices = at::empty({0}, self.options().dtype(at::kLong));
@@ -253,8 +258,8 @@ std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, c10::SymInt k, i
 // histc: floating inputs as on CPU; integer inputs as CUDA takes them
 // (MoE routers count tokens per expert with torch.histc on int ids), with
 // counts in the input's dtype.
-at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const c10::Scalar& min,
-                      const c10::Scalar& max, at::Tensor& out) {
+at::Tensor &histc_out(const at::Tensor &self, int64_t bins, const c10::Scalar &min,
+                      const c10::Scalar &max, at::Tensor &out) {
   TORCH_CHECK(bins > 0, "torch.histc(): bins must be > 0, but got ", bins, " for dimension 0");
   tnk_dtype_t dt = tnk_of(self);
   bool ok;
@@ -276,7 +281,7 @@ at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const c10::Scalar& m
   TORCH_CHECK(lo < hi, "torch.histc: max must be larger than min");
   at::native::resize_output(out, {bins});
   at::Tensor x = self.contiguous();
-  into_contiguous(out, [&](at::Tensor& o) {
+  into_contiguous(out, [&](at::Tensor &o) {
     tnk_histc_args_t a{};
     a.in = x.numel() ? x.const_data_ptr() : nullptr;
     a.out = o.data_ptr();
@@ -291,8 +296,8 @@ at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const c10::Scalar& m
   return out;
 }
 
-at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min,
-                 const c10::Scalar& max) {
+at::Tensor histc(const at::Tensor &self, int64_t bins, const c10::Scalar &min,
+                 const c10::Scalar &max) {
   at::Tensor out = at::empty({0}, self.options());
   return histc_out(self, bins, min, max, out);
 }

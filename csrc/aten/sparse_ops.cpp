@@ -34,16 +34,16 @@ namespace torch_neuronx {
 namespace {
 
 // The index tensors of advanced indexing for the sparse dims of t.
-c10::List<std::optional<at::Tensor>> index_list(const at::Tensor& indices) {
+c10::List<std::optional<at::Tensor>> index_list(const at::Tensor &indices) {
   c10::List<std::optional<at::Tensor>> list;
   for (int64_t d = 0; d < indices.size(0); d++) list.push_back(indices.select(0, d));
   return list;
 }
 
-at::Tensor make_sparse(const at::Tensor& like, const at::Tensor& indices,
-                       const at::Tensor& values, bool coalesced) {
+at::Tensor make_sparse(const at::Tensor &like, const at::Tensor &indices, const at::Tensor &values,
+                       bool coalesced) {
   at::Tensor r = at::_sparse_coo_tensor_unsafe(indices, values, like.sizes(),
-                                                like.options().layout(at::kSparse));
+                                               like.options().layout(at::kSparse));
   r._coalesced_(coalesced);
   return r;
 }
@@ -51,7 +51,7 @@ at::Tensor make_sparse(const at::Tensor& like, const at::Tensor& indices,
 // Duplicate indices summed, indices sorted: the linear position of each
 // entry over the sparse dims, sorted; runs of equal positions become one
 // entry (their values index_add-ed).
-at::Tensor coalesce(const at::Tensor& self) {
+at::Tensor coalesce(const at::Tensor &self) {
   int64_t sd = self.sparse_dim(), nnz = self._nnz();
   at::Tensor idx = self._indices(), vals = self._values();
   if (nnz < 2) return make_sparse(self, idx.clone(), vals.clone(), true);
@@ -64,7 +64,8 @@ at::Tensor coalesce(const at::Tensor& self) {
   int64_t n = seg[nnz - 1].item<int64_t>() + 1;  // the output's size (a sync, as on CPU)
   std::vector<int64_t> vshape = vals.sizes().vec();
   vshape[0] = n;
-  at::Tensor new_vals = at::zeros(vshape, vals.options()).index_add_(0, seg, vals.index_select(0, perm));
+  at::Tensor new_vals =
+      at::zeros(vshape, vals.options()).index_add_(0, seg, vals.index_select(0, perm));
   at::Tensor pos = at::zeros({n}, idx.options()).scatter_(0, seg, sorted);
   at::Tensor new_idx = at::empty({sd, n}, idx.options());
   for (int64_t d = sd - 1; d >= 0; d--) {
@@ -74,10 +75,10 @@ at::Tensor coalesce(const at::Tensor& self) {
   return make_sparse(self, new_idx, new_vals, true);
 }
 
-at::Tensor to_dense(const at::Tensor& self, std::optional<c10::ScalarType> dtype,
+at::Tensor to_dense(const at::Tensor &self, std::optional<c10::ScalarType> dtype,
                     std::optional<bool> masked_grad) {
-  at::Tensor out = at::zeros(self.sizes(), self.options().layout(at::kStrided).dtype(
-                                               dtype.value_or(self.scalar_type())));
+  at::Tensor out = at::zeros(
+      self.sizes(), self.options().layout(at::kStrided).dtype(dtype.value_or(self.scalar_type())));
   if (self._nnz() == 0) return out;
   out.index_put_(index_list(self._indices()), self._values().to(out.scalar_type()),
                  /*accumulate=*/true);
@@ -85,9 +86,11 @@ at::Tensor to_dense(const at::Tensor& self, std::optional<c10::ScalarType> dtype
 }
 
 // self's values at mask's indices, as a sparse tensor with mask's indices.
-at::Tensor sparse_mask(const at::Tensor& self, const at::Tensor& mask) {
-  TORCH_CHECK(mask.sizes() == self.sizes(), "sparse_mask(): operands have incompatible sizes; "
-              "self has size ", self.sizes(), " but mask has size ", mask.sizes());
+at::Tensor sparse_mask(const at::Tensor &self, const at::Tensor &mask) {
+  TORCH_CHECK(mask.sizes() == self.sizes(),
+              "sparse_mask(): operands have incompatible sizes; "
+              "self has size ",
+              self.sizes(), " but mask has size ", mask.sizes());
   at::Tensor dense = self.layout() == at::kSparse ? self.to_dense() : self;
   at::Tensor idx = mask._indices();
   at::Tensor vals = mask._nnz() ? dense.index(index_list(idx))
@@ -98,14 +101,17 @@ at::Tensor sparse_mask(const at::Tensor& self, const at::Tensor& mask) {
 // out = self + alpha * other, for a sparse operand on either side: dense
 // results accumulate the sparse values with index_put; sparse + sparse
 // concatenates entries (uncoalesced, as ATen's result may be).
-at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha,
-                    at::Tensor& out) {
-  TORCH_CHECK(self.sizes() == other.sizes(), "add: expected 'self' and 'other' to have same "
-              "size, but self has size ", self.sizes(), " while other has size ", other.sizes(),
+at::Tensor &add_out(const at::Tensor &self, const at::Tensor &other, const c10::Scalar &alpha,
+                    at::Tensor &out) {
+  TORCH_CHECK(self.sizes() == other.sizes(),
+              "add: expected 'self' and 'other' to have same "
+              "size, but self has size ",
+              self.sizes(), " while other has size ", other.sizes(),
               " (FYI: dense-sparse addition does not currently support broadcasting)");
   bool sparse_self = self.layout() == at::kSparse, sparse_other = other.layout() == at::kSparse;
   if (sparse_self && sparse_other) {
-    TORCH_CHECK(out.layout() == at::kSparse, "add: expected a sparse output for two sparse operands");
+    TORCH_CHECK(out.layout() == at::kSparse,
+                "add: expected a sparse output for two sparse operands");
     at::Tensor idx = at::cat({self._indices(), other._indices()}, 1);
     at::Tensor vals = at::cat({self._values(), other._values() * alpha}, 0);
     at::Tensor r = make_sparse(self, idx, vals, false);
@@ -116,9 +122,10 @@ at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const c10::
     }
     return out;
   }
-  TORCH_CHECK(out.layout() == at::kStrided, "add: expected a dense output when an operand is dense");
-  const at::Tensor& dense = sparse_self ? other : self;
-  const at::Tensor& sparse = sparse_self ? self : other;
+  TORCH_CHECK(out.layout() == at::kStrided,
+              "add: expected a dense output when an operand is dense");
+  const at::Tensor &dense = sparse_self ? other : self;
+  const at::Tensor &sparse = sparse_self ? self : other;
   at::Tensor base = sparse_self ? dense * alpha : dense;  // self + alpha*other either way
   if (!out.is_same(self)) {
     at::native::resize_output(out, dense.sizes());
@@ -133,31 +140,33 @@ at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const c10::
   return out;
 }
 
-at::Tensor mul_scalar(const at::Tensor& self, const c10::Scalar& s) {
+at::Tensor mul_scalar(const at::Tensor &self, const c10::Scalar &s) {
   return make_sparse(self, self._indices().clone(), self._values() * s, self.is_coalesced());
 }
 
-at::Tensor& mul_scalar_(at::Tensor& self, const c10::Scalar& s) {
+at::Tensor &mul_scalar_(at::Tensor &self, const c10::Scalar &s) {
   self._values().mul_(s);
   return self;
 }
 
 // sparse * (a 0-d tensor or Python number): the values scaled
-at::Tensor mul_tensor(const at::Tensor& self, const at::Tensor& other) {
+at::Tensor mul_tensor(const at::Tensor &self, const at::Tensor &other) {
   bool self_sparse = self.layout() == at::kSparse;
-  const at::Tensor& sp = self_sparse ? self : other;
-  const at::Tensor& s = self_sparse ? other : self;
+  const at::Tensor &sp = self_sparse ? self : other;
+  const at::Tensor &s = self_sparse ? other : self;
   TORCH_CHECK_NOT_IMPLEMENTED(s.layout() == at::kStrided && s.dim() == 0,
                               "neuron: sparse * tensor is implemented for 0-d tensors and "
-                              "numbers only, got a tensor of shape ", s.sizes());
+                              "numbers only, got a tensor of shape ",
+                              s.sizes());
   at::Tensor v = sp._values() * (s.is_cpu() ? s : s.to(sp.device()));
   return make_sparse(sp, sp._indices().clone(), v, sp.is_coalesced());
 }
 
-at::Tensor& mul_tensor_(at::Tensor& self, const at::Tensor& other) {
+at::Tensor &mul_tensor_(at::Tensor &self, const at::Tensor &other) {
   TORCH_CHECK_NOT_IMPLEMENTED(other.layout() == at::kStrided && other.dim() == 0,
                               "neuron: sparse *= tensor is implemented for 0-d tensors and "
-                              "numbers only, got a tensor of shape ", other.sizes());
+                              "numbers only, got a tensor of shape ",
+                              other.sizes());
   self._values().mul_(other);
   return self;
 }
@@ -165,7 +174,8 @@ at::Tensor& mul_tensor_(at::Tensor& self, const at::Tensor& other) {
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
-  m.impl("_sparse_coo_tensor_with_dims_and_tensors", at::native::new_with_dims_and_tensor_sparse_symint);
+  m.impl("_sparse_coo_tensor_with_dims_and_tensors",
+         at::native::new_with_dims_and_tensor_sparse_symint);
   m.impl("_sparse_coo_tensor_with_dims", at::native::new_with_dims_sparse);
   m.impl("empty.memory_format", at::native::empty_sparse_symint);
   m.impl("_indices", at::native::_indices_sparse);

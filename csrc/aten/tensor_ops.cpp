@@ -30,10 +30,10 @@
 namespace torch_neuronx {
 
 namespace {
-void arange_task(void* p) { tnk_arange(static_cast<tnk_arange_args_t*>(p)); }
+void arange_task(void *p) { tnk_arange(static_cast<tnk_arange_args_t *>(p)); }
 }  // namespace
 
-tnk_dtype_t to_tnk(c10::ScalarType t, bool* ok) {
+tnk_dtype_t to_tnk(c10::ScalarType t, bool *ok) {
   *ok = true;
   switch (t) {
     case at::kBool: return TNK_BOOL;
@@ -52,7 +52,7 @@ tnk_dtype_t to_tnk(c10::ScalarType t, bool* ok) {
   }
 }
 
-bool to_view(const at::Tensor& t, tnk_view_t* v) {
+bool to_view(const at::Tensor &t, tnk_view_t *v) {
   bool ok;
   v->dtype = to_tnk(t.scalar_type(), &ok);
   if (!ok || t.dim() > TNRT_MAX_DIMS) return false;
@@ -64,8 +64,7 @@ bool to_view(const at::Tensor& t, tnk_view_t* v) {
 namespace {
 
 void check_dtype_supported(c10::ScalarType t) {
-  TORCH_CHECK_TYPE(!c10::isQIntType(t) && !c10::isBitsType(t) &&
-                       t != at::kComplexHalf,
+  TORCH_CHECK_TYPE(!c10::isQIntType(t) && !c10::isBitsType(t) && t != at::kComplexHalf,
                    "neuron does not support tensors of dtype ", t,
                    ": keep such tensors on the CPU, or convert them to a "
                    "supported dtype (bool, integers, float16, bfloat16, "
@@ -74,66 +73,57 @@ void check_dtype_supported(c10::ScalarType t) {
 
 c10::DeviceIndex device_of(std::optional<c10::Device> device) {
   if (!device.has_value() || !device->has_index()) return current_device();
-  TORCH_CHECK(device->type() == kNeuron, "expected a neuron device, got ",
-              *device);
+  TORCH_CHECK(device->type() == kNeuron, "expected a neuron device, got ", *device);
   check_device_index(device->index());
   return device->index();
 }
 
-at::Tensor empty_memory_format(at::IntArrayRef size,
-                               std::optional<c10::ScalarType> dtype,
-                               std::optional<c10::Layout> layout,
-                               std::optional<c10::Device> device,
+at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
                                std::optional<bool> pin_memory,
                                std::optional<c10::MemoryFormat> mf) {
-  TORCH_CHECK(!pin_memory.value_or(false),
-              "only dense CPU tensors can be pinned");
+  TORCH_CHECK(!pin_memory.value_or(false), "only dense CPU tensors can be pinned");
   TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
               "neuron supports only strided tensors, got layout ", *layout);
   c10::ScalarType st = dtype.value_or(c10::get_default_dtype_as_scalartype());
   check_dtype_supported(st);
   c10::DeviceGuard guard(c10::Device(kNeuron, device_of(device)));
-  return at::detail::empty_generic(
-      size, device_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-      st, mf);
+  return at::detail::empty_generic(size, device_allocator(),
+                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), st, mf);
 }
 
 at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
-                         std::optional<c10::ScalarType> dtype,
-                         std::optional<c10::Layout> layout,
-                         std::optional<c10::Device> device,
-                         std::optional<bool> pin_memory) {
-  TORCH_CHECK(!pin_memory.value_or(false),
-              "only dense CPU tensors can be pinned");
+                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  TORCH_CHECK(!pin_memory.value_or(false), "only dense CPU tensors can be pinned");
   TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
               "neuron supports only strided tensors, got layout ", *layout);
   c10::ScalarType st = dtype.value_or(c10::get_default_dtype_as_scalartype());
   check_dtype_supported(st);
   c10::DeviceGuard guard(c10::Device(kNeuron, device_of(device)));
-  return at::detail::empty_strided_generic(
-      size, stride, device_allocator(),
-      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), st);
+  return at::detail::empty_strided_generic(size, stride, device_allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), st);
 }
 
 // ------------------------------------------------------------------ copies
 
-void copy_task(void* p) { tnk_copy(static_cast<tnk_copy_args_t*>(p)); }
+void copy_task(void *p) { tnk_copy(static_cast<tnk_copy_args_t *>(p)); }
 
 }  // namespace
 
 HostViews::HostViews() : addressable_(tnrt_host_addressable() != 0) {}
 
-at::Tensor HostViews::view(const at::Tensor& t, bool written) {
+at::Tensor HostViews::view(const at::Tensor &t, bool written) {
   if (!t.defined() || !t.is_privateuseone()) return t;
-  const c10::Storage& storage = t.storage();
-  const char* base = static_cast<const char*>(storage.data());
+  const c10::Storage &storage = t.storage();
+  const char *base = static_cast<const char *>(storage.data());
   if (!addressable_ && storage.nbytes()) {
     auto it = staged_.find(storage.unsafeGetStorageImpl());
     if (it == staged_.end()) {
       Staged st;
       st.device = t;
-      st.host = at::empty({static_cast<int64_t>(storage.nbytes())},
-                          at::TensorOptions().dtype(at::kByte));
+      st.host =
+          at::empty({static_cast<int64_t>(storage.nbytes())}, at::TensorOptions().dtype(at::kByte));
       check(tnrt_memcpy_d2h(t.device().index(), st.host.data_ptr(), base, storage.nbytes()),
             "copy device memory to the host");
       // Schemas do not mark every write (native_batch_norm updates its
@@ -142,70 +132,75 @@ at::Tensor HostViews::view(const at::Tensor& t, bool written) {
       it = staged_.emplace(storage.unsafeGetStorageImpl(), std::move(st)).first;
     }
     it->second.written = it->second.written || written;
-    base = static_cast<const char*>(it->second.host.const_data_ptr());
+    base = static_cast<const char *>(it->second.host.const_data_ptr());
   }
   // the host tensor keeps what backs it alive: the device storage, and the
   // staged copy (which HostViews also keeps until it is written back)
   c10::Storage keep = storage;
   at::Tensor host = addressable_ || !storage.nbytes()
-                        ? at::Tensor() : staged_.at(storage.unsafeGetStorageImpl()).host;
-  void* data = t.numel() == 0 ? nullptr
-                              : const_cast<char*>(base) + t.storage_offset() * t.itemsize();
+                        ? at::Tensor()
+                        : staged_.at(storage.unsafeGetStorageImpl()).host;
+  void *data =
+      t.numel() == 0 ? nullptr : const_cast<char *>(base) + t.storage_offset() * t.itemsize();
   auto out = at::from_blob(
-      data, t.sizes(), t.strides(), [keep, host](void*) mutable { keep = {}; host.reset(); },
+      data, t.sizes(), t.strides(),
+      [keep, host](void *) mutable {
+        keep = {};
+        host.reset();
+      },
       t.options().device(at::kCPU));
   if (t.is_conj()) out._set_conj(true);
   if (t.is_neg()) out._set_neg(true);
   return out;
 }
 
-const void* HostViews::host_base(const at::Tensor& t) const {
+const void *HostViews::host_base(const at::Tensor &t) const {
   auto it = staged_.find(t.storage().unsafeGetStorageImpl());
   return it == staged_.end() ? t.storage().data() : it->second.host.const_data_ptr();
 }
 
 void HostViews::write_back() {
-  for (auto& [impl, st] : staged_) {
+  for (auto &[impl, st] : staged_) {
     if (!st.written && !std::memcmp(st.host.const_data_ptr(), st.pristine.const_data_ptr(),
-                                   st.device.storage().nbytes()))
+                                    st.device.storage().nbytes()))
       continue;
-    check(tnrt_memcpy_h2d(st.device.device().index(),
-                          const_cast<void*>(st.device.storage().data()),
-                          st.host.const_data_ptr(), st.device.storage().nbytes()),
-          "copy host memory to the device");
+    check(
+        tnrt_memcpy_h2d(st.device.device().index(), const_cast<void *>(st.device.storage().data()),
+                        st.host.const_data_ptr(), st.device.storage().nbytes()),
+        "copy host memory to the device");
     st.written = false;
     st.pristine.copy_(st.host);
   }
 }
 
-at::Tensor& assign_result(at::Tensor& out, const at::Tensor& r) {
+at::Tensor &assign_result(at::Tensor &out, const at::Tensor &r) {
   at::native::resize_output(out, r.sizes());
   return out.copy_(r);
 }
 
-void resize_elementwise_out(at::Tensor& out, at::IntArrayRef shape,
-                            std::initializer_list<const at::Tensor*> operands) {
-  for (const at::Tensor* t : operands)
+void resize_elementwise_out(at::Tensor &out, at::IntArrayRef shape,
+                            std::initializer_list<const at::Tensor *> operands) {
+  for (const at::Tensor *t : operands)
     TORCH_CHECK(!t || !t->defined() || !t->is_same(out) || out.sizes() == shape,
-                "output with shape ", out.sizes(), " doesn't match the broadcast shape ",
-                shape);
+                "output with shape ", out.sizes(), " doesn't match the broadcast shape ", shape);
   at::native::resize_output(out, shape);
 }
 
 namespace {
 
-bool ranges_overlap(const at::Tensor& a, const at::Tensor& b) {
+bool ranges_overlap(const at::Tensor &a, const at::Tensor &b) {
   if (!a.numel() || !b.numel()) return false;
   if (!a.storage().is_alias_of(b.storage())) return false;
-  auto range = [](const at::Tensor& t) {
+  auto range = [](const at::Tensor &t) {
     int64_t lo = t.storage_offset(), hi = lo;
     for (int64_t d = 0; d < t.dim(); d++) {
       int64_t span = (t.size(d) - 1) * t.stride(d);
-      if (span < 0) lo += span;
-      else hi += span;
+      if (span < 0)
+        lo += span;
+      else
+        hi += span;
     }
-    return std::make_pair(lo * (int64_t)t.itemsize(),
-                          (hi + 1) * (int64_t)t.itemsize());
+    return std::make_pair(lo * (int64_t)t.itemsize(), (hi + 1) * (int64_t)t.itemsize());
   };
   auto ra = range(a), rb = range(b);
   return ra.first < rb.second && rb.first < ra.second;
@@ -213,7 +208,7 @@ bool ranges_overlap(const at::Tensor& a, const at::Tensor& b) {
 
 // Copies through CPU ATen on host aliases: the path for layouts and dtypes
 // the copy kernel does not take (conj/neg views, >12 dims, float8...).
-void copy_on_host(const at::Tensor& src, const at::Tensor& dst) {
+void copy_on_host(const at::Tensor &src, const at::Tensor &dst) {
   if (src.is_privateuseone())
     check(tnrt_stream_synchronize(current_native_stream(src.device().index())),
           "stream synchronize");
@@ -226,7 +221,7 @@ void copy_on_host(const at::Tensor& src, const at::Tensor& dst) {
   host.write_back();
 }
 
-tnk_dtype_t raw_dtype(const at::Tensor& t, bool* ok) {
+tnk_dtype_t raw_dtype(const at::Tensor &t, bool *ok) {
   tnk_dtype_t dt = to_tnk(t.scalar_type(), ok);
   if (*ok) return dt;
   *ok = true;
@@ -239,13 +234,12 @@ tnk_dtype_t raw_dtype(const at::Tensor& t, bool* ok) {
   }
 }
 
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
-                     bool non_blocking) {
+at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blocking) {
   TORCH_CHECK(self.is_privateuseone() || dst.is_privateuseone());
-  TORCH_CHECK(self.is_privateuseone() || self.is_cpu(),
-              "copy between neuron and ", self.device(), " is not supported");
-  TORCH_CHECK(dst.is_privateuseone() || dst.is_cpu(),
-              "copy between neuron and ", dst.device(), " is not supported");
+  TORCH_CHECK(self.is_privateuseone() || self.is_cpu(), "copy between neuron and ", self.device(),
+              " is not supported");
+  TORCH_CHECK(dst.is_privateuseone() || dst.is_cpu(), "copy between neuron and ", dst.device(),
+              " is not supported");
   if (dst.numel() == 0) return dst;
   at::Tensor src = self.sizes() == dst.sizes() ? self : self.expand(dst.sizes());
   if (src.is_conj() != dst.is_conj() || src.is_neg() != dst.is_neg()) {
@@ -269,8 +263,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
   bool same = src.scalar_type() == dst.scalar_type();
   bool cast_ok;
   to_tnk(src.scalar_type(), &cast_ok);
-  bool kernel_ok = ok_s && ok_d && (same || cast_ok) &&
-                   dst.dim() <= TNRT_MAX_DIMS;
+  bool kernel_ok = ok_s && ok_d && (same || cast_ok) && dst.dim() <= TNRT_MAX_DIMS;
   if (kernel_ok && !same) to_tnk(dst.scalar_type(), &kernel_ok);
   if (!kernel_ok) {
     copy_on_host(src, dst);
@@ -278,7 +271,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
   }
   set_shape(&a.shape, dst.sizes());
   a.dst.data = dst.data_ptr();
-  a.src.data = const_cast<void*>(src.const_data_ptr());
+  a.src.data = const_cast<void *>(src.const_data_ptr());
   for (int64_t d = 0; d < dst.dim(); d++) {
     a.dst.strides[d] = dst.stride(d);
     a.src.strides[d] = src.stride(d);
@@ -287,31 +280,28 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
   if (dst.is_privateuseone() && src.is_privateuseone()) {
     c10::DeviceIndex dd = dst.device().index(), sd = src.device().index();
     if (dd != sd) {  // order after the source device's current work
-      tnrt_event_t* e = tnrt_event_create(TNRT_EVENT_DEFAULT);
+      tnrt_event_t *e = tnrt_event_create(TNRT_EVENT_DEFAULT);
       check(tnrt_event_record(e, current_native_stream(sd)), "event record");
       check(tnrt_stream_wait_event(current_native_stream(dd), e), "event wait");
       tnrt_event_destroy(e);
-      device_allocator()->recordStream(src.storage().data_ptr(),
-                                       current_stream(dd));
+      device_allocator()->recordStream(src.storage().data_ptr(), current_stream(dd));
     }
     launch(dd, copy_task, &a, sizeof a, "aten::copy_");
     if (dd != sd) {  // and the source device's later work after the copy
-      tnrt_event_t* e = tnrt_event_create(TNRT_EVENT_DEFAULT);
+      tnrt_event_t *e = tnrt_event_create(TNRT_EVENT_DEFAULT);
       check(tnrt_event_record(e, current_native_stream(dd)), "event record");
       check(tnrt_stream_wait_event(current_native_stream(sd), e), "event wait");
       tnrt_event_destroy(e);
     }
     return dst;
   }
-  const at::Tensor& host = dst.is_privateuseone() ? src : dst;
-  c10::DeviceIndex dev = dst.is_privateuseone() ? dst.device().index()
-                                                : src.device().index();
-  tnrt_stream_t* s = current_native_stream(dev);
+  const at::Tensor &host = dst.is_privateuseone() ? src : dst;
+  c10::DeviceIndex dev = dst.is_privateuseone() ? dst.device().index() : src.device().index();
+  tnrt_stream_t *s = current_native_stream(dev);
   check(tnrt_launch(s, copy_task, &a, sizeof a,
-                    dst.is_privateuseone() ? "aten::copy_ (H2D)"
-                                           : "aten::copy_ (D2H)"),
+                    dst.is_privateuseone() ? "aten::copy_ (H2D)" : "aten::copy_ (D2H)"),
         "neuron copy");
-  const void* hp = host.storage().data();
+  const void *hp = host.storage().data();
   if (non_blocking && hp && tnrt_host_is_pinned(hp)) {
     // Returns at once, as CUDA does for pinned memory; the pinned buffer
     // is kept alive until this stream passes the copy.
@@ -322,50 +312,45 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst,
   return dst;
 }
 
-at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+at::Tensor copy_from_and_resize(const at::Tensor &self, const at::Tensor &dst) {
   dst.resize_(self.sizes());
   return copy_from(self, dst, false);
 }
 
 // ------------------------------------------------------------------- views
 
-at::Tensor as_strided(const at::Tensor& self, at::IntArrayRef size,
-                      at::IntArrayRef stride,
+at::Tensor as_strided(const at::Tensor &self, at::IntArrayRef size, at::IntArrayRef stride,
                       std::optional<int64_t> storage_offset) {
   return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
 }
 
 // ------------------------------------------------------------ storage ops
 
-void record_stream(at::Tensor& self, c10::Stream stream) {
-  TORCH_CHECK(stream.device_type() == kNeuron,
-              "record_stream: expected a neuron stream, got ", stream);
+void record_stream(at::Tensor &self, c10::Stream stream) {
+  TORCH_CHECK(stream.device_type() == kNeuron, "record_stream: expected a neuron stream, got ",
+              stream);
   device_allocator()->recordStream(self.storage().data_ptr(), stream);
 }
 
-const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
+const at::Tensor &resize_(const at::Tensor &self, at::IntArrayRef size,
                           std::optional<c10::MemoryFormat> mf) {
   for (int64_t s : size)
-    TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s,
-                ": ", size);
-  auto* impl = self.unsafeGetTensorImpl();
+    TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", size);
+  auto *impl = self.unsafeGetTensorImpl();
   if (impl->sizes() != size) impl->set_sizes_contiguous(size);
   if (mf.has_value()) {
-    TORCH_CHECK(*mf != c10::MemoryFormat::Preserve,
-                "Unsupported memory format ", *mf);
+    TORCH_CHECK(*mf != c10::MemoryFormat::Preserve, "Unsupported memory format ", *mf);
     impl->empty_tensor_restride(*mf);
   }
-  size_t needed = at::detail::computeStorageNbytes(
-      self.sizes(), self.strides(), self.itemsize(), self.storage_offset());
+  size_t needed = at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.itemsize(),
+                                                   self.storage_offset());
   if (needed > self.storage().nbytes())
-    at::detail::getPrivateUse1Hooks().resizePrivateUse1Bytes(self.storage(),
-                                                               needed);
+    at::detail::getPrivateUse1Hooks().resizePrivateUse1Bytes(self.storage(), needed);
   return self;
 }
 
-at::Tensor& set_storage(at::Tensor& self, c10::Storage source,
-                        c10::SymInt storage_offset, c10::SymIntArrayRef size,
-                        c10::SymIntArrayRef stride) {
+at::Tensor &set_storage(at::Tensor &self, c10::Storage source, c10::SymInt storage_offset,
+                        c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
   int64_t off = storage_offset.expect_int();
   std::vector<int64_t> isize(C10_AS_INTARRAYREF_SLOW(size).vec());
   std::vector<int64_t> istride;
@@ -379,36 +364,34 @@ at::Tensor& set_storage(at::Tensor& self, c10::Storage source,
   } else {
     istride = C10_AS_INTARRAYREF_SLOW(stride).vec();
   }
-  at::native::checkSetStorage(self, std::move(source), off,
-                              at::IntArrayRef(isize), at::IntArrayRef(istride));
-  at::native::setStrided(self, at::IntArrayRef(isize), at::IntArrayRef(istride),
-                         off);
+  at::native::checkSetStorage(self, std::move(source), off, at::IntArrayRef(isize),
+                              at::IntArrayRef(istride));
+  at::native::setStrided(self, at::IntArrayRef(isize), at::IntArrayRef(istride), off);
   return self;
 }
 
-at::Tensor& set_storage_whole(at::Tensor& self, c10::Storage source) {
+at::Tensor &set_storage_whole(at::Tensor &self, c10::Storage source) {
   int64_t n = static_cast<int64_t>(source.nbytes() / self.itemsize());
   std::vector<c10::SymInt> size{c10::SymInt(n)}, stride{c10::SymInt(1)};
   return set_storage(self, std::move(source), 0, size, stride);
 }
 
-at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& src) {
+at::Tensor &set_tensor(at::Tensor &self, const at::Tensor &src) {
   if (self.is_same(src)) return self;
-  return set_storage(self, src.storage(), src.sym_storage_offset(),
-                     src.sym_sizes(), src.sym_strides());
+  return set_storage(self, src.storage(), src.sym_storage_offset(), src.sym_sizes(),
+                     src.sym_strides());
 }
 
-at::Tensor& set_empty(at::Tensor& self) {
+at::Tensor &set_empty(at::Tensor &self) {
   c10::DeviceGuard guard(self.device());
-  c10::Storage fresh(c10::Storage::use_byte_size_t(), 0, device_allocator(),
-                     true);
+  c10::Storage fresh(c10::Storage::use_byte_size_t(), 0, device_allocator(), true);
   std::vector<c10::SymInt> size{c10::SymInt(0)}, stride{c10::SymInt(1)};
   return set_storage(self, fresh, 0, size, stride);
 }
 
 // ------------------------------------------------------- fill and scalars
 
-tnk_scalar_t to_scalar(const c10::Scalar& v) {
+tnk_scalar_t to_scalar(const c10::Scalar &v) {
   tnk_scalar_t s{};
   if (v.isBoolean()) {
     s.is_bool = 1;
@@ -427,9 +410,9 @@ tnk_scalar_t to_scalar(const c10::Scalar& v) {
   return s;
 }
 
-void fill_task(void* p) { tnk_fill(static_cast<tnk_fill_args_t*>(p)); }
+void fill_task(void *p) { tnk_fill(static_cast<tnk_fill_args_t *>(p)); }
 
-at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
+at::Tensor &fill_scalar(at::Tensor &self, const c10::Scalar &value) {
   check_scalar_fits(value, self.scalar_type());
   if (self.numel() == 0) return self;
   tnk_fill_args_t a{};
@@ -446,54 +429,55 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   return self;
 }
 
-c10::Scalar local_scalar_dense(const at::Tensor& self) {
+c10::Scalar local_scalar_dense(const at::Tensor &self) {
   at::Tensor host = at::empty({}, self.options().device(at::kCPU));
   copy_from(self.reshape({}), host, false);
   return at::_local_scalar_dense(host);
 }
 
-at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
+at::Tensor &fill_tensor(at::Tensor &self, const at::Tensor &value) {
   TORCH_CHECK(value.dim() == 0,
               "fill_ only supports 0-dimension value tensor but got tensor "
-              "with ", value.dim(), " dimensions.");
+              "with ",
+              value.dim(), " dimensions.");
   return fill_scalar(self, value.item());
 }
 
-at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
+at::Tensor &zero_(at::Tensor &self) { return fill_scalar(self, 0); }
 
 // --------------------------------------------------------------------- cat
 
 // CPU's error for 0-d operands (the meta kernel raises a Python IndexError).
-void check_cat_ranks(const std::vector<std::reference_wrapper<const at::Tensor>>& list) {
+void check_cat_ranks(const std::vector<std::reference_wrapper<const at::Tensor>> &list) {
   for (size_t i = 0; i < list.size(); i++)
     TORCH_CHECK(list[i].get().dim() > 0, "zero-dimensional tensor (at position ", i,
                 ") cannot be concatenated");
 }
 
-at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim,
-                    at::Tensor& out) {
+at::Tensor &cat_out(const at::ITensorListRef &tensors, int64_t dim, at::Tensor &out) {
   auto list = tensors.materialize();
   TORCH_CHECK(!list.empty(), "torch.cat(): expected a non-empty list of Tensors");
   check_cat_ranks(list);
   c10::Device dev = out.device();
   std::vector<at::Tensor> metas;
-  for (const at::Tensor& t : list) {
+  for (const at::Tensor &t : list) {
     TORCH_CHECK(t.device() == dev,
                 "Expected all tensors to be on the same device, but found at "
-                "least two devices, ", dev, " and ", t.device(), "!");
-    metas.push_back(at::empty_strided(t.sizes(), t.strides(),
-                                      t.options().device(at::kMeta)));
+                "least two devices, ",
+                dev, " and ", t.device(), "!");
+    metas.push_back(at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta)));
   }
   at::Tensor meta = at::cat(metas, dim);  // ATen's own checks and shape
   TORCH_CHECK(at::canCast(meta.scalar_type(), out.scalar_type()),
               "torch.cat(): input types can't be cast to the desired output "
-              "type ", out.scalar_type());
+              "type ",
+              out.scalar_type());
   at::native::resize_output(out, meta.sizes());
   if (out.numel() == 0) return out;
   int64_t d = c10::maybe_wrap_dim(dim, meta.dim());
   int64_t offset = 0;
-  for (const at::Tensor& t : list) {
-    const at::Tensor& x = t;
+  for (const at::Tensor &t : list) {
+    const at::Tensor &x = t;
     if (x.dim() == 1 && x.numel() == 0 && meta.dim() != 1) continue;  // legacy
     int64_t n = x.size(d);
     if (n) out.narrow(d, offset, n).copy_(x);
@@ -502,18 +486,17 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim,
   return out;
 }
 
-at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
+at::Tensor cat(const at::ITensorListRef &tensors, int64_t dim) {
   auto list = tensors.materialize();
   TORCH_CHECK(!list.empty(), "torch.cat(): expected a non-empty list of Tensors");
   check_cat_ranks(list);
   std::vector<at::Tensor> metas;
-  for (const at::Tensor& t : list)
-    metas.push_back(at::empty_strided(t.sizes(), t.strides(),
-                                      t.options().device(at::kMeta)));
+  for (const at::Tensor &t : list)
+    metas.push_back(at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta)));
   at::Tensor meta = at::cat(metas, dim);
-  const at::Tensor& first = list.front();
-  at::Tensor out = at::empty_strided(meta.sizes(), meta.strides(),
-                                     first.options().dtype(meta.scalar_type()));
+  const at::Tensor &first = list.front();
+  at::Tensor out =
+      at::empty_strided(meta.sizes(), meta.strides(), first.options().dtype(meta.scalar_type()));
   return cat_out(tensors, dim, out);
 }
 
@@ -526,15 +509,13 @@ namespace {
 // LM head) only if this says the two tensors may share a TensorImpl type.
 // c10's answer lists the dense in-tree backends (CPU, CUDA, ...) but not
 // PrivateUse1, which would silently untie weights on .to("neuron").
-bool has_compatible_shallow_copy_type(const at::Tensor& self,
-                                      const at::Tensor& from) {
-  auto dense = [](const at::Tensor& t) {
-    return t.layout() == at::kStrided && !t.is_quantized() &&
-           !t.is_nested() && (t.is_cpu() || t.is_privateuseone());
+bool has_compatible_shallow_copy_type(const at::Tensor &self, const at::Tensor &from) {
+  auto dense = [](const at::Tensor &t) {
+    return t.layout() == at::kStrided && !t.is_quantized() && !t.is_nested() &&
+           (t.is_cpu() || t.is_privateuseone());
   };
   if (dense(self) && dense(from)) return true;
-  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(
-      from.key_set());
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
 }
 
 }  // namespace
@@ -548,7 +529,7 @@ at::Tensor quantized_unsupported(at::IntArrayRef, std::optional<c10::ScalarType>
 }
 }  // namespace
 
-at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
+at::Tensor &eye_m_out(int64_t n, int64_t m, at::Tensor &out) {
   TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
   TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
   at::native::resize_output(out, {n, m});
@@ -558,17 +539,17 @@ at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
   return out;
 }
 
-at::Tensor& eye_out(int64_t n, at::Tensor& out) { return eye_m_out(n, n, out); }
+at::Tensor &eye_out(int64_t n, at::Tensor &out) { return eye_m_out(n, n, out); }
 
-at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps,
-                         at::Tensor& out) {
+at::Tensor &linspace_out(const c10::Scalar &start, const c10::Scalar &end, int64_t steps,
+                         at::Tensor &out) {
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
   at::native::resize_output(out, {steps});
   if (steps == 0) return out;
   if (steps == 1) return out.fill_(start);
   double a = start.toDouble(), b = end.toDouble();
   if (c10::isIntegralType(out.scalar_type(), true)) {  // as ATen: the ends in the
-    a = static_cast<double>(start.toLong());          // integer type first
+    a = static_cast<double>(start.toLong());           // integer type first
     b = static_cast<double>(end.toLong());
   }
   double step = (b - a) / (steps - 1);
@@ -583,8 +564,8 @@ at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64
 
 // ----------------------------------------------------------------- arange
 
-at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end,
-                       const c10::Scalar& step, at::Tensor& out) {
+at::Tensor &arange_out(const c10::Scalar &start, const c10::Scalar &end, const c10::Scalar &step,
+                       at::Tensor &out) {
   bool ok;
   tnk_dtype_t dt = to_tnk(out.scalar_type(), &ok);
   if (!ok || out.is_complex()) return FALLBACK(arange_start_out, start, end, step, out);

@@ -18,17 +18,17 @@
 namespace torch_neuronx {
 
 // softplus(x) = log1p(exp(beta x)) / beta, linear above the threshold.
-at::Tensor& softplus_out(const at::Tensor& self, const c10::Scalar& beta,
-                         const c10::Scalar& threshold, at::Tensor& out) {
+at::Tensor &softplus_out(const at::Tensor &self, const c10::Scalar &beta,
+                         const c10::Scalar &threshold, at::Tensor &out) {
   double b = beta.toDouble(), t = threshold.toDouble();
   at::Tensor bx = self * b;
   at::Tensor r = at::where(bx > t, self, bx.exp().log1p() / b);
   return assign_result(out, r);
 }
 
-at::Tensor& softplus_backward_out(const at::Tensor& grad, const at::Tensor& self,
-                                  const c10::Scalar& beta, const c10::Scalar& threshold,
-                                  at::Tensor& grad_input) {
+at::Tensor &softplus_backward_out(const at::Tensor &grad, const at::Tensor &self,
+                                  const c10::Scalar &beta, const c10::Scalar &threshold,
+                                  at::Tensor &grad_input) {
   double b = beta.toDouble(), t = threshold.toDouble();
   at::Tensor bx = self * b;
   at::Tensor r = at::where(bx > t, grad, grad * bx.sigmoid());
@@ -36,19 +36,20 @@ at::Tensor& softplus_backward_out(const at::Tensor& grad, const at::Tensor& self
 }
 
 // log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|)); the buffer is exp(-|x|).
-std::tuple<at::Tensor, at::Tensor> log_sigmoid_forward(const at::Tensor& self) {
+std::tuple<at::Tensor, at::Tensor> log_sigmoid_forward(const at::Tensor &self) {
   at::Tensor buffer = self.abs().neg_().exp_();
   return {at::minimum(self, at::zeros_like(self)) - buffer.log1p(), buffer};
 }
 
-at::Tensor log_sigmoid_backward(const at::Tensor& grad, const at::Tensor& self,
-                                const at::Tensor& buffer) {
+at::Tensor log_sigmoid_backward(const at::Tensor &grad, const at::Tensor &self,
+                                const at::Tensor &buffer) {
   // d/dx = 1 - sigmoid(x) = sigmoid(-x)
   return grad * self.neg().sigmoid();
 }
 
-at::Tensor& sign_out(const at::Tensor& self, at::Tensor& out) {
-  TORCH_CHECK(!self.is_complex(), "Unlike NumPy, torch.sign is not intended to support complex "
+at::Tensor &sign_out(const at::Tensor &self, at::Tensor &out) {
+  TORCH_CHECK(!self.is_complex(),
+              "Unlike NumPy, torch.sign is not intended to support complex "
               "numbers. Please use torch.sgn instead.");
   if (self.scalar_type() == at::kBool) {
     at::native::resize_output(out, self.sizes());
@@ -59,13 +60,13 @@ at::Tensor& sign_out(const at::Tensor& self, at::Tensor& out) {
 }
 
 // sgn: sign for real tensors (abs's backward uses it).
-at::Tensor& sgn_out(const at::Tensor& self, at::Tensor& out) {
+at::Tensor &sgn_out(const at::Tensor &self, at::Tensor &out) {
   if (self.is_complex()) return FALLBACK(sgn_out, self, out);
   return sign_out(self, out);
 }
 
 // glu: first half times the sigmoid of the second, along `dim`.
-at::Tensor& glu_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+at::Tensor &glu_out(const at::Tensor &self, int64_t dim, at::Tensor &out) {
   TORCH_CHECK(self.dim() > 0, "glu does not support scalars because halving size must be even");
   int64_t d = at::maybe_wrap_dim(dim, self.dim());
   int64_t n = self.size(d);
@@ -74,7 +75,7 @@ at::Tensor& glu_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
   return assign_result(out, r);
 }
 
-at::Tensor glu_backward(const at::Tensor& grad, const at::Tensor& self, int64_t dim) {
+at::Tensor glu_backward(const at::Tensor &grad, const at::Tensor &self, int64_t dim) {
   int64_t d = at::maybe_wrap_dim(dim, self.dim());
   int64_t h = self.size(d) / 2;
   at::Tensor a = self.narrow(d, 0, h), sb = at::sigmoid(self.narrow(d, h, h));
@@ -83,20 +84,20 @@ at::Tensor glu_backward(const at::Tensor& grad, const at::Tensor& self, int64_t 
   return at::cat({ga, gb}, d);
 }
 
-at::Tensor& glu_backward_out(const at::Tensor& grad, const at::Tensor& self, int64_t dim,
-                             at::Tensor& out) {
+at::Tensor &glu_backward_out(const at::Tensor &grad, const at::Tensor &self, int64_t dim,
+                             at::Tensor &out) {
   at::Tensor r = torch_neuronx::glu_backward(grad, self, dim);
   return assign_result(out, r);
 }
 
 // PReLU's kernel: the weight arrives broadcastable to the input.
-at::Tensor prelu_kernel(const at::Tensor& self, const at::Tensor& weight) {
+at::Tensor prelu_kernel(const at::Tensor &self, const at::Tensor &weight) {
   return at::where(self > 0, self, weight * self);
 }
 
-std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor& grad,
-                                                         const at::Tensor& self,
-                                                         const at::Tensor& weight) {
+std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor &grad,
+                                                         const at::Tensor &self,
+                                                         const at::Tensor &weight) {
   at::Tensor pos = self > 0;
   at::Tensor gs = at::where(pos, grad, weight * grad);
   at::Tensor gw = at::where(pos, at::zeros_like(gs), self * grad);
@@ -105,17 +106,17 @@ std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor& grad,
 
 namespace {
 
-bool float_kernel_ok(const at::Tensor& t) {
+bool float_kernel_ok(const at::Tensor &t) {
   bool ok;
   tnk_dtype_t dt = to_tnk(t.scalar_type(), &ok);
   return ok && t.dim() <= TNRT_MAX_DIMS &&
          (dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16);
 }
 
-void unary_task(void* p) { tnk_unary(static_cast<tnk_unary_args_t*>(p)); }
+void unary_task(void *p) { tnk_unary(static_cast<tnk_unary_args_t *>(p)); }
 
 // The descriptor of an element-wise map from `in` to `out` (same shape).
-tnk_unary_args_t map_args(const at::Tensor& out, const at::Tensor& in, int op) {
+tnk_unary_args_t map_args(const at::Tensor &out, const at::Tensor &in, int op) {
   tnk_unary_args_t a{};
   a.shape.ndim = static_cast<int32_t>(out.dim());
   for (int64_t d = 0; d < out.dim(); d++) a.shape.sizes[d] = out.size(d);
@@ -126,8 +127,8 @@ tnk_unary_args_t map_args(const at::Tensor& out, const at::Tensor& in, int op) {
   return a;
 }
 
-void launch_unary(const at::Tensor& out, const at::Tensor& in0, tnk_unary_op_t op,
-                  double p0, const char* name, double p1 = 0, double p2 = 0) {
+void launch_unary(const at::Tensor &out, const at::Tensor &in0, tnk_unary_op_t op, double p0,
+                  const char *name, double p1 = 0, double p2 = 0) {
   if (out.numel() == 0) return;
   at::assert_no_internal_overlap(out);
   at::Tensor in = readable_input(out, in0);
@@ -139,18 +140,19 @@ void launch_unary(const at::Tensor& out, const at::Tensor& in0, tnk_unary_op_t o
   launch(out.device().index(), unary_task, &a, sizeof a, name);
 }
 
-at::Tensor unary_functional(const at::Tensor& x, tnk_unary_op_t op, double p0,
-                            const char* name, double p1 = 0, double p2 = 0) {
+at::Tensor unary_functional(const at::Tensor &x, tnk_unary_op_t op, double p0, const char *name,
+                            double p1 = 0, double p2 = 0) {
   at::Tensor out = at::empty_like(x);
   launch_unary(out, x, op, p0, name, p1, p2);
   return out;
 }
 
-at::Tensor& unary_out(const at::Tensor& x, at::Tensor& out, tnk_unary_op_t op,
-                      double p0, const char* name, double p1 = 0, double p2 = 0) {
+at::Tensor &unary_out(const at::Tensor &x, at::Tensor &out, tnk_unary_op_t op, double p0,
+                      const char *name, double p1 = 0, double p2 = 0) {
   TORCH_CHECK(out.device() == x.device(),
               "Expected all tensors to be on the same device, but found at "
-              "least two devices, ", x.device(), " and ", out.device(), "!");
+              "least two devices, ",
+              x.device(), " and ", out.device(), "!");
   at::native::resize_output(out, x.sizes());
   launch_unary(out, x, op, p0, name, p1, p2);
   return out;
@@ -161,17 +163,17 @@ at::Tensor& unary_out(const at::Tensor& x, at::Tensor& out, tnk_unary_op_t op,
 // rounding is the identity.
 enum class IntRule { kFallback, kPromote, kKernel, kIdentity };
 
-bool int_kernel_ok(const at::Tensor& t, bool allow_bool) {
+bool int_kernel_ok(const at::Tensor &t, bool allow_bool) {
   at::ScalarType s = t.scalar_type();
-  return c10::isIntegralType(s, allow_bool) && t.dim() <= TNRT_MAX_DIMS &&
-         s != at::kUInt16 && s != at::kUInt32 && s != at::kUInt64;
+  return c10::isIntegralType(s, allow_bool) && t.dim() <= TNRT_MAX_DIMS && s != at::kUInt16 &&
+         s != at::kUInt32 && s != at::kUInt64;
 }
 
 at::ScalarType default_float() { return c10::typeMetaToScalarType(c10::get_default_dtype()); }
 
 // The functional form for a non-floating input; undefined when it falls back.
-at::Tensor unary_int_functional(const at::Tensor& x, tnk_unary_op_t op, IntRule rule,
-                                const char* name) {
+at::Tensor unary_int_functional(const at::Tensor &x, tnk_unary_op_t op, IntRule rule,
+                                const char *name) {
   switch (rule) {
     case IntRule::kPromote:
       if (int_kernel_ok(x, true)) return unary_functional(x.to(default_float()), op, 0, name);
@@ -182,8 +184,7 @@ at::Tensor unary_int_functional(const at::Tensor& x, tnk_unary_op_t op, IntRule 
     case IntRule::kIdentity:
       if (int_kernel_ok(x, false)) return x.clone();
       break;
-    default:
-      break;
+    default: break;
   }
   return at::Tensor();
 }
@@ -207,20 +208,22 @@ int complex_op(tnk_unary_op_t op) {
   }
 }
 
-bool complex_ok(const at::Tensor& t) {
+bool complex_ok(const at::Tensor &t) {
   return (t.scalar_type() == at::kComplexFloat || t.scalar_type() == at::kComplexDouble) &&
          t.dim() <= TNRT_MAX_DIMS;
 }
 
 // In place, the memory is the tensor: no lazy conjugate/negative bit on it.
-bool complex_inplace_ok(const at::Tensor& t) { return complex_ok(t) && !t.is_conj() && !t.is_neg(); }
+bool complex_inplace_ok(const at::Tensor &t) {
+  return complex_ok(t) && !t.is_conj() && !t.is_neg();
+}
 
 bool real_result(int op) { return op == TNK_CX_ABS || op == TNK_CX_ANGLE; }
 
-void complex_task(void* p) { tnk_complex_unary(static_cast<tnk_unary_args_t*>(p)); }
+void complex_task(void *p) { tnk_complex_unary(static_cast<tnk_unary_args_t *>(p)); }
 
 // out = op(x) (out may be x for in-place ops whose result stays complex).
-void launch_complex(const at::Tensor& out, const at::Tensor& in0, int op, const char* name) {
+void launch_complex(const at::Tensor &out, const at::Tensor &in0, int op, const char *name) {
   if (out.numel() == 0) return;
   at::assert_no_internal_overlap(out);
   at::Tensor in = readable_input(out, in0);
@@ -228,17 +231,17 @@ void launch_complex(const at::Tensor& out, const at::Tensor& in0, int op, const 
   launch(out.device().index(), complex_task, &a, sizeof a, name);
 }
 
-at::ScalarType complex_result_type(const at::Tensor& x, int op) {
+at::ScalarType complex_result_type(const at::Tensor &x, int op) {
   return real_result(op) ? c10::toRealValueType(x.scalar_type()) : x.scalar_type();
 }
 
-at::Tensor complex_functional(const at::Tensor& x, int op, const char* name) {
+at::Tensor complex_functional(const at::Tensor &x, int op, const char *name) {
   at::Tensor out = at::empty_like(x, x.options().dtype(complex_result_type(x, op)));
   launch_complex(out, x.resolve_conj().resolve_neg(), op, name);
   return out;
 }
 
-at::Tensor& complex_out(const at::Tensor& x, at::Tensor& out, int op, const char* name) {
+at::Tensor &complex_out(const at::Tensor &x, at::Tensor &out, int op, const char *name) {
   at::native::resize_output(out, x.sizes());
   launch_complex(out, x.resolve_conj().resolve_neg(), op, name);
   return out;
@@ -246,39 +249,38 @@ at::Tensor& complex_out(const at::Tensor& x, at::Tensor& out, int op, const char
 
 }  // namespace
 
-#define NEURON_UNARY(NAME, OP, RULE)                                              \
-  at::Tensor NAME(const at::Tensor& x) {                                          \
-    if (float_kernel_ok(x)) return unary_functional(x, OP, 0, "aten::" #NAME);    \
-    if (complex_op(OP) >= 0 && complex_ok(x))                                     \
-      return complex_functional(x, complex_op(OP), "aten::" #NAME);               \
-    at::Tensor r = unary_int_functional(x, OP, IntRule::RULE, "aten::" #NAME);    \
-    return r.defined() ? r : FALLBACK(NAME, x);                                   \
-  }                                                                               \
-  at::Tensor& NAME##_(at::Tensor& x) {                                            \
-    bool int_ok = (IntRule::RULE == IntRule::kKernel ||                           \
-                   IntRule::RULE == IntRule::kIdentity) && int_kernel_ok(x, false); \
-    if (complex_op(OP) >= 0 && !real_result(complex_op(OP)) && complex_inplace_ok(x)) { \
-      launch_complex(x, x, complex_op(OP), "aten::" #NAME "_");                   \
-      return x;                                                                   \
-    }                                                                             \
-    if (!float_kernel_ok(x) && !int_ok) return FALLBACK(NAME##_, x);              \
-    if (IntRule::RULE != IntRule::kIdentity || !int_ok)                           \
-      launch_unary(x, x, OP, 0, "aten::" #NAME "_");                              \
-    return x;                                                                     \
-  }                                                                               \
-  at::Tensor& NAME##_out(const at::Tensor& x, at::Tensor& out) {                  \
-    if (out.scalar_type() == x.scalar_type() &&                                   \
-        (float_kernel_ok(x) ||                                                    \
-         (IntRule::RULE == IntRule::kKernel && int_kernel_ok(x, false))))         \
-      return unary_out(x, out, OP, 0, "aten::" #NAME);                            \
-    if (IntRule::RULE == IntRule::kPromote && int_kernel_ok(x, true) &&           \
-        float_kernel_ok(out) && out.device() == x.device())                       \
-      return unary_out(x.to(out.scalar_type()), out, OP, 0, "aten::" #NAME);      \
-    if (complex_op(OP) >= 0 && complex_ok(x) && out.device() == x.device() &&     \
-        out.scalar_type() == complex_result_type(x, complex_op(OP)) &&            \
-        !out.is_conj() && !out.is_neg())                                          \
-      return complex_out(x, out, complex_op(OP), "aten::" #NAME);                 \
-    return FALLBACK(NAME##_out, x, out);                                          \
+#define NEURON_UNARY(NAME, OP, RULE)                                                            \
+  at::Tensor NAME(const at::Tensor &x) {                                                        \
+    if (float_kernel_ok(x)) return unary_functional(x, OP, 0, "aten::" #NAME);                  \
+    if (complex_op(OP) >= 0 && complex_ok(x))                                                   \
+      return complex_functional(x, complex_op(OP), "aten::" #NAME);                             \
+    at::Tensor r = unary_int_functional(x, OP, IntRule::RULE, "aten::" #NAME);                  \
+    return r.defined() ? r : FALLBACK(NAME, x);                                                 \
+  }                                                                                             \
+  at::Tensor &NAME##_(at::Tensor &x) {                                                          \
+    bool int_ok = (IntRule::RULE == IntRule::kKernel || IntRule::RULE == IntRule::kIdentity) && \
+                  int_kernel_ok(x, false);                                                      \
+    if (complex_op(OP) >= 0 && !real_result(complex_op(OP)) && complex_inplace_ok(x)) {         \
+      launch_complex(x, x, complex_op(OP), "aten::" #NAME "_");                                 \
+      return x;                                                                                 \
+    }                                                                                           \
+    if (!float_kernel_ok(x) && !int_ok) return FALLBACK(NAME##_, x);                            \
+    if (IntRule::RULE != IntRule::kIdentity || !int_ok)                                         \
+      launch_unary(x, x, OP, 0, "aten::" #NAME "_");                                            \
+    return x;                                                                                   \
+  }                                                                                             \
+  at::Tensor &NAME##_out(const at::Tensor &x, at::Tensor &out) {                                \
+    if (out.scalar_type() == x.scalar_type() &&                                                 \
+        (float_kernel_ok(x) || (IntRule::RULE == IntRule::kKernel && int_kernel_ok(x, false)))) \
+      return unary_out(x, out, OP, 0, "aten::" #NAME);                                          \
+    if (IntRule::RULE == IntRule::kPromote && int_kernel_ok(x, true) && float_kernel_ok(out) && \
+        out.device() == x.device())                                                             \
+      return unary_out(x.to(out.scalar_type()), out, OP, 0, "aten::" #NAME);                    \
+    if (complex_op(OP) >= 0 && complex_ok(x) && out.device() == x.device() &&                   \
+        out.scalar_type() == complex_result_type(x, complex_op(OP)) && !out.is_conj() &&        \
+        !out.is_neg())                                                                          \
+      return complex_out(x, out, complex_op(OP), "aten::" #NAME);                               \
+    return FALLBACK(NAME##_out, x, out);                                                        \
   }
 
 NEURON_UNARY(exp, TNK_EXP, kPromote)
@@ -325,8 +327,8 @@ NEURON_UNARY(hardsigmoid, TNK_HARDSIGMOID, kFallback)
 // Functional, in-place and out= forms share one body: `out` undefined means
 // a new tensor, `out` == x in place.
 namespace {
-at::Tensor param_unary(const at::Tensor& x, at::Tensor* out, tnk_unary_op_t op,
-                       const char* name, double p0, double p1 = 0, double p2 = 0) {
+at::Tensor param_unary(const at::Tensor &x, at::Tensor *out, tnk_unary_op_t op, const char *name,
+                       double p0, double p1 = 0, double p2 = 0) {
   if (out == nullptr) return unary_functional(x, op, p0, name, p1, p2);
   if (out->is_same(x)) {
     launch_unary(x, x, op, p0, name, p1, p2);
@@ -334,37 +336,37 @@ at::Tensor param_unary(const at::Tensor& x, at::Tensor* out, tnk_unary_op_t op,
   }
   return unary_out(x, *out, op, p0, name, p1, p2);
 }
-bool param_ok(const at::Tensor& x, const at::Tensor* out) {
+bool param_ok(const at::Tensor &x, const at::Tensor *out) {
   return float_kernel_ok(x) && (out == nullptr || out->scalar_type() == x.scalar_type());
 }
 }  // namespace
 
-at::Tensor leaky_relu(const at::Tensor& x, const c10::Scalar& slope) {
+at::Tensor leaky_relu(const at::Tensor &x, const c10::Scalar &slope) {
   if (!param_ok(x, nullptr)) return FALLBACK(leaky_relu, x, slope);
   return param_unary(x, nullptr, TNK_LEAKY_RELU, "aten::leaky_relu", slope.toDouble());
 }
-at::Tensor& leaky_relu_(at::Tensor& x, const c10::Scalar& slope) {
+at::Tensor &leaky_relu_(at::Tensor &x, const c10::Scalar &slope) {
   if (!param_ok(x, &x)) return FALLBACK(leaky_relu_, x, slope);
   param_unary(x, &x, TNK_LEAKY_RELU, "aten::leaky_relu_", slope.toDouble());
   return x;
 }
-at::Tensor& leaky_relu_out(const at::Tensor& x, const c10::Scalar& slope, at::Tensor& out) {
+at::Tensor &leaky_relu_out(const at::Tensor &x, const c10::Scalar &slope, at::Tensor &out) {
   if (!param_ok(x, &out)) return FALLBACK(leaky_relu_out, x, slope, out);
   param_unary(x, &out, TNK_LEAKY_RELU, "aten::leaky_relu", slope.toDouble());
   return out;
 }
 
-at::Tensor hardtanh(const at::Tensor& x, const c10::Scalar& lo, const c10::Scalar& hi) {
+at::Tensor hardtanh(const at::Tensor &x, const c10::Scalar &lo, const c10::Scalar &hi) {
   if (!param_ok(x, nullptr)) return FALLBACK(hardtanh, x, lo, hi);
   return param_unary(x, nullptr, TNK_HARDTANH, "aten::hardtanh", lo.toDouble(), hi.toDouble());
 }
-at::Tensor& hardtanh_(at::Tensor& x, const c10::Scalar& lo, const c10::Scalar& hi) {
+at::Tensor &hardtanh_(at::Tensor &x, const c10::Scalar &lo, const c10::Scalar &hi) {
   if (!param_ok(x, &x)) return FALLBACK(hardtanh_, x, lo, hi);
   param_unary(x, &x, TNK_HARDTANH, "aten::hardtanh_", lo.toDouble(), hi.toDouble());
   return x;
 }
-at::Tensor& hardtanh_out(const at::Tensor& x, const c10::Scalar& lo, const c10::Scalar& hi,
-                         at::Tensor& out) {
+at::Tensor &hardtanh_out(const at::Tensor &x, const c10::Scalar &lo, const c10::Scalar &hi,
+                         at::Tensor &out) {
   if (!param_ok(x, &out)) return FALLBACK(hardtanh_out, x, lo, hi, out);
   param_unary(x, &out, TNK_HARDTANH, "aten::hardtanh", lo.toDouble(), hi.toDouble());
   return out;
@@ -372,37 +374,36 @@ at::Tensor& hardtanh_out(const at::Tensor& x, const c10::Scalar& lo, const c10::
 
 #define ELU_ARGS const c10::Scalar &alpha, const c10::Scalar &scale, const c10::Scalar &iscale
 #define ELU_PARAMS alpha.toDouble(), scale.toDouble(), iscale.toDouble()
-at::Tensor elu(const at::Tensor& x, ELU_ARGS) {
+at::Tensor elu(const at::Tensor &x, ELU_ARGS) {
   if (!param_ok(x, nullptr)) return FALLBACK(elu, x, alpha, scale, iscale);
   return param_unary(x, nullptr, TNK_ELU, "aten::elu", ELU_PARAMS);
 }
-at::Tensor& elu_(at::Tensor& x, ELU_ARGS) {
+at::Tensor &elu_(at::Tensor &x, ELU_ARGS) {
   if (!param_ok(x, &x)) return FALLBACK(elu_, x, alpha, scale, iscale);
   param_unary(x, &x, TNK_ELU, "aten::elu_", ELU_PARAMS);
   return x;
 }
-at::Tensor& elu_out(const at::Tensor& x, ELU_ARGS, at::Tensor& out) {
+at::Tensor &elu_out(const at::Tensor &x, ELU_ARGS, at::Tensor &out) {
   if (!param_ok(x, &out)) return FALLBACK(elu_out, x, alpha, scale, iscale, out);
   param_unary(x, &out, TNK_ELU, "aten::elu", ELU_PARAMS);
   return out;
 }
 
 double logit_eps(std::optional<double> eps) { return eps.has_value() ? *eps : -1.0; }
-at::Tensor logit(const at::Tensor& x, std::optional<double> eps) {
+at::Tensor logit(const at::Tensor &x, std::optional<double> eps) {
   if (!param_ok(x, nullptr)) {
     if (int_kernel_ok(x, true))  // logit(int) promotes like the math functions
-      return param_unary(x.to(default_float()), nullptr, TNK_LOGIT, "aten::logit",
-                         logit_eps(eps));
+      return param_unary(x.to(default_float()), nullptr, TNK_LOGIT, "aten::logit", logit_eps(eps));
     return FALLBACK(logit, x, eps);
   }
   return param_unary(x, nullptr, TNK_LOGIT, "aten::logit", logit_eps(eps));
 }
-at::Tensor& logit_(at::Tensor& x, std::optional<double> eps) {
+at::Tensor &logit_(at::Tensor &x, std::optional<double> eps) {
   if (!param_ok(x, &x)) return FALLBACK(logit_, x, eps);
   param_unary(x, &x, TNK_LOGIT, "aten::logit_", logit_eps(eps));
   return x;
 }
-at::Tensor& logit_out(const at::Tensor& x, std::optional<double> eps, at::Tensor& out) {
+at::Tensor &logit_out(const at::Tensor &x, std::optional<double> eps, at::Tensor &out) {
   if (!param_ok(x, &out)) return FALLBACK(logit_out, x, eps, out);
   param_unary(x, &out, TNK_LOGIT, "aten::logit", logit_eps(eps));
   return out;
@@ -410,8 +411,8 @@ at::Tensor& logit_out(const at::Tensor& x, std::optional<double> eps, at::Tensor
 
 // nan_to_num: defaults are the dtype's largest finite values, as on CPU.
 namespace {
-void nan_to_num_params(const at::Tensor& x, std::optional<double> nan,
-                       std::optional<double> pinf, std::optional<double> ninf, double* p) {
+void nan_to_num_params(const at::Tensor &x, std::optional<double> nan, std::optional<double> pinf,
+                       std::optional<double> ninf, double *p) {
   double big = 0;
   switch (x.scalar_type()) {
     case at::kHalf: big = 65504.0; break;
@@ -425,14 +426,14 @@ void nan_to_num_params(const at::Tensor& x, std::optional<double> nan,
 }
 }  // namespace
 #define NTN_ARGS std::optional<double> nan, std::optional<double> pinf, std::optional<double> ninf
-at::Tensor nan_to_num(const at::Tensor& x, NTN_ARGS) {
+at::Tensor nan_to_num(const at::Tensor &x, NTN_ARGS) {
   if (int_kernel_ok(x, true)) return x.clone();  // integers have no NaN or inf
   if (!param_ok(x, nullptr)) return FALLBACK(nan_to_num, x, nan, pinf, ninf);
   double p[3];
   nan_to_num_params(x, nan, pinf, ninf, p);
   return param_unary(x, nullptr, TNK_NAN_TO_NUM, "aten::nan_to_num", p[0], p[1], p[2]);
 }
-at::Tensor& nan_to_num_(at::Tensor& x, NTN_ARGS) {
+at::Tensor &nan_to_num_(at::Tensor &x, NTN_ARGS) {
   if (int_kernel_ok(x, true)) return x;
   if (!param_ok(x, &x)) return FALLBACK(nan_to_num_, x, nan, pinf, ninf);
   double p[3];
@@ -440,7 +441,7 @@ at::Tensor& nan_to_num_(at::Tensor& x, NTN_ARGS) {
   param_unary(x, &x, TNK_NAN_TO_NUM, "aten::nan_to_num_", p[0], p[1], p[2]);
   return x;
 }
-at::Tensor& nan_to_num_out(const at::Tensor& x, NTN_ARGS, at::Tensor& out) {
+at::Tensor &nan_to_num_out(const at::Tensor &x, NTN_ARGS, at::Tensor &out) {
   if (!param_ok(x, &out)) return FALLBACK(nan_to_num_out, x, nan, pinf, ninf, out);
   double p[3];
   nan_to_num_params(x, nan, pinf, ninf, p);
@@ -454,33 +455,32 @@ tnk_unary_op_t gelu_op(c10::string_view approximate) {
   return approximate == "tanh" ? TNK_GELU_TANH : TNK_GELU;
 }
 
-at::Tensor gelu(const at::Tensor& x, c10::string_view approximate) {
+at::Tensor gelu(const at::Tensor &x, c10::string_view approximate) {
   tnk_unary_op_t op = gelu_op(approximate);
   if (!float_kernel_ok(x)) return FALLBACK(gelu, x, approximate);
   return unary_functional(x, op, 0, "aten::gelu");
 }
 
-at::Tensor& gelu_(at::Tensor& x, c10::string_view approximate) {
+at::Tensor &gelu_(at::Tensor &x, c10::string_view approximate) {
   tnk_unary_op_t op = gelu_op(approximate);
   if (!float_kernel_ok(x)) return FALLBACK(gelu_, x, approximate);
   launch_unary(x, x, op, 0, "aten::gelu_");
   return x;
 }
 
-at::Tensor& gelu_out(const at::Tensor& x, c10::string_view approximate,
-                     at::Tensor& out) {
+at::Tensor &gelu_out(const at::Tensor &x, c10::string_view approximate, at::Tensor &out) {
   tnk_unary_op_t op = gelu_op(approximate);
   if (!float_kernel_ok(x) || out.scalar_type() != x.scalar_type())
     return FALLBACK(gelu_out, x, approximate, out);
   return unary_out(x, out, op, 0, "aten::gelu");
 }
 
-at::Tensor relu(const at::Tensor& x) {
+at::Tensor relu(const at::Tensor &x) {
   if (!float_kernel_ok(x)) return FALLBACK(relu, x);
   return unary_functional(x, TNK_RELU, 0, "aten::relu");
 }
 
-at::Tensor& relu_(at::Tensor& x) {
+at::Tensor &relu_(at::Tensor &x) {
   if (!float_kernel_ok(x)) return FALLBACK(relu_, x);
   launch_unary(x, x, TNK_RELU, 0, "aten::relu_");
   return x;
@@ -488,23 +488,22 @@ at::Tensor& relu_(at::Tensor& x) {
 
 // x ** p for floating x and a real scalar exponent (the result keeps x's
 // dtype, as ATen's type promotion gives for a floating tensor).
-bool pow_ok(const at::Tensor& x, const c10::Scalar& p) {
+bool pow_ok(const at::Tensor &x, const c10::Scalar &p) {
   return float_kernel_ok(x) && !p.isComplex() && !p.isBoolean();
 }
 
-at::Tensor pow_tensor_scalar(const at::Tensor& x, const c10::Scalar& p) {
+at::Tensor pow_tensor_scalar(const at::Tensor &x, const c10::Scalar &p) {
   if (!pow_ok(x, p)) return FALLBACK(pow_Tensor_Scalar, x, p);
   return unary_functional(x, TNK_POW_SCALAR, p.toDouble(), "aten::pow");
 }
 
-at::Tensor& pow_tensor_scalar_out(const at::Tensor& x, const c10::Scalar& p,
-                                  at::Tensor& out) {
+at::Tensor &pow_tensor_scalar_out(const at::Tensor &x, const c10::Scalar &p, at::Tensor &out) {
   if (!pow_ok(x, p) || out.scalar_type() != x.scalar_type())
     return FALLBACK(pow_Tensor_Scalar_out, x, p, out);
   return unary_out(x, out, TNK_POW_SCALAR, p.toDouble(), "aten::pow");
 }
 
-at::Tensor& pow_scalar_(at::Tensor& x, const c10::Scalar& p) {
+at::Tensor &pow_scalar_(at::Tensor &x, const c10::Scalar &p) {
   if (!pow_ok(x, p)) return FALLBACK(pow__Scalar, x, p);
   launch_unary(x, x, TNK_POW_SCALAR, p.toDouble(), "aten::pow_");
   return x;
@@ -514,10 +513,10 @@ at::Tensor& pow_scalar_(at::Tensor& x, const c10::Scalar& p) {
 // isnan / isinf / isposinf / isneginf of floating tensors into bool.
 
 namespace {
-void classify_task(void* p) { tnk_classify(static_cast<tnk_unary_args_t*>(p)); }
+void classify_task(void *p) { tnk_classify(static_cast<tnk_unary_args_t *>(p)); }
 
-at::Tensor& classify_into(at::Tensor& out, const at::Tensor& x, tnk_classify_op_t op,
-                          const char* name) {
+at::Tensor &classify_into(at::Tensor &out, const at::Tensor &x, tnk_classify_op_t op,
+                          const char *name) {
   at::native::resize_output(out, x.sizes());
   if (out.numel() == 0) return out;
   tnk_unary_args_t a = map_args(out, x, op);
@@ -526,23 +525,22 @@ at::Tensor& classify_into(at::Tensor& out, const at::Tensor& x, tnk_classify_op_
 }
 }  // namespace
 
-#define NEURON_CLASSIFY(NAME, OP)                                                    \
-  at::Tensor NAME(const at::Tensor& x) {                                             \
-    if (!float_kernel_ok(x)) return FALLBACK(NAME, x);                               \
-    at::Tensor out = at::empty(x.sizes(), x.options().dtype(at::kBool));             \
-    return classify_into(out, x, OP, "aten::" #NAME);                                \
-  }                                                                                  \
-  at::Tensor& NAME##_out(const at::Tensor& x, at::Tensor& out) {                     \
-    if (!float_kernel_ok(x) || out.scalar_type() != at::kBool ||                     \
-        out.device() != x.device())                                                  \
-      return FALLBACK(NAME##_out, x, out);                                           \
-    return classify_into(out, x, OP, "aten::" #NAME);                                \
+#define NEURON_CLASSIFY(NAME, OP)                                                            \
+  at::Tensor NAME(const at::Tensor &x) {                                                     \
+    if (!float_kernel_ok(x)) return FALLBACK(NAME, x);                                       \
+    at::Tensor out = at::empty(x.sizes(), x.options().dtype(at::kBool));                     \
+    return classify_into(out, x, OP, "aten::" #NAME);                                        \
+  }                                                                                          \
+  at::Tensor &NAME##_out(const at::Tensor &x, at::Tensor &out) {                             \
+    if (!float_kernel_ok(x) || out.scalar_type() != at::kBool || out.device() != x.device()) \
+      return FALLBACK(NAME##_out, x, out);                                                   \
+    return classify_into(out, x, OP, "aten::" #NAME);                                        \
   }
 
 NEURON_CLASSIFY(isposinf, TNK_ISPOSINF)
 NEURON_CLASSIFY(isneginf, TNK_ISNEGINF)
 
-at::Tensor isnan(const at::Tensor& x) {
+at::Tensor isnan(const at::Tensor &x) {
   if (!float_kernel_ok(x)) return FALLBACK(isnan, x);
   at::Tensor out = at::empty(x.sizes(), x.options().dtype(at::kBool));
   return classify_into(out, x, TNK_ISNAN, "aten::isnan");
@@ -550,13 +548,13 @@ at::Tensor isnan(const at::Tensor& x) {
 
 // bitwise_not of integer and bool tensors
 namespace {
-bool int_or_bool(const at::Tensor& t) {
+bool int_or_bool(const at::Tensor &t) {
   return (c10::isIntegralType(t.scalar_type(), true)) && t.dim() <= TNRT_MAX_DIMS &&
          t.scalar_type() != at::kUInt16 && t.scalar_type() != at::kUInt32 &&
          t.scalar_type() != at::kUInt64;
 }
-void not_task(void* p) { tnk_bitwise_not(static_cast<tnk_unary_args_t*>(p)); }
-at::Tensor& not_into(at::Tensor& out, const at::Tensor& x0) {
+void not_task(void *p) { tnk_bitwise_not(static_cast<tnk_unary_args_t *>(p)); }
+at::Tensor &not_into(at::Tensor &out, const at::Tensor &x0) {
   at::native::resize_output(out, x0.sizes());
   if (out.numel() == 0) return out;
   at::Tensor x = x0;
@@ -572,35 +570,35 @@ at::Tensor& not_into(at::Tensor& out, const at::Tensor& x0) {
 }
 }  // namespace
 
-at::Tensor bitwise_not(const at::Tensor& x) {
+at::Tensor bitwise_not(const at::Tensor &x) {
   if (!int_or_bool(x)) return FALLBACK(bitwise_not, x);
   at::Tensor out = at::empty_like(x);
   return not_into(out, x);
 }
-at::Tensor& bitwise_not_(at::Tensor& x) {
+at::Tensor &bitwise_not_(at::Tensor &x) {
   if (!int_or_bool(x)) return FALLBACK(bitwise_not_, x);
   return not_into(x, x);
 }
-at::Tensor& bitwise_not_out(const at::Tensor& x, at::Tensor& out) {
+at::Tensor &bitwise_not_out(const at::Tensor &x, at::Tensor &out) {
   if (!int_or_bool(x) || out.scalar_type() != x.scalar_type() || out.device() != x.device())
     return FALLBACK(bitwise_not_out, x, out);
   return not_into(out, x);
 }
 
-#define REGISTER_UNARY(m, NAME)            \
-  m.impl(#NAME, NAME);                     \
-  m.impl(#NAME "_", NAME##_);              \
+#define REGISTER_UNARY(m, NAME) \
+  m.impl(#NAME, NAME);          \
+  m.impl(#NAME "_", NAME##_);   \
   m.impl(#NAME ".out", NAME##_out);
 
 // angle, conj_physical and complex(): complex kernels, real inputs composed.
-at::Tensor angle(const at::Tensor& x) {
+at::Tensor angle(const at::Tensor &x) {
   if (complex_ok(x)) return complex_functional(x, TNK_CX_ANGLE, "aten::angle");
   if (float_kernel_ok(x))  // pi below zero, NaN kept, 0 elsewhere
     return at::where(x.isnan(), x, at::where(x.lt(0), c10::pi<double>, 0.0).to(x.scalar_type()));
   return FALLBACK(angle, x);
 }
 
-at::Tensor& angle_out(const at::Tensor& x, at::Tensor& out) {
+at::Tensor &angle_out(const at::Tensor &x, at::Tensor &out) {
   if (complex_ok(x) && out.device() == x.device() &&
       out.scalar_type() == c10::toRealValueType(x.scalar_type()) && !out.is_conj())
     return complex_out(x, out, TNK_CX_ANGLE, "aten::angle");
@@ -611,7 +609,7 @@ at::Tensor& angle_out(const at::Tensor& x, at::Tensor& out) {
   return FALLBACK(angle_out, x, out);
 }
 
-at::Tensor& conj_physical_out(const at::Tensor& x, at::Tensor& out) {
+at::Tensor &conj_physical_out(const at::Tensor &x, at::Tensor &out) {
   if (out.device() != x.device() || out.scalar_type() != x.scalar_type() || out.is_conj())
     return FALLBACK(conj_physical_out, x, out);
   if (!x.is_complex()) {
@@ -622,23 +620,24 @@ at::Tensor& conj_physical_out(const at::Tensor& x, at::Tensor& out) {
   return complex_out(x, out, TNK_CX_CONJ, "aten::conj_physical");
 }
 
-at::Tensor& conj_physical_(at::Tensor& x) {
+at::Tensor &conj_physical_(at::Tensor &x) {
   if (!x.is_complex()) return x;
   if (!complex_inplace_ok(x)) return FALLBACK(conj_physical_, x);
   launch_complex(x, x, TNK_CX_CONJ, "aten::conj_physical_");
   return x;
 }
 
-at::Tensor& complex_from_parts_out(const at::Tensor& re, const at::Tensor& im, at::Tensor& out) {
+at::Tensor &complex_from_parts_out(const at::Tensor &re, const at::Tensor &im, at::Tensor &out) {
   bool ok = (re.scalar_type() == at::kFloat || re.scalar_type() == at::kDouble) &&
             re.device() == out.device() && im.device() == out.device();
   if (!ok) return FALLBACK(complex_out, re, im, out);
   TORCH_CHECK(re.scalar_type() == im.scalar_type(), "Expected object of scalar type ",
-              re.scalar_type(), " but got scalar type ", im.scalar_type(),
-              " for second argument");
-  TORCH_CHECK(out.scalar_type() == c10::toComplexType(re.scalar_type()), "Expected object of "
-              "scalar type ", c10::toComplexType(re.scalar_type()), " but got scalar type ",
-              out.scalar_type(), " for argument 'out'");
+              re.scalar_type(), " but got scalar type ", im.scalar_type(), " for second argument");
+  TORCH_CHECK(out.scalar_type() == c10::toComplexType(re.scalar_type()),
+              "Expected object of "
+              "scalar type ",
+              c10::toComplexType(re.scalar_type()), " but got scalar type ", out.scalar_type(),
+              " for argument 'out'");
   at::native::resize_output(out, at::infer_size(re.sizes(), im.sizes()));
   at::Tensor parts = at::view_as_real(out);
   parts.select(-1, 0).copy_(re.expand(out.sizes()));

@@ -16,12 +16,24 @@
 #define QB 128
 #define KB 128
 
-static void gemm_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t sa_r,
-                     int64_t sa_c, const float *b, int64_t sb_r, int64_t sb_c, float *c,
-                     int64_t sc_r, float alpha, float beta) {
-  tnk_gemm_args_t g = {.batch = 1, .m = m, .n = n, .k = k, .a = a, .b = b, .c = c,
-                       .sa_r = sa_r, .sa_c = sa_c, .sb_r = sb_r, .sb_c = sb_c,
-                       .sc_r = sc_r, .sc_c = 1, .dtype = TNK_F32, .alpha = alpha,
+static void gemm_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t sa_r, int64_t sa_c,
+                     const float *b, int64_t sb_r, int64_t sb_c, float *c, int64_t sc_r,
+                     float alpha, float beta) {
+  tnk_gemm_args_t g = {.batch = 1,
+                       .m = m,
+                       .n = n,
+                       .k = k,
+                       .a = a,
+                       .b = b,
+                       .c = c,
+                       .sa_r = sa_r,
+                       .sa_c = sa_c,
+                       .sb_r = sb_r,
+                       .sb_c = sb_c,
+                       .sc_r = sc_r,
+                       .sc_c = 1,
+                       .dtype = TNK_F32,
+                       .alpha = alpha,
                        .beta = beta};
   tnk_gemm(&g);
 }
@@ -36,9 +48,9 @@ static void transpose_tile(const float *src, int64_t stride, int64_t kn, int64_t
 
 /* Scores of one tile: s = scale * q k^T, then the mask and causality. kt is
  * scratch for the transposed key tile (e rows of KB). */
-static void tile_scores(const tnk_sdpa_args_t *a, int64_t b, int64_t h, int64_t i0,
-                        int64_t qn, int64_t j0, int64_t kn, const float *qs,
-                        const float *k, float *s, float *kt) {
+static void tile_scores(const tnk_sdpa_args_t *a, int64_t b, int64_t h, int64_t i0, int64_t qn,
+                        int64_t j0, int64_t kn, const float *qs, const float *k, float *s,
+                        float *kt) {
   transpose_tile(k, a->sk[2], kn, a->e, kt);
   gemm_f32(qn, kn, a->e, qs, a->e, 1, kt, KB, 1, s, KB, 1.0f, 0.0f);
   for (int64_t r = 0; r < qn; r++) {
@@ -94,7 +106,10 @@ static void fwd_tasks(void *p, int64_t begin, int64_t end) {
     const float *q = a->q + b * a->sq[0] + h * a->sq[1] + i0 * a->sq[2];
     const float *kb = a->k + b * a->sk[0] + kvh * a->sk[1];
     const float *vb = a->v + b * a->sv[0] + kvh * a->sv[1];
-    for (int64_t r = 0; r < qn; r++) { m[r] = -INFINITY; l[r] = 0; }
+    for (int64_t r = 0; r < qn; r++) {
+      m[r] = -INFINITY;
+      l[r] = 0;
+    }
     memset(acc, 0, sizeof(float) * (size_t)(qn * a->ev));
     scaled_copy(a, q, qn, qs);
     int64_t kend = key_end(a, i0, qn);
@@ -116,8 +131,7 @@ static void fwd_tasks(void *p, int64_t begin, int64_t end) {
         if (alpha != 1.0f)
           for (int64_t e = 0; e < a->ev; e++) acc[r * a->ev + e] *= alpha;
       }
-      gemm_f32(qn, a->ev, kn, s, KB, 1, vb + j0 * a->sv[2], a->sv[2], 1, acc, a->ev, 1.0f,
-               1.0f);
+      gemm_f32(qn, a->ev, kn, s, KB, 1, vb + j0 * a->sv[2], a->sv[2], 1, acc, a->ev, 1.0f, 1.0f);
     }
     float *o = a->o + b * a->so[0] + h * a->so[1] + i0 * a->so[2];
     float *lse = a->lse + (b * a->heads + h) * a->lq + i0;
@@ -175,12 +189,14 @@ static void bwd_tasks(void *p, int64_t begin, int64_t end) {
           tile_scores(a, b, h, i0, qn, j0, kn, qs, kb + j0 * a->sk[2], s, kt);
           for (int64_t r = 0; r < qn; r++) { /* P = exp(S - lse) */
             float *row = s + r * KB;
-            if (lse[r] == -INFINITY) memset(row, 0, sizeof(float) * (size_t)kn);
-            else tnk_vexp_bounded_sum_f32(row, lse[r], row, kn); /* S <= lse */
+            if (lse[r] == -INFINITY)
+              memset(row, 0, sizeof(float) * (size_t)kn);
+            else
+              tnk_vexp_bounded_sum_f32(row, lse[r], row, kn); /* S <= lse */
           }
           /* dV += P^T dO */
-          gemm_f32(kn, ev, qn, s, 1, KB, go, a->sgo[2], 1, gv + j0 * a->sgv[2], a->sgv[2],
-                   1.0f, 1.0f);
+          gemm_f32(kn, ev, qn, s, 1, KB, go, a->sgo[2], 1, gv + j0 * a->sgv[2], a->sgv[2], 1.0f,
+                   1.0f);
           /* dP = dO V^T, dS = P * (dP - D) */
           transpose_tile(vb + j0 * a->sv[2], a->sv[2], kn, ev, vt);
           gemm_f32(qn, kn, ev, go, a->sgo[2], 1, vt, KB, 1, dp, KB, 1.0f, 0.0f);
@@ -189,8 +205,7 @@ static void bwd_tasks(void *p, int64_t begin, int64_t end) {
               dp[r * KB + cc] = s[r * KB + cc] * (dp[r * KB + cc] - dd[r]);
           /* dQ += dS K (scaled once below), dK += dS^T (scale Q) */
           gemm_f32(qn, e, kn, dp, KB, 1, kb + j0 * a->sk[2], a->sk[2], 1, dq, e, 1.0f, 1.0f);
-          gemm_f32(kn, e, qn, dp, 1, KB, qs, e, 1, gk + j0 * a->sgk[2], a->sgk[2], 1.0f,
-                   1.0f);
+          gemm_f32(kn, e, qn, dp, 1, KB, qs, e, 1, gk + j0 * a->sgk[2], a->sgk[2], 1.0f, 1.0f);
         }
         float *gq = a->gq + b * a->sgq[0] + h * a->sgq[1] + i0 * a->sgq[2];
         for (int64_t r = 0; r < qn; r++)

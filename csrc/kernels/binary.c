@@ -25,21 +25,19 @@ typedef tnk_bloop_fn loop_fn;
 #define F32_OF_F16(x) tnk_f16_to_f32(x)
 #define F16_OF_F32(x) tnk_f32_to_f16(x)
 
-#define INT_LOOP(NAME, OP, T)                                                \
-  static int64_t NAME(char *o, const char *a, const char *b, int64_t so,        \
-                   int64_t sa, int64_t sb, int64_t n, const double *al,             \
-                   int64_t ial) {                                            \
-    (void)al;                                                                \
-    for (int64_t i = 0; i < n; i++) {                                        \
-      T x, y;                                                                \
-      memcpy(&x, a + i * sa, sizeof x);                                      \
-      memcpy(&y, b + i * sb, sizeof y);                                      \
-      T r = (T)(uint64_t)OP((int64_t)x, (int64_t)y, ial);                    \
-      memcpy(o + i * so, &r, sizeof r);                                      \
-    }                                                                        \
-    return 0;                                                                \
+#define INT_LOOP(NAME, OP, T)                                                                    \
+  static int64_t NAME(char *o, const char *a, const char *b, int64_t so, int64_t sa, int64_t sb, \
+                      int64_t n, const double *al, int64_t ial) {                                \
+    (void)al;                                                                                    \
+    for (int64_t i = 0; i < n; i++) {                                                            \
+      T x, y;                                                                                    \
+      memcpy(&x, a + i * sa, sizeof x);                                                          \
+      memcpy(&y, b + i * sb, sizeof y);                                                          \
+      T r = (T)(uint64_t)OP((int64_t)x, (int64_t)y, ial);                                        \
+      memcpy(o + i * so, &r, sizeof r);                                                          \
+    }                                                                                            \
+    return 0;                                                                                    \
   }
-
 
 /* Integer floor/trunc division and remainder; a zero divisor is counted
  * (reported as a fault by the caller) and gives 0. */
@@ -56,36 +54,37 @@ static inline int64_t iremainder(int64_t a, int64_t b) {
   int64_t r = a % b;
   return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
 }
-#define IDIV_LOOP(NAME, FN, T)                                               \
-  static int64_t NAME(char *o, const char *a, const char *b, int64_t so,     \
-                      int64_t sa, int64_t sb, int64_t n, const double *al,          \
-                      int64_t ial) {                                         \
-    (void)al;                                                                \
-    (void)ial;                                                               \
-    int64_t zeros = 0;                                                       \
-    for (int64_t i = 0; i < n; i++) {                                        \
-      T x, y;                                                                \
-      memcpy(&x, a + i * sa, sizeof x);                                      \
-      memcpy(&y, b + i * sb, sizeof y);                                      \
-      T r = 0;                                                               \
-      if (y == 0) zeros++;                                                   \
-      else r = (T)(uint64_t)FN((int64_t)x, (int64_t)y);                      \
-      memcpy(o + i * so, &r, sizeof r);                                      \
-    }                                                                        \
-    return zeros;                                                            \
+#define IDIV_LOOP(NAME, FN, T)                                                                   \
+  static int64_t NAME(char *o, const char *a, const char *b, int64_t so, int64_t sa, int64_t sb, \
+                      int64_t n, const double *al, int64_t ial) {                                \
+    (void)al;                                                                                    \
+    (void)ial;                                                                                   \
+    int64_t zeros = 0;                                                                           \
+    for (int64_t i = 0; i < n; i++) {                                                            \
+      T x, y;                                                                                    \
+      memcpy(&x, a + i * sa, sizeof x);                                                          \
+      memcpy(&y, b + i * sb, sizeof y);                                                          \
+      T r = 0;                                                                                   \
+      if (y == 0)                                                                                \
+        zeros++;                                                                                 \
+      else                                                                                       \
+        r = (T)(uint64_t)FN((int64_t)x, (int64_t)y);                                             \
+      memcpy(o + i * so, &r, sizeof r);                                                          \
+    }                                                                                            \
+    return zeros;                                                                                \
   }
-#define IDIV_OPS(OPN, FN)                                                    \
-  IDIV_LOOP(u8_##OPN, FN, uint8_t) IDIV_LOOP(i8_##OPN, FN, int8_t)           \
-  IDIV_LOOP(i16_##OPN, FN, int16_t) IDIV_LOOP(i32_##OPN, FN, int32_t)        \
-  IDIV_LOOP(i64_##OPN, FN, int64_t)
+#define IDIV_OPS(OPN, FN)                                           \
+  IDIV_LOOP(u8_##OPN, FN, uint8_t)                                  \
+  IDIV_LOOP(i8_##OPN, FN, int8_t) IDIV_LOOP(i16_##OPN, FN, int16_t) \
+      IDIV_LOOP(i32_##OPN, FN, int32_t) IDIV_LOOP(i64_##OPN, FN, int64_t)
 IDIV_OPS(floordiv, ifloordiv)
 IDIV_OPS(truncdiv, itruncdiv)
 IDIV_OPS(remainder, iremainder)
 
-#define INT_OPS(OPN, OP)                                                     \
-  INT_LOOP(u8_##OPN, OP, uint8_t) INT_LOOP(i8_##OPN, OP, int8_t)             \
-  INT_LOOP(i16_##OPN, OP, int16_t) INT_LOOP(i32_##OPN, OP, int32_t)          \
-  INT_LOOP(i64_##OPN, OP, int64_t)
+#define INT_OPS(OPN, OP)                                                                           \
+  INT_LOOP(u8_##OPN, OP, uint8_t)                                                                  \
+  INT_LOOP(i8_##OPN, OP, int8_t) INT_LOOP(i16_##OPN, OP, int16_t) INT_LOOP(i32_##OPN, OP, int32_t) \
+      INT_LOOP(i64_##OPN, OP, int64_t)
 INT_OPS(add, IOP_ADD)
 INT_OPS(sub, IOP_SUB)
 INT_OPS(mul, IOP_MUL)
@@ -108,31 +107,30 @@ static inline int64_t ipow(int64_t a, int64_t b) {
 INT_OPS(pow, IOP_POW)
 
 /* comparisons: out is bool whatever the input dtype */
-#define CMP_LOOP(NAME, CMP, T, C, LOAD)                                      \
-  static int64_t NAME(char *o, const char *a, const char *b, int64_t so,        \
-                   int64_t sa, int64_t sb, int64_t n, const double *al,             \
-                   int64_t ial) {                                            \
-    (void)al;                                                                \
-    (void)ial;                                                               \
-    for (int64_t i = 0; i < n; i++) {                                        \
-      T x, y;                                                                \
-      memcpy(&x, a + i * sa, sizeof x);                                      \
-      memcpy(&y, b + i * sb, sizeof y);                                      \
-      C cx = (C)LOAD(x), cy = (C)LOAD(y);                                    \
-      o[i * so] = (char)(cx CMP cy);                                         \
-    }                                                                        \
-    return 0;                                                                \
+#define CMP_LOOP(NAME, CMP, T, C, LOAD)                                                          \
+  static int64_t NAME(char *o, const char *a, const char *b, int64_t so, int64_t sa, int64_t sb, \
+                      int64_t n, const double *al, int64_t ial) {                                \
+    (void)al;                                                                                    \
+    (void)ial;                                                                                   \
+    for (int64_t i = 0; i < n; i++) {                                                            \
+      T x, y;                                                                                    \
+      memcpy(&x, a + i * sa, sizeof x);                                                          \
+      memcpy(&y, b + i * sb, sizeof y);                                                          \
+      C cx = (C)LOAD(x), cy = (C)LOAD(y);                                                        \
+      o[i * so] = (char)(cx CMP cy);                                                             \
+    }                                                                                            \
+    return 0;                                                                                    \
   }
-#define CMP_ALL(OPN, CMP)                                                    \
-  CMP_LOOP(f32_##OPN, CMP, float, float, ID)                                 \
-  CMP_LOOP(f64_##OPN, CMP, double, double, ID)                               \
-  CMP_LOOP(bf16_##OPN, CMP, uint16_t, float, F32_OF_BF16)                    \
-  CMP_LOOP(f16_##OPN, CMP, uint16_t, float, F32_OF_F16)                      \
-  CMP_LOOP(u8_##OPN, CMP, uint8_t, int64_t, ID)                              \
-  CMP_LOOP(i8_##OPN, CMP, int8_t, int64_t, ID)                               \
-  CMP_LOOP(i16_##OPN, CMP, int16_t, int64_t, ID)                             \
-  CMP_LOOP(i32_##OPN, CMP, int32_t, int64_t, ID)                             \
-  CMP_LOOP(i64_##OPN, CMP, int64_t, int64_t, ID)                             \
+#define CMP_ALL(OPN, CMP)                                 \
+  CMP_LOOP(f32_##OPN, CMP, float, float, ID)              \
+  CMP_LOOP(f64_##OPN, CMP, double, double, ID)            \
+  CMP_LOOP(bf16_##OPN, CMP, uint16_t, float, F32_OF_BF16) \
+  CMP_LOOP(f16_##OPN, CMP, uint16_t, float, F32_OF_F16)   \
+  CMP_LOOP(u8_##OPN, CMP, uint8_t, int64_t, ID)           \
+  CMP_LOOP(i8_##OPN, CMP, int8_t, int64_t, ID)            \
+  CMP_LOOP(i16_##OPN, CMP, int16_t, int64_t, ID)          \
+  CMP_LOOP(i32_##OPN, CMP, int32_t, int64_t, ID)          \
+  CMP_LOOP(i64_##OPN, CMP, int64_t, int64_t, ID)          \
   CMP_LOOP(bool_##OPN, CMP, uint8_t, int64_t, ID)
 CMP_ALL(eq, ==)
 CMP_ALL(ne, !=)
@@ -142,22 +140,21 @@ CMP_ALL(gt, >)
 CMP_ALL(ge, >=)
 
 /* bool arithmetic as PyTorch defines it: + is or, * is and, max/min too */
-#define BOOL_LOOP(NAME, EXPR)                                                \
-  static int64_t NAME(char *o, const char *a, const char *b, int64_t so,        \
-                   int64_t sa, int64_t sb, int64_t n, const double *al,             \
-                   int64_t ial) {                                            \
-    (void)al;                                                                \
-    (void)ial;                                                               \
-    for (int64_t i = 0; i < n; i++) {                                        \
-      int x = a[i * sa] != 0, y = b[i * sb] != 0;                            \
-      o[i * so] = (char)(EXPR);                                              \
-    }                                                                        \
-    return 0;                                                                \
+#define BOOL_LOOP(NAME, EXPR)                                                                    \
+  static int64_t NAME(char *o, const char *a, const char *b, int64_t so, int64_t sa, int64_t sb, \
+                      int64_t n, const double *al, int64_t ial) {                                \
+    (void)al;                                                                                    \
+    (void)ial;                                                                                   \
+    for (int64_t i = 0; i < n; i++) {                                                            \
+      int x = a[i * sa] != 0, y = b[i * sb] != 0;                                                \
+      o[i * so] = (char)(EXPR);                                                                  \
+    }                                                                                            \
+    return 0;                                                                                    \
   }
 BOOL_LOOP(bool_add, x | (y & (ial != 0))) /* a + alpha * b, alpha a bool */
-BOOL_LOOP(bool_mul, x & y)
+BOOL_LOOP(bool_mul, x &y)
 BOOL_LOOP(bool_maximum, x | y)
-BOOL_LOOP(bool_minimum, x & y)
+BOOL_LOOP(bool_minimum, x &y)
 
 #define IOP_BITAND(x, y, al) ((x) & (y))
 #define IOP_BITOR(x, y, al) ((x) | (y))
@@ -165,49 +162,54 @@ BOOL_LOOP(bool_minimum, x & y)
 INT_OPS(bitand, IOP_BITAND)
 INT_OPS(bitor, IOP_BITOR)
 INT_OPS(bitxor, IOP_BITXOR)
-BOOL_LOOP(bool_bitand, x & y)
+BOOL_LOOP(bool_bitand, x &y)
 BOOL_LOOP(bool_bitor, x | y)
 BOOL_LOOP(bool_bitxor, x ^ y)
 
 /* Complex arithmetic (interleaved re, im): add/sub (real alpha), mul, and
  * division in the scaled (Smith) form, as C99's _Complex would without its
  * inf/NaN recovery pass. */
-#define CPLX_LOOP(NAME, T, BODY)                                             \
-  static int64_t NAME(char *o, const char *a, const char *b, int64_t so,     \
-                      int64_t sa, int64_t sb, int64_t n, const double *al,   \
-                      int64_t ial) {                                         \
-    (void)ial;                                                               \
-    const T alpha = (T)al[0];                                                \
-    (void)alpha;                                                             \
-    for (int64_t i = 0; i < n; i++) {                                        \
-      T x[2], y[2], r[2];                                                    \
-      memcpy(x, a + i * sa, sizeof x);                                       \
-      memcpy(y, b + i * sb, sizeof y);                                       \
-      BODY;                                                                  \
-      memcpy(o + i * so, r, sizeof r);                                       \
-    }                                                                        \
-    return 0;                                                                \
+#define CPLX_LOOP(NAME, T, BODY)                                                                 \
+  static int64_t NAME(char *o, const char *a, const char *b, int64_t so, int64_t sa, int64_t sb, \
+                      int64_t n, const double *al, int64_t ial) {                                \
+    (void)ial;                                                                                   \
+    const T alpha = (T)al[0];                                                                    \
+    (void)alpha;                                                                                 \
+    for (int64_t i = 0; i < n; i++) {                                                            \
+      T x[2], y[2], r[2];                                                                        \
+      memcpy(x, a + i * sa, sizeof x);                                                           \
+      memcpy(y, b + i * sb, sizeof y);                                                           \
+      BODY;                                                                                      \
+      memcpy(o + i * so, r, sizeof r);                                                           \
+    }                                                                                            \
+    return 0;                                                                                    \
   }
 /* (bodies without top-level commas: they travel as macro arguments) */
-#define C_ADD r[0] = x[0] + alpha * y[0]; r[1] = x[1] + alpha * y[1]
-#define C_SUB r[0] = x[0] - alpha * y[0]; r[1] = x[1] - alpha * y[1]
-#define C_MUL r[0] = x[0] * y[0] - x[1] * y[1]; r[1] = x[0] * y[1] + x[1] * y[0]
+#define C_ADD                 \
+  r[0] = x[0] + alpha * y[0]; \
+  r[1] = x[1] + alpha * y[1]
+#define C_SUB                 \
+  r[0] = x[0] - alpha * y[0]; \
+  r[1] = x[1] - alpha * y[1]
+#define C_MUL                       \
+  r[0] = x[0] * y[0] - x[1] * y[1]; \
+  r[1] = x[0] * y[1] + x[1] * y[0]
 /* Smith's algorithm; a zero divisor gives a complex inf or nan per part,
  * as c10::complex (and NumPy) do */
-#define C_DIV                                                                \
-  if (y[0] == 0 && y[1] == 0) {                                              \
-    r[0] = x[0] / (y[0] * y[0]);                                           \
-    r[1] = x[1] / (y[1] * y[1]);                                           \
-  } else if ((y[0] < 0 ? -y[0] : y[0]) >= (y[1] < 0 ? -y[1] : y[1])) {       \
-    double q = (double)y[1] / y[0];                                          \
-    double d = y[0] + y[1] * q;                                              \
-    r[0] = (x[0] + x[1] * q) / d;                                            \
-    r[1] = (x[1] - x[0] * q) / d;                                            \
-  } else {                                                                   \
-    double q = (double)y[0] / y[1];                                          \
-    double d = y[0] * q + y[1];                                              \
-    r[0] = (x[0] * q + x[1]) / d;                                            \
-    r[1] = (x[1] * q - x[0]) / d;                                            \
+#define C_DIV                                                          \
+  if (y[0] == 0 && y[1] == 0) {                                        \
+    r[0] = x[0] / (y[0] * y[0]);                                       \
+    r[1] = x[1] / (y[1] * y[1]);                                       \
+  } else if ((y[0] < 0 ? -y[0] : y[0]) >= (y[1] < 0 ? -y[1] : y[1])) { \
+    double q = (double)y[1] / y[0];                                    \
+    double d = y[0] + y[1] * q;                                        \
+    r[0] = (x[0] + x[1] * q) / d;                                      \
+    r[1] = (x[1] - x[0] * q) / d;                                      \
+  } else {                                                             \
+    double q = (double)y[0] / y[1];                                    \
+    double d = y[0] * q + y[1];                                        \
+    r[0] = (x[0] * q + x[1]) / d;                                      \
+    r[1] = (x[1] * q - x[0]) / d;                                      \
   }
 #define CPLX_OPS(OPN, BODY) CPLX_LOOP(c64_##OPN, float, BODY) CPLX_LOOP(c128_##OPN, double, BODY)
 CPLX_OPS(add, C_ADD)
@@ -217,13 +219,13 @@ CPLX_OPS(div, C_DIV)
 
 /* The floating loops of the arithmetic ops are per variant in the kernel
  * configuration (eltwise_loops.h); this table holds the rest. */
-#define ROW(OPN, DIVF)                                                       \
-  {[TNK_BOOL] = DIVF, [TNK_U8] = u8_##OPN, [TNK_I8] = i8_##OPN, [TNK_I16] = i16_##OPN,          \
-   [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN}
+#define ROW(OPN, DIVF)                                                \
+  {[TNK_BOOL] = DIVF,     [TNK_U8] = u8_##OPN,   [TNK_I8] = i8_##OPN, \
+   [TNK_I16] = i16_##OPN, [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN}
 #define CPLX(OPN) , [TNK_C64] = c64_##OPN, [TNK_C128] = c128_##OPN
-#define ROWC(OPN, DIVF)                                                      \
-  {[TNK_BOOL] = DIVF, [TNK_U8] = u8_##OPN, [TNK_I8] = i8_##OPN, [TNK_I16] = i16_##OPN,          \
-   [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN CPLX(OPN)}
+#define ROWC(OPN, DIVF)                                               \
+  {[TNK_BOOL] = DIVF,     [TNK_U8] = u8_##OPN,   [TNK_I8] = i8_##OPN, \
+   [TNK_I16] = i16_##OPN, [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN CPLX(OPN)}
 static const loop_fn k_loops[TNK_BINARY_OP_COUNT][TNK_DTYPE_COUNT] = {
     [TNK_ADD] = ROWC(add, bool_add),
     [TNK_SUB] = ROWC(sub, 0),
@@ -231,17 +233,21 @@ static const loop_fn k_loops[TNK_BINARY_OP_COUNT][TNK_DTYPE_COUNT] = {
     [TNK_DIV] = {[TNK_C64] = c64_div, [TNK_C128] = c128_div},
     [TNK_MAXIMUM] = ROW(maximum, bool_maximum),
     [TNK_MINIMUM] = ROW(minimum, bool_minimum),
-#define CROW(OPN)                                                            \
-  {[TNK_BOOL] = bool_##OPN, [TNK_U8] = u8_##OPN, [TNK_I8] = i8_##OPN,        \
-   [TNK_I16] = i16_##OPN, [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN,      \
-   [TNK_F16] = f16_##OPN, [TNK_BF16] = bf16_##OPN, [TNK_F32] = f32_##OPN,    \
-   [TNK_F64] = f64_##OPN}
-    [TNK_EQ] = CROW(eq), [TNK_NE] = CROW(ne), [TNK_LT] = CROW(lt),
-    [TNK_LE] = CROW(le), [TNK_GT] = CROW(gt), [TNK_GE] = CROW(ge),
-#define IROW(OPN)                                                            \
-  {[TNK_BOOL] = bool_##OPN, [TNK_U8] = u8_##OPN, [TNK_I8] = i8_##OPN,        \
-   [TNK_I16] = i16_##OPN, [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN}
-    [TNK_BITAND] = IROW(bitand), [TNK_BITOR] = IROW(bitor),
+#define CROW(OPN)                                                                                  \
+  {[TNK_BOOL] = bool_##OPN, [TNK_U8] = u8_##OPN,   [TNK_I8] = i8_##OPN,   [TNK_I16] = i16_##OPN,   \
+   [TNK_I32] = i32_##OPN,   [TNK_I64] = i64_##OPN, [TNK_F16] = f16_##OPN, [TNK_BF16] = bf16_##OPN, \
+   [TNK_F32] = f32_##OPN,   [TNK_F64] = f64_##OPN}
+    [TNK_EQ] = CROW(eq),
+    [TNK_NE] = CROW(ne),
+    [TNK_LT] = CROW(lt),
+    [TNK_LE] = CROW(le),
+    [TNK_GT] = CROW(gt),
+    [TNK_GE] = CROW(ge),
+#define IROW(OPN)                                                       \
+  {[TNK_BOOL] = bool_##OPN, [TNK_U8] = u8_##OPN,   [TNK_I8] = i8_##OPN, \
+   [TNK_I16] = i16_##OPN,   [TNK_I32] = i32_##OPN, [TNK_I64] = i64_##OPN}
+    [TNK_BITAND] = IROW(bitand),
+    [TNK_BITOR] = IROW(bitor),
     [TNK_BITXOR] = IROW(bitxor),
     [TNK_FLOORDIV] = ROW(floordiv, 0),
     [TNK_TRUNCDIV] = ROW(truncdiv, 0),
@@ -269,8 +275,10 @@ static void bin_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t 
   bin_ctx_t *c = p;
   if (c->vbwd) { /* 1 silu, 2 gelu, 3 gelu tanh */
     const float *g = (const float *)ptrs[1], *x = (const float *)ptrs[2];
-    if (c->vbwd == 1) tnk_vsilu_bwd_f32(g, x, (float *)ptrs[0], n);
-    else tnk_vgelu_bwd_f32(g, x, (float *)ptrs[0], n, c->vbwd == 3);
+    if (c->vbwd == 1)
+      tnk_vsilu_bwd_f32(g, x, (float *)ptrs[0], n);
+    else
+      tnk_vgelu_bwd_f32(g, x, (float *)ptrs[0], n, c->vbwd == 3);
     return;
   }
   int64_t z = c->fn(ptrs[0], ptrs[1], ptrs[2], s[0], s[1], s[2], n, c->alpha, c->ialpha);
@@ -292,7 +300,10 @@ void tnk_binary(const tnk_binary_args_t *a) {
   c.alpha[3] = a->scalar;
   c.alpha[4] = a->scalar_operand == 1 || a->scalar_operand == 2 ? a->scalar_operand : 0;
   if (a->dtype == TNK_F32 && tnk_iter_contiguous(&it))
-    c.vbwd = a->op == TNK_SILU_BWD ? 1 : a->op == TNK_GELU_BWD ? 2 : a->op == TNK_GELU_TANH_BWD ? 3 : 0;
+    c.vbwd = a->op == TNK_SILU_BWD        ? 1
+             : a->op == TNK_GELU_BWD      ? 2
+             : a->op == TNK_GELU_TANH_BWD ? 3
+                                          : 0;
   tnk_iter_run(&it, 1 << 15, bin_loop, &c);
   if (atomic_load(&c.zero_divisions) && a->fault.fn)
     a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, 0, 0, a->fault.origin);

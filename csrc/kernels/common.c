@@ -2,12 +2,9 @@
  * the parallel hook. */
 #include "tnk.h"
 
-static const size_t k_sizes[TNK_DTYPE_COUNT] = {1, 1, 1, 2, 4, 8,
-                                                2, 2, 4, 8, 8, 16};
+static const size_t k_sizes[TNK_DTYPE_COUNT] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8, 8, 16};
 
-size_t tnk_dtype_size(tnk_dtype_t dt) {
-  return (unsigned)dt < TNK_DTYPE_COUNT ? k_sizes[dt] : 0;
-}
+size_t tnk_dtype_size(tnk_dtype_t dt) { return (unsigned)dt < TNK_DTYPE_COUNT ? k_sizes[dt] : 0; }
 
 static void serial_for(int64_t n, int64_t grain, tnk_range_fn fn, void *ctx) {
   (void)grain;
@@ -40,13 +37,10 @@ int tnk_coalesce(tnk_shape_t *shape, tnk_view_t *views, int nviews) {
     if (nd > 0) {
       int mergeable = 1;
       for (int v = 0; v < nviews; v++)
-        if (views[v].strides[nd - 1] !=
-            views[v].strides[d] * shape->sizes[d])
-          mergeable = 0;
+        if (views[v].strides[nd - 1] != views[v].strides[d] * shape->sizes[d]) mergeable = 0;
       if (mergeable) {
         shape->sizes[nd - 1] *= shape->sizes[d];
-        for (int v = 0; v < nviews; v++)
-          views[v].strides[nd - 1] = views[v].strides[d];
+        for (int v = 0; v < nviews; v++) views[v].strides[nd - 1] = views[v].strides[d];
         continue;
       }
     }
@@ -65,6 +59,5 @@ int tnk_coalesce(tnk_shape_t *shape, tnk_view_t *views, int nviews) {
 
 void tnk_assert(const tnk_assert_args_t *a) {
   if (!*(const unsigned char *)a->flag && a->fault.fn)
-    a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, 0, 0,
-                a->fault.origin);
+    a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, 0, 0, a->fault.origin);
 }

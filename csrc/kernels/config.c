@@ -11,8 +11,7 @@ static int detect(void) {
   int f = 0;
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    f |= TNK_ISA_AVX2;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) f |= TNK_ISA_AVX2;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl"))
     f |= TNK_ISA_AVX512;
@@ -30,13 +29,18 @@ int tnk_cpu_features(void) {
 /* The best variant this build and CPU run, or the forced one. */
 static int choose_isa(void) {
   int f = tnk_cpu_features(), chosen;
-  if (f & TNK_ISA_AVX512) chosen = TNK_ISA_AVX512;
-  else if (f & TNK_ISA_AVX2) chosen = TNK_ISA_AVX2;
-  else chosen = TNK_ISA_REFERENCE;
+  if (f & TNK_ISA_AVX512)
+    chosen = TNK_ISA_AVX512;
+  else if (f & TNK_ISA_AVX2)
+    chosen = TNK_ISA_AVX2;
+  else
+    chosen = TNK_ISA_REFERENCE;
   const char *force = getenv("TORCH_NEURONX_ISA");
   if (force && *force) {
-    if (!strcmp(force, "reference")) chosen = TNK_ISA_REFERENCE;
-    else if (!strcmp(force, "avx2") && (f & TNK_ISA_AVX2)) chosen = TNK_ISA_AVX2;
+    if (!strcmp(force, "reference"))
+      chosen = TNK_ISA_REFERENCE;
+    else if (!strcmp(force, "avx2") && (f & TNK_ISA_AVX2))
+      chosen = TNK_ISA_AVX2;
     else if (!strcmp(force, "avx512") && (f & TNK_ISA_AVX512))
       chosen = TNK_ISA_AVX512;
   }

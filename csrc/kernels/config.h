@@ -44,15 +44,15 @@ typedef void (*tnk_ukernel_f32_fn)(int64_t kc, const float *a, int64_t a_rs, int
 typedef void (*tnk_ukernel_bf16_fn)(int64_t kp, const uint32_t *a, const uint32_t *b, void *c,
                                     int64_t ldc, int mode);
 /* out[j] = sum_i x[i] * w[j * ldw + i] for j < n (skinny products). */
-typedef void (*tnk_dot_rows_fn)(int64_t k, const float *x, const float *w, int64_t ldw,
-                                int64_t n, float *out);
+typedef void (*tnk_dot_rows_fn)(int64_t k, const float *x, const float *w, int64_t ldw, int64_t n,
+                                float *out);
 
 #define TNK_UKERNEL_MAX_TILE (12 * 32) /* the largest mr * nr of any variant */
 
 typedef struct tnk_gemm_config {
-  tnk_ukernel_f32_fn f32; /* NULL: the reference GEMM runs */
-  int mr, nr;             /* its tile */
-  int64_t mc, kc, nc;     /* blocking: rows of A, depth, columns of B per panel */
+  tnk_ukernel_f32_fn f32;   /* NULL: the reference GEMM runs */
+  int mr, nr;               /* its tile */
+  int64_t mc, kc, nc;       /* blocking: rows of A, depth, columns of B per panel */
   tnk_ukernel_bf16_fn bf16; /* NULL: bf16 converts to fp32 while packing */
   int bf16_mr, bf16_nr;
   int64_t bf16_kc;
@@ -72,13 +72,12 @@ typedef struct tnk_vmath_config {
   float (*sum)(const float *x, int64_t n);
   float (*sumsqdev)(const float *x, int64_t n, float mean);
   float (*max)(const float *x, int64_t n);
-  void (*normalize)(const float *x, float *y, int64_t n, float mean, float rstd,
-                    const float *w, const float *b);
+  void (*normalize)(const float *x, float *y, int64_t n, float mean, float rstd, const float *w,
+                    const float *b);
   void (*scale_stream)(const float *x, float s, float *y, int64_t n);
   /* rows of n floats, n % rows_stream_multiple == 0, rows 64-byte aligned */
   int rows_stream_multiple;
-  void (*softmax_rows_stream)(const float *x, float *y, int64_t rows, int64_t n,
-                              float *scratch);
+  void (*softmax_rows_stream)(const float *x, float *y, int64_t rows, int64_t n, float *scratch);
   void (*layer_norm_rows_stream)(const float *x, float *y, int64_t rows, int64_t n, float eps,
                                  const float *w, const float *b, float *mean, float *rstd);
   void (*copy_stream)(void *dst, const void *src, int64_t bytes);

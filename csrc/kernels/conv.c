@@ -39,8 +39,10 @@ static void im2col_rows(void *p, int64_t begin, int64_t end) {
         const char *src = im + (size_t)((iz * a->h + iy) * a->w) * esz;
         for (int64_t ox = 0; ox < a->ow; ox++) {
           int64_t ix = ox * a->sw - a->pw + k.kx * a->dw;
-          if (ix < 0 || ix >= a->w) memset(dst + ox * (int64_t)esz, 0, esz);
-          else memcpy(dst + ox * (int64_t)esz, src + ix * (int64_t)esz, esz);
+          if (ix < 0 || ix >= a->w)
+            memset(dst + ox * (int64_t)esz, 0, esz);
+          else
+            memcpy(dst + ox * (int64_t)esz, src + ix * (int64_t)esz, esz);
         }
       }
     }
@@ -88,13 +90,11 @@ void tnk_im2col(const tnk_im2col_args_t *args) {
   }
   if (a.batch <= 0 || a.c <= 0 || a.od <= 0 || a.oh <= 0 || a.ow <= 0) return;
   if (a.col2im) {
-    if (!(a.dtype == TNK_F32 || a.dtype == TNK_F64 || a.dtype == TNK_BF16 ||
-          a.dtype == TNK_F16))
+    if (!(a.dtype == TNK_F32 || a.dtype == TNK_F64 || a.dtype == TNK_BF16 || a.dtype == TNK_F16))
       return;
     tnk_parallel_for(a.batch * a.c, 1, col2im_planes, &a);
   } else {
     int64_t L = a.od * a.oh * a.ow;
-    tnk_parallel_for(a.batch * a.c * a.kd * a.kh * a.kw, L >= 4096 ? 1 : 4096 / L, im2col_rows,
-                     &a);
+    tnk_parallel_for(a.batch * a.c * a.kd * a.kh * a.kw, L >= 4096 ? 1 : 4096 / L, im2col_rows, &a);
   }
 }

@@ -6,39 +6,35 @@
 #include "tnk.h"
 #include "vmath.h"
 
-typedef void (*cvt_fn)(char *d, int64_t ds, const char *s, int64_t ss,
-                       int64_t n);
+typedef void (*cvt_fn)(char *d, int64_t ds, const char *s, int64_t ss, int64_t n);
 
-#define CVT_FN(SE, SN, DE, DN)                                            \
-  static void cvt_##SN##_##DN(char *d, int64_t ds, const char *s,         \
-                              int64_t ss, int64_t n) {                    \
-    for (int64_t i = 0; i < n; i++)                                       \
-      tnk_store_##DN(d + i * ds, tnk_load_##SN(s + i * ss));              \
+#define CVT_FN(SE, SN, DE, DN)                                                             \
+  static void cvt_##SN##_##DN(char *d, int64_t ds, const char *s, int64_t ss, int64_t n) { \
+    for (int64_t i = 0; i < n; i++) tnk_store_##DN(d + i * ds, tnk_load_##SN(s + i * ss)); \
   }
-#define CVT_ROW(SE, SN)                                                   \
-  CVT_FN(SE, SN, TNK_BOOL, bool) CVT_FN(SE, SN, TNK_U8, tnk_u8)           \
-  CVT_FN(SE, SN, TNK_I8, tnk_i8) CVT_FN(SE, SN, TNK_I16, tnk_i16)         \
-  CVT_FN(SE, SN, TNK_I32, tnk_i32) CVT_FN(SE, SN, TNK_I64, tnk_i64)       \
-  CVT_FN(SE, SN, TNK_F16, f16) CVT_FN(SE, SN, TNK_BF16, bf16)             \
-  CVT_FN(SE, SN, TNK_F32, f32) CVT_FN(SE, SN, TNK_F64, f64)               \
-  CVT_FN(SE, SN, TNK_C64, c64) CVT_FN(SE, SN, TNK_C128, c128)
+#define CVT_ROW(SE, SN)                                                                            \
+  CVT_FN(SE, SN, TNK_BOOL, bool)                                                                   \
+  CVT_FN(SE, SN, TNK_U8, tnk_u8) CVT_FN(SE, SN, TNK_I8, tnk_i8) CVT_FN(SE, SN, TNK_I16, tnk_i16)   \
+      CVT_FN(SE, SN, TNK_I32, tnk_i32) CVT_FN(SE, SN, TNK_I64, tnk_i64)                            \
+          CVT_FN(SE, SN, TNK_F16, f16) CVT_FN(SE, SN, TNK_BF16, bf16) CVT_FN(SE, SN, TNK_F32, f32) \
+              CVT_FN(SE, SN, TNK_F64, f64) CVT_FN(SE, SN, TNK_C64, c64)                            \
+                  CVT_FN(SE, SN, TNK_C128, c128)
 TNK_FOR_EACH_DTYPE(CVT_ROW)
 
 #define CVT_ENTRY(SN, DE, DN) [DE] = cvt_##SN##_##DN,
-#define CVT_TABLE_ROW(SE, SN)                                             \
-  [SE] = {CVT_ENTRY(SN, TNK_BOOL, bool) CVT_ENTRY(SN, TNK_U8, tnk_u8)      \
-          CVT_ENTRY(SN, TNK_I8, tnk_i8) CVT_ENTRY(SN, TNK_I16, tnk_i16)    \
-          CVT_ENTRY(SN, TNK_I32, tnk_i32) CVT_ENTRY(SN, TNK_I64, tnk_i64)  \
-          CVT_ENTRY(SN, TNK_F16, f16) CVT_ENTRY(SN, TNK_BF16, bf16)        \
-          CVT_ENTRY(SN, TNK_F32, f32) CVT_ENTRY(SN, TNK_F64, f64)          \
-          CVT_ENTRY(SN, TNK_C64, c64) CVT_ENTRY(SN, TNK_C128, c128)},
-static const cvt_fn k_cvt[TNK_DTYPE_COUNT][TNK_DTYPE_COUNT] = {
-    TNK_FOR_EACH_DTYPE(CVT_TABLE_ROW)};
+#define CVT_TABLE_ROW(SE, SN)                                                     \
+  [SE] = {CVT_ENTRY(SN, TNK_BOOL, bool) CVT_ENTRY(SN, TNK_U8, tnk_u8)             \
+              CVT_ENTRY(SN, TNK_I8, tnk_i8) CVT_ENTRY(SN, TNK_I16, tnk_i16)       \
+                  CVT_ENTRY(SN, TNK_I32, tnk_i32) CVT_ENTRY(SN, TNK_I64, tnk_i64) \
+                      CVT_ENTRY(SN, TNK_F16, f16) CVT_ENTRY(SN, TNK_BF16, bf16)   \
+                          CVT_ENTRY(SN, TNK_F32, f32) CVT_ENTRY(SN, TNK_F64, f64) \
+                              CVT_ENTRY(SN, TNK_C64, c64) CVT_ENTRY(SN, TNK_C128, c128)},
+static const cvt_fn k_cvt[TNK_DTYPE_COUNT][TNK_DTYPE_COUNT] = {TNK_FOR_EACH_DTYPE(CVT_TABLE_ROW)};
 
 typedef struct copy_ctx {
   cvt_fn fn;
   int64_t dsz;
-  int same; /* same dtype; 2: and one element (strides 0): a memcpy too */
+  int same;   /* same dtype; 2: and one element (strides 0): a memcpy too */
   int stream; /* large same-dtype copies: streaming stores (AVX-512) */
 } copy_ctx_t;
 
@@ -48,8 +44,10 @@ typedef struct copy_ctx {
 static void copy_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t index) {
   const copy_ctx_t *c = p;
   if (c->same == 2 || (c->same && s[0] == c->dsz && s[1] == s[0])) {
-    if (c->stream) TNK_VM->copy_stream(ptrs[0], ptrs[1], n * c->dsz);
-    else memcpy(ptrs[0], ptrs[1], (size_t)(n * c->dsz));
+    if (c->stream)
+      TNK_VM->copy_stream(ptrs[0], ptrs[1], n * c->dsz);
+    else
+      memcpy(ptrs[0], ptrs[1], (size_t)(n * c->dsz));
   } else {
     c->fn(ptrs[0], s[0], ptrs[1], s[1], n);
   }
@@ -61,8 +59,8 @@ void tnk_copy(const tnk_copy_args_t *a) {
   int64_t n = tnk_iter_init(&it, &a->shape, 2, (tnk_view_t[]){a->dst, a->src},
                             (int64_t[]){dsz, (int64_t)tnk_dtype_size(a->src.dtype)});
   if (n == 0) return;
-  copy_ctx_t c = {.fn = k_cvt[a->src.dtype][a->dst.dtype], .dsz = dsz,
-                  .same = a->src.dtype == a->dst.dtype};
+  copy_ctx_t c = {
+      .fn = k_cvt[a->src.dtype][a->dst.dtype], .dsz = dsz, .same = a->src.dtype == a->dst.dtype};
   if (c.same && n == 1) c.same = 2;
   c.stream = c.same && TNK_VM->copy_stream && n * dsz > TNK_STREAM_BYTES;
   tnk_iter_run(&it, 1 << 16, copy_loop, &c);

@@ -39,7 +39,10 @@ static inline float tnk_f16_to_f32(uint16_t h) {
       u = sign;
     } else { /* subnormal: normalise */
       int e = -1;
-      do { e++; man <<= 1; } while (!(man & 0x400));
+      do {
+        e++;
+        man <<= 1;
+      } while (!(man & 0x400));
       u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
     }
   } else if (exp == 0x1f) {
@@ -57,14 +60,13 @@ static inline uint16_t tnk_f32_to_f16(float f) {
   memcpy(&u, &f, 4);
   uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
   uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return sign | 0x7e00; /* NaN */
+  if (a > 0x7f800000u) return sign | 0x7e00;  /* NaN */
   if (a >= 0x477ff000u) return sign | 0x7c00; /* rounds to inf */
-  if (a < 0x38800000u) { /* result is subnormal or zero */
-    if (a < 0x33000000u) return sign; /* below half the smallest subnormal */
+  if (a < 0x38800000u) {                      /* result is subnormal or zero */
+    if (a < 0x33000000u) return sign;         /* below half the smallest subnormal */
     uint32_t man = (a & 0x7fffff) | 0x800000;
     int shift = 126 - (int)(a >> 23); /* 14..24 */
-    uint32_t q = man >> shift, rem = man & ((1u << shift) - 1),
-             half = 1u << (shift - 1);
+    uint32_t q = man >> shift, rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
     if (rem > half || (rem == half && (q & 1))) q++;
     return sign | (uint16_t)q;
   }
@@ -75,16 +77,15 @@ static inline uint16_t tnk_f32_to_f16(float f) {
 /* float -> int64 without undefined behaviour: NaN and out-of-range values
  * give INT64_MIN, as x86's cvttsd2si does. */
 static inline int64_t tnk_f2i(double x) {
-  if (!(x > -9223372036854775808.0 && x < 9223372036854775808.0))
-    return INT64_MIN;
+  if (!(x > -9223372036854775808.0 && x < 9223372036854775808.0)) return INT64_MIN;
   return (int64_t)x;
 }
 
-#define TNK_LOAD_INT(T)                                      \
-  static inline tnk_val_t tnk_load_##T(const char *p) {     \
-    T v;                                                     \
-    memcpy(&v, p, sizeof v);                                 \
-    return (tnk_val_t){(double)v, 0.0, (int64_t)v, 1};       \
+#define TNK_LOAD_INT(T)                                 \
+  static inline tnk_val_t tnk_load_##T(const char *p) { \
+    T v;                                                \
+    memcpy(&v, p, sizeof v);                            \
+    return (tnk_val_t){(double)v, 0.0, (int64_t)v, 1};  \
   }
 typedef uint8_t tnk_u8;
 typedef int8_t tnk_i8;
@@ -131,14 +132,12 @@ static inline tnk_val_t tnk_load_c128(const char *p) {
   return (tnk_val_t){v[0], v[1], 0, 0};
 }
 
-static inline int64_t tnk_val_int(tnk_val_t v) {
-  return v.isint ? v.i : tnk_f2i(v.re);
-}
+static inline int64_t tnk_val_int(tnk_val_t v) { return v.isint ? v.i : tnk_f2i(v.re); }
 
-#define TNK_STORE_INT(T)                                         \
-  static inline void tnk_store_##T(char *p, tnk_val_t v) {      \
-    T x = (T)(uint64_t)tnk_val_int(v);                           \
-    memcpy(p, &x, sizeof x);                                     \
+#define TNK_STORE_INT(T)                                   \
+  static inline void tnk_store_##T(char *p, tnk_val_t v) { \
+    T x = (T)(uint64_t)tnk_val_int(v);                     \
+    memcpy(p, &x, sizeof x);                               \
   }
 TNK_STORE_INT(tnk_u8)
 TNK_STORE_INT(tnk_i8)
@@ -149,12 +148,8 @@ TNK_STORE_INT(tnk_i64)
 static inline void tnk_store_bool(char *p, tnk_val_t v) {
   *p = v.isint ? (v.i != 0) : (v.re != 0.0 || v.im != 0.0);
 }
-static inline float tnk_val_f32(tnk_val_t v) {
-  return v.isint ? (float)v.i : (float)v.re;
-}
-static inline double tnk_val_f64(tnk_val_t v) {
-  return v.isint ? (double)v.i : v.re;
-}
+static inline float tnk_val_f32(tnk_val_t v) { return v.isint ? (float)v.i : (float)v.re; }
+static inline double tnk_val_f64(tnk_val_t v) { return v.isint ? (double)v.i : v.re; }
 static inline void tnk_store_f16(char *p, tnk_val_t v) {
   uint16_t h = tnk_f32_to_f16(tnk_val_f32(v));
   memcpy(p, &h, 2);
@@ -202,16 +197,17 @@ static inline void tnk_stf(void *base, int dt, int64_t i, double v) {
 }
 
 /* X-macro over dtypes: (enum, suffix of load/store). */
-#define TNK_FOR_EACH_DTYPE(X)                                           \
-  X(TNK_BOOL, bool) X(TNK_U8, tnk_u8) X(TNK_I8, tnk_i8)                 \
-  X(TNK_I16, tnk_i16) X(TNK_I32, tnk_i32) X(TNK_I64, tnk_i64)           \
-  X(TNK_F16, f16) X(TNK_BF16, bf16) X(TNK_F32, f32) X(TNK_F64, f64)     \
-  X(TNK_C64, c64) X(TNK_C128, c128)
+#define TNK_FOR_EACH_DTYPE(X)                                                                     \
+  X(TNK_BOOL, bool)                                                                               \
+  X(TNK_U8, tnk_u8) X(TNK_I8, tnk_i8) X(TNK_I16, tnk_i16) X(TNK_I32, tnk_i32) X(TNK_I64, tnk_i64) \
+      X(TNK_F16, f16) X(TNK_BF16, bf16) X(TNK_F32, f32) X(TNK_F64, f64) X(TNK_C64, c64)           \
+          X(TNK_C128, c128)
 
 /* Load/store of any dtype, chosen at run time. */
 static inline tnk_val_t tnk_load_any(const char *p, int dt) {
   switch (dt) {
-#define TNK_L_(E, N) case E: return tnk_load_##N(p);
+#define TNK_L_(E, N) \
+  case E: return tnk_load_##N(p);
     TNK_FOR_EACH_DTYPE(TNK_L_)
 #undef TNK_L_
     default: return (tnk_val_t){0, 0, 0, 0};
@@ -220,7 +216,8 @@ static inline tnk_val_t tnk_load_any(const char *p, int dt) {
 
 static inline void tnk_store_any(char *p, int dt, tnk_val_t v) {
   switch (dt) {
-#define TNK_S_(E, N) case E: tnk_store_##N(p, v); break;
+#define TNK_S_(E, N) \
+  case E: tnk_store_##N(p, v); break;
     TNK_FOR_EACH_DTYPE(TNK_S_)
 #undef TNK_S_
     default: break;

@@ -96,90 +96,93 @@ static double digamma_d(double x) {
     x += 1;
   }
   double z = 1 / (x * x);
-  double series = z * (1.0 / 12 - z * (1.0 / 120 - z * (1.0 / 252 - z * (1.0 / 240 -
-                  z * (1.0 / 132 - z * (691.0 / 32760 - z * (1.0 / 12)))))));
+  double series =
+      z * (1.0 / 12 -
+           z * (1.0 / 120 -
+                z * (1.0 / 252 -
+                     z * (1.0 / 240 - z * (1.0 / 132 - z * (691.0 / 32760 - z * (1.0 / 12)))))));
   return acc + log(x) - 0.5 / x - series;
 }
 
-#define UNARY_OPS(X)                                                          \
-  X(exp, EXP(x))                                                              \
-  X(log, LOG(x))                                                              \
-  X(log1p, LOG1P(x))                                                          \
-  X(expm1, EXPM1(x))                                                          \
-  X(tanh, TANH(x))                                                            \
-  X(sigmoid, SIGMOID(x))                                                      \
-  X(gelu, (x) * (C)0.5 * (1 + ERF((x) * (C)0.7071067811865476)))              \
-  X(gelu_tanh, (C)0.5 * (x) *                                                 \
-                   (1 + TANH((C)0.7978845608028654 *                          \
-                             ((x) + (C)0.044715 * (x) * (x) * (x)))))         \
-  X(silu, (x) * SIGMOID(x))                                                   \
-  X(relu, (x) > 0 ? (x) : ((x) != (x) ? (x) : 0))                             \
-  X(rsqrt, 1 / SQRT(x))                                                       \
-  X(sqrt, SQRT(x))                                                            \
-  X(neg, -(x))                                                                \
-  X(abs, FABS(x))                                                             \
-  X(sin, SIN(x))                                                              \
-  X(cos, COS(x))                                                              \
-  X(erf, ERF(x))                                                              \
-  X(reciprocal, 1 / (x))                                                      \
-  X(pow_scalar, (p0 == 2.0 ? (x) * (x) : p0 == 0.5 ? SQRT(x) : p0 == 1.0 ? (x) : POW(x, (C)p0)))                                                \
-  X(ceil, CEIL(x))                                                            \
-  X(floor, FLOOR(x))                                                          \
-  X(trunc, TRUNC(x))                                                          \
-  X(round, NEARBYINT(x))                                                      \
-  X(atan, ATAN(x))                                                            \
-  X(asin, ASIN(x))                                                            \
-  X(acos, ACOS(x))                                                            \
-  X(tan, TAN(x))                                                              \
-  X(sinh, SINH(x))                                                            \
-  X(cosh, COSH(x))                                                            \
-  X(asinh, ASINH(x))                                                          \
-  X(acosh, ACOSH(x))                                                          \
-  X(atanh, ATANH(x))                                                          \
-  X(exp2, EXP2(x))                                                            \
-  X(log2, LOG2(x))                                                            \
-  X(log10, LOG10(x))                                                          \
-  X(frac, (x) - TRUNC(x))                                                     \
-  X(erfinv, (C)erfinv_d((double)(x)))                                         \
-  X(mish, (x) * TANH(LOG1P(EXP(x))))                                          \
-  X(hardswish, (x) * CLAMP06((x) + 3) / 6)                                    \
-  X(hardsigmoid, CLAMP06((x) + 3) / 6)                                        \
-  X(leaky_relu, (x) > 0 ? (x) : (x) * (C)p0)                                  \
-  X(hardtanh, (x) < (C)p0 ? (C)p0 : (x) > (C)p1 ? (C)p1 : (x))                \
-  X(elu, ({ /* expm1 of min(x, 0) on every lane: a call outside the branch vectorises */ \
-    C em_ = EXPM1(((x) < 0 ? (x) : 0) * (C)p2);                               \
-    (x) <= 0 ? em_ * ((C)p0 * (C)p1) : (x) * (C)p1; }))                       \
-  X(logit, p0 < 0 ? LOG((x) / (1 - (x)))                                      \
-                  : LOG(LOGIT_CLAMP(x) / (1 - LOGIT_CLAMP(x))))               \
-  X(nan_to_num, (x) != (x) ? (C)p0 : (x) == (C)INFINITY ? (C)p1               \
-                : (x) == -(C)INFINITY ? (C)p2 : (x))                          \
-  X(erfc, ERFC(x))                                                            \
-  X(lgamma, LGAMMA(x))                                                        \
+#define UNARY_OPS(X)                                                                             \
+  X(exp, EXP(x))                                                                                 \
+  X(log, LOG(x))                                                                                 \
+  X(log1p, LOG1P(x))                                                                             \
+  X(expm1, EXPM1(x))                                                                             \
+  X(tanh, TANH(x))                                                                               \
+  X(sigmoid, SIGMOID(x))                                                                         \
+  X(gelu, (x) * (C)0.5 * (1 + ERF((x) * (C)0.7071067811865476)))                                 \
+  X(gelu_tanh,                                                                                   \
+    (C)0.5 * (x) * (1 + TANH((C)0.7978845608028654 * ((x) + (C)0.044715 * (x) * (x) * (x)))))    \
+  X(silu, (x) * SIGMOID(x))                                                                      \
+  X(relu, (x) > 0 ? (x) : ((x) != (x) ? (x) : 0))                                                \
+  X(rsqrt, 1 / SQRT(x))                                                                          \
+  X(sqrt, SQRT(x))                                                                               \
+  X(neg, -(x))                                                                                   \
+  X(abs, FABS(x))                                                                                \
+  X(sin, SIN(x))                                                                                 \
+  X(cos, COS(x))                                                                                 \
+  X(erf, ERF(x))                                                                                 \
+  X(reciprocal, 1 / (x))                                                                         \
+  X(pow_scalar, (p0 == 2.0 ? (x) * (x) : p0 == 0.5 ? SQRT(x) : p0 == 1.0 ? (x) : POW(x, (C)p0))) \
+  X(ceil, CEIL(x))                                                                               \
+  X(floor, FLOOR(x))                                                                             \
+  X(trunc, TRUNC(x))                                                                             \
+  X(round, NEARBYINT(x))                                                                         \
+  X(atan, ATAN(x))                                                                               \
+  X(asin, ASIN(x))                                                                               \
+  X(acos, ACOS(x))                                                                               \
+  X(tan, TAN(x))                                                                                 \
+  X(sinh, SINH(x))                                                                               \
+  X(cosh, COSH(x))                                                                               \
+  X(asinh, ASINH(x))                                                                             \
+  X(acosh, ACOSH(x))                                                                             \
+  X(atanh, ATANH(x))                                                                             \
+  X(exp2, EXP2(x))                                                                               \
+  X(log2, LOG2(x))                                                                               \
+  X(log10, LOG10(x))                                                                             \
+  X(frac, (x) - TRUNC(x))                                                                        \
+  X(erfinv, (C)erfinv_d((double)(x)))                                                            \
+  X(mish, (x) * TANH(LOG1P(EXP(x))))                                                             \
+  X(hardswish, (x) * CLAMP06((x) + 3) / 6)                                                       \
+  X(hardsigmoid, CLAMP06((x) + 3) / 6)                                                           \
+  X(leaky_relu, (x) > 0 ? (x) : (x) * (C)p0)                                                     \
+  X(hardtanh, (x) < (C)p0 ? (C)p0 : (x) > (C)p1 ? (C)p1 : (x))                                   \
+  X(elu, ({ /* expm1 of min(x, 0) on every lane: a call outside the branch vectorises */         \
+            C em_ = EXPM1(((x) < 0 ? (x) : 0) * (C)p2);                                          \
+            (x) <= 0 ? em_ * ((C)p0 * (C)p1) : (x) * (C)p1;                                      \
+    }))                                                                                          \
+  X(logit, p0 < 0 ? LOG((x) / (1 - (x))) : LOG(LOGIT_CLAMP(x) / (1 - LOGIT_CLAMP(x))))           \
+  X(nan_to_num, (x) != (x)            ? (C)p0                                                    \
+                : (x) == (C)INFINITY  ? (C)p1                                                    \
+                : (x) == -(C)INFINITY ? (C)p2                                                    \
+                                      : (x))                                                     \
+  X(erfc, ERFC(x))                                                                               \
+  X(lgamma, LGAMMA(x))                                                                           \
   X(digamma, (C)digamma_d((double)(x)))
 
-#define DEFINE_LOOP(T, C, LOAD, STORE, NAME, EXPR)                            \
-  static void NAME(char *o, const char *in, int64_t so, int64_t si,          \
-                   int64_t n, const double *p) {                              \
-    const double p0 = p[0], p1 = p[1], p2 = p[2];                             \
-    (void)p0;                                                                 \
-    (void)p1;                                                                 \
-    (void)p2;                                                                 \
-    if (so == sizeof(T) && si == sizeof(T)) {                                 \
-      T *restrict po = (T *)o;                                                \
-      const T *restrict pi = (const T *)in;                                   \
-      for (int64_t k = 0; k < n; k++) {                                       \
-        C x = (C)LOAD(pi[k]);                                                 \
-        po[k] = STORE(EXPR);                                                  \
-      }                                                                       \
-      return;                                                                 \
-    }                                                                         \
-    for (int64_t k = 0; k < n; k++) {                                         \
-      T v;                                                                    \
-      memcpy(&v, in + k * si, sizeof v);                                      \
-      C x = (C)LOAD(v);                                                       \
-      T r = STORE(EXPR);                                                      \
-      memcpy(o + k * so, &r, sizeof r);                                       \
-    }                                                                         \
+#define DEFINE_LOOP(T, C, LOAD, STORE, NAME, EXPR)                                                \
+  static void NAME(char *o, const char *in, int64_t so, int64_t si, int64_t n, const double *p) { \
+    const double p0 = p[0], p1 = p[1], p2 = p[2];                                                 \
+    (void)p0;                                                                                     \
+    (void)p1;                                                                                     \
+    (void)p2;                                                                                     \
+    if (so == sizeof(T) && si == sizeof(T)) {                                                     \
+      T *restrict po = (T *)o;                                                                    \
+      const T *restrict pi = (const T *)in;                                                       \
+      for (int64_t k = 0; k < n; k++) {                                                           \
+        C x = (C)LOAD(pi[k]);                                                                     \
+        po[k] = STORE(EXPR);                                                                      \
+      }                                                                                           \
+      return;                                                                                     \
+    }                                                                                             \
+    for (int64_t k = 0; k < n; k++) {                                                             \
+      T v;                                                                                        \
+      memcpy(&v, in + k * si, sizeof v);                                                          \
+      C x = (C)LOAD(v);                                                                           \
+      T r = STORE(EXPR);                                                                          \
+      memcpy(o + k * so, &r, sizeof r);                                                           \
+    }                                                                                             \
   }
 
 #define ID(x) (x)
@@ -216,10 +219,8 @@ static double digamma_d(double x) {
 #define LGAMMA lgamma_f
 #define C float
 #define F32_LOOP(N, E) DEFINE_LOOP(float, float, ID, ID, f32_##N, E)
-#define BF16_LOOP(N, E) \
-  DEFINE_LOOP(uint16_t, float, tnk_bf16_to_f32, tnk_f32_to_bf16, bf16_##N, E)
-#define F16_LOOP(N, E) \
-  DEFINE_LOOP(uint16_t, float, tnk_f16_to_f32, tnk_f32_to_f16, f16_##N, E)
+#define BF16_LOOP(N, E) DEFINE_LOOP(uint16_t, float, tnk_bf16_to_f32, tnk_f32_to_bf16, bf16_##N, E)
+#define F16_LOOP(N, E) DEFINE_LOOP(uint16_t, float, tnk_f16_to_f32, tnk_f32_to_f16, f16_##N, E)
 UNARY_OPS(F32_LOOP)
 UNARY_OPS(BF16_LOOP)
 UNARY_OPS(F16_LOOP)
@@ -288,9 +289,8 @@ UNARY_OPS(F16_LOOP)
 #define F64_LOOP(N, E) DEFINE_LOOP(double, double, ID, ID, f64_##N, E)
 UNARY_OPS(F64_LOOP)
 
-#define TABLE_ROW(N, E)                                                       \
-  {[TNK_F16] = f16_##N, [TNK_BF16] = bf16_##N, [TNK_F32] = f32_##N,           \
-   [TNK_F64] = f64_##N},
+#define TABLE_ROW(N, E) \
+  {[TNK_F16] = f16_##N, [TNK_BF16] = bf16_##N, [TNK_F32] = f32_##N, [TNK_F64] = f64_##N},
 #define INEG(x) ((int64_t)(0 - (uint64_t)(x)))
 #define IABS(x) ((x) < 0 ? INEG(x) : (x))
 #define INT_LOOP(T, NAME, EXPR) DEFINE_LOOP(T, int64_t, ID, (T), NAME, EXPR)
@@ -315,9 +315,9 @@ INT_UNARY(int64_t, i64)
 /* in the compute type: float math for fp32 and half types, double for fp64 */
 #define ERF_C(x) (sizeof(x) == sizeof(float) ? erff((float)(x)) : erf((double)(x)))
 #define EXP_C(x) (sizeof(x) == sizeof(float) ? expf((float)(x)) : exp((double)(x)))
-#define OP_GELU_BWD(g, x, al) \
+#define OP_GELU_BWD(g, x, al)                                             \
   ((g) * ((ctype_t)0.5 * (1 + ERF_C((x) * (ctype_t)0.7071067811865476)) + \
-          (x) * (ctype_t)0.3989422804014327 * EXP_C((ctype_t)-0.5 * (x) * (x))))
+          (x) * (ctype_t)0.3989422804014327 * EXP_C((ctype_t) - 0.5 * (x) * (x))))
 #define OP_GELU_TANH_BWD(g, x, al) gelu_tanh_bwd((g), (x))
 #define OP_SILU_BWD(g, x, al) \
   ((g) * (1 / (1 + EXP_C(-(x)))) * (1 + (x) * (1 - 1 / (1 + EXP_C(-(x))))))
@@ -326,18 +326,16 @@ INT_UNARY(int64_t, i64)
 #define OP_THRESHOLD_BWD(g, x, al) ((x) <= (al) ? 0 : (g))
 #define OP_LEAKY_RELU_BWD(g, x, al) ((x) > 0 ? (g) : (g) * (al))
 #define OP_HARDTANH_BWD(g, x, al) ((x) <= (al) || (x) >= beta ? 0 : (g))
-#define OP_HARDSWISH_BWD(g, x, al) \
-  ((x) < -3 ? 0 : (x) <= 3 ? (g) * ((x) / 3 + (ctype_t)0.5) : (g))
+#define OP_HARDSWISH_BWD(g, x, al) ((x) < -3 ? 0 : (x) <= 3 ? (g) * ((x) / 3 + (ctype_t)0.5) : (g))
 #define OP_HARDSIGMOID_BWD(g, x, al) ((x) > -3 && (x) < 3 ? (g) * ((ctype_t)1 / 6) : 0)
-#define OP_MISH_BWD(g, x, al)                                      \
+#define OP_MISH_BWD(g, x, al)                                                     \
   (sizeof(ctype_t) == sizeof(float) ? (ctype_t)mish_bwd_f((float)(g), (float)(x)) \
                                     : (ctype_t)mish_bwd((g), (x)))
 /* ELU: al = alpha, beta = scale, gamma = input_scale; from the input or, for
  * the _RESULT form, from the output y (then exp(x * is) - 1 = y / (al*sc)) */
 #define OP_ELU_BWD(g, x, al) \
   ((x) <= 0 ? (g) * gamma * ((al) * beta) * EXP_C((x) * gamma) : (g) * beta)
-#define OP_ELU_RESULT_BWD(g, y, al) \
-  ((y) <= 0 ? (g) * gamma * ((y) + (al) * beta) : (g) * beta)
+#define OP_ELU_RESULT_BWD(g, y, al) ((y) <= 0 ? (g) * gamma * ((y) + (al) * beta) : (g) * beta)
 #define OP_LOGIT_BWD(g, x, al) logit_bwd((g), (x), (al))
 #define OP_ATAN2(x, y, al) \
   (sizeof(x) == sizeof(float) ? atan2f((float)(x), (float)(y)) : atan2((double)(x), (double)(y)))
@@ -396,57 +394,54 @@ static inline double pow_f(double a, double b, double al) {
 }
 
 /* T: storage type, C: compute type, LOAD/STORE convert between them. */
-#define FLOAT_LOOP(NAME, OP, T, C, LOAD, STORE)                              \
-  static int64_t NAME(char *o, const char *a, const char *b,  \
-                                        int64_t so, int64_t sa, int64_t sb,     \
-                                        int64_t n, const double *al,            \
-                                        int64_t ial) {                          \
-    (void)ial;                                                               \
-    typedef C ctype_t __attribute__((unused)); /* compute type, for op macros */ \
-    C alpha = (C)al[0], beta = (C)al[1], gamma = (C)al[2];                   \
-    const int ks = (int)al[4]; /* operand given at compute precision */      \
-    const C kv = (C)al[3];                                                   \
-    (void)alpha;                                                             \
-    (void)beta;                                                              \
-    (void)gamma;                                                             \
-    if (so == sizeof(T) && sa == sizeof(T) && sb == sizeof(T)) {             \
-      T *restrict po = (T *)o;                                               \
-      const T *restrict pa = (const T *)a, *restrict pb = (const T *)b;      \
-      for (int64_t i = 0; i < n; i++)                                        \
-        po[i] = STORE(OP((C)LOAD(pa[i]), (C)LOAD(pb[i]), alpha));            \
-      return 0;                                                              \
-    }                                                                        \
-    if (so == sizeof(T) && (sa == 0) != (sb == 0) &&                         \
-        (sa == sizeof(T) || sb == sizeof(T))) { /* one scalar operand */     \
-      T *restrict po = (T *)o;                                               \
-      T sv;                                                                  \
-      memcpy(&sv, sa == 0 ? a : b, sizeof sv);                               \
-      const C k = ks ? kv : (C)LOAD(sv);                                     \
-      const T *restrict pv = (const T *)(sa == 0 ? b : a);                   \
-      if (sa == 0)                                                           \
-        for (int64_t i = 0; i < n; i++) po[i] = STORE(OP(k, (C)LOAD(pv[i]), alpha)); \
-      else                                                                   \
-        for (int64_t i = 0; i < n; i++) po[i] = STORE(OP((C)LOAD(pv[i]), k, alpha)); \
-      return 0;                                                              \
-    }                                                                        \
-    for (int64_t i = 0; i < n; i++) {                                        \
-      T x, y;                                                                \
-      memcpy(&x, a + i * sa, sizeof x);                                      \
-      memcpy(&y, b + i * sb, sizeof y);                                      \
-      T r = STORE(OP(ks == 1 ? kv : (C)LOAD(x), ks == 2 ? kv : (C)LOAD(y), alpha)); \
-      memcpy(o + i * so, &r, sizeof r);                                      \
-    }                                                                        \
-    return 0;                                                                \
+#define FLOAT_LOOP(NAME, OP, T, C, LOAD, STORE)                                                  \
+  static int64_t NAME(char *o, const char *a, const char *b, int64_t so, int64_t sa, int64_t sb, \
+                      int64_t n, const double *al, int64_t ial) {                                \
+    (void)ial;                                                                                   \
+    typedef C ctype_t __attribute__((unused)); /* compute type, for op macros */                 \
+    C alpha = (C)al[0], beta = (C)al[1], gamma = (C)al[2];                                       \
+    const int ks = (int)al[4]; /* operand given at compute precision */                          \
+    const C kv = (C)al[3];                                                                       \
+    (void)alpha;                                                                                 \
+    (void)beta;                                                                                  \
+    (void)gamma;                                                                                 \
+    if (so == sizeof(T) && sa == sizeof(T) && sb == sizeof(T)) {                                 \
+      T *restrict po = (T *)o;                                                                   \
+      const T *restrict pa = (const T *)a, *restrict pb = (const T *)b;                          \
+      for (int64_t i = 0; i < n; i++) po[i] = STORE(OP((C)LOAD(pa[i]), (C)LOAD(pb[i]), alpha));  \
+      return 0;                                                                                  \
+    }                                                                                            \
+    if (so == sizeof(T) && (sa == 0) != (sb == 0) &&                                             \
+        (sa == sizeof(T) || sb == sizeof(T))) { /* one scalar operand */                         \
+      T *restrict po = (T *)o;                                                                   \
+      T sv;                                                                                      \
+      memcpy(&sv, sa == 0 ? a : b, sizeof sv);                                                   \
+      const C k = ks ? kv : (C)LOAD(sv);                                                         \
+      const T *restrict pv = (const T *)(sa == 0 ? b : a);                                       \
+      if (sa == 0)                                                                               \
+        for (int64_t i = 0; i < n; i++) po[i] = STORE(OP(k, (C)LOAD(pv[i]), alpha));             \
+      else                                                                                       \
+        for (int64_t i = 0; i < n; i++) po[i] = STORE(OP((C)LOAD(pv[i]), k, alpha));             \
+      return 0;                                                                                  \
+    }                                                                                            \
+    for (int64_t i = 0; i < n; i++) {                                                            \
+      T x, y;                                                                                    \
+      memcpy(&x, a + i * sa, sizeof x);                                                          \
+      memcpy(&y, b + i * sb, sizeof y);                                                          \
+      T r = STORE(OP(ks == 1 ? kv : (C)LOAD(x), ks == 2 ? kv : (C)LOAD(y), alpha));              \
+      memcpy(o + i * so, &r, sizeof r);                                                          \
+    }                                                                                            \
+    return 0;                                                                                    \
   }
 #define ID(x) (x)
 #define F32_OF_BF16(x) tnk_bf16_to_f32(x)
 #define BF16_OF_F32(x) tnk_f32_to_bf16(x)
 #define F32_OF_F16(x) tnk_f16_to_f32(x)
 #define F16_OF_F32(x) tnk_f32_to_f16(x)
-#define FLOAT_OPS(OPN, OP)                                                   \
-  FLOAT_LOOP(f32_##OPN, OP, float, float, ID, ID)                            \
-  FLOAT_LOOP(f64_##OPN, OP, double, double, ID, ID)                          \
-  FLOAT_LOOP(bf16_##OPN, OP, uint16_t, float, F32_OF_BF16, BF16_OF_F32)      \
+#define FLOAT_OPS(OPN, OP)                                              \
+  FLOAT_LOOP(f32_##OPN, OP, float, float, ID, ID)                       \
+  FLOAT_LOOP(f64_##OPN, OP, double, double, ID, ID)                     \
+  FLOAT_LOOP(bf16_##OPN, OP, uint16_t, float, F32_OF_BF16, BF16_OF_F32) \
   FLOAT_LOOP(f16_##OPN, OP, uint16_t, float, F32_OF_F16, F16_OF_F32)
 FLOAT_OPS(add, OP_ADD)
 FLOAT_OPS(sub, OP_SUB)
@@ -477,28 +472,44 @@ FLOAT_OPS(xlogy, OP_XLOGY)
 
 /* ---- the table ------------------------------------------------------------ */
 
-#define FROW(OPN)                                                            \
-  {[TNK_F16] = f16_##OPN, [TNK_BF16] = bf16_##OPN, [TNK_F32] = f32_##OPN,    \
-   [TNK_F64] = f64_##OPN}
+#define FROW(OPN) \
+  {[TNK_F16] = f16_##OPN, [TNK_BF16] = bf16_##OPN, [TNK_F32] = f32_##OPN, [TNK_F64] = f64_##OPN}
 const tnk_eltwise_loops_t TNK_ELTWISE_LOOPS = {
     .unary = {UNARY_OPS(TABLE_ROW)},
-    .int_neg = {[TNK_U8] = neg_u8, [TNK_I8] = neg_i8, [TNK_I16] = neg_i16,
-                [TNK_I32] = neg_i32, [TNK_I64] = neg_i64},
-    .int_abs = {[TNK_U8] = abs_u8, [TNK_I8] = abs_i8, [TNK_I16] = abs_i16,
-                [TNK_I32] = abs_i32, [TNK_I64] = abs_i64},
-    .binary = {[TNK_ADD] = FROW(add), [TNK_SUB] = FROW(sub), [TNK_MUL] = FROW(mul),
-               [TNK_DIV] = FROW(div), [TNK_MAXIMUM] = FROW(maximum),
-               [TNK_MINIMUM] = FROW(minimum), [TNK_FLOORDIV] = FROW(floordiv),
-               [TNK_TRUNCDIV] = FROW(truncdiv), [TNK_REMAINDER] = FROW(remainder),
-               [TNK_POW] = FROW(pow), [TNK_GELU_BWD] = FROW(gelu_bwd),
-               [TNK_GELU_TANH_BWD] = FROW(gelu_tanh_bwd), [TNK_SILU_BWD] = FROW(silu_bwd),
-               [TNK_SIGMOID_BWD] = FROW(sigmoid_bwd), [TNK_TANH_BWD] = FROW(tanh_bwd),
+    .int_neg = {[TNK_U8] = neg_u8,
+                [TNK_I8] = neg_i8,
+                [TNK_I16] = neg_i16,
+                [TNK_I32] = neg_i32,
+                [TNK_I64] = neg_i64},
+    .int_abs = {[TNK_U8] = abs_u8,
+                [TNK_I8] = abs_i8,
+                [TNK_I16] = abs_i16,
+                [TNK_I32] = abs_i32,
+                [TNK_I64] = abs_i64},
+    .binary = {[TNK_ADD] = FROW(add),
+               [TNK_SUB] = FROW(sub),
+               [TNK_MUL] = FROW(mul),
+               [TNK_DIV] = FROW(div),
+               [TNK_MAXIMUM] = FROW(maximum),
+               [TNK_MINIMUM] = FROW(minimum),
+               [TNK_FLOORDIV] = FROW(floordiv),
+               [TNK_TRUNCDIV] = FROW(truncdiv),
+               [TNK_REMAINDER] = FROW(remainder),
+               [TNK_POW] = FROW(pow),
+               [TNK_GELU_BWD] = FROW(gelu_bwd),
+               [TNK_GELU_TANH_BWD] = FROW(gelu_tanh_bwd),
+               [TNK_SILU_BWD] = FROW(silu_bwd),
+               [TNK_SIGMOID_BWD] = FROW(sigmoid_bwd),
+               [TNK_TANH_BWD] = FROW(tanh_bwd),
                [TNK_THRESHOLD_BWD] = FROW(threshold_bwd),
                [TNK_LEAKY_RELU_BWD] = FROW(leaky_relu_bwd),
                [TNK_HARDTANH_BWD] = FROW(hardtanh_bwd),
                [TNK_HARDSWISH_BWD] = FROW(hardswish_bwd),
-               [TNK_HARDSIGMOID_BWD] = FROW(hardsigmoid_bwd), [TNK_MISH_BWD] = FROW(mish_bwd),
-               [TNK_ELU_BWD] = FROW(elu_bwd), [TNK_ELU_RESULT_BWD] = FROW(elu_result_bwd),
-               [TNK_LOGIT_BWD] = FROW(logit_bwd), [TNK_ATAN2] = FROW(atan2),
+               [TNK_HARDSIGMOID_BWD] = FROW(hardsigmoid_bwd),
+               [TNK_MISH_BWD] = FROW(mish_bwd),
+               [TNK_ELU_BWD] = FROW(elu_bwd),
+               [TNK_ELU_RESULT_BWD] = FROW(elu_result_bwd),
+               [TNK_LOGIT_BWD] = FROW(logit_bwd),
+               [TNK_ATAN2] = FROW(atan2),
                [TNK_XLOGY] = FROW(xlogy)},
 };

@@ -21,16 +21,16 @@ static void fill_elems(char *base, int64_t n, int64_t stride, const unsigned cha
     memset(base, 0, (size_t)n * esz);
     return;
   }
-#define FILL_T(T)                                    \
-  {                                                  \
-    T v;                                             \
-    memcpy(&v, value, sizeof v);                     \
-    T *d = (T *)base;                                \
-    if (stride == 1)                                 \
-      for (int64_t i = 0; i < n; i++) d[i] = v;      \
-    else                                             \
+#define FILL_T(T)                                        \
+  {                                                      \
+    T v;                                                 \
+    memcpy(&v, value, sizeof v);                         \
+    T *d = (T *)base;                                    \
+    if (stride == 1)                                     \
+      for (int64_t i = 0; i < n; i++) d[i] = v;          \
+    else                                                 \
       for (int64_t i = 0; i < n; i++) d[i * stride] = v; \
-    return;                                          \
+    return;                                              \
   }
   switch (esz) {
     case 1: FILL_T(uint8_t)

@@ -19,8 +19,7 @@
 typedef tnk_gemm_config_t ukernel_desc_t;
 
 int tnk_gemm_supported(int dtype) {
-  return dtype == TNK_F32 || dtype == TNK_F64 || dtype == TNK_BF16 ||
-         dtype == TNK_F16;
+  return dtype == TNK_F32 || dtype == TNK_F64 || dtype == TNK_BF16 || dtype == TNK_F16;
 }
 
 /* aligned_alloc wants a size that is a multiple of the alignment (C11). */
@@ -62,8 +61,7 @@ static void ref_rows(void *p, int64_t begin, int64_t end) {
       } else { /* fp32 accumulation, as the optimised kernels do */
         float af = (float)av;
         for (int64_t j = 0; j < g->n; j++)
-          acc[j] = (float)acc[j] +
-                   af * (float)tnk_ldf(brow + j * g->sb_c * c->esz, g->dtype, 0);
+          acc[j] = (float)acc[j] + af * (float)tnk_ldf(brow + j * g->sb_c * c->esz, g->dtype, 0);
       }
     }
     for (int64_t j = 0; j < g->n; j++) {
@@ -80,8 +78,7 @@ static void gemm_reference(const tnk_gemm_args_t *g, atomic_int *failed) {
   ref_ctx_t c = {g, (int64_t)tnk_dtype_size(g->dtype), failed};
   int64_t rows = g->batch * g->m;
   int64_t work = g->n * (g->k ? g->k : 1);
-  tnk_parallel_for(rows, work >= 65536 ? 1 : 65536 / (work ? work : 1),
-                   ref_rows, &c);
+  tnk_parallel_for(rows, work >= 65536 ? 1 : 65536 / (work ? work : 1), ref_rows, &c);
 }
 
 /* ---- packed fp32 path ------------------------------------------------------- */
@@ -101,9 +98,8 @@ typedef struct f32_problem {
 } f32_problem_t;
 
 /* Writes alpha*acc (+ beta*C, or + C when accumulate) into the mr x nr tile. */
-static void store_tile(const f32_problem_t *p, const float *acc, int nr,
-                       int64_t i0, int64_t j0, int64_t mr_used,
-                       int64_t nr_used, int accumulate) {
+static void store_tile(const f32_problem_t *p, const float *acc, int nr, int64_t i0, int64_t j0,
+                       int64_t mr_used, int64_t nr_used, int accumulate) {
   int64_t esz = (int64_t)tnk_dtype_size(p->dtype);
   for (int64_t r = 0; r < mr_used; r++) {
     char *crow = p->c + ((i0 + r) * p->sc_r + j0 * p->sc_c) * esz;
@@ -115,15 +111,16 @@ static void store_tile(const f32_problem_t *p, const float *acc, int nr,
       else if (p->beta == 0.0f)
         for (int64_t j = 0; j < nr_used; j++) cf[j] = p->alpha * ar[j];
       else
-        for (int64_t j = 0; j < nr_used; j++)
-          cf[j] = p->alpha * ar[j] + p->beta * cf[j];
+        for (int64_t j = 0; j < nr_used; j++) cf[j] = p->alpha * ar[j] + p->beta * cf[j];
       continue;
     }
     for (int64_t j = 0; j < nr_used; j++) {
       char *cp = crow + j * p->sc_c * esz;
       float v = p->alpha * ar[j];
-      if (accumulate) v += (float)tnk_ldf(cp, p->dtype, 0);
-      else if (p->beta != 0.0f) v += p->beta * (float)tnk_ldf(cp, p->dtype, 0);
+      if (accumulate)
+        v += (float)tnk_ldf(cp, p->dtype, 0);
+      else if (p->beta != 0.0f)
+        v += p->beta * (float)tnk_ldf(cp, p->dtype, 0);
       tnk_stf(cp, p->dtype, 0, v);
     }
   }
@@ -133,13 +130,12 @@ static void store_tile(const f32_problem_t *p, const float *acc, int nr,
  * a full fp32 tile with unit column stride and no scaling (C = T on the
  * first k block when beta is 0, C += T after; beta 1 accumulates from the
  * start), else through a scratch tile and store_tile. */
-static void run_tile(const f32_problem_t *p, const ukernel_desc_t *uk,
-                     int64_t kc, const float *a, int64_t a_rs, int64_t a_cs,
-                     const float *b, int64_t b_rs, int64_t i0, int64_t j0,
-                     int64_t h, int64_t w, int accumulate) {
+static void run_tile(const f32_problem_t *p, const ukernel_desc_t *uk, int64_t kc, const float *a,
+                     int64_t a_rs, int64_t a_cs, const float *b, int64_t b_rs, int64_t i0,
+                     int64_t j0, int64_t h, int64_t w, int accumulate) {
   float acc[TNK_UKERNEL_MAX_TILE] __attribute__((aligned(64)));
-  int direct = p->dtype == TNK_F32 && p->sc_c == 1 && p->alpha == 1.0f &&
-               h == uk->mr && w == uk->nr && (accumulate || p->beta == 0.0f || p->beta == 1.0f);
+  int direct = p->dtype == TNK_F32 && p->sc_c == 1 && p->alpha == 1.0f && h == uk->mr &&
+               w == uk->nr && (accumulate || p->beta == 0.0f || p->beta == 1.0f);
   if (direct) {
     float *c = (float *)p->c + i0 * p->sc_r + j0;
     uk->f32(kc, a, a_rs, a_cs, b, b_rs, c, p->sc_r, accumulate || p->beta == 1.0f);
@@ -162,8 +158,8 @@ typedef struct pack_b_ctx {
  * 16 values are read as one cache line; walking k one at a time across the
  * lanes instead reads lines a lane stride apart, which for power-of-two
  * strides fall into the same few L1 sets and miss on nearly every element. */
-static void pack_k_contiguous(float *d, const float *src, int64_t ld, int64_t w,
-                              int width, int64_t kc) {
+static void pack_k_contiguous(float *d, const float *src, int64_t ld, int64_t w, int width,
+                              int64_t kc) {
   for (int64_t k0 = 0; k0 < kc; k0 += 16) {
     int64_t kb = kc - k0 < 16 ? kc - k0 : 16;
     for (int64_t l = 0; l < w; l++) {
@@ -209,15 +205,15 @@ static void pack_b_panels(void *vp, int64_t begin, int64_t end) {
   }
 }
 
-static void pack_b(const f32_problem_t *p, int nr, int64_t pc, int64_t kc,
-                   int64_t jc, int64_t nc, float *dst) {
+static void pack_b(const f32_problem_t *p, int nr, int64_t pc, int64_t kc, int64_t jc, int64_t nc,
+                   float *dst) {
   pack_b_ctx_t c = {p, nr, pc, kc, jc, nc, dst};
   tnk_parallel_for((nc + nr - 1) / nr, 4, pack_b_panels, &c);
 }
 
 /* A[ic:ic+mc, pc:pc+kc] into panels of mr rows: [panel][k][mr]. */
-static void pack_a(const f32_problem_t *p, int mr, int64_t ic, int64_t mc,
-                   int64_t pc, int64_t kc, float *dst) {
+static void pack_a(const f32_problem_t *p, int mr, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
+                   float *dst) {
   for (int64_t i0 = 0; i0 < mc; i0 += mr) {
     int64_t h = mc - i0 < mr ? mc - i0 : mr;
     float *d = dst + i0 * kc;
@@ -265,8 +261,8 @@ static void macro_blocks(void *vp, int64_t begin, int64_t end) {
       int64_t w = c->nc - j0 < nr ? c->nc - j0 : nr;
       for (int64_t i0 = 0; i0 < mc; i0 += mr) {
         int64_t h = mc - i0 < mr ? mc - i0 : mr;
-        run_tile(p, c->uk, c->kc, apack + i0 * c->kc, 1, mr, c->bpack + j0 * c->kc,
-                 nr, ic + i0, c->jc + j0, h, w, c->accumulate);
+        run_tile(p, c->uk, c->kc, apack + i0 * c->kc, 1, mr, c->bpack + j0 * c->kc, nr, ic + i0,
+                 c->jc + j0, h, w, c->accumulate);
       }
     }
   }
@@ -277,8 +273,8 @@ static void macro_blocks(void *vp, int64_t begin, int64_t end) {
  * is a multiple of the thread count so the static split is even. */
 static int64_t block_rows(int64_t m, int mr, int64_t mcmax) {
   int64_t t = tnk_num_threads(), micro = (m + mr - 1) / mr;
-  int64_t per_thread = (micro + t - 1) / t;              /* micro-panels */
-  int64_t rounds = (per_thread * mr + mcmax - 1) / mcmax;      /* blocks per thread */
+  int64_t per_thread = (micro + t - 1) / t;               /* micro-panels */
+  int64_t rounds = (per_thread * mr + mcmax - 1) / mcmax; /* blocks per thread */
   int64_t blocks = rounds * t;
   return (micro + blocks - 1) / blocks * mr;
 }
@@ -308,8 +304,10 @@ static void colsplit_parts(void *vp, int64_t begin, int64_t end) {
     if (j0 >= q.n) break;
     q.n = q.n - j0 < c->cols ? q.n - j0 : c->cols;
     int64_t esz = (int64_t)tnk_dtype_size(q.dtype);
-    if (q.b16) q.b16 += j0 * q.sb_c;
-    else q.b += j0 * q.sb_c;
+    if (q.b16)
+      q.b16 += j0 * q.sb_c;
+    else
+      q.b += j0 * q.sb_c;
     q.c += j0 * q.sc_c * esz;
     c->run(&q, c->uk); /* nested parallel loops run on this thread */
   }
@@ -576,14 +574,13 @@ static int report(const tnk_gemm_args_t *g, atomic_int *failed) {
   if (!atomic_load(failed)) return 0;
   if (g->fault.fn)
     g->fault.fn(g->fault.ctx, TNRT_FAULT_MESSAGE,
-                "out of host memory for the GEMM's buffers: the product was not computed", 0,
-                0, g->fault.origin);
+                "out of host memory for the GEMM's buffers: the product was not computed", 0, 0,
+                g->fault.origin);
   return -1;
 }
 
 int tnk_gemm_with(const tnk_config_t *cfg, const tnk_gemm_args_t *g) {
-  if (!tnk_gemm_supported(g->dtype) || g->m <= 0 || g->n <= 0 || g->batch <= 0)
-    return 0;
+  if (!tnk_gemm_supported(g->dtype) || g->m <= 0 || g->n <= 0 || g->batch <= 0) return 0;
   atomic_int failed = 0;
   const ukernel_desc_t *uk = &cfg->gemm;
   if (g->dtype == TNK_F64 || !uk->f32 || g->k == 0) {
@@ -592,12 +589,20 @@ int tnk_gemm_with(const tnk_config_t *cfg, const tnk_gemm_args_t *g) {
   }
   int64_t esz = (int64_t)tnk_dtype_size(g->dtype);
   for (int64_t bi = 0; bi < g->batch; bi++) {
-    f32_problem_t p = {
-        .m = g->m, .n = g->n, .k = g->k,
-        .c = (char *)g->c + bi * g->sc_b * esz,
-        .sc_r = g->sc_r, .sc_c = g->sc_c, .dtype = g->dtype,
-        .alpha = (float)g->alpha, .beta = (float)g->beta, .failed = &failed};
-    p.sa_r = g->sa_r; p.sa_c = g->sa_c; p.sb_r = g->sb_r; p.sb_c = g->sb_c;
+    f32_problem_t p = {.m = g->m,
+                       .n = g->n,
+                       .k = g->k,
+                       .c = (char *)g->c + bi * g->sc_b * esz,
+                       .sc_r = g->sc_r,
+                       .sc_c = g->sc_c,
+                       .dtype = g->dtype,
+                       .alpha = (float)g->alpha,
+                       .beta = (float)g->beta,
+                       .failed = &failed};
+    p.sa_r = g->sa_r;
+    p.sa_c = g->sa_c;
+    p.sb_r = g->sb_r;
+    p.sb_c = g->sb_c;
     p.src_dtype = g->dtype;
     if (g->dtype == TNK_F32) {
       p.a = (const float *)g->a + bi * g->sa_b;

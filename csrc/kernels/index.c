@@ -9,17 +9,14 @@
 #include <math.h>
 #include <string.h>
 
-static int real_dtype(int dt) {
-  return dt >= TNK_BOOL && dt <= TNK_F64;
-}
+static int real_dtype(int dt) { return dt >= TNK_BOOL && dt <= TNK_F64; }
 
 static int floating(int dt) {
   return dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16;
 }
 
 static void fault(const tnk_fault_t *f, int64_t value, int64_t bound) {
-  if (f->fn) f->fn(f->ctx, f->kind, f->what ? f->what : "index", value,
-                   bound, f->origin);
+  if (f->fn) f->fn(f->ctx, f->kind, f->what ? f->what : "index", value, bound, f->origin);
 }
 
 static int64_t load_index(const void *base, int dt, int64_t i) {
@@ -45,16 +42,21 @@ static void accumulate(char *dst, const char *src, int dt, double alpha) {
 static void combine(char *dst, const char *src, int dt, int mode) {
   if (floating(dt)) {
     double a = tnk_ldf(dst, dt, 0), b = tnk_ldf(src, dt, 0), r;
-    if (mode == TNK_SCATTER_MUL) r = a * b;
-    else if (a != a || b != b) r = a != a ? a : b;
-    else r = mode == TNK_SCATTER_AMAX ? (a > b ? a : b) : (a < b ? a : b);
+    if (mode == TNK_SCATTER_MUL)
+      r = a * b;
+    else if (a != a || b != b)
+      r = a != a ? a : b;
+    else
+      r = mode == TNK_SCATTER_AMAX ? (a > b ? a : b) : (a < b ? a : b);
     tnk_stf(dst, dt, 0, r);
     return;
   }
   tnk_val_t a = tnk_load_any(dst, dt), b = tnk_load_any(src, dt);
   int64_t r;
-  if (mode == TNK_SCATTER_MUL) r = (int64_t)((uint64_t)a.i * (uint64_t)b.i);
-  else r = mode == TNK_SCATTER_AMAX ? (a.i > b.i ? a.i : b.i) : (a.i < b.i ? a.i : b.i);
+  if (mode == TNK_SCATTER_MUL)
+    r = (int64_t)((uint64_t)a.i * (uint64_t)b.i);
+  else
+    r = mode == TNK_SCATTER_AMAX ? (a.i > b.i ? a.i : b.i) : (a.i < b.i ? a.i : b.i);
   if (dt == TNK_BOOL) r = r != 0;
   tnk_store_any(dst, dt, (tnk_val_t){(double)r, 0, r, 1});
 }
@@ -99,8 +101,10 @@ static void select_range(void *p, int64_t begin, int64_t end) {
     int64_t o = r / a->n, j = r % a->n;
     int64_t k = index_row(a, j, &reported);
     char *dst = (char *)a->dense + (size_t)r * row;
-    if (k < 0) memset(dst, 0, row);
-    else memcpy(dst, (const char *)a->indexed + (size_t)(o * rows + k) * row, row);
+    if (k < 0)
+      memset(dst, 0, row);
+    else
+      memcpy(dst, (const char *)a->indexed + (size_t)(o * rows + k) * row, row);
   }
 }
 
@@ -115,8 +119,7 @@ static void add_range(void *p, int64_t begin, int64_t end) {
     int64_t o = begin / a->inner, i0 = begin % a->inner;
     int64_t i1 = a->inner < i0 + (end - begin) ? a->inner : i0 + (end - begin);
     for (int64_t j = 0; j < a->n; j++) {
-      if (a->has_skip &&
-          load_index(a->index[0], a->index_dtype, j * a->index_stride[0]) == a->skip)
+      if (a->has_skip && load_index(a->index[0], a->index_dtype, j * a->index_stride[0]) == a->skip)
         continue;
       int64_t k = index_row(a, j, &reported);
       if (k < 0) continue;
@@ -142,8 +145,7 @@ void tnk_index(const tnk_index_args_t *a) {
   if (a->nindex < 1 || a->nindex > TNK_MAX_INDICES) return;
   if (a->mode == TNK_INDEX_SELECT) {
     int64_t row = a->inner > 0 ? a->inner : 1;
-    tnk_parallel_for(a->outer * a->n, 4096 / row > 1 ? 4096 / row : 1,
-                     select_range, (void *)a);
+    tnk_parallel_for(a->outer * a->n, 4096 / row > 1 ? 4096 / row : 1, select_range, (void *)a);
   } else {
     int64_t cols = a->outer * a->inner;
     int64_t work = a->n > 0 ? a->n : 1;
@@ -201,8 +203,7 @@ int tnk_gather_supported(int mode, int dtype) {
 typedef struct gather_ctx {
   const tnk_gather_args_t *a;
   int nrest;
-  int64_t rsize[TNRT_MAX_DIMS], rind[TNRT_MAX_DIMS], rdense[TNRT_MAX_DIMS],
-      ridx[TNRT_MAX_DIMS];
+  int64_t rsize[TNRT_MAX_DIMS], rind[TNRT_MAX_DIMS], rdense[TNRT_MAX_DIMS], ridx[TNRT_MAX_DIMS];
   size_t esz;
   tnk_val_t value;
 } gather_ctx_t;
@@ -212,8 +213,7 @@ static void gather_range(void *p, int64_t begin, int64_t end) {
   const tnk_gather_args_t *a = c->a;
   int d = a->dim, reported = 0;
   int64_t len = a->shape.sizes[d];
-  int64_t s_ind = a->indexed.strides[d], s_den = a->dense.strides[d],
-          s_idx = a->index.strides[d];
+  int64_t s_ind = a->indexed.strides[d], s_den = a->dense.strides[d], s_idx = a->index.strides[d];
   for (int64_t q = begin; q < end; q++) {
     int64_t rem = q, oi = 0, od = 0, ox = 0;
     for (int k = c->nrest - 1; k >= 0; k--) {
@@ -259,9 +259,8 @@ void tnk_gather(const tnk_gather_args_t *a) {
   if (rest == 0 || a->shape.sizes[a->dim] == 0) return;
   if (a->mode == TNK_SCATTER_VALUE) {
     const tnk_scalar_t *v = &a->value;
-    c.value = v->is_integral || v->is_bool
-                  ? (tnk_val_t){(double)v->i, 0, v->i, 1}
-                  : (tnk_val_t){v->f, v->fi, 0, 0};
+    c.value = v->is_integral || v->is_bool ? (tnk_val_t){(double)v->i, 0, v->i, 1}
+                                           : (tnk_val_t){v->f, v->fi, 0, 0};
   }
   int64_t len = a->shape.sizes[a->dim];
   tnk_parallel_for(rest, 8192 / len > 1 ? 8192 / len : 1, gather_range, &c);
@@ -299,8 +298,10 @@ void tnk_nll(const tnk_nll_args_t *a) {
           wsum += w;
         }
       }
-      if (a->reduction == 0) tnk_stf(a->out, dt, i, l);
-      else loss += l;
+      if (a->reduction == 0)
+        tnk_stf(a->out, dt, i, l);
+      else
+        loss += l;
     }
     if (a->reduction == 1) loss /= wsum;
     if (a->reduction != 0) tnk_stf(a->out, dt, 0, loss);
@@ -341,13 +342,19 @@ static void argred_range(void *p, int64_t begin, int64_t end) {
       double bv = tnk_ldf(base, dt, 0);
       for (int64_t k = 1; k < a->len && !isnan(bv); k++) {
         double v = tnk_ldf(base, dt, k * a->inner);
-        if (isnan(v) || (a->is_max ? v > bv : v < bv)) { bv = v; best = k; }
+        if (isnan(v) || (a->is_max ? v > bv : v < bv)) {
+          bv = v;
+          best = k;
+        }
       }
     } else {
       int64_t bv = tnk_load_any(base, dt).i;
       for (int64_t k = 1; k < a->len; k++) {
         int64_t v = tnk_load_any(base + k * a->inner * (int64_t)esz, dt).i;
-        if (a->is_max ? v > bv : v < bv) { bv = v; best = k; }
+        if (a->is_max ? v > bv : v < bv) {
+          bv = v;
+          best = k;
+        }
       }
     }
     ((int64_t *)a->indices)[r] = best;
@@ -358,8 +365,7 @@ static void argred_range(void *p, int64_t begin, int64_t end) {
 
 void tnk_argreduce(const tnk_argreduce_args_t *a) {
   int64_t len = a->len > 0 ? a->len : 1;
-  tnk_parallel_for(a->outer * a->inner, 16384 / len > 1 ? 16384 / len : 1,
-                   argred_range, (void *)a);
+  tnk_parallel_for(a->outer * a->inner, 16384 / len > 1 ? 16384 / len : 1, argred_range, (void *)a);
 }
 
 /* ---- cumulative sum / product ---------------------------------------------------- */
@@ -407,8 +413,7 @@ void tnk_scan(const tnk_scan_args_t *a) {
       a->op > TNK_SCAN_LOGSUMEXP || (a->op == TNK_SCAN_LOGSUMEXP && !floating(a->in_dtype)))
     return;
   int64_t len = a->len > 0 ? a->len : 1;
-  tnk_parallel_for(a->outer * a->inner, 16384 / len > 1 ? 16384 / len : 1,
-                   scan_range, (void *)a);
+  tnk_parallel_for(a->outer * a->inner, 16384 / len > 1 ? 16384 / len : 1, scan_range, (void *)a);
 }
 
 /* ---- isin -------------------------------------------------------------------------- */

@@ -98,7 +98,8 @@ static void ln_backward_cols(void *p, int64_t begin, int64_t end) {
     double sw = 0, sb = 0;
     for (int64_t r = 0; r < a->rows; r++) {
       double g = tnk_ldf(a->g, dt, r * a->n + j);
-      double xh = (tnk_ldf(a->x, dt, r * a->n + j) - tnk_ldf(a->mean, dt, r)) * tnk_ldf(a->rstd, dt, r);
+      double xh =
+          (tnk_ldf(a->x, dt, r * a->n + j) - tnk_ldf(a->mean, dt, r)) * tnk_ldf(a->rstd, dt, r);
       sw += g * xh;
       sb += g;
     }
@@ -114,8 +115,7 @@ void tnk_layer_norm(const tnk_layer_norm_args_t *a) {
     if (a->rows > 0) tnk_parallel_for(a->rows, grain, ln_forward_rows, (void *)a);
     return;
   }
-  if (a->gx && a->rows > 0)
-    tnk_parallel_for(a->rows, grain, ln_backward_rows, (void *)a);
+  if (a->gx && a->rows > 0) tnk_parallel_for(a->rows, grain, ln_backward_rows, (void *)a);
   if (a->gw || a->gb) {
     int64_t cgrain = a->rows >= 4096 ? 1 : 4096 / (a->rows ? a->rows : 1);
     tnk_parallel_for(a->n, cgrain, ln_backward_cols, (void *)a);

@@ -32,8 +32,10 @@ static void adam_range(void *p, int64_t begin, int64_t end) {
       float gi = g[i] * fscale;
       if (a->maximize) gi = -gi;
       float pi = pa[i];
-      if (a->adamw) pi *= decay;
-      else if (wd != 0.0) gi += fwd * pi;
+      if (a->adamw)
+        pi *= decay;
+      else if (wd != 0.0)
+        gi += fwd * pi;
       float mi = m[i] + (1.0f - fb1) * (gi - m[i]);
       float vi = fb2 * v[i] + (1.0f - fb2) * gi * gi;
       m[i] = mi;
@@ -52,8 +54,10 @@ static void adam_range(void *p, int64_t begin, int64_t end) {
     double gi = tnk_ldf(a->grad, dt, i) * c->inv_scale;
     if (a->maximize) gi = -gi;
     double pi = tnk_ldf(a->param, dt, i);
-    if (a->adamw) pi *= 1.0 - c->lr * wd;
-    else if (wd != 0.0) gi += wd * pi;
+    if (a->adamw)
+      pi *= 1.0 - c->lr * wd;
+    else if (wd != 0.0)
+      gi += wd * pi;
     double mi = tnk_ldf(a->exp_avg, dt, i), vi = tnk_ldf(a->exp_avg_sq, dt, i);
     mi += (1.0 - b1) * (gi - mi);
     vi = b2 * vi + (1.0 - b2) * gi * gi;

@@ -16,17 +16,17 @@ static double seconds(void) {
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define FMA_CHAINS(VT, SET1, FMA, RED, LANES)                                  \
-  VT acc[12], b = SET1(1.0000001f), c = SET1(1e-9f);                            \
-  for (int j = 0; j < 12; j++) acc[j] = SET1((float)j);                         \
-  double t = seconds();                                                         \
-  for (long i = 0; i < iters; i++) {                                            \
+#define FMA_CHAINS(VT, SET1, FMA, RED, LANES)                                         \
+  VT acc[12], b = SET1(1.0000001f), c = SET1(1e-9f);                                  \
+  for (int j = 0; j < 12; j++) acc[j] = SET1((float)j);                               \
+  double t = seconds();                                                               \
+  for (long i = 0; i < iters; i++) {                                                  \
     _Pragma("GCC unroll 12") for (int j = 0; j < 12; j++) acc[j] = FMA(acc[j], b, c); \
-  }                                                                             \
-  t = seconds() - t;                                                            \
-  volatile float sink = 0;                                                      \
-  for (int j = 0; j < 12; j++) sink += RED(acc[j]);                             \
-  (void)sink;                                                                   \
+  }                                                                                   \
+  t = seconds() - t;                                                                  \
+  volatile float sink = 0;                                                            \
+  for (int j = 0; j < 12; j++) sink += RED(acc[j]);                                   \
+  (void)sink;                                                                         \
   return (double)iters * 12.0 * (LANES) * 2.0 / t;
 
 static float red256(__m256 v) __attribute__((target("avx2,fma")));
@@ -52,9 +52,12 @@ double tnk_measure_fma_peak(int isa, double *ghz) {
   t = seconds() - t;
   *ghz = (double)n / t / 1e9;
   double flops;
-  if (isa == TNK_ISA_AVX512) flops = fma_avx512(20000000);
-  else if (isa == TNK_ISA_AVX2) flops = fma_avx2(20000000);
-  else return 0.0;
+  if (isa == TNK_ISA_AVX512)
+    flops = fma_avx512(20000000);
+  else if (isa == TNK_ISA_AVX2)
+    flops = fma_avx2(20000000);
+  else
+    return 0.0;
   return flops / (*ghz * 1e9);
 }
 #else

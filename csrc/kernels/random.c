@@ -39,16 +39,14 @@ typedef struct rand_ctx {
 
 /* Uniform in [0, 1) with 24 (float) or 53 (double) random bits. */
 static double u01(const uint32_t *w, int wide) {
-  if (wide)
-    return (double)((((uint64_t)w[0] << 32) | w[1]) >> 11) * 0x1.0p-53;
+  if (wide) return (double)((((uint64_t)w[0] << 32) | w[1]) >> 11) * 0x1.0p-53;
   return (double)(w[0] >> 8) * 0x1.0p-24;
 }
 
 /* Returns 0 when a probability is outside [0, 1]. */
-static int draw(const tnk_random_args_t *a, int wide, int64_t i,
-                const char *prob, tnk_val_t *v) {
-  uint32_t ctr[4] = {(uint32_t)i, (uint32_t)((uint64_t)i >> 32),
-                     (uint32_t)a->offset, (uint32_t)(a->offset >> 32)};
+static int draw(const tnk_random_args_t *a, int wide, int64_t i, const char *prob, tnk_val_t *v) {
+  uint32_t ctr[4] = {(uint32_t)i, (uint32_t)((uint64_t)i >> 32), (uint32_t)a->offset,
+                     (uint32_t)(a->offset >> 32)};
   uint32_t key[2] = {(uint32_t)a->seed, (uint32_t)(a->seed >> 32)};
   uint32_t w[4];
   tnk_philox(ctr, key, w);
@@ -121,9 +119,8 @@ static void rand_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t
     tnk_store_any(dst, a->dst.dtype, v);
     /* Rounding to a narrow float may reach the open upper bound. */
     if (a->kind == TNK_RAND_UNIFORM &&
-        (a->dst.dtype == TNK_BF16 || a->dst.dtype == TNK_F16 ||
-         a->dst.dtype == TNK_F32)) {
-      tnk_val_t back = a->dst.dtype == TNK_BF16 ? tnk_load_bf16(dst)
+        (a->dst.dtype == TNK_BF16 || a->dst.dtype == TNK_F16 || a->dst.dtype == TNK_F32)) {
+      tnk_val_t back = a->dst.dtype == TNK_BF16  ? tnk_load_bf16(dst)
                        : a->dst.dtype == TNK_F16 ? tnk_load_f16(dst)
                                                  : tnk_load_f32(dst);
       if (back.re >= a->hi && a->hi > a->lo) {
@@ -164,7 +161,8 @@ void tnk_randperm(const tnk_randperm_args_t *a) {
   const uint32_t key[2] = {(uint32_t)a->seed, (uint32_t)(a->seed >> 32)};
   for (int64_t i = a->n - 1; i > 0; i--) {
     uint32_t ctr[4] = {(uint32_t)i, (uint32_t)((uint64_t)i >> 32), (uint32_t)a->offset,
-                       0x5045524du ^ (uint32_t)(a->offset >> 32)}, w[4];
+                       0x5045524du ^ (uint32_t)(a->offset >> 32)},
+             w[4];
     tnk_philox(ctr, key, w);
     uint64_t r = ((uint64_t)w[0] << 32) | w[1];
     int64_t j = (int64_t)(r % (uint64_t)(i + 1));
@@ -175,6 +173,5 @@ void tnk_randperm(const tnk_randperm_args_t *a) {
   if ((void *)v == a->dst && a->dtype == TNK_I64) return;
   size_t esz = tnk_dtype_size(a->dtype);
   for (int64_t i = 0; i < a->n; i++)
-    tnk_store_any((char *)a->dst + (size_t)i * esz, a->dtype,
-                  (tnk_val_t){.i = v[i], .isint = 1});
+    tnk_store_any((char *)a->dst + (size_t)i * esz, a->dtype, (tnk_val_t){.i = v[i], .isint = 1});
 }

@@ -13,14 +13,14 @@ static int floating(int dt) {
 }
 
 static int integral(int dt) {
-  return dt == TNK_U8 || dt == TNK_I8 || dt == TNK_I16 || dt == TNK_I32 ||
-         dt == TNK_I64 || dt == TNK_BOOL;
+  return dt == TNK_U8 || dt == TNK_I8 || dt == TNK_I16 || dt == TNK_I32 || dt == TNK_I64 ||
+         dt == TNK_BOOL;
 }
 
 int tnk_reduce_supported(int op, int in_dtype, int out_dtype) {
   if (op == TNK_MAX || op == TNK_MIN)
-    return in_dtype == out_dtype && in_dtype != TNK_C64 && in_dtype != TNK_C128 &&
-           in_dtype >= 0 && in_dtype < TNK_DTYPE_COUNT;
+    return in_dtype == out_dtype && in_dtype != TNK_C64 && in_dtype != TNK_C128 && in_dtype >= 0 &&
+           in_dtype < TNK_DTYPE_COUNT;
   if (op == TNK_ALL || op == TNK_ANY)
     return in_dtype >= 0 && in_dtype < TNK_DTYPE_COUNT && out_dtype == TNK_BOOL;
   if (op == TNK_MEAN) return floating(in_dtype) && floating(out_dtype);
@@ -66,18 +66,26 @@ static void red_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t 
       tnk_val_t v = tnk_load_any(in + off * (int64_t)c->iesz, idt);
       if (extreme) {
         int better;
-        if (v.isint) better = a->op == TNK_MAX ? v.i > best.i : v.i < best.i;
-        else if (v.re != v.re) better = best.re == best.re; /* NaN wins, once */
-        else better = best.re == best.re &&
-                      (a->op == TNK_MAX ? v.re > best.re : v.re < best.re);
+        if (v.isint)
+          better = a->op == TNK_MAX ? v.i > best.i : v.i < best.i;
+        else if (v.re != v.re)
+          better = best.re == best.re; /* NaN wins, once */
+        else
+          better = best.re == best.re && (a->op == TNK_MAX ? v.re > best.re : v.re < best.re);
         if (!have || better) best = v;
         have = 1;
         continue;
       }
       if (logical) {
         int nz = v.isint ? v.i != 0 : (v.re != 0.0 || v.im != 0.0);
-        if (a->op == TNK_ALL && !nz) { flag = 0; break; }
-        if (a->op == TNK_ANY && nz) { flag = 1; break; }
+        if (a->op == TNK_ALL && !nz) {
+          flag = 0;
+          break;
+        }
+        if (a->op == TNK_ANY && nz) {
+          flag = 1;
+          break;
+        }
       } else if (is_int) {
         iacc = prod ? iacc * (uint64_t)v.i : iacc + (uint64_t)v.i;
       } else {
@@ -158,8 +166,10 @@ static int leading_contiguous(const tnk_reduce_args_t *a) {
   for (int d = a->shape.ndim - 1; d >= 0; d--) {
     if (a->shape.sizes[d] != 1 && a->in.strides[d] != expect) return 0;
     expect *= a->shape.sizes[d];
-    if (a->reduced[d]) seen_reduced = 1;
-    else if (seen_reduced && a->shape.sizes[d] != 1) return 0;
+    if (a->reduced[d])
+      seen_reduced = 1;
+    else if (seen_reduced && a->shape.sizes[d] != 1)
+      return 0;
   }
   return 1;
 }
@@ -172,8 +182,10 @@ static int trailing_contiguous(const tnk_reduce_args_t *a) {
   for (int d = a->shape.ndim - 1; d >= 0; d--) {
     if (a->shape.sizes[d] != 1 && a->in.strides[d] != expect) return 0;
     expect *= a->shape.sizes[d];
-    if (!a->reduced[d]) seen_kept = 1;
-    else if (seen_kept && a->shape.sizes[d] != 1) return 0;
+    if (!a->reduced[d])
+      seen_kept = 1;
+    else if (seen_kept && a->shape.sizes[d] != 1)
+      return 0;
   }
   return 1;
 }

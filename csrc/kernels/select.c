@@ -85,7 +85,8 @@ static void arange_range(void *p, int64_t begin, int64_t end) {
     }
     char *dst = (char *)a->out + (size_t)i * esz;
     switch (a->dtype) {
-#define S(E, N) case E: tnk_store_##N(dst, v); break;
+#define S(E, N) \
+  case E: tnk_store_##N(dst, v); break;
       TNK_FOR_EACH_DTYPE(S)
 #undef S
       default: break;

@@ -18,8 +18,7 @@ int tnk_softmax_supported(int dtype, int out_dtype) {
 
 /* fp32 rows along the last dimension: the common case, without per-element
  * dtype dispatch. */
-static void softmax_rows_f32(const tnk_softmax_args_t *a, int64_t begin,
-                             int64_t end) {
+static void softmax_rows_f32(const tnk_softmax_args_t *a, int64_t begin, int64_t end) {
   int64_t n = a->len;
   /* streaming: exponentials go to a row of scratch (in L1/L2), the scaled
    * row straight to memory */
@@ -31,9 +30,8 @@ static void softmax_rows_f32(const tnk_softmax_args_t *a, int64_t begin,
     if (tnk_vrows_pipelined_ok(a->out, n)) {
       scratch = aligned_alloc(64, sizeof(float) * (size_t)(2 * n));
       if (scratch) {
-        TNK_VM->softmax_rows_stream((const float *)a->in + begin * n,
-                                            (float *)a->out + begin * n, end - begin, n,
-                                            scratch);
+        TNK_VM->softmax_rows_stream((const float *)a->in + begin * n, (float *)a->out + begin * n,
+                                    end - begin, n, scratch);
         free(scratch);
         return;
       }

@@ -19,7 +19,12 @@ static uint64_t sort_key(const char *p, int dt) {
   if (floating(dt)) {
     double d;
     switch (dt) {
-      case TNK_F32: { float f; memcpy(&f, p, 4); d = f; break; }
+      case TNK_F32: {
+        float f;
+        memcpy(&f, p, 4);
+        d = f;
+        break;
+      }
       case TNK_F64: memcpy(&d, p, 8); break;
       default: d = tnk_ldf(p, dt, 0); break;
     }
@@ -45,7 +50,10 @@ static void merge_sort(item_t *a, item_t *tmp, int64_t n) {
     if (i % 16 == 0) continue;
     item_t x = a[i];
     int64_t j = i - 1;
-    while (j >= (i / 16) * 16 && a[j].key > x.key) { a[j + 1] = a[j]; j--; }
+    while (j >= (i / 16) * 16 && a[j].key > x.key) {
+      a[j + 1] = a[j];
+      j--;
+    }
     a[j + 1] = x;
   }
   item_t *src = a, *dst = tmp;
@@ -57,7 +65,9 @@ static void merge_sort(item_t *a, item_t *tmp, int64_t n) {
       while (i < mid) dst[k++] = src[i++];
       while (j < hi) dst[k++] = src[j++];
     }
-    item_t *t = src; src = dst; dst = t;
+    item_t *t = src;
+    src = dst;
+    dst = t;
   }
   if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
 }
@@ -82,7 +92,10 @@ static void sort_range(void *p, int64_t begin, int64_t end) {
       /* keep the k smallest keys sorted; a tie never displaces an earlier one */
       if (m == a->k && key >= buf[m - 1].key) continue;
       int64_t j = m < a->k ? m++ : m - 1;
-      while (j > 0 && buf[j - 1].key > key) { buf[j] = buf[j - 1]; j--; }
+      while (j > 0 && buf[j - 1].key > key) {
+        buf[j] = buf[j - 1];
+        j--;
+      }
       buf[j] = (item_t){key, i};
     }
     if (!small_k) merge_sort(buf, buf + cap, m);

@@ -22,10 +22,12 @@ typedef struct pool_geom {
 
 static pool_geom_t geom_of(const tnk_pool_args_t *a) {
   int three = a->kd > 0;
-  pool_geom_t g = {
-      .in = {three ? a->d : 1, a->h, a->w}, .out = {three ? a->od : 1, a->oh, a->ow},
-      .k = {three ? a->kd : 1, a->kh, a->kw}, .s = {three ? a->sd : 1, a->sh, a->sw},
-      .p = {three ? a->pd : 0, a->ph, a->pw}, .dil = {three ? a->dd : 1, a->dh, a->dw}};
+  pool_geom_t g = {.in = {three ? a->d : 1, a->h, a->w},
+                   .out = {three ? a->od : 1, a->oh, a->ow},
+                   .k = {three ? a->kd : 1, a->kh, a->kw},
+                   .s = {three ? a->sd : 1, a->sh, a->sw},
+                   .p = {three ? a->pd : 0, a->ph, a->pw},
+                   .dil = {three ? a->dd : 1, a->dh, a->dw}};
   g.vin = g.in[0] * g.in[1] * g.in[2];
   g.vout = g.out[0] * g.out[1] * g.out[2];
   return g;
@@ -132,13 +134,16 @@ static void pool_fwd_rows(void *p, int64_t begin, int64_t end) {
 static double *scratch_plane(int64_t n) { return malloc((size_t)n * sizeof(double)); }
 /* Without scratch (allocation failed) the plane accumulates in place. */
 static void zero_plane(double *acc, void *out, int dt, int64_t base, int64_t n) {
-  if (acc) memset(acc, 0, (size_t)n * sizeof(double));
+  if (acc)
+    memset(acc, 0, (size_t)n * sizeof(double));
   else
     for (int64_t i = 0; i < n; i++) tnk_stf(out, dt, base + i, 0.0);
 }
 static inline void add_at(double *acc, void *out, int dt, int64_t base, int64_t i, double v) {
-  if (acc) acc[i] += v;
-  else tnk_stf(out, dt, base + i, tnk_ldf(out, dt, base + i) + v);
+  if (acc)
+    acc[i] += v;
+  else
+    tnk_stf(out, dt, base + i, tnk_ldf(out, dt, base + i) + v);
 }
 static void store_plane(void *out, int dt, int64_t base, const double *acc, int64_t n) {
   if (!acc) return;
@@ -162,7 +167,8 @@ static void pool_bwd_planes(void *p, int64_t begin, int64_t end) {
           if (a->kind == TNK_POOL_MAX) {
             int64_t idx = a->indices[o];
             if (idx < 0 || idx >= isz) {
-              if (a->fault.fn) a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, idx, isz, a->fault.origin);
+              if (a->fault.fn)
+                a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, idx, isz, a->fault.origin);
               continue;
             }
             add_at(acc, a->out, dt, plane * isz, idx, gv);
@@ -241,8 +247,7 @@ static taps_t axis_taps(int mode, int64_t dst, int64_t in, double scale, int ali
   return t;
 }
 
-static void row_taps(const tnk_resample_args_t *a, int64_t oz, int64_t oy, taps_t *tz,
-                     taps_t *ty) {
+static void row_taps(const tnk_resample_args_t *a, int64_t oz, int64_t oy, taps_t *tz, taps_t *ty) {
   *tz = axis_taps(a->mode, oz, a->d, a->scale_d, a->align_corners);
   *ty = axis_taps(a->mode, oy, a->h, a->scale_h, a->align_corners);
 }
@@ -289,8 +294,7 @@ static void resample_bwd_planes(void *p, int64_t begin, int64_t end) {
           for (int z = 0; z < tz.n; z++)
             for (int y = 0; y < ty.n; y++)
               for (int x = 0; x < tx.n; x++)
-                add_at(acc, a->out, dt, plane * isz,
-                       (tz.i[z] * a->h + ty.i[y]) * a->w + tx.i[x],
+                add_at(acc, a->out, dt, plane * isz, (tz.i[z] * a->h + ty.i[y]) * a->w + tx.i[x],
                        g * tz.wt[z] * ty.wt[y] * tx.wt[x]);
         }
       }
@@ -321,39 +325,54 @@ int tnk_grid_sample_supported(int dt, int mode, int padding) {
 /* One axis: grid coordinate -> source coordinate, and d source / d grid.
  * Written once per precision (fp32 for fp32 and half types, fp64) so the
  * floor/round decisions match a CPU computing in that precision. */
-#define GRID_COORD(T, SFX, FLOOR, FMOD)                                                  \
-  static T clip_##SFX(T in, int64_t limit, T *grad) {                                        \
-    if (in <= 0) { *grad = 0; return 0; }                                                    \
-    T mx = (T)(limit - 1);                                                                   \
-    if (in >= mx) { *grad = 0; return mx; }                                                  \
-    *grad = 1;                                                                               \
-    return in;                                                                               \
-  }                                                                                          \
-  static T reflect_##SFX(T in, int64_t twice_low, int64_t twice_high, T *grad) {             \
-    if (twice_low == twice_high) { *grad = 0; return 0; }                                    \
-    T mn = (T)twice_low / 2, span = (T)(twice_high - twice_low) / 2, sign = 1;               \
-    in -= mn;                                                                                \
-    if (in < 0) { sign = -1; in = -in; }                                                     \
-    T extra = FMOD(in, span);                                                                \
-    /* parity of the flips in floating point: no integer cast of inf */                      \
-    if (FMOD(FLOOR(in / span), 2) == 0) { *grad = sign; return extra + mn; }                 \
-    *grad = -sign;                                                                           \
-    return span - extra + mn;                                                                \
-  }                                                                                          \
-  static T source_##SFX(T coord, int64_t size, int padding, int align, T *grad) {             \
-    T s = align ? (T)(size - 1) / 2 : (T)size / 2;                                           \
-    coord = align ? coord * s + s : coord * s + (s - (T)0.5);                                \
-    *grad = s;                                                                               \
-    T g1 = 1, g2 = 1;                                                                        \
-    if (padding == TNK_GRID_PAD_BORDER) {                                                    \
-      coord = clip_##SFX(coord, size, &g1);                                                  \
-    } else if (padding == TNK_GRID_PAD_REFLECTION) {                                         \
-      coord = align ? reflect_##SFX(coord, 0, 2 * (size - 1), &g1)                           \
-                    : reflect_##SFX(coord, -1, 2 * size - 1, &g1);                           \
-      coord = clip_##SFX(coord, size, &g2);                                                  \
-    }                                                                                        \
-    *grad *= g1 * g2;                                                                        \
-    return coord;                                                                            \
+#define GRID_COORD(T, SFX, FLOOR, FMOD)                                           \
+  static T clip_##SFX(T in, int64_t limit, T *grad) {                             \
+    if (in <= 0) {                                                                \
+      *grad = 0;                                                                  \
+      return 0;                                                                   \
+    }                                                                             \
+    T mx = (T)(limit - 1);                                                        \
+    if (in >= mx) {                                                               \
+      *grad = 0;                                                                  \
+      return mx;                                                                  \
+    }                                                                             \
+    *grad = 1;                                                                    \
+    return in;                                                                    \
+  }                                                                               \
+  static T reflect_##SFX(T in, int64_t twice_low, int64_t twice_high, T *grad) {  \
+    if (twice_low == twice_high) {                                                \
+      *grad = 0;                                                                  \
+      return 0;                                                                   \
+    }                                                                             \
+    T mn = (T)twice_low / 2, span = (T)(twice_high - twice_low) / 2, sign = 1;    \
+    in -= mn;                                                                     \
+    if (in < 0) {                                                                 \
+      sign = -1;                                                                  \
+      in = -in;                                                                   \
+    }                                                                             \
+    T extra = FMOD(in, span);                                                     \
+    /* parity of the flips in floating point: no integer cast of inf */           \
+    if (FMOD(FLOOR(in / span), 2) == 0) {                                         \
+      *grad = sign;                                                               \
+      return extra + mn;                                                          \
+    }                                                                             \
+    *grad = -sign;                                                                \
+    return span - extra + mn;                                                     \
+  }                                                                               \
+  static T source_##SFX(T coord, int64_t size, int padding, int align, T *grad) { \
+    T s = align ? (T)(size - 1) / 2 : (T)size / 2;                                \
+    coord = align ? coord * s + s : coord * s + (s - (T)0.5);                     \
+    *grad = s;                                                                    \
+    T g1 = 1, g2 = 1;                                                             \
+    if (padding == TNK_GRID_PAD_BORDER) {                                         \
+      coord = clip_##SFX(coord, size, &g1);                                       \
+    } else if (padding == TNK_GRID_PAD_REFLECTION) {                              \
+      coord = align ? reflect_##SFX(coord, 0, 2 * (size - 1), &g1)                \
+                    : reflect_##SFX(coord, -1, 2 * size - 1, &g1);                \
+      coord = clip_##SFX(coord, size, &g2);                                       \
+    }                                                                             \
+    *grad *= g1 * g2;                                                             \
+    return coord;                                                                 \
   }
 GRID_COORD(float, f, floorf, fmodf)
 GRID_COORD(double, d, floor, fmod)
@@ -364,8 +383,7 @@ typedef struct grid_point {
   double x, y, gx, gy;
 } grid_point_t;
 
-static grid_point_t grid_point(const tnk_grid_sample_args_t *a, int64_t b, int64_t oy,
-                               int64_t ox) {
+static grid_point_t grid_point(const tnk_grid_sample_args_t *a, int64_t b, int64_t oy, int64_t ox) {
   int dt = a->dtype == TNK_F64 ? TNK_F64 : a->dtype;
   int64_t gi = ((b * a->oh + oy) * a->ow + ox) * 2;
   grid_point_t p;
@@ -426,10 +444,18 @@ static corners_t corners_of(const tnk_grid_sample_args_t *a, grid_point_t p) {
   }
   int64_t x0 = (int64_t)fx, y0 = (int64_t)fy;
   double dx = p.x - fx, dy = p.y - fy;
-  c.x[0] = x0; c.y[0] = y0; c.wt[0] = (1 - dx) * (1 - dy);
-  c.x[1] = x0 + 1; c.y[1] = y0; c.wt[1] = dx * (1 - dy);
-  c.x[2] = x0; c.y[2] = y0 + 1; c.wt[2] = (1 - dx) * dy;
-  c.x[3] = x0 + 1; c.y[3] = y0 + 1; c.wt[3] = dx * dy;
+  c.x[0] = x0;
+  c.y[0] = y0;
+  c.wt[0] = (1 - dx) * (1 - dy);
+  c.x[1] = x0 + 1;
+  c.y[1] = y0;
+  c.wt[1] = dx * (1 - dy);
+  c.x[2] = x0;
+  c.y[2] = y0 + 1;
+  c.wt[2] = (1 - dx) * dy;
+  c.x[3] = x0 + 1;
+  c.y[3] = y0 + 1;
+  c.wt[3] = dx * dy;
   c.dx = dx;
   c.dy = dy;
   c.n = 4;

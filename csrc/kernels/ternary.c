@@ -7,8 +7,7 @@
 
 int tnk_ternary_supported(int op, int dtype) {
   return op >= 0 && op < TNK_TERNARY_OP_COUNT &&
-         (dtype == TNK_F32 || dtype == TNK_F64 || dtype == TNK_BF16 ||
-          dtype == TNK_F16);
+         (dtype == TNK_F32 || dtype == TNK_F64 || dtype == TNK_BF16 || dtype == TNK_F16);
 }
 
 typedef struct tern_ctx {
@@ -18,8 +17,7 @@ typedef struct tern_ctx {
 } tern_ctx_t;
 
 /* fp32 inputs compute in fp32, like PyTorch's CPU kernels */
-static inline double apply(int op, int dt, double a, double b, double c,
-                           double value) {
+static inline double apply(int op, int dt, double a, double b, double c, double value) {
   if (dt != TNK_F64) {
     float fa = (float)a, fb = (float)b, fc = (float)c, fv = (float)value;
     switch (op) {
@@ -42,9 +40,7 @@ static void tern_generic(const tern_ctx_t *c, char **p, const int64_t *e, int64_
     for (int v = 0; v < 4; v++) off[v] = i * e[v];
     double a = tnk_ldf(p[1], c->dt, off[1]);
     double b = tnk_ldf(p[2], c->dt, off[2]);
-    double cc = c->op == TNK_LERP
-                    ? 0.0
-                    : tnk_ldf(p[3], c->dt, off[3]);
+    double cc = c->op == TNK_LERP ? 0.0 : tnk_ldf(p[3], c->dt, off[3]);
     double r = c->op == TNK_LERP_TENSOR ? apply(TNK_LERP, c->dt, a, b, 0.0, cc)
                                         : apply(c->op, c->dt, a, b, cc, c->value);
     tnk_stf(p[0], c->dt, off[0], r);

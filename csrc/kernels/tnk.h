@@ -31,7 +31,6 @@ typedef enum tnk_dtype {
   TNK_DTYPE_COUNT
 } tnk_dtype_t;
 
-
 size_t tnk_dtype_size(tnk_dtype_t dt);
 
 /* ISA variants. tnk_cpu_features() is a mask of what the CPU has;
@@ -55,8 +54,7 @@ double tnk_measure_fma_peak(int isa, double *ghz);
 double tnk_time_memcpy(void *dst, const void *src, int64_t bytes);
 
 typedef void (*tnk_range_fn)(void *ctx, int64_t begin, int64_t end);
-typedef void (*tnk_parallel_fn)(int64_t n, int64_t grain, tnk_range_fn fn,
-                                void *ctx);
+typedef void (*tnk_parallel_fn)(int64_t n, int64_t grain, tnk_range_fn fn, void *ctx);
 /* Installs the thread pool used by every kernel. Call once at start-up. */
 void tnk_set_parallel(tnk_parallel_fn fn);
 /* How many threads the installed range function runs on (1 by default):
@@ -117,8 +115,8 @@ void tnk_fill(const tnk_fill_args_t *a);
 /* Bad data found while a kernel runs (an index out of range) is skipped and
  * reported through the sink, which may be empty (fn NULL). Kernels never
  * touch memory outside their views whatever the data. */
-typedef void (*tnk_fault_fn)(void *ctx, int kind, const char *what,
-                             int64_t value, int64_t bound, uint32_t origin);
+typedef void (*tnk_fault_fn)(void *ctx, int kind, const char *what, int64_t value, int64_t bound,
+                             uint32_t origin);
 typedef struct tnk_fault {
   tnk_fault_fn fn;
   void *ctx;
@@ -163,7 +161,6 @@ void tnk_randperm(const tnk_randperm_args_t *args);
 /* One Philox4x32-10 block; exposed for tests. */
 void tnk_philox(uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
-
 /* Reports fault (kind and what as given, value and bound 0) when the bool
  * at flag is false: an asynchronous device-side assertion. */
 typedef struct tnk_assert_args {
@@ -178,35 +175,45 @@ typedef enum tnk_binary_op {
   TNK_ADD = 0, /* a + alpha * b */
   TNK_SUB,     /* a - alpha * b */
   TNK_MUL,
-  TNK_DIV,     /* true division (floating dtypes only) */
+  TNK_DIV, /* true division (floating dtypes only) */
   TNK_MAXIMUM,
   TNK_MINIMUM,
   /* activation backward: a = grad_output, b = the saved tensor;
    * floating dtypes only */
-  TNK_GELU_BWD,       /* b = input, exact (erf) GELU */
-  TNK_GELU_TANH_BWD,  /* b = input, tanh approximation */
-  TNK_SILU_BWD,       /* b = input */
-  TNK_SIGMOID_BWD,    /* b = output */
-  TNK_TANH_BWD,       /* b = output */
-  TNK_THRESHOLD_BWD,  /* b = input; 0 where b <= alpha (ReLU's backward) */
+  TNK_GELU_BWD,      /* b = input, exact (erf) GELU */
+  TNK_GELU_TANH_BWD, /* b = input, tanh approximation */
+  TNK_SILU_BWD,      /* b = input */
+  TNK_SIGMOID_BWD,   /* b = output */
+  TNK_TANH_BWD,      /* b = output */
+  TNK_THRESHOLD_BWD, /* b = input; 0 where b <= alpha (ReLU's backward) */
   /* comparisons: inputs of `dtype`, out is bool (any real dtype) */
-  TNK_EQ, TNK_NE, TNK_LT, TNK_LE, TNK_GT, TNK_GE,
+  TNK_EQ,
+  TNK_NE,
+  TNK_LT,
+  TNK_LE,
+  TNK_GT,
+  TNK_GE,
   /* bitwise: integer and bool dtypes */
-  TNK_BITAND, TNK_BITOR, TNK_BITXOR,
+  TNK_BITAND,
+  TNK_BITOR,
+  TNK_BITXOR,
   /* Python semantics; integer dtypes count a zero divisor as a fault
    * (result 0); floats follow IEEE */
-  TNK_FLOORDIV, TNK_TRUNCDIV, TNK_REMAINDER,
+  TNK_FLOORDIV,
+  TNK_TRUNCDIV,
+  TNK_REMAINDER,
   TNK_POW, /* integers: by squaring, wrapping */
   /* more activation backward (a = grad_output, b = the input unless noted) */
-  TNK_LEAKY_RELU_BWD,  /* slope alpha */
-  TNK_HARDTANH_BWD,    /* 0 outside (alpha, beta) = (min, max) */
+  TNK_LEAKY_RELU_BWD, /* slope alpha */
+  TNK_HARDTANH_BWD,   /* 0 outside (alpha, beta) = (min, max) */
   TNK_HARDSWISH_BWD,
   TNK_HARDSIGMOID_BWD,
   TNK_MISH_BWD,
-  TNK_ELU_BWD,         /* alpha, beta = scale, gamma = input_scale */
-  TNK_ELU_RESULT_BWD,  /* as TNK_ELU_BWD with b = the output */
-  TNK_LOGIT_BWD,       /* eps alpha (< 0: none) */
-  TNK_ATAN2, TNK_XLOGY, /* floating dtypes; xlogy(0, y) = 0 unless y is NaN */
+  TNK_ELU_BWD,        /* alpha, beta = scale, gamma = input_scale */
+  TNK_ELU_RESULT_BWD, /* as TNK_ELU_BWD with b = the output */
+  TNK_LOGIT_BWD,      /* eps alpha (< 0: none) */
+  TNK_ATAN2,
+  TNK_XLOGY, /* floating dtypes; xlogy(0, y) = 0 unless y is NaN */
   TNK_BINARY_OP_COUNT
 } tnk_binary_op_t;
 
@@ -219,10 +226,10 @@ typedef struct tnk_binary_args {
   tnk_shape_t shape;
   tnk_view_t out, a, b;
   int32_t op, dtype;
-  double alpha;     /* for floating dtypes */
-  int64_t ialpha;   /* for integer dtypes */
+  double alpha;       /* for floating dtypes */
+  int64_t ialpha;     /* for integer dtypes */
   double beta, gamma; /* more parameters of activation backward ops */
-  tnk_fault_t fault; /* integer division by zero (value and bound 0) */
+  tnk_fault_t fault;  /* integer division by zero (value and bound 0) */
   /* 1 (a) or 2 (b): that operand is the scalar `scalar`, read at the compute
    * precision instead of from its (stride 0) view, so that a half-type op
    * with a Python number (x * 0.1) does not round the number to the
@@ -236,21 +243,54 @@ void tnk_binary(const tnk_binary_args_t *args);
 /* ---- elementwise unary ------------------------------------------------- */
 
 typedef enum tnk_unary_op {
-  TNK_EXP = 0, TNK_LOG, TNK_LOG1P, TNK_EXPM1, TNK_TANH, TNK_SIGMOID,
-  TNK_GELU, TNK_GELU_TANH, TNK_SILU, TNK_RELU, TNK_RSQRT, TNK_SQRT, TNK_NEG,
-  TNK_ABS, TNK_SIN, TNK_COS, TNK_ERF, TNK_RECIPROCAL,
+  TNK_EXP = 0,
+  TNK_LOG,
+  TNK_LOG1P,
+  TNK_EXPM1,
+  TNK_TANH,
+  TNK_SIGMOID,
+  TNK_GELU,
+  TNK_GELU_TANH,
+  TNK_SILU,
+  TNK_RELU,
+  TNK_RSQRT,
+  TNK_SQRT,
+  TNK_NEG,
+  TNK_ABS,
+  TNK_SIN,
+  TNK_COS,
+  TNK_ERF,
+  TNK_RECIPROCAL,
   TNK_POW_SCALAR, /* x ** p0 */
-  TNK_CEIL, TNK_FLOOR, TNK_TRUNC, TNK_ROUND, /* round: half to even */
-  TNK_ATAN, TNK_ASIN, TNK_ACOS, TNK_TAN, TNK_SINH, TNK_COSH, TNK_ASINH,
-  TNK_ACOSH, TNK_ATANH, TNK_EXP2, TNK_LOG2, TNK_LOG10, TNK_FRAC, TNK_ERFINV,
-  TNK_MISH, TNK_HARDSWISH, TNK_HARDSIGMOID,
-  TNK_LEAKY_RELU,  /* slope p0 */
-  TNK_HARDTANH,    /* clamp to [p0, p1], NaN kept */
-  TNK_ELU,         /* alpha p0, scale p1, input_scale p2 */
-  TNK_LOGIT,       /* eps p0 (< 0: no clamp) */
-  TNK_NAN_TO_NUM,  /* NaN -> p0, +inf -> p1, -inf -> p2 */
-  TNK_ERFC, TNK_LGAMMA, /* lgamma: log |gamma(x)| */
-  TNK_DIGAMMA,     /* d/dx lgamma; -inf at +0, +inf at -0, NaN at negative integers */
+  TNK_CEIL,
+  TNK_FLOOR,
+  TNK_TRUNC,
+  TNK_ROUND, /* round: half to even */
+  TNK_ATAN,
+  TNK_ASIN,
+  TNK_ACOS,
+  TNK_TAN,
+  TNK_SINH,
+  TNK_COSH,
+  TNK_ASINH,
+  TNK_ACOSH,
+  TNK_ATANH,
+  TNK_EXP2,
+  TNK_LOG2,
+  TNK_LOG10,
+  TNK_FRAC,
+  TNK_ERFINV,
+  TNK_MISH,
+  TNK_HARDSWISH,
+  TNK_HARDSIGMOID,
+  TNK_LEAKY_RELU, /* slope p0 */
+  TNK_HARDTANH,   /* clamp to [p0, p1], NaN kept */
+  TNK_ELU,        /* alpha p0, scale p1, input_scale p2 */
+  TNK_LOGIT,      /* eps p0 (< 0: no clamp) */
+  TNK_NAN_TO_NUM, /* NaN -> p0, +inf -> p1, -inf -> p2 */
+  TNK_ERFC,
+  TNK_LGAMMA,  /* lgamma: log |gamma(x)| */
+  TNK_DIGAMMA, /* d/dx lgamma; -inf at +0, +inf at -0, NaN at negative integers */
   TNK_UNARY_OP_COUNT
 } tnk_unary_op_t;
 
@@ -274,9 +314,19 @@ void tnk_unary(const tnk_unary_args_t *args);
  * the same precision. Same layout rules as tnk_unary; args->dtype is the
  * input's. */
 typedef enum tnk_complex_op {
-  TNK_CX_EXP = 0, TNK_CX_LOG, TNK_CX_SQRT, TNK_CX_RSQRT, TNK_CX_SIN, TNK_CX_COS,
-  TNK_CX_TANH, TNK_CX_SIGMOID, TNK_CX_NEG, TNK_CX_CONJ, TNK_CX_RECIPROCAL,
-  TNK_CX_ABS, TNK_CX_ANGLE, /* real outputs */
+  TNK_CX_EXP = 0,
+  TNK_CX_LOG,
+  TNK_CX_SQRT,
+  TNK_CX_RSQRT,
+  TNK_CX_SIN,
+  TNK_CX_COS,
+  TNK_CX_TANH,
+  TNK_CX_SIGMOID,
+  TNK_CX_NEG,
+  TNK_CX_CONJ,
+  TNK_CX_RECIPROCAL,
+  TNK_CX_ABS,
+  TNK_CX_ANGLE, /* real outputs */
   TNK_CX_OP_COUNT
 } tnk_complex_op_t;
 int tnk_complex_unary_supported(int op, int dtype, int out_dtype);
@@ -284,7 +334,11 @@ void tnk_complex_unary(const tnk_unary_args_t *args);
 
 /* Floating-point classification into a bool output: out = pred(in). */
 typedef enum tnk_classify_op {
-  TNK_ISNAN = 0, TNK_ISINF, TNK_ISPOSINF, TNK_ISNEGINF, TNK_ISFINITE,
+  TNK_ISNAN = 0,
+  TNK_ISINF,
+  TNK_ISPOSINF,
+  TNK_ISNEGINF,
+  TNK_ISFINITE,
   TNK_CLASSIFY_OP_COUNT
 } tnk_classify_op_t;
 /* Same layout as tnk_unary_args_t; out.dtype is TNK_BOOL, dtype the input's
@@ -321,8 +375,8 @@ void tnk_ternary(const tnk_ternary_args_t *args);
  * passes contiguous tensors). Computes in fp32 (fp64 for f64). */
 typedef struct tnk_softmax_args {
   void *out;
-  const void *in;         /* forward: input; backward: output of forward */
-  const void *grad;       /* backward only: grad of the output */
+  const void *in;   /* forward: input; backward: output of forward */
+  const void *grad; /* backward only: grad of the output */
   int64_t outer, len, inner;
   int32_t dtype, out_dtype; /* out_dtype may be f32 for half inputs */
   int32_t log, backward;
@@ -349,10 +403,13 @@ void tnk_layer_norm(const tnk_layer_norm_args_t *args);
 /* ---- reductions -------------------------------------------------------------- */
 
 typedef enum tnk_reduce_op {
-  TNK_SUM = 0, TNK_MEAN,
-  TNK_ALL, TNK_ANY, /* any input dtype, bool output */
-  TNK_MAX, TNK_MIN, /* real dtypes, output dtype = input dtype; NaN wins */
-  TNK_PROD,         /* as TNK_SUM, multiplying */
+  TNK_SUM = 0,
+  TNK_MEAN,
+  TNK_ALL,
+  TNK_ANY, /* any input dtype, bool output */
+  TNK_MAX,
+  TNK_MIN,  /* real dtypes, output dtype = input dtype; NaN wins */
+  TNK_PROD, /* as TNK_SUM, multiplying */
   TNK_REDUCE_OP_COUNT
 } tnk_reduce_op_t;
 
@@ -440,8 +497,15 @@ void tnk_index(const tnk_index_args_t *args);
  * of its dimension dim. Views give per-dimension element strides over the
  * index shape (the indexed view's stride at dim is its stride along dim).
  * Writes along one dim happen in index order (last write wins). */
-enum { TNK_GATHER = 0, TNK_SCATTER, TNK_SCATTER_ADD, TNK_SCATTER_VALUE, TNK_SCATTER_MUL,
-       TNK_SCATTER_AMAX, TNK_SCATTER_AMIN };
+enum {
+  TNK_GATHER = 0,
+  TNK_SCATTER,
+  TNK_SCATTER_ADD,
+  TNK_SCATTER_VALUE,
+  TNK_SCATTER_MUL,
+  TNK_SCATTER_AMAX,
+  TNK_SCATTER_AMIN
+};
 typedef struct tnk_gather_args {
   tnk_shape_t shape;
   tnk_view_t indexed, dense, index;

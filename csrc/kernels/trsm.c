@@ -8,25 +8,25 @@
 
 int tnk_trsm_supported(int dtype) { return dtype == TNK_F32 || dtype == TNK_F64; }
 
-#define TRSM_BODY(T)                                                            \
-  {                                                                             \
-    const T *A = (const T *)a->a + b * a->sa_b;                                 \
-    T *X = (T *)a->x + b * a->sx_b;                                             \
-    for (int64_t s = 0; s < a->n; s++) {                                        \
-      int64_t i = a->upper ? a->n - 1 - s : s;                                  \
-      T *xi = X + i * a->sx_r;                                                  \
-      int64_t j0 = a->upper ? i + 1 : 0, j1 = a->upper ? a->n : i;              \
-      for (int64_t j = j0; j < j1; j++) {                                       \
-        T aij = A[i * a->sa_r + j * a->sa_c];                                   \
-        if (aij == 0) continue;                                                 \
-        const T *xj = X + j * a->sx_r;                                          \
+#define TRSM_BODY(T)                                                                \
+  {                                                                                 \
+    const T *A = (const T *)a->a + b * a->sa_b;                                     \
+    T *X = (T *)a->x + b * a->sx_b;                                                 \
+    for (int64_t s = 0; s < a->n; s++) {                                            \
+      int64_t i = a->upper ? a->n - 1 - s : s;                                      \
+      T *xi = X + i * a->sx_r;                                                      \
+      int64_t j0 = a->upper ? i + 1 : 0, j1 = a->upper ? a->n : i;                  \
+      for (int64_t j = j0; j < j1; j++) {                                           \
+        T aij = A[i * a->sa_r + j * a->sa_c];                                       \
+        if (aij == 0) continue;                                                     \
+        const T *xj = X + j * a->sx_r;                                              \
         for (int64_t c = c0; c < c1; c++) xi[c * a->sx_c] -= aij * xj[c * a->sx_c]; \
-      }                                                                         \
-      if (!a->unit) {                                                           \
-        T d = A[i * a->sa_r + i * a->sa_c];                                     \
-        for (int64_t c = c0; c < c1; c++) xi[c * a->sx_c] /= d;                 \
-      }                                                                         \
-    }                                                                           \
+      }                                                                             \
+      if (!a->unit) {                                                               \
+        T d = A[i * a->sa_r + i * a->sa_c];                                         \
+        for (int64_t c = c0; c < c1; c++) xi[c * a->sx_c] /= d;                     \
+      }                                                                             \
+    }                                                                               \
   }
 
 static void trsm_range(void *p, int64_t begin, int64_t end) {

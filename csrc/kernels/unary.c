@@ -77,7 +77,8 @@ static void map2_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t
 
 static void map2_run(map2_t *m) {
   tnk_iter_t it;
-  if (tnk_iter_init(&it, &m->shape, 2, (tnk_view_t[]){m->out, m->in}, (int64_t[]){m->oesz, m->iesz}))
+  if (tnk_iter_init(&it, &m->shape, 2, (tnk_view_t[]){m->out, m->in},
+                    (int64_t[]){m->oesz, m->iesz}))
     tnk_iter_run(&it, 1 << 15, map2_loop, m);
 }
 
@@ -105,8 +106,13 @@ void tnk_classify(const tnk_unary_args_t *a) {
   if (a->op < 0 || a->op >= TNK_CLASSIFY_OP_COUNT || !tnk_unary_supported(TNK_NEG, a->dtype) ||
       a->out.dtype != TNK_BOOL)
     return;
-  map2_t m = {.shape = a->shape, .out = a->out, .in = a->in, .oesz = 1,
-              .iesz = (int64_t)tnk_dtype_size(a->dtype), .op = a->op, .dt = a->dtype,
+  map2_t m = {.shape = a->shape,
+              .out = a->out,
+              .in = a->in,
+              .oesz = 1,
+              .iesz = (int64_t)tnk_dtype_size(a->dtype),
+              .op = a->op,
+              .dt = a->dtype,
               .fn = classify_elem};
   map2_run(&m);
 }
@@ -125,8 +131,13 @@ void tnk_bitwise_not(const tnk_unary_args_t *a) {
         dt == TNK_I64))
     return;
   int64_t esz = (int64_t)tnk_dtype_size(dt);
-  map2_t m = {.shape = a->shape, .out = a->out, .in = a->in, .oesz = esz, .iesz = esz,
-              .dt = dt, .fn = not_elem};
+  map2_t m = {.shape = a->shape,
+              .out = a->out,
+              .in = a->in,
+              .oesz = esz,
+              .iesz = esz,
+              .dt = dt,
+              .fn = not_elem};
   map2_run(&m);
 }
 
@@ -140,36 +151,36 @@ int tnk_complex_unary_supported(int op, int dtype, int out_dtype) {
 
 /* One precision's element function: T the real type, C its complex type,
  * F(name) the libm function of that precision, MK its CMPLX constructor. */
-#define CX_ELEM(NAME, T, C, F, MK)                                            \
-  static void NAME(char *out, const char *in, const map2_t *m) {             \
-    T v[2];                                                                   \
-    memcpy(v, in, sizeof v);                                                  \
-    C z = MK(v[0], v[1]), r; /* built exactly: no inf * I */                 \
-    switch (m->op) {                                                          \
-      case TNK_CX_ABS: {                                                      \
-        T a = F(cabs)(z);                                                     \
-        memcpy(out, &a, sizeof a);                                            \
-        return;                                                               \
-      }                                                                       \
-      case TNK_CX_ANGLE: {                                                    \
-        T a = F(carg)(z);                                                     \
-        memcpy(out, &a, sizeof a);                                            \
-        return;                                                               \
-      }                                                                       \
-      case TNK_CX_EXP: r = F(cexp)(z); break;                                 \
-      case TNK_CX_LOG: r = F(clog)(z); break;                                 \
-      case TNK_CX_SQRT: r = F(csqrt)(z); break;                               \
-      case TNK_CX_RSQRT: r = 1 / F(csqrt)(z); break;                          \
-      case TNK_CX_SIN: r = F(csin)(z); break;                                 \
-      case TNK_CX_COS: r = F(ccos)(z); break;                                 \
-      case TNK_CX_TANH: r = F(ctanh)(z); break;                               \
-      case TNK_CX_SIGMOID: r = 1 / (1 + F(cexp)(-z)); break;                  \
-      case TNK_CX_NEG: r = -z; break;                                         \
-      case TNK_CX_CONJ: r = F(conj)(z); break;                                \
-      default: r = 1 / z; break; /* reciprocal */                             \
-    }                                                                         \
-    T o[2] = {F(creal)(r), F(cimag)(r)};                                      \
-    memcpy(out, o, sizeof o);                                                 \
+#define CX_ELEM(NAME, T, C, F, MK)                               \
+  static void NAME(char *out, const char *in, const map2_t *m) { \
+    T v[2];                                                      \
+    memcpy(v, in, sizeof v);                                     \
+    C z = MK(v[0], v[1]), r; /* built exactly: no inf * I */     \
+    switch (m->op) {                                             \
+      case TNK_CX_ABS: {                                         \
+        T a = F(cabs)(z);                                        \
+        memcpy(out, &a, sizeof a);                               \
+        return;                                                  \
+      }                                                          \
+      case TNK_CX_ANGLE: {                                       \
+        T a = F(carg)(z);                                        \
+        memcpy(out, &a, sizeof a);                               \
+        return;                                                  \
+      }                                                          \
+      case TNK_CX_EXP: r = F(cexp)(z); break;                    \
+      case TNK_CX_LOG: r = F(clog)(z); break;                    \
+      case TNK_CX_SQRT: r = F(csqrt)(z); break;                  \
+      case TNK_CX_RSQRT: r = 1 / F(csqrt)(z); break;             \
+      case TNK_CX_SIN: r = F(csin)(z); break;                    \
+      case TNK_CX_COS: r = F(ccos)(z); break;                    \
+      case TNK_CX_TANH: r = F(ctanh)(z); break;                  \
+      case TNK_CX_SIGMOID: r = 1 / (1 + F(cexp)(-z)); break;     \
+      case TNK_CX_NEG: r = -z; break;                            \
+      case TNK_CX_CONJ: r = F(conj)(z); break;                   \
+      default: r = 1 / z; break; /* reciprocal */                \
+    }                                                            \
+    T o[2] = {F(creal)(r), F(cimag)(r)};                         \
+    memcpy(out, o, sizeof o);                                    \
   }
 #define F32FN(name) name##f
 #define F64FN(name) name
@@ -178,9 +189,13 @@ CX_ELEM(cx128_elem, double, double complex, F64FN, CMPLX)
 
 void tnk_complex_unary(const tnk_unary_args_t *a) {
   if (!tnk_complex_unary_supported(a->op, a->dtype, a->out.dtype)) return;
-  map2_t m = {.shape = a->shape, .out = a->out, .in = a->in,
+  map2_t m = {.shape = a->shape,
+              .out = a->out,
+              .in = a->in,
               .oesz = (int64_t)tnk_dtype_size(a->out.dtype),
-              .iesz = (int64_t)tnk_dtype_size(a->dtype), .op = a->op, .dt = a->dtype,
+              .iesz = (int64_t)tnk_dtype_size(a->dtype),
+              .op = a->op,
+              .dt = a->dtype,
               .fn = a->dtype == TNK_C64 ? cx64_elem : cx128_elem};
   map2_run(&m);
 }

@@ -53,9 +53,7 @@ static inline void tnk_vgelu_bwd_f32(const float *g, const float *x, float *out,
 }
 
 /* Sum of n floats accumulated in double (the reduction kernel's precision). */
-static inline double tnk_vsum_f32_f64(const float *x, int64_t n) {
-  return TNK_VM->sum_f64(x, n);
-}
+static inline double tnk_vsum_f32_f64(const float *x, int64_t n) { return TNK_VM->sum_f64(x, n); }
 
 /* Row primitives of the normalisation and softmax kernels (fp32):
  * the sum, the sum of squared deviations from mean, the maximum (NaN if any
@@ -65,8 +63,8 @@ static inline float tnk_vsumsqdev_f32(const float *x, int64_t n, float mean) {
   return TNK_VM->sumsqdev(x, n, mean);
 }
 static inline float tnk_vmax_f32(const float *x, int64_t n) { return TNK_VM->max(x, n); }
-static inline void tnk_vnormalize_f32(const float *x, float *y, int64_t n, float mean,
-                                      float rstd, const float *w, const float *b) {
+static inline void tnk_vnormalize_f32(const float *x, float *y, int64_t n, float mean, float rstd,
+                                      const float *w, const float *b) {
   TNK_VM->normalize(x, y, n, mean, rstd, w, b);
 }
 
@@ -89,8 +87,8 @@ static inline void tnk_vscale_stream_f32(const float *x, float s, float *y, int6
  * 64-byte aligned: tnk_vrows_pipelined_ok says whether a call qualifies. */
 static inline int tnk_vrows_pipelined_ok(const void *y, int64_t n) {
   const tnk_vmath_config_t *v = TNK_VM;
-  return v->softmax_rows_stream && v->rows_stream_multiple &&
-         n % v->rows_stream_multiple == 0 && ((uintptr_t)y & 63) == 0;
+  return v->softmax_rows_stream && v->rows_stream_multiple && n % v->rows_stream_multiple == 0 &&
+         ((uintptr_t)y & 63) == 0;
 }
 
 #endif

@@ -80,8 +80,10 @@ static void stat_update(tnrt_stat_t *s, int pool, int64_t delta) {
   for (int i = 0; i < 2; i++) {
     tnrt_stat_t *x = &s[idx[i]];
     x->current += delta;
-    if (delta > 0) x->allocated += delta;
-    else x->freed -= delta;
+    if (delta > 0)
+      x->allocated += delta;
+    else
+      x->freed -= delta;
     if (x->current > x->peak) x->peak = x->current;
   }
 }
@@ -121,8 +123,10 @@ static void free_list_insert(device_alloc_t *a, tnrt_block_t *b) {
 }
 
 static void free_list_remove(device_alloc_t *a, tnrt_block_t *b) {
-  if (b->fprev) b->fprev->fnext = b->fnext;
-  else a->bins[b->pool][b->bin] = b->fnext;
+  if (b->fprev)
+    b->fprev->fnext = b->fnext;
+  else
+    a->bins[b->pool][b->bin] = b->fnext;
   if (b->fnext) b->fnext->fprev = b->fprev;
   b->fprev = b->fnext = NULL;
   b->in_free_list = 0;
@@ -136,8 +140,8 @@ static void free_list_remove(device_alloc_t *a, tnrt_block_t *b) {
  * (tnrt_mempool_begin); 0 is the default pool. */
 static _Thread_local uint64_t t_mempool[TNRT_MAX_DEVICES];
 
-static tnrt_block_t *find_free(device_alloc_t *a, int pool, size_t size,
-                               tnrt_stream_t *s, uint64_t mempool) {
+static tnrt_block_t *find_free(device_alloc_t *a, int pool, size_t size, tnrt_stream_t *s,
+                               uint64_t mempool) {
   for (int bin = size_bin(size); bin < NBINS; bin++) {
     tnrt_block_t *best = NULL;
     for (tnrt_block_t *b = a->bins[pool][bin]; b; b = b->fnext)
@@ -154,7 +158,10 @@ static void seg_register(uintptr_t base, size_t size, int device, tnrt_block_t *
   if (g_nsegs == g_seg_cap) {
     size_t cap = g_seg_cap ? g_seg_cap * 2 : 64;
     segment_rec_t *n = realloc(g_segs, cap * sizeof *n);
-    if (!n) { pthread_mutex_unlock(&g_seg_mu); return; }
+    if (!n) {
+      pthread_mutex_unlock(&g_seg_mu);
+      return;
+    }
     g_segs = n;
     g_seg_cap = cap;
   }
@@ -188,11 +195,9 @@ int tnrt_ptr_device(const void *ptr) {
 /* Device memory reserved on all devices (host memory backs it all). */
 static _Atomic uint64_t g_host_reserved;
 
-static tnrt_status_t alloc_segment(device_alloc_t *a, int device, int pool,
-                                   size_t seg, tnrt_stream_t *s,
-                                   tnrt_block_t **out) {
-  if (a->reserved + seg > g_rt.capacity[device] ||
-      (a->limit && a->reserved + seg > a->limit))
+static tnrt_status_t alloc_segment(device_alloc_t *a, int device, int pool, size_t seg,
+                                   tnrt_stream_t *s, tnrt_block_t **out) {
+  if (a->reserved + seg > g_rt.capacity[device] || (a->limit && a->reserved + seg > a->limit))
     return TNRT_ERR_OUT_OF_MEMORY;
   /* all devices share the host memory that backs them */
   uint64_t host = atomic_fetch_add(&g_host_reserved, seg) + seg;
@@ -299,13 +304,16 @@ static void release_cached_of(device_alloc_t *a, int all, uint64_t mempool) {
 static void release_cached(device_alloc_t *a) { release_cached_of(a, 1, 0); }
 
 static void format_size(char *buf, size_t n, uint64_t bytes) {
-  if (bytes >= (1ull << 30)) snprintf(buf, n, "%.2f GiB", bytes / 1073741824.0);
-  else if (bytes >= (1ull << 20)) snprintf(buf, n, "%.2f MiB", bytes / 1048576.0);
-  else snprintf(buf, n, "%.2f KiB", bytes / 1024.0);
+  if (bytes >= (1ull << 30))
+    snprintf(buf, n, "%.2f GiB", bytes / 1073741824.0);
+  else if (bytes >= (1ull << 20))
+    snprintf(buf, n, "%.2f MiB", bytes / 1048576.0);
+  else
+    snprintf(buf, n, "%.2f KiB", bytes / 1024.0);
 }
 
-tnrt_status_t tnrt_malloc(int device, size_t bytes, tnrt_stream_t *s,
-                          void **ptr, tnrt_block_t **block) {
+tnrt_status_t tnrt_malloc(int device, size_t bytes, tnrt_stream_t *s, void **ptr,
+                          tnrt_block_t **block) {
   *ptr = NULL;
   *block = NULL;
   tnrt_status_t st = tnrt_check_device(device);
@@ -314,14 +322,14 @@ tnrt_status_t tnrt_malloc(int device, size_t bytes, tnrt_stream_t *s,
     return tnrt_set_error(TNRT_ERR_FORKED,
                           "the neuron runtime cannot be used in a forked "
                           "subprocess");
-  if (!g_alloc)
-    return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY, "allocator not initialised");
+  if (!g_alloc) return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY, "allocator not initialised");
   if (bytes == 0) return TNRT_OK;
   if (!s) s = tnrt_stream_get(device, 0);
   if (bytes > (SIZE_MAX >> 2))
     return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY,
                           "tried to allocate %zu bytes on neuron:%d, more than "
-                          "any device can hold", bytes, device);
+                          "any device can hold",
+                          bytes, device);
   device_alloc_t *a = &g_alloc[device];
   size_t size = round_size(bytes);
   int pool = size <= SMALL_MAX ? TNRT_POOL_SMALL : TNRT_POOL_LARGE;
@@ -344,7 +352,7 @@ tnrt_status_t tnrt_malloc(int device, size_t bytes, tnrt_stream_t *s,
       process_pending(a);
       release_cached(a);
       st = alloc_segment(a, device, pool, seg, s, &b);
-    if (st == TNRT_OK) b->mempool = mempool;
+      if (st == TNRT_OK) b->mempool = mempool;
     }
     if (st != TNRT_OK) {
       a->stats.num_ooms++;
@@ -360,35 +368,32 @@ tnrt_status_t tnrt_malloc(int device, size_t bytes, tnrt_stream_t *s,
         char lim[32];
         format_size(lim, sizeof lim, a->limit);
         pthread_mutex_unlock(&a->mu);
-        return tnrt_set_error(
-            TNRT_ERR_OUT_OF_MEMORY,
-            "Tried to allocate %s. neuron:%d has a total capacity of %s, of "
-            "which this process may use %s (set_per_process_memory_fraction"
-            "(%g)). Of the allocated memory %s is allocated by PyTorch, and "
-            "%s is reserved by PyTorch but unallocated.",
-            req, device, cap, lim, a->fraction, al, rs);
+        return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY,
+                              "Tried to allocate %s. neuron:%d has a total capacity of %s, of "
+                              "which this process may use %s (set_per_process_memory_fraction"
+                              "(%g)). Of the allocated memory %s is allocated by PyTorch, and "
+                              "%s is reserved by PyTorch but unallocated.",
+                              req, device, cap, lim, a->fraction, al, rs);
       }
       if (a->reserved + seg <= capacity) { /* the shared host budget ran out */
         char budget[32], used[32];
         format_size(budget, sizeof budget, g_rt.host_budget);
         format_size(used, sizeof used, atomic_load(&g_host_reserved));
         pthread_mutex_unlock(&a->mu);
-        return tnrt_set_error(
-            TNRT_ERR_OUT_OF_MEMORY,
-            "Tried to allocate %s on neuron:%d. The host memory that backs "
-            "all neuron devices (%s) is exhausted: %s is reserved across "
-            "devices. Of neuron:%d's memory %s is allocated by PyTorch, and "
-            "%s is reserved by PyTorch but unallocated (torch.neuron."
-            "empty_cache() releases it).",
-            req, device, budget, used, device, al, rs);
+        return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY,
+                              "Tried to allocate %s on neuron:%d. The host memory that backs "
+                              "all neuron devices (%s) is exhausted: %s is reserved across "
+                              "devices. Of neuron:%d's memory %s is allocated by PyTorch, and "
+                              "%s is reserved by PyTorch but unallocated (torch.neuron."
+                              "empty_cache() releases it).",
+                              req, device, budget, used, device, al, rs);
       }
       pthread_mutex_unlock(&a->mu);
-      return tnrt_set_error(
-          TNRT_ERR_OUT_OF_MEMORY,
-          "Tried to allocate %s. neuron:%d has a total capacity of %s of "
-          "which %s is free. Of the allocated memory %s is allocated by "
-          "PyTorch, and %s is reserved by PyTorch but unallocated.",
-          req, device, cap, fr, al, rs);
+      return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY,
+                            "Tried to allocate %s. neuron:%d has a total capacity of %s of "
+                            "which %s is free. Of the allocated memory %s is allocated by "
+                            "PyTorch, and %s is reserved by PyTorch but unallocated.",
+                            req, device, cap, fr, al, rs);
     }
   }
   size_t remaining = b->size - size;
@@ -396,9 +401,14 @@ tnrt_status_t tnrt_malloc(int device, size_t bytes, tnrt_stream_t *s,
       (pool == TNRT_POOL_LARGE && remaining > SMALL_MAX)) {
     tnrt_block_t *r = calloc(1, sizeof *r);
     if (r) {
-      *r = (tnrt_block_t){.device = device, .pool = pool, .stream = b->stream,
-                          .ptr = (char *)b->ptr + size, .size = remaining,
-                          .prev = b, .next = b->next, .mempool = b->mempool};
+      *r = (tnrt_block_t){.device = device,
+                          .pool = pool,
+                          .stream = b->stream,
+                          .ptr = (char *)b->ptr + size,
+                          .size = remaining,
+                          .prev = b,
+                          .next = b->next,
+                          .mempool = b->mempool};
       if (b->next) b->next->prev = r;
       b->next = r;
       b->size = size;
@@ -455,8 +465,10 @@ tnrt_status_t tnrt_record_stream(tnrt_block_t *b, tnrt_stream_t *s) {
     int known = 0;
     for (int i = 0; i < b->n_uses; i++) known |= b->uses[i] == s;
     if (!known) {
-      if (b->n_uses < MAX_USES) b->uses[b->n_uses++] = s;
-      else b->uses_overflow = 1; /* free then synchronises the device */
+      if (b->n_uses < MAX_USES)
+        b->uses[b->n_uses++] = s;
+      else
+        b->uses_overflow = 1; /* free then synchronises the device */
     }
   }
   pthread_mutex_unlock(&a->mu);
@@ -489,10 +501,10 @@ tnrt_status_t tnrt_memory_stats(int device, tnrt_memory_stats_t *out) {
   return TNRT_OK;
 }
 
-#define FOR_EACH_STAT_ARRAY(s, X)                                          \
-  X(s.allocation) X(s.segment) X(s.active) X(s.inactive_split)             \
-  X(s.allocated_bytes) X(s.reserved_bytes) X(s.active_bytes)               \
-  X(s.inactive_split_bytes) X(s.requested_bytes)
+#define FOR_EACH_STAT_ARRAY(s, X)                                                       \
+  X(s.allocation)                                                                       \
+  X(s.segment) X(s.active) X(s.inactive_split) X(s.allocated_bytes) X(s.reserved_bytes) \
+      X(s.active_bytes) X(s.inactive_split_bytes) X(s.requested_bytes)
 
 tnrt_status_t tnrt_reset_peak_stats(int device) {
   tnrt_status_t st = tnrt_check_device(device);
@@ -512,10 +524,10 @@ tnrt_status_t tnrt_reset_accumulated_stats(int device) {
   if (st != TNRT_OK) return st;
   device_alloc_t *a = &g_alloc[device];
   pthread_mutex_lock(&a->mu);
-#define RESET_ACC(arr)                          \
-  for (int i = 0; i < TNRT_POOL_COUNT; i++) {   \
-    arr[i].allocated = 0;                       \
-    arr[i].freed = 0;                           \
+#define RESET_ACC(arr)                        \
+  for (int i = 0; i < TNRT_POOL_COUNT; i++) { \
+    arr[i].allocated = 0;                     \
+    arr[i].freed = 0;                         \
   }
   FOR_EACH_STAT_ARRAY(a->stats, RESET_ACC)
 #undef RESET_ACC
@@ -525,8 +537,7 @@ tnrt_status_t tnrt_reset_accumulated_stats(int device) {
   return TNRT_OK;
 }
 
-tnrt_status_t tnrt_mem_get_info(int device, uint64_t *free_bytes,
-                                uint64_t *total_bytes) {
+tnrt_status_t tnrt_mem_get_info(int device, uint64_t *free_bytes, uint64_t *total_bytes) {
   tnrt_status_t st = tnrt_check_device(device);
   if (st != TNRT_OK) return st;
   device_alloc_t *a = &g_alloc[device];
@@ -549,8 +560,7 @@ tnrt_status_t tnrt_set_memory_fraction(int device, double fraction) {
   if (st != TNRT_OK) return st;
   if (!(fraction >= 0.0 && fraction <= 1.0))
     return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
-                          "Invalid fraction value: %g. Allowed range: 0~1",
-                          fraction);
+                          "Invalid fraction value: %g. Allowed range: 0~1", fraction);
   device_alloc_t *a = &g_alloc[device];
   pthread_mutex_lock(&a->mu);
   a->fraction = fraction;
@@ -614,4 +624,3 @@ tnrt_status_t tnrt_mempool_end(int device) {
 tnrt_status_t tnrt_mempool_release(int device, uint64_t mempool) {
   return release_unused(device, 0, mempool);
 }
-

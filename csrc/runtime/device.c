@@ -62,18 +62,20 @@ static tnrt_status_t select_hal(const tnrt_hal_t **out) {
   if (path && *path) {
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib)
-      return tnrt_set_error(TNRT_ERR_CONFIG, "TORCH_NEURONX_HAL=%s cannot be loaded: %s",
-                            path, dlerror());
+      return tnrt_set_error(TNRT_ERR_CONFIG, "TORCH_NEURONX_HAL=%s cannot be loaded: %s", path,
+                            dlerror());
     tnrt_hal_entry_fn entry = (tnrt_hal_entry_fn)dlsym(lib, TNRT_HAL_ENTRY);
     hal = entry ? entry() : NULL;
     if (!hal)
-      return tnrt_set_error(TNRT_ERR_CONFIG, "TORCH_NEURONX_HAL=%s exports no %s table",
-                            path, TNRT_HAL_ENTRY);
+      return tnrt_set_error(TNRT_ERR_CONFIG, "TORCH_NEURONX_HAL=%s exports no %s table", path,
+                            TNRT_HAL_ENTRY);
   }
   if (hal->api_version != TNRT_HAL_API_VERSION)
-    return tnrt_set_error(TNRT_ERR_CONFIG, "the %s HAL speaks API version %u; this "
-                          "runtime needs version %u", hal->name ? hal->name : "unnamed",
-                          hal->api_version, TNRT_HAL_API_VERSION);
+    return tnrt_set_error(TNRT_ERR_CONFIG,
+                          "the %s HAL speaks API version %u; this "
+                          "runtime needs version %u",
+                          hal->name ? hal->name : "unnamed", hal->api_version,
+                          TNRT_HAL_API_VERSION);
   if (!hal->device_count || !hal->get_properties || !hal->mem_alloc || !hal->mem_free ||
       !hal->host_addressable || !hal->memcpy_h2d || !hal->memcpy_d2h || !hal->memcpy_d2d ||
       !hal->memset_d || !hal->queue_create || !hal->queue_submit || !hal->queue_completed ||
@@ -92,8 +94,8 @@ tnrt_status_t tnrt_configure_devices(tnrt_runtime_t *rt) {
   st = hal->device_count(hal->context, &n);
   if (st != TNRT_OK) return st;
   if (n < 0 || n > TNRT_MAX_DEVICES)
-    return tnrt_set_error(TNRT_ERR_CONFIG, "the %s HAL reports %d devices (at most %d)",
-                          hal->name, n, TNRT_MAX_DEVICES);
+    return tnrt_set_error(TNRT_ERR_CONFIG, "the %s HAL reports %d devices (at most %d)", hal->name,
+                          n, TNRT_MAX_DEVICES);
   for (int d = 0; d < n; d++) {
     st = hal->get_properties(hal->context, d, &rt->props[d]);
     if (st != TNRT_OK) return st;
@@ -120,8 +122,7 @@ static void do_init(void) {
     return;
   }
   int n = rt->device_count;
-  rt->streams = calloc((size_t)(n ? n : 1) * TNRT_STREAMS_PER_DEVICE,
-                       sizeof(tnrt_stream_t));
+  rt->streams = calloc((size_t)(n ? n : 1) * TNRT_STREAMS_PER_DEVICE, sizeof(tnrt_stream_t));
   if (!rt->streams) {
     snprintf(g_init_error, sizeof g_init_error, "out of host memory");
     g_init_status = TNRT_ERR_OUT_OF_MEMORY;
@@ -147,8 +148,7 @@ tnrt_status_t tnrt_init(void) {
                           "the neuron runtime cannot be re-initialised in a "
                           "forked subprocess");
   pthread_once(&g_init_once, do_init);
-  if (g_init_status != TNRT_OK)
-    return tnrt_set_error(g_init_status, "%s", g_init_error);
+  if (g_init_status != TNRT_OK) return tnrt_set_error(g_init_status, "%s", g_init_error);
   return TNRT_OK;
 }
 
@@ -167,7 +167,8 @@ tnrt_status_t tnrt_check_device(int device) {
   if (device < 0 || device >= g_rt.device_count)
     return tnrt_set_error(TNRT_ERR_INVALID_DEVICE,
                           "device index %d is out of range: %d neuron "
-                          "device(s) are visible", device, g_rt.device_count);
+                          "device(s) are visible",
+                          device, g_rt.device_count);
   return TNRT_OK;
 }
 
@@ -180,9 +181,7 @@ tnrt_status_t tnrt_device_properties(int device, tnrt_device_props_t *out) {
 
 int tnrt_launch_blocking(void) { return g_rt.launch_blocking; }
 
-const char *tnrt_hal_name(void) {
-  return tnrt_init() == TNRT_OK ? g_rt.hal->name : "none";
-}
+const char *tnrt_hal_name(void) { return tnrt_init() == TNRT_OK ? g_rt.hal->name : "none"; }
 
 int tnrt_host_addressable(void) {
   return tnrt_init() == TNRT_OK && g_rt.hal->host_addressable(g_rt.hal->context);

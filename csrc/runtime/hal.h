@@ -46,8 +46,8 @@ typedef struct tnrt_hal {
    * mem_unimport unmaps. */
   tnrt_status_t (*mem_alloc_shared)(void *ctx, int device, size_t bytes, void **out,
                                     tnrt_mem_handle_t *handle);
-  tnrt_status_t (*mem_import)(void *ctx, int device, const tnrt_mem_handle_t *handle,
-                              void **out, size_t *bytes);
+  tnrt_status_t (*mem_import)(void *ctx, int device, const tnrt_mem_handle_t *handle, void **out,
+                              size_t *bytes);
   void (*mem_unimport)(void *ctx, int device, void *ptr, size_t bytes);
 
   /* Nonzero when host code may dereference device pointers directly (the
@@ -57,20 +57,15 @@ typedef struct tnrt_hal {
   /* Synchronous transfers between host memory and device memory, and within
    * a device. The caller orders them: the device work that uses the memory
    * has finished (a stream synchronisation) or is queued after them. */
-  tnrt_status_t (*memcpy_h2d)(void *ctx, int device, void *dst, const void *src,
-                              size_t bytes);
-  tnrt_status_t (*memcpy_d2h)(void *ctx, int device, void *dst, const void *src,
-                              size_t bytes);
-  tnrt_status_t (*memcpy_d2d)(void *ctx, int device, void *dst, const void *src,
-                              size_t bytes);
+  tnrt_status_t (*memcpy_h2d)(void *ctx, int device, void *dst, const void *src, size_t bytes);
+  tnrt_status_t (*memcpy_d2h)(void *ctx, int device, void *dst, const void *src, size_t bytes);
+  tnrt_status_t (*memcpy_d2d)(void *ctx, int device, void *dst, const void *src, size_t bytes);
   tnrt_status_t (*memset_d)(void *ctx, int device, void *dst, int value, size_t bytes);
 
   /* Queues: in-order execution of tasks. seq numbers start at 1. */
-  tnrt_status_t (*queue_create)(void *ctx, int device, int index,
-                                tnrt_hal_queue_t **out);
+  tnrt_status_t (*queue_create)(void *ctx, int device, int index, tnrt_hal_queue_t **out);
   /* Copies args; returns the task's sequence number in *seq. */
-  tnrt_status_t (*queue_submit)(tnrt_hal_queue_t *q, tnrt_task_fn fn,
-                                const void *args, size_t size,
+  tnrt_status_t (*queue_submit)(tnrt_hal_queue_t *q, tnrt_task_fn fn, const void *args, size_t size,
                                 const char *name, uint64_t *seq);
   uint64_t (*queue_completed)(tnrt_hal_queue_t *q);
   uint64_t (*queue_submitted)(tnrt_hal_queue_t *q);

@@ -73,8 +73,10 @@ static inline void cpu_relax(void) {
 
 static void wake(tnrt_hal_queue_t *q, pthread_cond_t *cv, int broadcast) {
   pthread_mutex_lock(&q->mu);
-  if (broadcast) pthread_cond_broadcast(cv);
-  else pthread_cond_signal(cv);
+  if (broadcast)
+    pthread_cond_broadcast(cv);
+  else
+    pthread_cond_signal(cv);
   pthread_mutex_unlock(&q->mu);
 }
 
@@ -87,10 +89,10 @@ typedef struct segment {
 } segment_t;
 
 static pthread_once_t g_protect_once = PTHREAD_ONCE_INIT;
-static int g_protect;               /* TORCH_NEURONX_PROTECT_DEVICE_MEMORY */
+static int g_protect; /* TORCH_NEURONX_PROTECT_DEVICE_MEMORY */
 static pthread_mutex_t g_access_mu = PTHREAD_MUTEX_INITIALIZER;
-static segment_t *g_segments;       /* every live segment (protect mode) */
-static int g_open;                  /* device tasks and transfers running */
+static segment_t *g_segments; /* every live segment (protect mode) */
+static int g_open;            /* device tasks and transfers running */
 
 static void read_protect(void) {
   const char *v = getenv("TORCH_NEURONX_PROTECT_DEVICE_MEMORY");
@@ -139,8 +141,7 @@ static void *queue_worker(void *arg) {
       if (atomic_load(&q->tail) == head) {
         pthread_mutex_lock(&q->mu);
         atomic_store(&q->worker_sleeping, 1);
-        while (atomic_load(&q->tail) == head)
-          pthread_cond_wait(&q->not_empty, &q->mu);
+        while (atomic_load(&q->tail) == head) pthread_cond_wait(&q->not_empty, &q->mu);
         atomic_store(&q->worker_sleeping, 0);
         pthread_mutex_unlock(&q->mu);
       }
@@ -162,16 +163,14 @@ static void *queue_worker(void *arg) {
     atomic_store(&q->completed, seq);
     /* Producers blocked on a full ring are woken once it is half empty, not
      * per task: a wake-up costs a system call on this thread. */
-    if (atomic_load(&q->full_waiters) &&
-        atomic_load(&q->tail) - head <= RING_SLOTS / 2)
+    if (atomic_load(&q->full_waiters) && atomic_load(&q->tail) - head <= RING_SLOTS / 2)
       wake(q, &q->not_full, 1);
     if (atomic_load(&q->done_waiters)) wake(q, &q->done, 1);
   }
   return NULL;
 }
 
-static tnrt_status_t host_queue_create(void *ctx, int device, int index,
-                                       tnrt_hal_queue_t **out) {
+static tnrt_status_t host_queue_create(void *ctx, int device, int index, tnrt_hal_queue_t **out) {
   (void)ctx;
   tnrt_hal_queue_t *q = calloc(1, sizeof(*q));
   if (!q) return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY, "queue allocation");
@@ -195,27 +194,23 @@ static tnrt_status_t host_queue_create(void *ctx, int device, int index,
   if (rc != 0) {
     free(q->ring);
     free(q);
-    return tnrt_set_error(TNRT_ERR_INTERNAL, "cannot start stream worker: %s",
-                          strerror(rc));
+    return tnrt_set_error(TNRT_ERR_INTERNAL, "cannot start stream worker: %s", strerror(rc));
   }
   *out = q; /* lives until process exit, like the stream that owns it */
   return TNRT_OK;
 }
 
-static tnrt_status_t host_queue_submit(tnrt_hal_queue_t *q, tnrt_task_fn fn,
-                                       const void *args, size_t size,
-                                       const char *name, uint64_t *seq) {
+static tnrt_status_t host_queue_submit(tnrt_hal_queue_t *q, tnrt_task_fn fn, const void *args,
+                                       size_t size, const char *name, uint64_t *seq) {
   if (size > TNRT_TASK_ARGS_MAX)
-    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
-                          "task arguments of %zu bytes exceed %d", size,
+    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "task arguments of %zu bytes exceed %d", size,
                           TNRT_TASK_ARGS_MAX);
   pthread_mutex_lock(&q->submit_mu);
   uint64_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
   if (tail - atomic_load(&q->head) >= RING_SLOTS) {
     pthread_mutex_lock(&q->mu);
     atomic_fetch_add(&q->full_waiters, 1);
-    while (tail - atomic_load(&q->head) > RING_SLOTS / 2)
-      pthread_cond_wait(&q->not_full, &q->mu);
+    while (tail - atomic_load(&q->head) > RING_SLOTS / 2) pthread_cond_wait(&q->not_full, &q->mu);
     atomic_fetch_sub(&q->full_waiters, 1);
     pthread_mutex_unlock(&q->mu);
   }
@@ -294,8 +289,7 @@ static void untrack_segment(void *ptr) {
   pthread_mutex_unlock(&g_access_mu);
 }
 
-static tnrt_status_t host_mem_alloc(void *ctx, int device, size_t bytes,
-                                    void **out) {
+static tnrt_status_t host_mem_alloc(void *ctx, int device, size_t bytes, void **out) {
   (void)ctx;
   (void)device;
   tnrt_status_t st = map_segment(bytes, out);
@@ -306,12 +300,11 @@ static tnrt_status_t host_mem_alloc(void *ctx, int device, size_t bytes,
 static tnrt_status_t map_segment(size_t bytes, void **out) {
   int huge = bytes >= HUGE_PAGE;
   size_t span = huge ? bytes + HUGE_PAGE : bytes;
-  char *p = mmap(NULL, span, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  char *p =
+      mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)
     return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY,
-                          "host memory backing the device is exhausted (%s)",
-                          strerror(errno));
+                          "host memory backing the device is exhausted (%s)", strerror(errno));
   if (huge) { /* keep the aligned part; host_mem_free unmaps exactly it */
     char *start = (char *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
     size_t head = (size_t)(start - p), tail = span - head - bytes;
@@ -372,8 +365,8 @@ static tnrt_status_t host_mem_alloc_shared(void *ctx, int device, size_t bytes, 
     free(rec);
     return st;
   }
-  host_handle_t h = {HANDLE_MAGIC, (int32_t)getpid(), fd, 0, bytes, (uint64_t)sb.st_ino,
-                     (uint64_t)sb.st_dev};
+  host_handle_t h = {HANDLE_MAGIC,        (int32_t)getpid(),  fd, 0, bytes,
+                     (uint64_t)sb.st_ino, (uint64_t)sb.st_dev};
   memset(handle, 0, sizeof *handle);
   memcpy(handle->bytes, &h, sizeof h);
   pthread_mutex_lock(&g_shared_mu);
@@ -401,7 +394,8 @@ static tnrt_status_t host_mem_import(void *ctx, int device, const tnrt_mem_handl
     if (fd >= 0) close(fd);
     return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
                           "the device memory of process %d cannot be mapped (has it "
-                          "exited or freed the memory?)", (int)h.pid);
+                          "exited or freed the memory?)",
+                          (int)h.pid);
   }
   void *p = mmap(NULL, (size_t)h.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int err = errno;

@@ -23,8 +23,7 @@ static size_t g_n, g_cap;
 
 static pinned_t *find(uintptr_t p) {
   for (size_t i = 0; i < g_n; i++)
-    if (p >= g_pins[i].base && p < g_pins[i].base + g_pins[i].size)
-      return &g_pins[i];
+    if (p >= g_pins[i].base && p < g_pins[i].base + g_pins[i].size) return &g_pins[i];
   return NULL;
 }
 

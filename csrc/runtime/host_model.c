@@ -33,7 +33,10 @@ static const instance_model_t k_models[] = {
 
 static int env_int(const char *name, int dflt, int *out) {
   const char *v = getenv(name);
-  if (!v || !*v) { *out = dflt; return 0; }
+  if (!v || !*v) {
+    *out = dflt;
+    return 0;
+  }
   char *end;
   long x = strtol(v, &end, 10);
   if (*end || x < 0 || x > 1 << 20) return -1;
@@ -105,8 +108,10 @@ static int parse_core_list(const char *v, int max_core, int *ids, int cap) {
       ids[n++] = (int)c;
     }
     while (*p == ' ') p++;
-    if (*p == ',') p++;
-    else if (*p) return -1;
+    if (*p == ',')
+      p++;
+    else if (*p)
+      return -1;
   }
   return n;
 }
@@ -121,15 +126,14 @@ tnrt_status_t tnrt_host_model(tnrt_host_model_t *out) {
     if (!m)
       return tnrt_set_error(TNRT_ERR_CONFIG,
                             "TORCH_NEURONX_INSTANCE=%s is not a known instance "
-                            "model; use trn2 or trn3", inst);
+                            "model; use trn2 or trn3",
+                            inst);
   }
   int chips, lnc, num_cores;
   if (env_int("TORCH_NEURONX_NUM_CHIPS", 1, &chips) || chips < 1 || chips > 16)
-    return tnrt_set_error(TNRT_ERR_CONFIG,
-                          "TORCH_NEURONX_NUM_CHIPS must be an integer in 1..16");
+    return tnrt_set_error(TNRT_ERR_CONFIG, "TORCH_NEURONX_NUM_CHIPS must be an integer in 1..16");
   if (env_int("NEURON_LOGICAL_NC_CONFIG", 2, &lnc) || (lnc != 1 && lnc != 2))
-    return tnrt_set_error(TNRT_ERR_CONFIG,
-                          "NEURON_LOGICAL_NC_CONFIG must be 1 or 2");
+    return tnrt_set_error(TNRT_ERR_CONFIG, "NEURON_LOGICAL_NC_CONFIG must be 1 or 2");
   int per_chip = (int)m->physical_cores_per_chip / lnc;
   int total = per_chip * chips;
 
@@ -143,11 +147,11 @@ tnrt_status_t tnrt_host_model(tnrt_host_model_t *out) {
       return tnrt_set_error(TNRT_ERR_CONFIG,
                             "NEURON_RT_VISIBLE_CORES=%s is not a list of "
                             "distinct logical cores in 0..%d (e.g. \"0-3\" or "
-                            "\"1,2\")", vis, total - 1);
+                            "\"1,2\")",
+                            vis, total - 1);
   }
   if (env_int("NEURON_RT_NUM_CORES", n, &num_cores) || num_cores > n)
-    return tnrt_set_error(TNRT_ERR_CONFIG,
-                          "NEURON_RT_NUM_CORES must be an integer in 0..%d", n);
+    return tnrt_set_error(TNRT_ERR_CONFIG, "NEURON_RT_NUM_CORES must be an integer in 0..%d", n);
   n = num_cores;
 
   uint64_t cap = m->hbm_bytes_per_chip / (uint64_t)per_chip;
@@ -157,7 +161,8 @@ tnrt_status_t tnrt_host_model(tnrt_host_model_t *out) {
     if (!cap)
       return tnrt_set_error(TNRT_ERR_CONFIG,
                             "TORCH_NEURONX_DEVICE_MEMORY=%s is not a size like "
-                            "\"512M\" or \"8G\"", mem);
+                            "\"512M\" or \"8G\"",
+                            mem);
   }
   /* The software core's device memory is host memory: no device may model
    * more than the host can back, and all devices together share that
@@ -171,8 +176,7 @@ tnrt_status_t tnrt_host_model(tnrt_host_model_t *out) {
   for (int d = 0; d < n; d++) {
     tnrt_device_props_t *p = &out->props[d];
     memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "%s %s (software)", m->name,
-             m->core_name);
+    snprintf(p->name, sizeof p->name, "%s %s (software)", m->name, m->core_name);
     snprintf(p->instance_model, sizeof p->instance_model, "%s", m->name);
     p->total_memory = cap;
     p->modelled_memory = modelled;

@@ -32,7 +32,7 @@ typedef struct tnrt_runtime {
   tnrt_device_props_t props[TNRT_MAX_DEVICES];
   uint64_t capacity[TNRT_MAX_DEVICES];
   int launch_blocking;
-  uint64_t host_budget; /* device memory all devices together may reserve */
+  uint64_t host_budget;   /* device memory all devices together may reserve */
   tnrt_stream_t *streams; /* device_count * TNRT_STREAMS_PER_DEVICE */
 } tnrt_runtime_t;
 
@@ -44,7 +44,6 @@ tnrt_status_t tnrt_set_error(tnrt_status_t status, const char *fmt, ...)
 /* TNRT_OK when the runtime is usable and device is in range. */
 tnrt_status_t tnrt_check_device(int device);
 tnrt_hal_queue_t *tnrt_stream_queue(tnrt_stream_t *s);
-
 
 /* Selects the HAL and reads its devices into rt (device.c). */
 tnrt_status_t tnrt_configure_devices(tnrt_runtime_t *rt);

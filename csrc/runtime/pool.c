@@ -32,8 +32,7 @@ static struct {
   int closed; /* all chunks done: late workers must not join (g_mu) */
 } g_job;
 
-static void run_chunks(tnrt_range_fn fn, void *ctx, int64_t n, int64_t chunk,
-                       int64_t chunks) {
+static void run_chunks(tnrt_range_fn fn, void *ctx, int64_t n, int64_t chunk, int64_t chunks) {
   for (;;) {
     int64_t c = atomic_fetch_add(&g_job.next, 1);
     if (c >= chunks) return;
@@ -145,8 +144,7 @@ void tnrt_parallel_for(int64_t n, int64_t grain, tnrt_range_fn fn, void *ctx) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
   int threads = tnrt_num_threads();
-  if (threads == 1 || n <= grain || tnrt_in_bad_fork() ||
-      atomic_flag_test_and_set(&g_busy)) {
+  if (threads == 1 || n <= grain || tnrt_in_bad_fork() || atomic_flag_test_and_set(&g_busy)) {
     fn(ctx, 0, n);
     return;
   }

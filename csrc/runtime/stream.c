@@ -21,8 +21,7 @@ static _Thread_local tnrt_stream_t *t_creating;
 
 static void create_queue(void) {
   tnrt_stream_t *s = t_creating;
-  tnrt_status_t st = g_rt.hal->queue_create(g_rt.hal->context, s->device,
-                                            s->index, &s->queue);
+  tnrt_status_t st = g_rt.hal->queue_create(g_rt.hal->context, s->device, s->index, &s->queue);
   if (st != TNRT_OK) g_queue_status[s->device] = st;
 }
 
@@ -35,18 +34,15 @@ tnrt_hal_queue_t *tnrt_stream_queue(tnrt_stream_t *s) {
 }
 
 static tnrt_status_t usable(tnrt_stream_t *s, tnrt_hal_queue_t **q) {
-  if (!s)
-    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "null stream");
+  if (!s) return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "null stream");
   if (tnrt_in_bad_fork())
     return tnrt_set_error(TNRT_ERR_FORKED,
                           "the neuron runtime cannot be used in a forked "
                           "subprocess");
   *q = tnrt_stream_queue(s);
   if (!*q)
-    return tnrt_set_error(g_queue_status[s->device] ? g_queue_status[s->device]
-                                                    : TNRT_ERR_INTERNAL,
-                          "stream %d of neuron:%d could not be started",
-                          s->index, s->device);
+    return tnrt_set_error(g_queue_status[s->device] ? g_queue_status[s->device] : TNRT_ERR_INTERNAL,
+                          "stream %d of neuron:%d could not be started", s->index, s->device);
   return TNRT_OK;
 }
 
@@ -125,9 +121,7 @@ static uint32_t live_origin(const tnrt_stream_t *s, uint32_t origin, uint64_t se
   return origin;
 }
 
-static void token_key_create(void) {
-  pthread_key_create(&g_token_key, token_thread_exit);
-}
+static void token_key_create(void) { pthread_key_create(&g_token_key, token_thread_exit); }
 
 uint32_t tnrt_thread_token(void) {
   if (!t_token) {
@@ -163,8 +157,8 @@ static uint64_t running_seq(tnrt_stream_t *s) {
   return s->queue ? g_rt.hal->queue_completed(s->queue) + 1 : 0;
 }
 
-void tnrt_stream_fault(void *stream, int kind, const char *what, int64_t value,
-                       int64_t bound, uint32_t origin) {
+void tnrt_stream_fault(void *stream, int kind, const char *what, int64_t value, int64_t bound,
+                       uint32_t origin) {
   tnrt_stream_t *s = stream;
   if (!s) return;
   fault_rec_t *r = calloc(1, sizeof *r);
@@ -179,8 +173,7 @@ void tnrt_stream_fault(void *stream, int kind, const char *what, int64_t value,
 
 /* Stream s, having waited for target up to seq, inherits a fault of the
  * work waited for, at its own sequence number at_seq. */
-static void inherit_fault(tnrt_stream_t *s, tnrt_stream_t *target,
-                          uint64_t seq, uint64_t at_seq) {
+static void inherit_fault(tnrt_stream_t *s, tnrt_stream_t *target, uint64_t seq, uint64_t at_seq) {
   if (!atomic_load(&target->has_fault)) return;
   pthread_mutex_lock(&g_fault_mu);
   fault_rec_t *r = target->fault;
@@ -221,30 +214,29 @@ static tnrt_status_t stream_fault_status(tnrt_stream_t *s, uint64_t seq) {
                           "ZeroDivisionError: integer division by zero in %s "
                           "on neuron:%d%s (reported at this synchronisation)",
                           f.what, f.device, whose);
-  return tnrt_set_error(
-      f.kind == TNRT_FAULT_INDEX ? TNRT_ERR_DEVICE_INDEX : TNRT_ERR_DEVICE_ASSERT,
-      "%s: index %lld is out of bounds for size %lld (found by the kernel "
-      "on neuron:%d%s and reported at this synchronisation; run with "
-      "NEURON_LAUNCH_BLOCKING=1 to raise at the op itself)",
-      f.what, (long long)f.value, (long long)f.bound, f.device, whose);
+  return tnrt_set_error(f.kind == TNRT_FAULT_INDEX ? TNRT_ERR_DEVICE_INDEX : TNRT_ERR_DEVICE_ASSERT,
+                        "%s: index %lld is out of bounds for size %lld (found by the kernel "
+                        "on neuron:%d%s and reported at this synchronisation; run with "
+                        "NEURON_LAUNCH_BLOCKING=1 to raise at the op itself)",
+                        f.what, (long long)f.value, (long long)f.bound, f.device, whose);
 }
 
 static tnrt_status_t device_fault_status(int device) {
   for (int i = 0; i < TNRT_STREAMS_PER_DEVICE; i++) {
-    tnrt_status_t st = stream_fault_status(
-        &g_rt.streams[device * TNRT_STREAMS_PER_DEVICE + i], UINT64_MAX);
+    tnrt_status_t st =
+        stream_fault_status(&g_rt.streams[device * TNRT_STREAMS_PER_DEVICE + i], UINT64_MAX);
     if (st != TNRT_OK) return st;
   }
   return TNRT_OK;
 }
 
-tnrt_status_t tnrt_launch(tnrt_stream_t *s, tnrt_task_fn fn, const void *args,
-                          size_t args_size, const char *name) {
+tnrt_status_t tnrt_launch(tnrt_stream_t *s, tnrt_task_fn fn, const void *args, size_t args_size,
+                          const char *name) {
   return tnrt_launch_seq(s, fn, args, args_size, name, NULL);
 }
 
-tnrt_status_t tnrt_launch_seq(tnrt_stream_t *s, tnrt_task_fn fn, const void *args,
-                              size_t args_size, const char *name, uint64_t *out_seq) {
+tnrt_status_t tnrt_launch_seq(tnrt_stream_t *s, tnrt_task_fn fn, const void *args, size_t args_size,
+                              const char *name, uint64_t *out_seq) {
   tnrt_hal_queue_t *q;
   tnrt_status_t st = usable(s, &q);
   if (st != TNRT_OK) return st;
@@ -309,8 +301,8 @@ tnrt_status_t tnrt_device_synchronize(int device) {
 
 struct tnrt_event {
   int flags;
-  tnrt_stream_t *stream; /* NULL until recorded */
-  uint64_t seq;          /* sequence number of the record marker */
+  tnrt_stream_t *stream;   /* NULL until recorded */
+  uint64_t seq;            /* sequence number of the record marker */
   _Atomic int64_t time_ns; /* written by the marker of the last record */
 };
 
@@ -340,8 +332,7 @@ tnrt_status_t tnrt_event_record(tnrt_event_t *e, tnrt_stream_t *s) {
   if (st != TNRT_OK) return st;
   uint64_t seq;
   if (e->flags & TNRT_EVENT_TIMING) {
-    st = g_rt.hal->queue_submit(q, marker_task, &e, sizeof e, "event_record",
-                                &seq);
+    st = g_rt.hal->queue_submit(q, marker_task, &e, sizeof e, "event_record", &seq);
   } else {
     st = g_rt.hal->queue_submit(q, nop_task, NULL, 0, "event_record", &seq);
   }
@@ -392,12 +383,9 @@ tnrt_status_t tnrt_event_synchronize(tnrt_event_t *e) {
   return stream_fault_status(e->stream, e->seq);
 }
 
-int tnrt_event_device(const tnrt_event_t *e) {
-  return e->stream ? e->stream->device : -1;
-}
+int tnrt_event_device(const tnrt_event_t *e) { return e->stream ? e->stream->device : -1; }
 
-tnrt_status_t tnrt_event_elapsed_ms(tnrt_event_t *start, tnrt_event_t *end,
-                                    double *ms) {
+tnrt_status_t tnrt_event_elapsed_ms(tnrt_event_t *start, tnrt_event_t *end, double *ms) {
   if (!(start->flags & TNRT_EVENT_TIMING) || !(end->flags & TNRT_EVENT_TIMING))
     return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
                           "both events must be created with "
@@ -409,8 +397,7 @@ tnrt_status_t tnrt_event_elapsed_ms(tnrt_event_t *start, tnrt_event_t *end,
   tnrt_status_t st = tnrt_event_synchronize(start);
   if (st == TNRT_OK) st = tnrt_event_synchronize(end);
   if (st != TNRT_OK) return st;
-  *ms = (double)(atomic_load(&end->time_ns) - atomic_load(&start->time_ns)) /
-        1e6;
+  *ms = (double)(atomic_load(&end->time_ns) - atomic_load(&start->time_ns)) / 1e6;
   return TNRT_OK;
 }
 
@@ -420,8 +407,7 @@ tnrt_status_t tnrt_device_busy_ns(int device, uint64_t *busy_ns) {
   *busy_ns = 0;
   if (!g_rt.hal->queue_busy_ns)
     return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
-                          "the %s HAL does not report device utilization",
-                          g_rt.hal->name);
+                          "the %s HAL does not report device utilization", g_rt.hal->name);
   for (int i = 0; i < TNRT_STREAMS_PER_DEVICE; i++) {
     tnrt_stream_t *s = &g_rt.streams[device * TNRT_STREAMS_PER_DEVICE + i];
     if (s->queue) *busy_ns += g_rt.hal->queue_busy_ns(s->queue);

@@ -20,8 +20,8 @@ typedef enum tnrt_status {
   TNRT_ERR_INVALID_ARGUMENT,
   TNRT_ERR_INVALID_DEVICE,
   TNRT_ERR_OUT_OF_MEMORY,
-  TNRT_ERR_FORKED,        /* runtime used in a child forked after init */
-  TNRT_ERR_CONFIG,        /* bad environment configuration */
+  TNRT_ERR_FORKED, /* runtime used in a child forked after init */
+  TNRT_ERR_CONFIG, /* bad environment configuration */
   TNRT_ERR_NOT_READY,
   TNRT_ERR_INTERNAL,
   TNRT_ERR_DEVICE_INDEX,  /* a kernel met an index out of range (IndexError) */
@@ -63,18 +63,18 @@ int tnrt_device_count(void);
 #define TNRT_NAME_MAX 64
 
 typedef struct tnrt_device_props {
-  char name[TNRT_NAME_MAX];        /* e.g. "trn2 NeuronCore-v3 (software)" */
-  char instance_model[16];         /* "trn2" or "trn3" */
-  uint64_t total_memory;           /* HBM bytes owned by this logical core
+  char name[TNRT_NAME_MAX]; /* e.g. "trn2 NeuronCore-v3 (software)" */
+  char instance_model[16];  /* "trn2" or "trn3" */
+  uint64_t total_memory;    /* HBM bytes owned by this logical core
                                       (the model's, capped by the host) */
-  uint64_t modelled_memory;        /* the device model's HBM per core */
-  uint32_t generation;             /* Trainium generation: 2 or 3 */
-  uint32_t physical_cores;         /* physical cores fused into this one (LNC) */
+  uint64_t modelled_memory; /* the device model's HBM per core */
+  uint32_t generation;      /* Trainium generation: 2 or 3 */
+  uint32_t physical_cores;  /* physical cores fused into this one (LNC) */
   uint32_t logical_cores_per_chip;
-  uint32_t chip;                   /* chip this core lives on */
-  uint32_t global_core_id;         /* id before NEURON_RT_VISIBLE_CORES */
-  double hbm_bandwidth_gbs;        /* per logical core, GB/s (modelled) */
-  double bf16_tflops;              /* per logical core, dense (modelled) */
+  uint32_t chip;            /* chip this core lives on */
+  uint32_t global_core_id;  /* id before NEURON_RT_VISIBLE_CORES */
+  double hbm_bandwidth_gbs; /* per logical core, GB/s (modelled) */
+  double bf16_tflops;       /* per logical core, dense (modelled) */
 } tnrt_device_props_t;
 
 tnrt_status_t tnrt_device_properties(int device, tnrt_device_props_t *out);
@@ -137,12 +137,12 @@ int tnrt_stream_index(const tnrt_stream_t *s);
  * the caller's buffer may be reused at once. No heap allocation. name must be
  * a string with static lifetime (it labels the task in traces). Blocks only
  * when the stream's queue is full, or always under NEURON_LAUNCH_BLOCKING=1. */
-tnrt_status_t tnrt_launch(tnrt_stream_t *s, tnrt_task_fn fn, const void *args,
-                          size_t args_size, const char *name);
+tnrt_status_t tnrt_launch(tnrt_stream_t *s, tnrt_task_fn fn, const void *args, size_t args_size,
+                          const char *name);
 /* tnrt_launch that also returns the task's sequence number on s (the
  * profiler links the launch to the task's trace record with it). */
-tnrt_status_t tnrt_launch_seq(tnrt_stream_t *s, tnrt_task_fn fn, const void *args,
-                              size_t args_size, const char *name, uint64_t *seq);
+tnrt_status_t tnrt_launch_seq(tnrt_stream_t *s, tnrt_task_fn fn, const void *args, size_t args_size,
+                              const char *name, uint64_t *seq);
 /* Waits until every task launched on s so far has run. */
 tnrt_status_t tnrt_stream_synchronize(tnrt_stream_t *s);
 /* 1 when every task launched on s so far has run. */
@@ -176,8 +176,8 @@ int tnrt_launch_blocking(void);
  * <bound>"; kind INDEX reports TNRT_ERR_DEVICE_INDEX, kind ASSERT
  * TNRT_ERR_DEVICE_ASSERT (the callers' IndexError vs RuntimeError); kind
  * ZERO_DIVISION reports TNRT_ERR_DEVICE_ASSERT "ZeroDivisionError". */
-void tnrt_stream_fault(void *stream, int kind, const char *what, int64_t value,
-                       int64_t bound, uint32_t origin);
+void tnrt_stream_fault(void *stream, int kind, const char *what, int64_t value, int64_t bound,
+                       uint32_t origin);
 /* A nonzero token naming the calling host thread (the origin of its work). */
 uint32_t tnrt_thread_token(void);
 /* *idle = tnrt_stream_query(s); returns the fault of the work done so far. */
@@ -201,8 +201,7 @@ tnrt_status_t tnrt_stream_wait_event(tnrt_stream_t *s, tnrt_event_t *e);
 int tnrt_event_query(tnrt_event_t *e);
 tnrt_status_t tnrt_event_synchronize(tnrt_event_t *e);
 /* Milliseconds between two recorded timing events; waits for both. */
-tnrt_status_t tnrt_event_elapsed_ms(tnrt_event_t *start, tnrt_event_t *end,
-                                    double *ms);
+tnrt_status_t tnrt_event_elapsed_ms(tnrt_event_t *start, tnrt_event_t *end, double *ms);
 int tnrt_event_device(const tnrt_event_t *e); /* -1 before the first record */
 
 /* ---- device memory (caching allocator) -------------------------------- */
@@ -213,8 +212,8 @@ typedef struct tnrt_block tnrt_block_t;
  * On success *ptr is 64-byte aligned (NULL for 0 bytes) and *block is the
  * handle to free it with. On TNRT_ERR_OUT_OF_MEMORY the cache was flushed and
  * the allocation retried once. */
-tnrt_status_t tnrt_malloc(int device, size_t bytes, tnrt_stream_t *s,
-                          void **ptr, tnrt_block_t **block);
+tnrt_status_t tnrt_malloc(int device, size_t bytes, tnrt_stream_t *s, void **ptr,
+                          tnrt_block_t **block);
 /* Stream-ordered free: the memory may be reused at once by later work on the
  * allocation stream, and by others after the streams given to
  * tnrt_record_stream have passed their current work. NULL is a no-op. */
@@ -229,8 +228,7 @@ int tnrt_ptr_device(const void *ptr);
 /* Synchronizes the device and returns unused cached segments to the HAL. */
 tnrt_status_t tnrt_empty_cache(int device);
 
-enum { TNRT_POOL_ALL = 0, TNRT_POOL_SMALL = 1, TNRT_POOL_LARGE = 2,
-       TNRT_POOL_COUNT = 3 };
+enum { TNRT_POOL_ALL = 0, TNRT_POOL_SMALL = 1, TNRT_POOL_LARGE = 2, TNRT_POOL_COUNT = 3 };
 typedef struct tnrt_stat {
   int64_t current, peak, allocated, freed;
 } tnrt_stat_t;
@@ -257,8 +255,8 @@ tnrt_status_t tnrt_reset_accumulated_stats(int device);
  * lock: they must not allocate device memory. */
 typedef struct tnrt_segment_info {
   uint64_t address, size;
-  int pool;   /* TNRT_POOL_SMALL / TNRT_POOL_LARGE */
-  int stream; /* index of the stream the segment was allocated for */
+  int pool;         /* TNRT_POOL_SMALL / TNRT_POOL_LARGE */
+  int stream;       /* index of the stream the segment was allocated for */
   uint64_t mempool; /* 0, or the MemPool the segment belongs to */
 } tnrt_segment_info_t;
 typedef struct tnrt_block_info {
@@ -282,8 +280,7 @@ tnrt_status_t tnrt_mempool_release(int device, uint64_t mempool);
  * default), as torch.cuda.set_per_process_memory_fraction. */
 tnrt_status_t tnrt_set_memory_fraction(int device, double fraction);
 tnrt_status_t tnrt_get_memory_fraction(int device, double *fraction);
-tnrt_status_t tnrt_mem_get_info(int device, uint64_t *free_bytes,
-                                uint64_t *total_bytes);
+tnrt_status_t tnrt_mem_get_info(int device, uint64_t *free_bytes, uint64_t *total_bytes);
 
 /* ---- pinned host memory ------------------------------------------------ */
 

@@ -15,18 +15,18 @@ static void test_philox_known_answers(void) {
   uint32_t out[4];
   uint32_t c0[4] = {0, 0, 0, 0}, k0[2] = {0, 0};
   tnk_philox(c0, k0, out);
-  CHECK(out[0] == 0x6627e8d5u && out[1] == 0xe169c58du &&
-        out[2] == 0xbc57ac4cu && out[3] == 0x9b00dbd8u);
+  CHECK(out[0] == 0x6627e8d5u && out[1] == 0xe169c58du && out[2] == 0xbc57ac4cu &&
+        out[3] == 0x9b00dbd8u);
   uint32_t c1[4] = {0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
            k1[2] = {0xffffffffu, 0xffffffffu};
   tnk_philox(c1, k1, out);
-  CHECK(out[0] == 0x408f276du && out[1] == 0x41c83b0eu &&
-        out[2] == 0xa20bc7c6u && out[3] == 0x6d5451fdu);
+  CHECK(out[0] == 0x408f276du && out[1] == 0x41c83b0eu && out[2] == 0xa20bc7c6u &&
+        out[3] == 0x6d5451fdu);
   uint32_t c2[4] = {0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
            k2[2] = {0xa4093822u, 0x299f31d0u};
   tnk_philox(c2, k2, out);
-  CHECK(out[0] == 0xd16cfe09u && out[1] == 0x94fdccebu &&
-        out[2] == 0x5001e420u && out[3] == 0x24126ea1u);
+  CHECK(out[0] == 0xd16cfe09u && out[1] == 0x94fdccebu && out[2] == 0x5001e420u &&
+        out[3] == 0x24126ea1u);
 }
 
 static void test_half_conversions(void) {
@@ -77,9 +77,8 @@ static void test_copy_strided_cast(void) {
   int32_t src[15];
   double dst[15];
   for (int i = 0; i < 15; i++) src[i] = i - 7;
-  tnk_copy_args_t a = {.shape = {2, 0, {5, 3}},
-                       .dst = {dst, TNK_F64, 0, {3, 1}},
-                       .src = {src, TNK_I32, 0, {1, 5}}};
+  tnk_copy_args_t a = {
+      .shape = {2, 0, {5, 3}}, .dst = {dst, TNK_F64, 0, {3, 1}}, .src = {src, TNK_I32, 0, {1, 5}}};
   tnk_copy(&a);
   int ok = 1;
   for (int r = 0; r < 5; r++)
@@ -88,9 +87,8 @@ static void test_copy_strided_cast(void) {
   /* broadcast (stride 0) float -> bool */
   float one = 0.5f;
   unsigned char flags[6] = {0};
-  tnk_copy_args_t b = {.shape = {1, 0, {6}},
-                       .dst = {flags, TNK_BOOL, 0, {1}},
-                       .src = {&one, TNK_F32, 0, {0}}};
+  tnk_copy_args_t b = {
+      .shape = {1, 0, {6}}, .dst = {flags, TNK_BOOL, 0, {1}}, .src = {&one, TNK_F32, 0, {0}}};
   tnk_copy(&b);
   ok = 1;
   for (int i = 0; i < 6; i++) ok &= flags[i] == 1;
@@ -98,8 +96,8 @@ static void test_copy_strided_cast(void) {
   /* int64 keeps all 64 bits through int64 -> int64 and truncates to int8 */
   int64_t big = (1LL << 62) + 3, out64 = 0;
   int8_t out8 = 0;
-  tnk_copy_args_t c = {.shape = {0}, .dst = {&out64, TNK_I64, 0, {0}},
-                       .src = {&big, TNK_I64, 0, {0}}};
+  tnk_copy_args_t c = {
+      .shape = {0}, .dst = {&out64, TNK_I64, 0, {0}}, .src = {&big, TNK_I64, 0, {0}}};
   tnk_copy(&c);
   CHECK(out64 == big);
   c.dst = (tnk_view_t){&out8, TNK_I8, 0, {0}};
@@ -112,28 +110,30 @@ static void test_copy_strided_cast(void) {
   c.dst = (tnk_view_t){&i32, TNK_I32, 0, {0}};
   tnk_copy(&c);
   /* empty shapes touch nothing */
-  tnk_copy_args_t e = {.shape = {2, 0, {0, 4}}, .dst = {NULL, TNK_F32, 0, {4, 1}},
+  tnk_copy_args_t e = {.shape = {2, 0, {0, 4}},
+                       .dst = {NULL, TNK_F32, 0, {4, 1}},
                        .src = {NULL, TNK_F32, 0, {4, 1}}};
   tnk_copy(&e);
 }
 
 static void test_fill(void) {
   uint16_t h[10] = {0};
-  tnk_fill_args_t a = {.shape = {2, 0, {5, 2}}, .dst = {h, TNK_BF16, 0, {2, 1}},
-                       .value = {.f = 1.5}};
+  tnk_fill_args_t a = {
+      .shape = {2, 0, {5, 2}}, .dst = {h, TNK_BF16, 0, {2, 1}}, .value = {.f = 1.5}};
   tnk_fill(&a);
   int ok = 1;
   for (int i = 0; i < 10; i++) ok &= tnk_bf16_to_f32(h[i]) == 1.5f;
   CHECK(ok);
   static float big[100003];
-  tnk_fill_args_t b = {.shape = {1, 0, {100003}},
-                       .dst = {big, TNK_F32, 0, {1}}, .value = {.f = -2.0}};
+  tnk_fill_args_t b = {
+      .shape = {1, 0, {100003}}, .dst = {big, TNK_F32, 0, {1}}, .value = {.f = -2.0}};
   tnk_fill(&b);
   ok = 1;
   for (int i = 0; i < 100003; i++) ok &= big[i] == -2.0f;
   CHECK(ok);
   int64_t ints[3];
-  tnk_fill_args_t c = {.shape = {1, 0, {3}}, .dst = {ints, TNK_I64, 0, {1}},
+  tnk_fill_args_t c = {.shape = {1, 0, {3}},
+                       .dst = {ints, TNK_I64, 0, {1}},
                        .value = {.i = (1LL << 60) + 1, .is_integral = 1}};
   tnk_fill(&c);
   CHECK(ints[2] == (1LL << 60) + 1);
@@ -148,9 +148,13 @@ static void odd_parallel(int64_t n, int64_t grain, tnk_range_fn fn, void *c) {
 static void test_random(void) {
   enum { N = 200000 };
   static float x[N], y[N];
-  tnk_random_args_t a = {.shape = {1, 0, {N}}, .dst = {x, TNK_F32, 0, {1}},
-                         .kind = TNK_RAND_NORMAL, .seed = 42, .offset = 7,
-                         .lo = 1.0, .hi = 2.0};
+  tnk_random_args_t a = {.shape = {1, 0, {N}},
+                         .dst = {x, TNK_F32, 0, {1}},
+                         .kind = TNK_RAND_NORMAL,
+                         .seed = 42,
+                         .offset = 7,
+                         .lo = 1.0,
+                         .hi = 2.0};
   tnk_random(&a);
   tnk_set_parallel(odd_parallel);
   a.dst.data = y;
@@ -168,8 +172,12 @@ static void test_random(void) {
   CHECK(memcmp(x, y, sizeof x) != 0);
   /* uniform in [lo, hi) even after rounding to bf16 */
   static uint16_t b[N];
-  tnk_random_args_t u = {.shape = {1, 0, {N}}, .dst = {b, TNK_BF16, 0, {1}},
-                         .kind = TNK_RAND_UNIFORM, .seed = 1, .lo = 0, .hi = 1};
+  tnk_random_args_t u = {.shape = {1, 0, {N}},
+                         .dst = {b, TNK_BF16, 0, {1}},
+                         .kind = TNK_RAND_UNIFORM,
+                         .seed = 1,
+                         .lo = 0,
+                         .hi = 1};
   tnk_random(&u);
   int in_range = 1;
   for (int i = 0; i < N; i++) {
@@ -179,8 +187,12 @@ static void test_random(void) {
   CHECK(in_range);
   /* integers in [3, 10) hit every value */
   static int64_t r[N];
-  tnk_random_args_t ri = {.shape = {1, 0, {N}}, .dst = {r, TNK_I64, 0, {1}},
-                          .kind = TNK_RAND_INT, .seed = 5, .ilo = 3, .irange = 7};
+  tnk_random_args_t ri = {.shape = {1, 0, {N}},
+                          .dst = {r, TNK_I64, 0, {1}},
+                          .kind = TNK_RAND_INT,
+                          .seed = 5,
+                          .ilo = 3,
+                          .irange = 7};
   tnk_random(&ri);
   int seen[7] = {0}, ok = 1;
   for (int i = 0; i < N; i++) {
@@ -195,7 +207,9 @@ static void test_random(void) {
   tnk_random_args_t be = {.shape = {1, 0, {1000}},
                           .dst = {out, TNK_F32, 0, {1}},
                           .prob = {p, TNK_F32, 0, {1}},
-                          .kind = TNK_RAND_BERNOULLI, .has_prob = 1, .seed = 3};
+                          .kind = TNK_RAND_BERNOULLI,
+                          .has_prob = 1,
+                          .seed = 3};
   tnk_random(&be);
   ok = 1;
   for (int i = 0; i < 1000; i++) ok &= out[i] == p[i];
@@ -209,7 +223,9 @@ static void test_binary(void) {
                          .out = {out, TNK_F32, 0, {3, 1}},
                          .a = {a, TNK_F32, 0, {3, 1}},
                          .b = {b, TNK_F32, 0, {0, 1}},
-                         .op = TNK_ADD, .dtype = TNK_F32, .alpha = 0.5};
+                         .op = TNK_ADD,
+                         .dtype = TNK_F32,
+                         .alpha = 0.5};
   tnk_binary(&x);
   int ok = 1;
   for (int i = 0; i < 6; i++) ok &= out[i] == a[i] + 0.5f * b[i % 3];
@@ -219,17 +235,24 @@ static void test_binary(void) {
   tnk_binary(&x);
   CHECK(isnan(out[1]) && isnan(out[4]) && out[0] == 10 && out[5] == 30);
   int8_t i1[2] = {120, -128}, i2[2] = {10, -1}, io[2];
-  tnk_binary_args_t y = {.shape = {1, 0, {2}}, .out = {io, TNK_I8, 0, {1}},
-                         .a = {i1, TNK_I8, 0, {1}}, .b = {i2, TNK_I8, 0, {1}},
-                         .op = TNK_ADD, .dtype = TNK_I8, .ialpha = 1};
+  tnk_binary_args_t y = {.shape = {1, 0, {2}},
+                         .out = {io, TNK_I8, 0, {1}},
+                         .a = {i1, TNK_I8, 0, {1}},
+                         .b = {i2, TNK_I8, 0, {1}},
+                         .op = TNK_ADD,
+                         .dtype = TNK_I8,
+                         .ialpha = 1};
   tnk_binary(&y);
   CHECK(io[0] == (int8_t)-126 && io[1] == 127);
   CHECK(!tnk_binary_supported(TNK_DIV, TNK_I32));
   CHECK(tnk_binary_supported(TNK_ADD, TNK_BOOL) && !tnk_binary_supported(TNK_SUB, TNK_BOOL));
   uint16_t h1 = tnk_f32_to_bf16(1.5f), h2 = tnk_f32_to_bf16(2.25f), ho;
-  tnk_binary_args_t z = {.shape = {0}, .out = {&ho, TNK_BF16, 0, {0}},
-                         .a = {&h1, TNK_BF16, 0, {0}}, .b = {&h2, TNK_BF16, 0, {0}},
-                         .op = TNK_MUL, .dtype = TNK_BF16};
+  tnk_binary_args_t z = {.shape = {0},
+                         .out = {&ho, TNK_BF16, 0, {0}},
+                         .a = {&h1, TNK_BF16, 0, {0}},
+                         .b = {&h2, TNK_BF16, 0, {0}},
+                         .op = TNK_MUL,
+                         .dtype = TNK_BF16};
   tnk_binary(&z);
   CHECK(tnk_bf16_to_f32(ho) == tnk_bf16_to_f32(tnk_f32_to_bf16(1.5f * 2.25f)));
 }
@@ -247,13 +270,20 @@ static void check_vmath(vexp_fn vexp, vsig_fn vsig, vsilu_fn vsilu) {
   enum { N = 2003 };
   static float x[N], y[N];
   for (int i = 0; i < N; i++) x[i] = -100.0f + 190.0f * (float)i / N;
-  x[0] = -INFINITY; x[1] = NAN; x[2] = 0.0f; x[3] = -0.0f; x[4] = 88.0f;
+  x[0] = -INFINITY;
+  x[1] = NAN;
+  x[2] = 0.0f;
+  x[3] = -0.0f;
+  x[4] = 88.0f;
   float sum = vexp(x, 0.0f, y, N);
   int bad = 0;
   double ref_sum = 0;
   for (int i = 0; i < N; i++) {
     float want = expf(x[i]);
-    if (i == 1) { bad += !isnan(y[i]); continue; }
+    if (i == 1) {
+      bad += !isnan(y[i]);
+      continue;
+    }
     ref_sum += want;
     /* 3 ulp, 12 near the overflow edge where x - ln 2 rounds */
     float tol = x[i] > 88.3f ? 1.5e-6f : 4e-7f;
@@ -366,7 +396,7 @@ static void check_vgelu(vgelu_fn fwd, vgelu_bwd_fn bwd) {
 }
 
 static void test_vmath(void) {
-  check_vgelu(tnk_vgelu_f32, tnk_vgelu_bwd_f32); /* dispatched */
+  check_vgelu(tnk_vgelu_f32, tnk_vgelu_bwd_f32);                      /* dispatched */
   check_vmath(tnk_vexp_sum_f32, tnk_vsigmoid_f32, tnk_vsilu_bwd_f32); /* dispatched */
   check_vexp_bounded(tnk_vexp_bounded_sum_f32);
   /* streaming scale: unaligned heads and odd tails land exactly */
@@ -394,9 +424,8 @@ static void test_vmath(void) {
 /* Fused attention against a naive softmax(q k^T s) v, with a causal mask,
  * grouped heads and lengths that are not multiples of the 128 tiles; the
  * backward is checked against central differences of a weighted sum. */
-static double naive_attention_loss(const float *q, const float *k, const float *v,
-                                   const float *w, int H, int HK, int LQ, int LK, int E,
-                                   float scale, float *o) {
+static double naive_attention_loss(const float *q, const float *k, const float *v, const float *w,
+                                   int H, int HK, int LQ, int LK, int E, float scale, float *o) {
   double loss = 0;
   for (int h = 0; h < H; h++) {
     int kh = h / (H / HK);
@@ -433,13 +462,33 @@ static void test_attention(void) {
     v[i] = (float)((i * 11 % 17) - 8) / 8.0f;
   }
   float scale = 0.35f;
-  tnk_sdpa_args_t a = {.batch = 1, .heads = H, .kv_heads = HK, .lq = LQ, .lk = LK, .e = E,
-                       .ev = E, .q = q, .k = k, .v = v, .go = w, .o = o, .lse = lse,
-                       .gq = gq, .gk = gk, .gv = gv, .causal = 1, .scale = scale};
+  tnk_sdpa_args_t a = {.batch = 1,
+                       .heads = H,
+                       .kv_heads = HK,
+                       .lq = LQ,
+                       .lk = LK,
+                       .e = E,
+                       .ev = E,
+                       .q = q,
+                       .k = k,
+                       .v = v,
+                       .go = w,
+                       .o = o,
+                       .lse = lse,
+                       .gq = gq,
+                       .gk = gk,
+                       .gv = gv,
+                       .causal = 1,
+                       .scale = scale};
   int64_t sq[3] = {H * LQ * E, LQ * E, E}, sk[3] = {HK * LK * E, LK * E, E};
-  memcpy(a.sq, sq, sizeof sq); memcpy(a.so, sq, sizeof sq); memcpy(a.sgo, sq, sizeof sq);
-  memcpy(a.sgq, sq, sizeof sq); memcpy(a.sk, sk, sizeof sk); memcpy(a.sv, sk, sizeof sk);
-  memcpy(a.sgk, sk, sizeof sk); memcpy(a.sgv, sk, sizeof sk);
+  memcpy(a.sq, sq, sizeof sq);
+  memcpy(a.so, sq, sizeof sq);
+  memcpy(a.sgo, sq, sizeof sq);
+  memcpy(a.sgq, sq, sizeof sq);
+  memcpy(a.sk, sk, sizeof sk);
+  memcpy(a.sv, sk, sizeof sk);
+  memcpy(a.sgk, sk, sizeof sk);
+  memcpy(a.sgv, sk, sizeof sk);
   tnk_sdpa_forward(&a);
   naive_attention_loss(q, k, v, w, H, HK, LQ, LK, E, scale, ref);
   int bad = 0;
@@ -466,9 +515,24 @@ static void test_attention(void) {
 /* 3-D im2col against a direct gather, and col2im as its adjoint:
  * <col2im(y), x> == <y, im2col(x)> for any x, y. */
 static void test_im2col_3d(void) {
-  tnk_im2col_args_t a = {.batch = 2, .c = 3, .d = 4, .h = 5, .w = 6, .kd = 2, .kh = 3, .kw = 2,
-                         .sd = 1, .sh = 2, .sw = 1, .pd = 1, .ph = 1, .pw = 0, .dd = 2, .dh = 1,
-                         .dw = 2, .dtype = TNK_F32};
+  tnk_im2col_args_t a = {.batch = 2,
+                         .c = 3,
+                         .d = 4,
+                         .h = 5,
+                         .w = 6,
+                         .kd = 2,
+                         .kh = 3,
+                         .kw = 2,
+                         .sd = 1,
+                         .sh = 2,
+                         .sw = 1,
+                         .pd = 1,
+                         .ph = 1,
+                         .pw = 0,
+                         .dd = 2,
+                         .dh = 1,
+                         .dw = 2,
+                         .dtype = TNK_F32};
   a.od = (a.d + 2 * a.pd - a.dd * (a.kd - 1) - 1) / a.sd + 1;
   a.oh = (a.h + 2 * a.ph - a.dh * (a.kh - 1) - 1) / a.sh + 1;
   a.ow = (a.w + 2 * a.pw - a.dw * (a.kw - 1) - 1) / a.sw + 1;
@@ -503,15 +567,17 @@ static void test_im2col_3d(void) {
   for (int64_t i = 0; i < planes * vol; i++) lhs += (double)back[i] * x[i];
   for (int64_t i = 0; i < ncol; i++) rhs += (double)y[i] * col[i];
   CHECK(fabs(lhs - rhs) < 1e-3 * (1 + fabs(rhs)));
-  free(x); free(col); free(y); free(back);
+  free(x);
+  free(col);
+  free(y);
+  free(back);
 }
 
 static void test_gemm_variants(void) {
-  static const int64_t shapes[][3] = {{1, 1, 1},  {5, 7, 3},    {6, 16, 8},
-                                      {13, 33, 17}, {64, 64, 64}, {100, 70, 300},
-                                      {130, 257, 40}, {1, 300, 260}, {3, 50, 37},
-                                      {4, 600, 64}, {37, 45, 531},
-                                      {300, 700, 37}, {260, 530, 600}}; /* column split */
+  static const int64_t shapes[][3] = {
+      {1, 1, 1},      {5, 7, 3},      {6, 16, 8},     {13, 33, 17}, {64, 64, 64},
+      {100, 70, 300}, {130, 257, 40}, {1, 300, 260},  {3, 50, 37},  {4, 600, 64},
+      {37, 45, 531},  {300, 700, 37}, {260, 530, 600}}; /* column split */
   tnk_config_t cfg[3];
   int have[3];
   for (int v = 0; v < 3; v++) have[v] = tnk_config_for_isa(v, &cfg[v]) == 0;
@@ -523,12 +589,22 @@ static void test_gemm_variants(void) {
       float *C0 = malloc(sizeof(float) * m * n), *C1 = malloc(sizeof(float) * m * n);
       for (int64_t i = 0; i < m * k; i++) A[i] = (float)((i * 7 % 13) - 6) / 7.0f;
       for (int64_t i = 0; i < k * n; i++) B[i] = (float)((i * 5 % 11) - 5) / 5.0f;
-      tnk_gemm_args_t g = {.batch = 1, .m = m, .n = n, .k = k, .a = A, .b = B,
-                           .dtype = TNK_F32, .alpha = 1.5, .beta = 0.5,
-                           .sc_r = n, .sc_c = 1};
+      tnk_gemm_args_t g = {.batch = 1,
+                           .m = m,
+                           .n = n,
+                           .k = k,
+                           .a = A,
+                           .b = B,
+                           .dtype = TNK_F32,
+                           .alpha = 1.5,
+                           .beta = 0.5,
+                           .sc_r = n,
+                           .sc_c = 1};
       /* trans bit 0: A stored column-major; bit 1: B stored column-major */
-      g.sa_r = trans & 1 ? 1 : k; g.sa_c = trans & 1 ? m : 1;
-      g.sb_r = trans & 2 ? 1 : n; g.sb_c = trans & 2 ? k : 1;
+      g.sa_r = trans & 1 ? 1 : k;
+      g.sa_c = trans & 1 ? m : 1;
+      g.sb_r = trans & 2 ? 1 : n;
+      g.sb_c = trans & 2 ? k : 1;
       for (int64_t i = 0; i < m * n; i++) C0[i] = (float)(i % 3);
       memcpy(C1, C0, sizeof(float) * m * n);
       g.c = C0;
@@ -550,7 +626,10 @@ static void test_gemm_variants(void) {
         dot += (double)A[(m - 1) * g.sa_r + kk * g.sa_c] * B[kk * g.sb_r + (n - 1) * g.sb_c];
       want += 1.5 * dot;
       if (fabs(C0[m * n - 1] - want) > 1e-3 * (1 + fabs(want))) bad++;
-      free(A); free(B); free(C0); free(C1);
+      free(A);
+      free(B);
+      free(C0);
+      free(C1);
     }
   }
   CHECK(bad == 0);
@@ -561,9 +640,22 @@ static void test_gemm_variants(void) {
     b2[i] = tnk_f32_to_bf16((float)(4 - i));
     c2[i] = tnk_f32_to_bf16(NAN);
   }
-  tnk_gemm_args_t h = {.batch = 1, .m = 2, .n = 2, .k = 2, .a = a2, .b = b2, .c = c2,
-                       .sa_r = 2, .sa_c = 1, .sb_r = 2, .sb_c = 1, .sc_r = 2, .sc_c = 1,
-                       .dtype = TNK_BF16, .alpha = 1, .beta = 0};
+  tnk_gemm_args_t h = {.batch = 1,
+                       .m = 2,
+                       .n = 2,
+                       .k = 2,
+                       .a = a2,
+                       .b = b2,
+                       .c = c2,
+                       .sa_r = 2,
+                       .sa_c = 1,
+                       .sb_r = 2,
+                       .sb_c = 1,
+                       .sc_r = 2,
+                       .sc_c = 1,
+                       .dtype = TNK_BF16,
+                       .alpha = 1,
+                       .beta = 0};
   tnk_gemm(&h);
   /* [[1,2],[3,4]] @ [[4,3],[2,1]] = [[8,5],[20,13]] */
   CHECK(tnk_bf16_to_f32(c2[0]) == 8 && tnk_bf16_to_f32(c2[1]) == 5 &&
@@ -577,9 +669,14 @@ static void test_unary(void) {
   for (int i = 0; i < 7; i++) xb[i] = tnk_f32_to_bf16(x[i]);
   int bad = 0;
   for (int op = 0; op < TNK_UNARY_OP_COUNT; op++) {
-    tnk_unary_args_t a = {.shape = {1, 0, {7}}, .out = {out, TNK_F32, 0, {1}},
-                          .in = {x, TNK_F32, 0, {1}}, .op = op, .dtype = TNK_F32, .p0 = 2.0,
-                          .p1 = 3.0, .p2 = 0.5};
+    tnk_unary_args_t a = {.shape = {1, 0, {7}},
+                          .out = {out, TNK_F32, 0, {1}},
+                          .in = {x, TNK_F32, 0, {1}},
+                          .op = op,
+                          .dtype = TNK_F32,
+                          .p0 = 2.0,
+                          .p1 = 3.0,
+                          .p2 = 0.5};
     tnk_unary(&a);
     tnk_unary_args_t b = a;
     b.out = (tnk_view_t){ob, TNK_BF16, 0, {1}};
@@ -596,7 +693,9 @@ static void test_unary(void) {
         case TNK_TANH: w = tanh(v); break;
         case TNK_SIGMOID: w = 1 / (1 + exp(-v)); break;
         case TNK_GELU: w = 0.5 * v * (1 + erf(v / sqrt(2.0))); break;
-        case TNK_GELU_TANH: w = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); break;
+        case TNK_GELU_TANH:
+          w = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+          break;
         case TNK_SILU: w = v / (1 + exp(-v)); break;
         case TNK_RELU: w = v > 0 ? v : 0; break;
         case TNK_RSQRT: w = 1 / sqrt(v); break;
@@ -647,8 +746,14 @@ static void test_unary(void) {
         got = erf(got);
         gotb = erf(gotb);
       }
-      if (isnan(w)) { bad += !isnan(got) + !isnan(gotb); continue; }
-      if (isinf(w)) { bad += got != (float)w; continue; }
+      if (isnan(w)) {
+        bad += !isnan(got) + !isnan(gotb);
+        continue;
+      }
+      if (isinf(w)) {
+        bad += got != (float)w;
+        continue;
+      }
       if (fabs(got - w) > 1e-5 * (1 + fabs(w)) || fabs(gotb - w) > 2e-2 * (1 + fabs(w))) {
         printf("  unary op %d at %g: %g (bf16 %g), want %g\n", op, v, got, gotb, w);
         bad++;
@@ -659,8 +764,11 @@ static void test_unary(void) {
   CHECK(!tnk_unary_supported(TNK_EXP, TNK_I32));
   /* integer neg/abs wrap as PyTorch's do */
   int8_t i8[4] = {-128, -3, 0, 127}, o8[4];
-  tnk_unary_args_t ia = {.shape = {1, 0, {4}}, .out = {o8, TNK_I8, 0, {1}},
-                         .in = {i8, TNK_I8, 0, {1}}, .op = TNK_ABS, .dtype = TNK_I8};
+  tnk_unary_args_t ia = {.shape = {1, 0, {4}},
+                         .out = {o8, TNK_I8, 0, {1}},
+                         .in = {i8, TNK_I8, 0, {1}},
+                         .op = TNK_ABS,
+                         .dtype = TNK_I8};
   tnk_unary(&ia);
   CHECK(o8[0] == -128 && o8[1] == 3 && o8[2] == 0 && o8[3] == 127);
   ia.op = TNK_NEG;
@@ -671,18 +779,24 @@ static void test_unary(void) {
 static void test_activation_backward(void) {
   /* compare with central differences of the forward kernels */
   double xs[5] = {-2.0, -0.5, 0.1, 0.7, 1.9}, g = 1.7;
-  int pairs[3][2] = {{TNK_GELU_BWD, TNK_GELU}, {TNK_GELU_TANH_BWD, TNK_GELU_TANH},
-                     {TNK_SILU_BWD, TNK_SILU}};
+  int pairs[3][2] = {
+      {TNK_GELU_BWD, TNK_GELU}, {TNK_GELU_TANH_BWD, TNK_GELU_TANH}, {TNK_SILU_BWD, TNK_SILU}};
   int bad = 0;
   for (int p = 0; p < 3; p++)
     for (int i = 0; i < 5; i++) {
       double x = xs[i], gg = g, out, hp = x + 1e-6, hm = x - 1e-6, fp, fm;
-      tnk_binary_args_t b = {.shape = {0}, .out = {&out, TNK_F64, 0, {0}},
-                             .a = {&gg, TNK_F64, 0, {0}}, .b = {&x, TNK_F64, 0, {0}},
-                             .op = pairs[p][0], .dtype = TNK_F64};
+      tnk_binary_args_t b = {.shape = {0},
+                             .out = {&out, TNK_F64, 0, {0}},
+                             .a = {&gg, TNK_F64, 0, {0}},
+                             .b = {&x, TNK_F64, 0, {0}},
+                             .op = pairs[p][0],
+                             .dtype = TNK_F64};
       tnk_binary(&b);
-      tnk_unary_args_t u = {.shape = {0}, .out = {&fp, TNK_F64, 0, {0}},
-                            .in = {&hp, TNK_F64, 0, {0}}, .op = pairs[p][1], .dtype = TNK_F64};
+      tnk_unary_args_t u = {.shape = {0},
+                            .out = {&fp, TNK_F64, 0, {0}},
+                            .in = {&hp, TNK_F64, 0, {0}},
+                            .op = pairs[p][1],
+                            .dtype = TNK_F64};
       tnk_unary(&u);
       u.out.data = &fm;
       u.in.data = &hm;
@@ -690,9 +804,12 @@ static void test_activation_backward(void) {
       if (fabs(out - g * (fp - fm) / 2e-6) > 1e-5) bad++;
     }
   double y = 0.3, gg = 2.0, out;
-  tnk_binary_args_t s = {.shape = {0}, .out = {&out, TNK_F64, 0, {0}},
-                         .a = {&gg, TNK_F64, 0, {0}}, .b = {&y, TNK_F64, 0, {0}},
-                         .op = TNK_SIGMOID_BWD, .dtype = TNK_F64};
+  tnk_binary_args_t s = {.shape = {0},
+                         .out = {&out, TNK_F64, 0, {0}},
+                         .a = {&gg, TNK_F64, 0, {0}},
+                         .b = {&y, TNK_F64, 0, {0}},
+                         .op = TNK_SIGMOID_BWD,
+                         .dtype = TNK_F64};
   tnk_binary(&s);
   bad += fabs(out - 2.0 * 0.3 * 0.7) > 1e-12;
   s.op = TNK_TANH_BWD;
@@ -711,14 +828,18 @@ static void test_ternary_softmax_reduce_layernorm(void) {
   float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {6, 5, 4, 3, 2, 1}, c[6] = {1, 2, 1, 2, 1, 2}, o[6];
   for (int op = 0; op < TNK_TERNARY_OP_COUNT; op++)
     for (int bc = 0; bc < 2; bc++) {
-      tnk_ternary_args_t t = {.shape = {2, 0, {2, 3}}, .out = {o, TNK_F32, 0, {3, 1}},
-                              .a = {a, TNK_F32, 0, {3, 1}}, .b = {b, TNK_F32, 0, {3, 1}},
-                              .c = {c, TNK_F32, 0, {bc ? 0 : 3, 1}}, .op = op,
-                              .dtype = TNK_F32, .value = 0.25};
+      tnk_ternary_args_t t = {.shape = {2, 0, {2, 3}},
+                              .out = {o, TNK_F32, 0, {3, 1}},
+                              .a = {a, TNK_F32, 0, {3, 1}},
+                              .b = {b, TNK_F32, 0, {3, 1}},
+                              .c = {c, TNK_F32, 0, {bc ? 0 : 3, 1}},
+                              .op = op,
+                              .dtype = TNK_F32,
+                              .value = 0.25};
       tnk_ternary(&t);
       for (int i = 0; i < 6; i++) {
         float cv = c[bc ? i % 3 : i];
-        float w = op == TNK_ADDCMUL ? a[i] + 0.25f * b[i] * cv
+        float w = op == TNK_ADDCMUL   ? a[i] + 0.25f * b[i] * cv
                   : op == TNK_ADDCDIV ? a[i] + 0.25f * (b[i] / cv)
                   : op == TNK_LERP_TENSOR /* the weight from c, ATen's two halves */
                       ? (cv < 0.5f ? a[i] + cv * (b[i] - a[i]) : b[i] - (b[i] - a[i]) * (1 - cv))
@@ -728,9 +849,12 @@ static void test_ternary_softmax_reduce_layernorm(void) {
     }
   /* softmax over the middle dim of (2, 3, 2), then its backward */
   float x[12], y[12], gy[12], gx[12];
-  for (int i = 0; i < 12; i++) { x[i] = (float)(i % 5) - 2; gy[i] = (float)(i % 3); }
-  tnk_softmax_args_t sm = {.out = y, .in = x, .outer = 2, .len = 3, .inner = 2,
-                           .dtype = TNK_F32, .out_dtype = TNK_F32};
+  for (int i = 0; i < 12; i++) {
+    x[i] = (float)(i % 5) - 2;
+    gy[i] = (float)(i % 3);
+  }
+  tnk_softmax_args_t sm = {
+      .out = y, .in = x, .outer = 2, .len = 3, .inner = 2, .dtype = TNK_F32, .out_dtype = TNK_F32};
   tnk_softmax(&sm);
   for (int o2 = 0; o2 < 2; o2++)
     for (int i2 = 0; i2 < 2; i2++) {
@@ -741,8 +865,14 @@ static void test_ternary_softmax_reduce_layernorm(void) {
         bad += fabs(y[o2 * 6 + k * 2 + i2] - want) > 1e-6;
         dot += gy[o2 * 6 + k * 2 + i2] * want;
       }
-      tnk_softmax_args_t bw = {.out = gx, .in = y, .grad = gy, .outer = 2, .len = 3,
-                               .inner = 2, .dtype = TNK_F32, .out_dtype = TNK_F32,
+      tnk_softmax_args_t bw = {.out = gx,
+                               .in = y,
+                               .grad = gy,
+                               .outer = 2,
+                               .len = 3,
+                               .inner = 2,
+                               .dtype = TNK_F32,
+                               .out_dtype = TNK_F32,
                                .backward = 1};
       tnk_softmax(&bw);
       for (int k = 0; k < 3; k++) {
@@ -754,23 +884,39 @@ static void test_ternary_softmax_reduce_layernorm(void) {
   int32_t xi[12];
   int64_t so[4];
   for (int i = 0; i < 12; i++) xi[i] = i;
-  tnk_reduce_args_t r = {.shape = {3, 0, {2, 3, 2}}, .out = {so, TNK_I64, 0, {2, 0, 1}},
-                         .in = {xi, TNK_I32, 0, {6, 2, 1}}, .reduced = {0, 1, 0},
+  tnk_reduce_args_t r = {.shape = {3, 0, {2, 3, 2}},
+                         .out = {so, TNK_I64, 0, {2, 0, 1}},
+                         .in = {xi, TNK_I32, 0, {6, 2, 1}},
+                         .reduced = {0, 1, 0},
                          .op = TNK_SUM};
   tnk_reduce(&r);
   bad += so[0] != 0 + 2 + 4 || so[1] != 1 + 3 + 5 || so[2] != 6 + 8 + 10 || so[3] != 7 + 9 + 11;
   /* layer norm: normalised rows, and gradients that sum to zero per row */
   float lx[8] = {1, 2, 3, 4, -1, 0, 1, 5}, ly[8], mean[2], rstd[2], lg[8], lgx[8], lgw[4], lgb[4];
   for (int i = 0; i < 8; i++) lg[i] = (float)((i * 3) % 4) - 1.5f;
-  tnk_layer_norm_args_t ln = {.rows = 2, .n = 4, .dtype = TNK_F32, .eps = 1e-5, .x = lx,
-                              .y = ly, .mean = mean, .rstd = rstd};
+  tnk_layer_norm_args_t ln = {.rows = 2,
+                              .n = 4,
+                              .dtype = TNK_F32,
+                              .eps = 1e-5,
+                              .x = lx,
+                              .y = ly,
+                              .mean = mean,
+                              .rstd = rstd};
   tnk_layer_norm(&ln);
   bad += fabsf(mean[0] - 2.5f) > 1e-6f || fabsf(mean[1] - 1.25f) > 1e-6f;
   double row = 0;
   for (int j = 0; j < 4; j++) row += ly[j];
   bad += fabs(row) > 1e-5;
-  tnk_layer_norm_args_t lb = {.rows = 2, .n = 4, .dtype = TNK_F32, .backward = 1, .x = lx,
-                              .g = lg, .mean = mean, .rstd = rstd, .gx = lgx, .gw = lgw,
+  tnk_layer_norm_args_t lb = {.rows = 2,
+                              .n = 4,
+                              .dtype = TNK_F32,
+                              .backward = 1,
+                              .x = lx,
+                              .g = lg,
+                              .mean = mean,
+                              .rstd = rstd,
+                              .gx = lgx,
+                              .gw = lgw,
                               .gb = lgb};
   tnk_layer_norm(&lb);
   for (int rr = 0; rr < 2; rr++) {
@@ -788,9 +934,24 @@ static void test_pool_upsample(void) {
   float x[20], out[12], gout[12], gin[20];
   int64_t idx[12];
   for (int i = 0; i < 20; i++) x[i] = (float)((i * 7) % 11) - 5.0f;
-  tnk_pool_args_t a = {.in = x, .out = out, .indices = idx, .planes = 1, .h = 4, .w = 5,
-                         .oh = 3, .ow = 3, .kh = 2, .kw = 2, .sh = 2, .sw = 2, .ph = 1,
-                         .pw = 1, .dh = 1, .dw = 1, .dtype = TNK_F32, .kind = TNK_POOL_MAX};
+  tnk_pool_args_t a = {.in = x,
+                       .out = out,
+                       .indices = idx,
+                       .planes = 1,
+                       .h = 4,
+                       .w = 5,
+                       .oh = 3,
+                       .ow = 3,
+                       .kh = 2,
+                       .kw = 2,
+                       .sh = 2,
+                       .sw = 2,
+                       .ph = 1,
+                       .pw = 1,
+                       .dh = 1,
+                       .dw = 1,
+                       .dtype = TNK_F32,
+                       .kind = TNK_POOL_MAX};
   tnk_pool(&a);
   int bad = 0;
   for (int oh = 0; oh < 3; oh++)
@@ -810,8 +971,18 @@ static void test_pool_upsample(void) {
   double s = 0;
   for (int i = 0; i < 20; i++) s += gin[i];
   CHECK(s == 45.0); /* each of the 9 output gradients lands on one input */
-  tnk_resample_args_t u = {.in = x, .out = gin, .planes = 1, .d = 1, .h = 4, .w = 5, .od = 1,
-                           .oh = 2, .ow = 2, .scale_h = 2.0, .scale_w = 2.5, .dtype = TNK_F32};
+  tnk_resample_args_t u = {.in = x,
+                           .out = gin,
+                           .planes = 1,
+                           .d = 1,
+                           .h = 4,
+                           .w = 5,
+                           .od = 1,
+                           .oh = 2,
+                           .ow = 2,
+                           .scale_h = 2.0,
+                           .scale_w = 2.5,
+                           .dtype = TNK_F32};
   tnk_resample(&u);
   u.backward = 1;
   u.in = gout;
@@ -834,10 +1005,30 @@ static void test_pool3d(void) {
   float x[D * H * W], out[2 * 3 * 4], gin[D * H * W], gout[2 * 3 * 4];
   int64_t idx[2 * 3 * 4];
   for (int i = 0; i < D * H * W; i++) x[i] = (float)((i * 13) % 17) - 8.0f;
-  tnk_pool_args_t a = {.in = x, .out = out, .indices = idx, .planes = 1, .d = D, .h = H, .w = W,
-                       .od = 1, .oh = 3, .ow = 4, .kd = 2, .kh = 2, .kw = 2, .sd = 1, .sh = 1,
-                       .sw = 1, .pd = 0, .ph = 0, .pw = 0, .dd = 2, .dh = 1, .dw = 1,
-                       .dtype = TNK_F32, .kind = TNK_POOL_MAX};
+  tnk_pool_args_t a = {.in = x,
+                       .out = out,
+                       .indices = idx,
+                       .planes = 1,
+                       .d = D,
+                       .h = H,
+                       .w = W,
+                       .od = 1,
+                       .oh = 3,
+                       .ow = 4,
+                       .kd = 2,
+                       .kh = 2,
+                       .kw = 2,
+                       .sd = 1,
+                       .sh = 1,
+                       .sw = 1,
+                       .pd = 0,
+                       .ph = 0,
+                       .pw = 0,
+                       .dd = 2,
+                       .dh = 1,
+                       .dw = 1,
+                       .dtype = TNK_F32,
+                       .kind = TNK_POOL_MAX};
   tnk_pool(&a);
   int bad = 0;
   for (int oy = 0; oy < 3; oy++)
@@ -851,9 +1042,26 @@ static void test_pool3d(void) {
     }
   CHECK(bad == 0);
   /* average 1x2x... windows over a [2, 4, 4] volume part: stride = kernel */
-  tnk_pool_args_t v = {.in = x, .out = out, .planes = 1, .d = D, .h = H, .w = W, .od = 3,
-                       .oh = 2, .ow = 2, .kd = 1, .kh = 2, .kw = 2, .sd = 1, .sh = 2, .sw = 2,
-                       .dd = 1, .dh = 1, .dw = 1, .dtype = TNK_F32, .kind = TNK_POOL_AVG};
+  tnk_pool_args_t v = {.in = x,
+                       .out = out,
+                       .planes = 1,
+                       .d = D,
+                       .h = H,
+                       .w = W,
+                       .od = 3,
+                       .oh = 2,
+                       .ow = 2,
+                       .kd = 1,
+                       .kh = 2,
+                       .kw = 2,
+                       .sd = 1,
+                       .sh = 2,
+                       .sw = 2,
+                       .dd = 1,
+                       .dh = 1,
+                       .dw = 1,
+                       .dtype = TNK_F32,
+                       .kind = TNK_POOL_AVG};
   tnk_pool(&v);
   CHECK(out[0] == (x[0] + x[1] + x[W] + x[W + 1]) / 4);
   for (int i = 0; i < 12; i++) gout[i] = 1.0f + (float)i;
@@ -874,9 +1082,19 @@ static void test_pool3d(void) {
 static void test_resample_cubic(void) {
   float in[8], up[15], g[15], back[8];
   for (int i = 0; i < 8; i++) in[i] = (float)(i * i) - 3.0f;
-  tnk_resample_args_t c = {.in = in, .out = up, .planes = 1, .d = 1, .h = 1, .w = 8, .od = 1,
-                           .oh = 1, .ow = 15, .scale_w = 0.5, .dtype = TNK_F32,
-                           .align_corners = 1, .mode = TNK_RESAMPLE_CUBIC};
+  tnk_resample_args_t c = {.in = in,
+                           .out = up,
+                           .planes = 1,
+                           .d = 1,
+                           .h = 1,
+                           .w = 8,
+                           .od = 1,
+                           .oh = 1,
+                           .ow = 15,
+                           .scale_w = 0.5,
+                           .dtype = TNK_F32,
+                           .align_corners = 1,
+                           .mode = TNK_RESAMPLE_CUBIC};
   tnk_resample(&c);
   int bad = 0;
   for (int k = 0; k < 8; k++) bad += fabsf(up[2 * k] - in[k]) > 1e-5f;
@@ -908,7 +1126,8 @@ static const tnk_config_t *avx512_cfg(void) {
 static void test_softmax_pipelined(void) {
   if (!(tnk_cpu_features() & TNK_ISA_AVX512)) return;
   enum { R = 6, N = 48 };
-  float *x = aligned_alloc(64, sizeof(float) * R * N), *y = aligned_alloc(64, sizeof(float) * R * N);
+  float *x = aligned_alloc(64, sizeof(float) * R * N),
+        *y = aligned_alloc(64, sizeof(float) * R * N);
   float *scratch = aligned_alloc(64, sizeof(float) * 2 * N);
   for (int i = 0; i < R * N; i++) x[i] = (float)((i * 37) % 23) * 0.7f - 8.0f;
   x[1 * N + 5] = NAN;
@@ -929,12 +1148,16 @@ static void test_softmax_pipelined(void) {
     for (int k = 0; k < N; k++) {
       double want = nan || isinf(mx) ? NAN : exp((double)x[r * N + k] - mx) / sum;
       double got = y[r * N + k];
-      if (isnan(want)) bad += !isnan(got);
-      else bad += fabs(got - want) > 1e-6 * (1 + want) || (want == 0 && got != 0);
+      if (isnan(want))
+        bad += !isnan(got);
+      else
+        bad += fabs(got - want) > 1e-6 * (1 + want) || (want == 0 && got != 0);
     }
   }
   CHECK(bad == 0);
-  free(x); free(y); free(scratch);
+  free(x);
+  free(y);
+  free(scratch);
 }
 
 /* grid_sample: with align_corners, grid points on pixel centres read those
@@ -945,21 +1168,39 @@ static void test_grid_sample(void) {
   float x[H * W], grid[P * 2], out[P], gout[P], gin[H * W], ggrid[P * 2];
   for (int i = 0; i < H * W; i++) x[i] = (float)(i * 3 % 7) - 2.0f;
   /* (x, y) pixel (2, 1), (0, 0), (3, 2), then NaN, +inf, 1e30 */
-  float pts[P][2] = {{2.0f * 2 / (W - 1) - 1, 2.0f * 1 / (H - 1) - 1}, {-1, -1}, {1, 1},
-                     {NAN, 0}, {INFINITY, 0.5f}, {1e30f, -1e30f}};
-  for (int i = 0; i < P; i++) { grid[2 * i] = pts[i][0]; grid[2 * i + 1] = pts[i][1]; }
+  float pts[P][2] = {{2.0f * 2 / (W - 1) - 1, 2.0f * 1 / (H - 1) - 1},
+                     {-1, -1},
+                     {1, 1},
+                     {NAN, 0},
+                     {INFINITY, 0.5f},
+                     {1e30f, -1e30f}};
+  for (int i = 0; i < P; i++) {
+    grid[2 * i] = pts[i][0];
+    grid[2 * i + 1] = pts[i][1];
+  }
   for (int mode = 0; mode < 2; mode++)
     for (int pad = 0; pad < 3; pad++) {
-      tnk_grid_sample_args_t a = {.in = x, .grid = grid, .out = out, .n = 1, .c = 1, .h = H,
-                                  .w = W, .oh = 1, .ow = P, .dtype = TNK_F32, .mode = mode,
-                                  .padding = pad, .align_corners = 1};
+      tnk_grid_sample_args_t a = {.in = x,
+                                  .grid = grid,
+                                  .out = out,
+                                  .n = 1,
+                                  .c = 1,
+                                  .h = H,
+                                  .w = W,
+                                  .oh = 1,
+                                  .ow = P,
+                                  .dtype = TNK_F32,
+                                  .mode = mode,
+                                  .padding = pad,
+                                  .align_corners = 1};
       tnk_grid_sample(&a);
       CHECK(fabsf(out[0] - x[1 * W + 2]) < 1e-5f);
       CHECK(fabsf(out[1] - x[0]) < 1e-5f && fabsf(out[2] - x[H * W - 1]) < 1e-5f);
       /* NaN: a NaN bilinear sample (as CPU), no tap for nearest */
       if (pad == TNK_GRID_PAD_ZEROS)
         CHECK((mode == TNK_GRID_NEAREST ? out[3] == 0 && out[4] == 0
-                                        : isnan(out[3]) && isnan(out[4])) && out[5] == 0);
+                                        : isnan(out[3]) && isnan(out[4])) &&
+              out[5] == 0);
       for (int i = 0; i < P; i++) gout[i] = 1.0f;
       a.backward = 1;
       a.gout = gout;
@@ -986,8 +1227,11 @@ static void test_complex_unary(void) {
   for (int op = TNK_CX_EXP; op < TNK_CX_OP_COUNT; op++) {
     int real = op == TNK_CX_ABS || op == TNK_CX_ANGLE;
     if (op != TNK_CX_EXP && op != TNK_CX_CONJ && !real) continue;
-    tnk_unary_args_t a = {.shape = {1, 0, {N}}, .out = {real ? (void *)r : out, real ? TNK_F32 : TNK_C64, 0, {1}},
-                          .in = {z, TNK_C64, 0, {2}}, .op = op, .dtype = TNK_C64};
+    tnk_unary_args_t a = {.shape = {1, 0, {N}},
+                          .out = {real ? (void *)r : out, real ? TNK_F32 : TNK_C64, 0, {1}},
+                          .in = {z, TNK_C64, 0, {2}},
+                          .op = op,
+                          .dtype = TNK_C64};
     CHECK(tnk_complex_unary_supported(op, TNK_C64, a.out.dtype));
     tnk_complex_unary(&a);
     for (int i = 0; i < N; i++) {
@@ -1010,14 +1254,18 @@ static void test_complex_unary(void) {
 static void test_layer_norm_pipelined(void) {
   if (!(tnk_cpu_features() & TNK_ISA_AVX512)) return;
   enum { R = 5, N = 32 };
-  float *x = aligned_alloc(64, sizeof(float) * R * N), *y = aligned_alloc(64, sizeof(float) * R * N);
+  float *x = aligned_alloc(64, sizeof(float) * R * N),
+        *y = aligned_alloc(64, sizeof(float) * R * N);
   float w[N], b[N], mean[R], rstd[R];
   for (int i = 0; i < R * N; i++) x[i] = (float)((i * 29) % 31) * 0.3f - 4.0f + (float)(i / N);
-  for (int k = 0; k < N; k++) { w[k] = 0.5f + 0.01f * (float)k; b[k] = (float)(k % 3) - 1.0f; }
+  for (int k = 0; k < N; k++) {
+    w[k] = 0.5f + 0.01f * (float)k;
+    b[k] = (float)(k % 3) - 1.0f;
+  }
   int bad = 0;
   for (int affine = 0; affine < 2; affine++) {
-    avx512_cfg()->vmath.layer_norm_rows_stream(x, y, R, N, 1e-5f, affine ? w : NULL, affine ? b : NULL,
-                                           mean, rstd);
+    avx512_cfg()->vmath.layer_norm_rows_stream(x, y, R, N, 1e-5f, affine ? w : NULL,
+                                               affine ? b : NULL, mean, rstd);
     for (int r = 0; r < R; r++) {
       double mu = 0, var = 0;
       for (int k = 0; k < N; k++) mu += x[r * N + k];
@@ -1033,7 +1281,8 @@ static void test_layer_norm_pipelined(void) {
     }
   }
   CHECK(bad == 0);
-  free(x); free(y);
+  free(x);
+  free(y);
 }
 
 /* The streaming copy: every head/tail alignment and length around the
@@ -1053,7 +1302,8 @@ static void test_copy_stream(void) {
       for (int i = off + len; i < B + 64; i++) bad += dst[i] != 0xEE;
     }
   CHECK(bad == 0);
-  free(src); free(dst);
+  free(src);
+  free(dst);
 }
 
 /* The log-sum-exp scan against log(sum exp) in double, with -inf entries,
@@ -1062,8 +1312,14 @@ static void test_scan_logsumexp(void) {
   float x[2 * 5] = {-INFINITY, 1.0f, 800.0f, -3.0f, 2.0f, 0.5f, -INFINITY, -700.0f, 4.0f, 1.0f};
   float y[2 * 5];
   /* [2, 5] scanned along dim 0 of a [5, 2] view: outer 1, len 5, inner 2 */
-  tnk_scan_args_t a = {.in = x, .out = y, .outer = 1, .len = 5, .inner = 2, .in_dtype = TNK_F32,
-                       .out_dtype = TNK_F32, .op = TNK_SCAN_LOGSUMEXP};
+  tnk_scan_args_t a = {.in = x,
+                       .out = y,
+                       .outer = 1,
+                       .len = 5,
+                       .inner = 2,
+                       .in_dtype = TNK_F32,
+                       .out_dtype = TNK_F32,
+                       .op = TNK_SCAN_LOGSUMEXP};
   tnk_scan(&a);
   int bad = 0;
   for (int c = 0; c < 2; c++) {
@@ -1089,8 +1345,9 @@ static void test_scan_logsumexp(void) {
  * the fp32-converting path (avx2) against the reference, odd depths, edge
  * tiles, transposed operands, alpha/beta and depths over one packed block. */
 static void test_gemm_bf16_variants(void) {
-  const int64_t shapes[][3] = {{13, 7, 33}, {25, 64, 70}, {12, 1101, 32}, {3, 5, 2}, {40, 300, 64},
-                               {36, 33, 96}, {270, 40, 530}}; /* last: column split */
+  const int64_t shapes[][3] = {
+      {13, 7, 33},   {25, 64, 70}, {12, 1101, 32}, {3, 5, 2},
+      {40, 300, 64}, {36, 33, 96}, {270, 40, 530}}; /* last: column split */
   int bad = 0;
   for (int s = 0; s < 7; s++)
     for (int trans = 0; trans < 4; trans++) {
@@ -1101,14 +1358,26 @@ static void test_gemm_bf16_variants(void) {
       for (int64_t i = 0; i < k * n; i++) B[i] = tnk_f32_to_bf16((float)((i * 5 % 11) - 5) / 4.0f);
       for (int64_t i = 0; i < m * n; i++) C0[i] = tnk_f32_to_bf16((float)(i % 3));
       memcpy(C1, C0, 2 * m * n);
-      tnk_gemm_args_t g = {.batch = 1, .m = m, .n = n, .k = k, .a = A, .b = B, .c = C0,
-                           .dtype = TNK_BF16, .alpha = 1.5, .beta = 0.5, .sc_r = n, .sc_c = 1};
+      tnk_gemm_args_t g = {.batch = 1,
+                           .m = m,
+                           .n = n,
+                           .k = k,
+                           .a = A,
+                           .b = B,
+                           .c = C0,
+                           .dtype = TNK_BF16,
+                           .alpha = 1.5,
+                           .beta = 0.5,
+                           .sc_r = n,
+                           .sc_c = 1};
       if (trans == 0 || s == 1) { /* plain C = A B: full tiles round straight into C */
         g.alpha = 1.0;
         g.beta = 0.0;
       }
-      g.sa_r = trans & 1 ? 1 : k; g.sa_c = trans & 1 ? m : 1;
-      g.sb_r = trans & 2 ? 1 : n; g.sb_c = trans & 2 ? k : 1;
+      g.sa_r = trans & 1 ? 1 : k;
+      g.sa_c = trans & 1 ? m : 1;
+      g.sb_r = trans & 2 ? 1 : n;
+      g.sb_c = trans & 2 ? k : 1;
       tnk_config_t ref, cv;
       tnk_config_for_isa(TNK_ISA_REFERENCE, &ref);
       tnk_gemm_with(&ref, &g);
@@ -1127,7 +1396,10 @@ static void test_gemm_bf16_variants(void) {
         free(Cv);
         g.c = C0;
       }
-      free(A); free(B); free(C0); free(C1);
+      free(A);
+      free(B);
+      free(C0);
+      free(C1);
     }
   CHECK(bad == 0);
 }
@@ -1143,19 +1415,35 @@ static void test_trsm(void) {
       for (int dt = 0; dt < 2; dt++) {
         for (int i = 0; i < N; i++)
           for (int j = 0; j < N; j++)
-            A[i * N + j] = ((upper ? j >= i : j <= i) ? (i == j ? 2.0 + i : 0.3 * ((i + 2 * j) % 5) - 0.6) : 0);
+            A[i * N + j] =
+                ((upper ? j >= i : j <= i) ? (i == j ? 2.0 + i : 0.3 * ((i + 2 * j) % 5) - 0.6)
+                                           : 0);
         for (int i = 0; i < N * K; i++) B[i] = (double)((i * 7) % 11) - 5;
         float Af[N * N], Xf[N * K];
         for (int i = 0; i < N * N; i++) Af[i] = (float)A[i];
-        for (int i = 0; i < N * K; i++) { X[i] = B[i]; Xf[i] = (float)B[i]; }
+        for (int i = 0; i < N * K; i++) {
+          X[i] = B[i];
+          Xf[i] = (float)B[i];
+        }
         /* A read through its transpose's strides: (sa_r, sa_c) = (1, N) of A^T */
         double At[N * N];
         float Aft[N * N];
         for (int i = 0; i < N; i++)
-          for (int j = 0; j < N; j++) { At[j * N + i] = A[i * N + j]; Aft[j * N + i] = Af[i * N + j]; }
-        tnk_trsm_args_t t = {.batch = 1, .n = N, .k = K, .a = dt ? (void *)At : (void *)Aft,
-                             .x = dt ? (void *)X : (void *)Xf, .sa_r = 1, .sa_c = N, .sx_r = K,
-                             .sx_c = 1, .dtype = dt ? TNK_F64 : TNK_F32, .upper = upper,
+          for (int j = 0; j < N; j++) {
+            At[j * N + i] = A[i * N + j];
+            Aft[j * N + i] = Af[i * N + j];
+          }
+        tnk_trsm_args_t t = {.batch = 1,
+                             .n = N,
+                             .k = K,
+                             .a = dt ? (void *)At : (void *)Aft,
+                             .x = dt ? (void *)X : (void *)Xf,
+                             .sa_r = 1,
+                             .sa_c = N,
+                             .sx_r = K,
+                             .sx_c = 1,
+                             .dtype = dt ? TNK_F64 : TNK_F32,
+                             .upper = upper,
                              .unit = unit};
         tnk_trsm(&t);
         for (int i = 0; i < N; i++)
@@ -1181,7 +1469,10 @@ static void test_trsm(void) {
 static int close_enough(double got, double want, int dtype) {
   if (got != got || want != want) return (got != got) == (want != want);
   if (got == want) return 1;
-  double rel = dtype == TNK_F64 ? 1e-13 : dtype == TNK_F32 ? 4e-6 : dtype == TNK_BF16 ? 1.6e-2 : 2e-3;
+  double rel = dtype == TNK_F64    ? 1e-13
+               : dtype == TNK_F32  ? 4e-6
+               : dtype == TNK_BF16 ? 1.6e-2
+                                   : 2e-3;
   /* absolute at the scale of 1: ops like GELU's backward cancel terms of
    * size ~1, where a last-ulp difference of erff is not relative to the result */
   return fabs(got - want) <= rel * (fabs(want) + (dtype == TNK_F64 ? 1e-3 : 1.0));
@@ -1189,17 +1480,20 @@ static int close_enough(double got, double want, int dtype) {
 
 enum { VN = 53 };
 static void variant_inputs(int dtype, char *buf, int64_t stride, int seed) {
-  static const double specials[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1e-30, 60.0, -60.0, 1.0, -1.0};
+  static const double specials[] = {0.0,   -0.0, INFINITY, -INFINITY, NAN,
+                                    1e-30, 60.0, -60.0,    1.0,       -1.0};
   for (int i = 0; i < VN; i++) {
     double v = i < 10 ? specials[(i + seed) % 10] : ((i * 37 + seed * 11) % 97) / 12.0 - 4.0;
     tnk_stf(buf + i * stride, dtype, 0, v);
   }
 }
 
-static int compare_outputs(const char *got, const char *want, int64_t stride, int dtype, int out_dtype) {
+static int compare_outputs(const char *got, const char *want, int64_t stride, int dtype,
+                           int out_dtype) {
   int bad = 0;
   for (int i = 0; i < VN; i++) {
-    double g = tnk_ldf(got + i * stride, out_dtype, 0), w = tnk_ldf(want + i * stride, out_dtype, 0);
+    double g = tnk_ldf(got + i * stride, out_dtype, 0),
+           w = tnk_ldf(want + i * stride, out_dtype, 0);
     if (!close_enough(g, w, dtype)) bad++;
   }
   return bad;
@@ -1231,7 +1525,9 @@ static void test_config_variants(void) {
           fr(o1, a, st, st, VN, p);
           fv(o2, a, st, st, VN, p);
           int nb = compare_outputs(o2, o1, st, dt, dt);
-          if (nb) fprintf(stderr, "  %s unary op %d dtype %d strided %d: %d differ\n", tnk_isa_name(isa), op, dt, strided, nb);
+          if (nb)
+            fprintf(stderr, "  %s unary op %d dtype %d strided %d: %d differ\n", tnk_isa_name(isa),
+                    op, dt, strided, nb);
           bad += nb;
           checked++;
         }
@@ -1242,11 +1538,16 @@ static void test_config_variants(void) {
           fr(o1, a, b, st, st, st, VN, al, 1);
           fv(o2, a, b, st, st, st, VN, al, 1);
           int nb = compare_outputs(o2, o1, st, dt, dt);
-          if (nb) fprintf(stderr, "  %s binary op %d dtype %d strided %d: %d differ\n", tnk_isa_name(isa), op, dt, strided, nb);
+          if (nb)
+            fprintf(stderr, "  %s binary op %d dtype %d strided %d: %d differ\n", tnk_isa_name(isa),
+                    op, dt, strided, nb);
           bad += nb;
           checked++;
         }
-        free(a); free(b); free(o1); free(o2);
+        free(a);
+        free(b);
+        free(o1);
+        free(o2);
       }
     /* the vector row math, every length class around the vector widths */
     float x[VN + 40], g[VN + 40], y1[VN + 40], y2[VN + 40], w[VN + 40], bb[VN + 40];
@@ -1261,26 +1562,33 @@ static void test_config_variants(void) {
       float s1 = R->exp_sum(x, 1.0f, y1, n), s2 = V->exp_sum(x, 1.0f, y2, n);
       bad += !close_enough(s2, s1, TNK_F32);
       for (int k = 0; k < n; k++) bad += !close_enough(y2[k], y1[k], TNK_F32);
-      s1 = R->exp_bounded_sum(x, 4.0f, y1, n); s2 = V->exp_bounded_sum(x, 4.0f, y2, n);
+      s1 = R->exp_bounded_sum(x, 4.0f, y1, n);
+      s2 = V->exp_bounded_sum(x, 4.0f, y2, n);
       bad += !close_enough(s2, s1, TNK_F32);
       for (int k = 0; k < n; k++) bad += !close_enough(y2[k], y1[k], TNK_F32);
       for (int form = 0; form < 2; form++) {
-        R->sigmoid(x, y1, n, form); V->sigmoid(x, y2, n, form);
+        R->sigmoid(x, y1, n, form);
+        V->sigmoid(x, y2, n, form);
         for (int k = 0; k < n; k++) bad += !close_enough(y2[k], y1[k], TNK_F32);
-        R->gelu(x, y1, n, form); V->gelu(x, y2, n, form);
+        R->gelu(x, y1, n, form);
+        V->gelu(x, y2, n, form);
         for (int k = 0; k < n; k++) bad += !close_enough(y2[k], y1[k], TNK_F32);
-        R->gelu_bwd(g, x, y1, n, form); V->gelu_bwd(g, x, y2, n, form);
+        R->gelu_bwd(g, x, y1, n, form);
+        V->gelu_bwd(g, x, y2, n, form);
         for (int k = 0; k < n; k++) bad += !close_enough(y2[k], y1[k], TNK_F32);
       }
-      R->silu_bwd(g, x, y1, n); V->silu_bwd(g, x, y2, n);
+      R->silu_bwd(g, x, y1, n);
+      V->silu_bwd(g, x, y2, n);
       for (int k = 0; k < n; k++) bad += !close_enough(y2[k], y1[k], TNK_F32);
       bad += !close_enough(V->sum_f64(x, n), R->sum_f64(x, n), TNK_F64);
       bad += fabsf(V->sum(x, n) - R->sum(x, n)) > 1e-5f * (float)(n + 1);
       bad += fabsf(V->sumsqdev(x, n, 0.25f) - R->sumsqdev(x, n, 0.25f)) > 1e-4f * (float)(n + 1);
       bad += V->max(x, n) != R->max(x, n);
-      R->normalize(x, y1, n, 0.5f, 1.25f, w, bb); V->normalize(x, y2, n, 0.5f, 1.25f, w, bb);
+      R->normalize(x, y1, n, 0.5f, 1.25f, w, bb);
+      V->normalize(x, y2, n, 0.5f, 1.25f, w, bb);
       for (int k = 0; k < n; k++) bad += !close_enough(y2[k], y1[k], TNK_F32);
-      R->scale_stream(x, 0.75f, y1, n); V->scale_stream(x, 0.75f, y2, n);
+      R->scale_stream(x, 0.75f, y1, n);
+      V->scale_stream(x, 0.75f, y2, n);
       for (int k = 0; k < n; k++) bad += y2[k] != y1[k];
       checked++;
     }
@@ -1296,16 +1604,32 @@ static int g_gemm_faults;
 static const char *g_gemm_fault_what;
 static void count_gemm_fault(void *ctx, int kind, const char *what, int64_t v, int64_t b,
                              uint32_t origin) {
-  (void)ctx; (void)v; (void)b; (void)origin;
+  (void)ctx;
+  (void)v;
+  (void)b;
+  (void)origin;
   g_gemm_faults += kind == TNRT_FAULT_MESSAGE;
   g_gemm_fault_what = what;
 }
 
 static void test_gemm_reports_allocation_failure(void) {
   double a = 1, b = 1, c = 0;
-  tnk_gemm_args_t g = {.batch = 1, .m = 1, .n = (int64_t)1 << 58, .k = 1, .a = &a, .b = &b,
-                       .c = &c, .sa_r = 1, .sa_c = 1, .sb_r = 1, .sb_c = 1, .sc_r = 1,
-                       .sc_c = 1, .dtype = TNK_F64, .alpha = 1, .beta = 0};
+  tnk_gemm_args_t g = {.batch = 1,
+                       .m = 1,
+                       .n = (int64_t)1 << 58,
+                       .k = 1,
+                       .a = &a,
+                       .b = &b,
+                       .c = &c,
+                       .sa_r = 1,
+                       .sa_c = 1,
+                       .sb_r = 1,
+                       .sb_c = 1,
+                       .sc_r = 1,
+                       .sc_c = 1,
+                       .dtype = TNK_F64,
+                       .alpha = 1,
+                       .beta = 0};
   g.fault.fn = count_gemm_fault;
   CHECK(tnk_gemm(&g) == -1);
   CHECK(g_gemm_faults == 1 && g_gemm_fault_what && strstr(g_gemm_fault_what, "out of host memory"));

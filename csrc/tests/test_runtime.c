@@ -79,8 +79,7 @@ static void test_alloc_split_merge(void) {
   tnrt_empty_cache(0);
   void *p[4];
   tnrt_block_t *b[4];
-  for (int i = 0; i < 4; i++)
-    CHECK(tnrt_malloc(0, 4096, NULL, &p[i], &b[i]) == TNRT_OK);
+  for (int i = 0; i < 4; i++) CHECK(tnrt_malloc(0, 4096, NULL, &p[i], &b[i]) == TNRT_OK);
   /* four blocks carved from one 2 MiB segment, adjacent */
   CHECK((char *)p[1] == (char *)p[0] + 4096);
   tnrt_memory_stats_t st;
@@ -159,7 +158,7 @@ static void test_stream_ordered_reuse(void) {
   tnrt_free(b);
   tnrt_memory_stats_t st;
   tnrt_memory_stats(0, &st);
-  int blocking = tnrt_launch_blocking(); /* then s1 has already finished */
+  int blocking = tnrt_launch_blocking();        /* then s1 has already finished */
   CHECK(blocking || st.active[0].current >= 1); /* active while s1 runs */
   CHECK(tnrt_malloc(0, 4096, s0, &q, &bq) == TNRT_OK);
   CHECK(blocking || q != p);
@@ -201,8 +200,7 @@ static void test_stream_order_and_sync(void) {
   CHECK(ordered);
   char big[TNRT_TASK_ARGS_MAX + 1];
   memset(big, 0, sizeof big);
-  CHECK(tnrt_launch(s, sleep_task, big, sizeof big, "x") ==
-        TNRT_ERR_INVALID_ARGUMENT);
+  CHECK(tnrt_launch(s, sleep_task, big, sizeof big, "x") == TNRT_ERR_INVALID_ARGUMENT);
   CHECK(tnrt_stream_get(0, TNRT_STREAMS_PER_DEVICE) == NULL);
   CHECK(tnrt_stream_get(99, 0) == NULL);
 }
@@ -383,8 +381,7 @@ static void test_fork_child_refuses(void) {
     tnrt_block_t *b;
     int ok = tnrt_in_bad_fork() && tnrt_init() == TNRT_ERR_FORKED &&
              tnrt_malloc(0, 16, NULL, &p, &b) == TNRT_ERR_FORKED &&
-             tnrt_launch(tnrt_stream_get(0, 0), sleep_task, &ok, sizeof ok,
-                         "x") != TNRT_OK;
+             tnrt_launch(tnrt_stream_get(0, 0), sleep_task, &ok, sizeof ok, "x") != TNRT_OK;
     _exit(ok ? 0 : 1);
   }
   int status = 0;
@@ -540,6 +537,5 @@ int main(int argc, char **argv) {
   RUN(test_device_faults);
   RUN(test_fork_child_refuses);
   RUN(test_shared_memory);
-  return REPORT(tnrt_launch_blocking() ? "test_runtime (launch blocking)"
-                                       : "test_runtime");
+  return REPORT(tnrt_launch_blocking() ? "test_runtime (launch blocking)" : "test_runtime");
 }

@@ -69,14 +69,12 @@ void tnk_vgelu_f32_ref(const float *x, float *y, int64_t n, int tanh_form) {
   }
 }
 
-void tnk_vgelu_bwd_f32_ref(const float *g, const float *x, float *out, int64_t n,
-                           int tanh_form) {
+void tnk_vgelu_bwd_f32_ref(const float *g, const float *x, float *out, int64_t n, int tanh_form) {
   for (int64_t k = 0; k < n; k++) {
     float v = x[k], d;
     if (tanh_form) {
       float t = tanhf(0.7978845608f * (v + 0.044715f * v * v * v));
-      d = 0.5f * (1 + t) +
-          0.5f * v * (1 - t * t) * 0.7978845608f * (1 + 3 * 0.044715f * v * v);
+      d = 0.5f * (1 + t) + 0.5f * v * (1 - t * t) * 0.7978845608f * (1 + 3 * 0.044715f * v * v);
     } else {
       d = 0.5f * (1 + erff(v * 0.7071067812f)) + v * 0.3989422804f * expf(-0.5f * v * v);
     }

@@ -10,27 +10,27 @@
 
 #define UK_NR (2 * VF_LANES)
 #define UK_DECL(r) vf c##r##0 = vf_zero(), c##r##1 = vf_zero();
-#define UK_STEP(r)                                  \
-  {                                                 \
-    vf av = vf_set1(ak[(r) * a_rs]);                \
-    c##r##0 = vf_fmadd(av, b0, c##r##0);            \
-    c##r##1 = vf_fmadd(av, b1, c##r##1);            \
+#define UK_STEP(r)                       \
+  {                                      \
+    vf av = vf_set1(ak[(r) * a_rs]);     \
+    c##r##0 = vf_fmadd(av, b0, c##r##0); \
+    c##r##1 = vf_fmadd(av, b1, c##r##1); \
   }
-#define UK_STORE(r)                                 \
-  vf_store(c + (r) * ldc, c##r##0);                 \
+#define UK_STORE(r)                 \
+  vf_store(c + (r) * ldc, c##r##0); \
   vf_store(c + (r) * ldc + VF_LANES, c##r##1);
-#define UK_ACCUM(r)                                                         \
-  vf_store(c + (r) * ldc, vf_add(c##r##0, vf_load(c + (r) * ldc)));         \
+#define UK_ACCUM(r)                                                 \
+  vf_store(c + (r) * ldc, vf_add(c##r##0, vf_load(c + (r) * ldc))); \
   vf_store(c + (r) * ldc + VF_LANES, vf_add(c##r##1, vf_load(c + (r) * ldc + VF_LANES)));
 
 /* Spelled out so every accumulator stays in a register; inlined twice:
  * once with the packed-panel strides as constants (A broadcasts become
  * immediate-offset loads folded into the FMAs, no stride registers to
  * spill), once generic for unpacked operands. */
-static inline __attribute__((always_inline)) void ukernel(int64_t kc, const float *a,
-                                                          int64_t a_rs, int64_t a_cs,
-                                                          const float *b, int64_t b_rs, float *c,
-                                                          int64_t ldc, int accumulate) {
+static inline __attribute__((always_inline)) void ukernel(int64_t kc, const float *a, int64_t a_rs,
+                                                          int64_t a_cs, const float *b,
+                                                          int64_t b_rs, float *c, int64_t ldc,
+                                                          int accumulate) {
   UK_ROWS(UK_DECL)
   UK_PREFETCH_C
   UK_K_LOOP

@@ -83,8 +83,8 @@ static inline vm vf_not_lt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_NLT_UQ)
 static inline vf vf_select(vm m, vf a, vf b) { return _mm256_blendv_ps(b, a, m); }
 static inline vf vf_keep(vm m, vf a) { return _mm256_and_ps(m, a); }
 static inline vm vf_first(int64_t n) {
-  return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)n),
-                                                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+  return _mm256_castsi256_ps(
+      _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 /* through a zero-padded lane block */
 static inline vf vf_load_part(const float *p, int64_t n) {

@@ -84,8 +84,10 @@ static inline __attribute__((always_inline)) float exp_sum(const float *x, float
     vf e = bounded ? expb(z) : vf_exp(z);
     if (w < VF_LANES) e = vf_keep(vf_first(w), e);
     if (y) {
-      if (w == VF_LANES) vf_store(y + k, e);
-      else vf_store_part(y + k, e, w);
+      if (w == VF_LANES)
+        vf_store(y + k, e);
+      else
+        vf_store_part(y + k, e, w);
     }
     s0 = vf_add(s0, e);
   }
@@ -166,23 +168,24 @@ static inline vf silu_bwd(vf g, vf x) {
 }
 
 /* y = F(x) or out = F(g, x) over whole vectors, then one partial vector. */
-#define MAP1(F, x, y, n, ...)                                                  \
-  do {                                                                         \
-    int64_t k_ = 0;                                                            \
-    for (; k_ + VF_LANES <= (n); k_ += VF_LANES)                               \
-      vf_store((y) + k_, F(vf_load((x) + k_), __VA_ARGS__));                   \
-    if (k_ < (n))                                                              \
+#define MAP1(F, x, y, n, ...)                                                              \
+  do {                                                                                     \
+    int64_t k_ = 0;                                                                        \
+    for (; k_ + VF_LANES <= (n); k_ += VF_LANES)                                           \
+      vf_store((y) + k_, F(vf_load((x) + k_), __VA_ARGS__));                               \
+    if (k_ < (n))                                                                          \
       vf_store_part((y) + k_, F(vf_load_part((x) + k_, (n) - k_), __VA_ARGS__), (n) - k_); \
   } while (0)
-#define MAP2(F, g, x, y, n, ...)                                               \
-  do {                                                                         \
-    int64_t k_ = 0;                                                            \
-    for (; k_ + VF_LANES <= (n); k_ += VF_LANES)                               \
-      vf_store((y) + k_, F(vf_load((g) + k_), vf_load((x) + k_) __VA_ARGS__)); \
-    if (k_ < (n))                                                              \
-      vf_store_part((y) + k_,                                                  \
-                    F(vf_load_part((g) + k_, (n) - k_),                        \
-                      vf_load_part((x) + k_, (n) - k_) __VA_ARGS__), (n) - k_); \
+#define MAP2(F, g, x, y, n, ...)                                                             \
+  do {                                                                                       \
+    int64_t k_ = 0;                                                                          \
+    for (; k_ + VF_LANES <= (n); k_ += VF_LANES)                                             \
+      vf_store((y) + k_, F(vf_load((g) + k_), vf_load((x) + k_) __VA_ARGS__));               \
+    if (k_ < (n))                                                                            \
+      vf_store_part(                                                                         \
+          (y) + k_,                                                                          \
+          F(vf_load_part((g) + k_, (n) - k_), vf_load_part((x) + k_, (n) - k_) __VA_ARGS__), \
+          (n) - k_);                                                                         \
   } while (0)
 
 void VF_SFX(tnk_vgelu_f32)(const float *x, float *y, int64_t n, int tanh_form) {

@@ -5,20 +5,19 @@
 
 #include <stdint.h>
 
-#define TNK_X86_VMATH_DECL(SFX)                                                               \
-  float tnk_vexp_sum_f32_##SFX(const float *x, float sub, float *y, int64_t n);               \
-  float tnk_vexp_bounded_sum_f32_##SFX(const float *x, float sub, float *y, int64_t n);       \
-  void tnk_vsigmoid_f32_##SFX(const float *x, float *y, int64_t n, int silu);                 \
-  void tnk_vsilu_bwd_f32_##SFX(const float *g, const float *x, float *out, int64_t n);        \
-  void tnk_vgelu_f32_##SFX(const float *x, float *y, int64_t n, int tanh_form);               \
-  void tnk_vgelu_bwd_f32_##SFX(const float *g, const float *x, float *out, int64_t n,         \
-                               int tanh_form);                                                \
-  void tnk_vscale_stream_f32_##SFX(const float *x, float s, float *y, int64_t n);             \
-  void tnk_ukernel_f32_##SFX(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs,          \
-                             const float *b, int64_t b_rs, float *c, int64_t ldc,             \
-                             int accumulate);                                                 \
-  void tnk_dot_rows_f32_##SFX(int64_t k, const float *x, const float *w, int64_t ldw,         \
-                              int64_t n, float *out);
+#define TNK_X86_VMATH_DECL(SFX)                                                                    \
+  float tnk_vexp_sum_f32_##SFX(const float *x, float sub, float *y, int64_t n);                    \
+  float tnk_vexp_bounded_sum_f32_##SFX(const float *x, float sub, float *y, int64_t n);            \
+  void tnk_vsigmoid_f32_##SFX(const float *x, float *y, int64_t n, int silu);                      \
+  void tnk_vsilu_bwd_f32_##SFX(const float *g, const float *x, float *out, int64_t n);             \
+  void tnk_vgelu_f32_##SFX(const float *x, float *y, int64_t n, int tanh_form);                    \
+  void tnk_vgelu_bwd_f32_##SFX(const float *g, const float *x, float *out, int64_t n,              \
+                               int tanh_form);                                                     \
+  void tnk_vscale_stream_f32_##SFX(const float *x, float s, float *y, int64_t n);                  \
+  void tnk_ukernel_f32_##SFX(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs,               \
+                             const float *b, int64_t b_rs, float *c, int64_t ldc, int accumulate); \
+  void tnk_dot_rows_f32_##SFX(int64_t k, const float *x, const float *w, int64_t ldw, int64_t n,   \
+                              float *out);
 TNK_X86_VMATH_DECL(avx2)
 TNK_X86_VMATH_DECL(avx512)
 
@@ -31,13 +30,13 @@ void tnk_vnormalize_f32_avx2(const float *x, float *y, int64_t n, float mean, fl
                              const float *w, const float *b);
 
 /* AVX-512 only */
-void tnk_ukernel_bf16_avx512(int64_t kp, const uint32_t *a, const uint32_t *b, void *c,
-                             int64_t ldc, int mode);
+void tnk_ukernel_bf16_avx512(int64_t kp, const uint32_t *a, const uint32_t *b, void *c, int64_t ldc,
+                             int mode);
 void tnk_vsoftmax_rows_stream_f32_avx512(const float *x, float *y, int64_t rows, int64_t n,
                                          float *scratch);
 void tnk_vlayer_norm_rows_stream_f32_avx512(const float *x, float *y, int64_t rows, int64_t n,
-                                            float eps, const float *w, const float *b,
-                                            float *mean, float *rstd);
+                                            float eps, const float *w, const float *b, float *mean,
+                                            float *rstd);
 void tnk_vcopy_stream_avx512(void *dst, const void *src, int64_t bytes);
 
 #endif

@@ -21,8 +21,8 @@ void tnk_config_init_avx2(tnk_config_t *c) {
   g->f32 = tnk_ukernel_f32_avx2;
   g->mr = 6;
   g->nr = 16;
-  g->mc = 144; /* rows of A per packed block (a multiple of mr) */
-  g->kc = 512; /* depth per packed block */
+  g->mc = 144;  /* rows of A per packed block (a multiple of mr) */
+  g->kc = 512;  /* depth per packed block */
   g->nc = 2048; /* columns of B per packed panel */
   g->dot_rows = tnk_dot_rows_f32_avx2;
 

@@ -7,9 +7,8 @@
 #define UK_K_LOOP
 #include "../gemm_body.h"
 
-void tnk_ukernel_f32_avx2(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs,
-                               const float *b, int64_t b_rs, float *c, int64_t ldc,
-                               int accumulate) {
+void tnk_ukernel_f32_avx2(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
+                          int64_t b_rs, float *c, int64_t ldc, int accumulate) {
   ukernel_f32(kc, a, a_rs, a_cs, b, b_rs, c, ldc, accumulate);
 }
 

@@ -14,7 +14,7 @@
  * (overflow, the arguments whose 2^n alone would overflow, underflow, NaN)
  * are blended in. */
 static inline vf vf_exp(vf x) {
-  const __m256 hi = _mm256_set1_ps(88.3762626647949f); /* 2^n stays finite */
+  const __m256 hi = _mm256_set1_ps(88.3762626647949f);  /* 2^n stays finite */
   const __m256 lo = _mm256_set1_ps(-87.3365447504019f); /* 2^n stays normal */
   const __m256 ln2 = _mm256_set1_ps(0.693147180559945f);
   __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
@@ -32,8 +32,8 @@ static inline vf vf_exp(vf x) {
   __m256 y = exp_poly(x);
   y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), x);
   y = _mm256_add_ps(y, _mm256_set1_ps(1.0f));
-  __m256i e = _mm256_slli_epi32(
-      _mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
   y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
   y = _mm256_blendv_ps(y, _mm256_add_ps(y, y), top);
   y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), inf);
@@ -102,7 +102,7 @@ float tnk_vmax_f32_avx2(const float *x, int64_t n) {
 }
 
 void tnk_vnormalize_f32_avx2(const float *x, float *y, int64_t n, float mean, float rstd,
-                                 const float *w, const float *b) {
+                             const float *w, const float *b) {
   __m256 vm = _mm256_set1_ps(mean), vr = _mm256_set1_ps(rstd);
   int64_t k = 0;
   for (; k + 8 <= n; k += 8) {
@@ -118,4 +118,3 @@ void tnk_vnormalize_f32_avx2(const float *x, float *y, int64_t n, float mean, fl
     y[k] = v;
   }
 }
-

@@ -11,9 +11,8 @@
 #define UK_K_LOOP _Pragma("GCC unroll 4")
 #include "../gemm_body.h"
 
-void tnk_ukernel_f32_avx512(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs,
-                                  const float *b, int64_t b_rs, float *c, int64_t ldc,
-                                  int accumulate) {
+void tnk_ukernel_f32_avx512(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
+                            int64_t b_rs, float *c, int64_t ldc, int accumulate) {
   ukernel_f32(kc, a, a_rs, a_cs, b, b_rs, c, ldc, accumulate);
 }
 
@@ -22,19 +21,18 @@ void tnk_dot_rows_f32_avx512(int64_t k, const float *x, const float *w, int64_t 
   dot_rows_f32(k, x, w, ldw, n, out);
 }
 
-#define BF16_STEP(r)                                                       \
-  {                                                                        \
-    __m512bh av = (__m512bh)_mm512_set1_epi32((int)ap[(r)]);               \
-    c##r##0 = _mm512_dpbf16_ps(c##r##0, av, b0);                           \
-    c##r##1 = _mm512_dpbf16_ps(c##r##1, av, b1);                           \
+#define BF16_STEP(r)                                         \
+  {                                                          \
+    __m512bh av = (__m512bh)_mm512_set1_epi32((int)ap[(r)]); \
+    c##r##0 = _mm512_dpbf16_ps(c##r##0, av, b0);             \
+    c##r##1 = _mm512_dpbf16_ps(c##r##1, av, b1);             \
   }
-#define BF16_STORE(r)                                                             \
-  _mm256_storeu_si256((__m256i *)(o + (r) * ldc), (__m256i)_mm512_cvtneps_pbh(c##r##0));  \
+#define BF16_STORE(r)                                                                    \
+  _mm256_storeu_si256((__m256i *)(o + (r) * ldc), (__m256i)_mm512_cvtneps_pbh(c##r##0)); \
   _mm256_storeu_si256((__m256i *)(o + (r) * ldc + 16), (__m256i)_mm512_cvtneps_pbh(c##r##1));
 
-__attribute__((target("avx512f,avx512bf16")))
-void tnk_ukernel_bf16_avx512(int64_t kp, const uint32_t *a, const uint32_t *b, void *cv,
-                                   int64_t ldc, int mode) {
+__attribute__((target("avx512f,avx512bf16"))) void tnk_ukernel_bf16_avx512(
+    int64_t kp, const uint32_t *a, const uint32_t *b, void *cv, int64_t ldc, int mode) {
   float *c = cv;
   uint16_t *o = cv;
   UK_ROWS(UK_DECL)

@@ -53,9 +53,11 @@ typedef struct sm_pass {
   __mmask16 nan;
 } sm_pass_t;
 
-static inline __attribute__((always_inline)) sm_pass_t
-sm_columns(const float *xr, float m, float *cur, const float *xn, const float *prev, float inv,
-           float *yp, int64_t n, int next, int out) {
+static inline __attribute__((always_inline)) sm_pass_t sm_columns(const float *xr, float m,
+                                                                  float *cur, const float *xn,
+                                                                  const float *prev, float inv,
+                                                                  float *yp, int64_t n, int next,
+                                                                  int out) {
   __m512 vm = _mm512_set1_ps(m), vi = _mm512_set1_ps(inv);
   sm_pass_t p = {_mm512_setzero_ps(), _mm512_set1_ps(-INFINITY), 0};
   for (int64_t k = 0; k < n; k += 16) {
@@ -84,8 +86,8 @@ static float sm_row_max(const float *x, int64_t n) {
   return nan ? NAN : _mm512_reduce_max_ps(mx);
 }
 
-void tnk_vsoftmax_rows_stream_f32_avx512(const float *x, float *y, int64_t rows,
-                                                 int64_t n, float *scratch) {
+void tnk_vsoftmax_rows_stream_f32_avx512(const float *x, float *y, int64_t rows, int64_t n,
+                                         float *scratch) {
   if (rows <= 0) return;
   float *cur = scratch, *prev = scratch + n, inv = 0;
   float m = sm_row_max(x, n);
@@ -94,10 +96,14 @@ void tnk_vsoftmax_rows_stream_f32_avx512(const float *x, float *y, int64_t rows,
     float *yp = y + (r - 1) * n;
     int next = r + 1 < rows;
     sm_pass_t p;
-    if (next && r > 0) p = sm_columns(xr, m, cur, xn, prev, inv, yp, n, 1, 1);
-    else if (next) p = sm_columns(xr, m, cur, xn, prev, inv, yp, n, 1, 0);
-    else if (r > 0) p = sm_columns(xr, m, cur, xn, prev, inv, yp, n, 0, 1);
-    else p = sm_columns(xr, m, cur, xn, prev, inv, yp, n, 0, 0);
+    if (next && r > 0)
+      p = sm_columns(xr, m, cur, xn, prev, inv, yp, n, 1, 1);
+    else if (next)
+      p = sm_columns(xr, m, cur, xn, prev, inv, yp, n, 1, 0);
+    else if (r > 0)
+      p = sm_columns(xr, m, cur, xn, prev, inv, yp, n, 0, 1);
+    else
+      p = sm_columns(xr, m, cur, xn, prev, inv, yp, n, 0, 0);
     inv = 1.0f / _mm512_reduce_add_ps(p.sum);
     if (next) m = p.nan ? NAN : _mm512_reduce_max_ps(p.max);
     float *t = cur;
@@ -106,7 +112,8 @@ void tnk_vsoftmax_rows_stream_f32_avx512(const float *x, float *y, int64_t rows,
   }
   __m512 vi = _mm512_set1_ps(inv); /* the last row */
   float *yl = y + (rows - 1) * n;
-  for (int64_t k = 0; k < n; k += 16) _mm512_stream_ps(yl + k, _mm512_mul_ps(_mm512_load_ps(prev + k), vi));
+  for (int64_t k = 0; k < n; k += 16)
+    _mm512_stream_ps(yl + k, _mm512_mul_ps(_mm512_load_ps(prev + k), vi));
   _mm_sfence();
 }
 
@@ -115,9 +122,11 @@ void tnk_vsoftmax_rows_stream_f32_avx512(const float *x, float *y, int64_t rows,
  * its statistics were taken) into y with streaming stores and sums row r + 1
  * as it streams in; the squared deviations of a row are then summed from
  * L1. n a multiple of 16, y rows 64-byte aligned; w, b may be NULL. */
-static inline __attribute__((always_inline)) __m512
-ln_columns(const float *xr, float *yr, const float *xn, float mean, float rstd, const float *w,
-           const float *b, int64_t n, int next) {
+static inline __attribute__((always_inline)) __m512 ln_columns(const float *xr, float *yr,
+                                                               const float *xn, float mean,
+                                                               float rstd, const float *w,
+                                                               const float *b, int64_t n,
+                                                               int next) {
   __m512 vm = _mm512_set1_ps(mean), vr = _mm512_set1_ps(rstd), acc = _mm512_setzero_ps();
   for (int64_t k = 0; k < n; k += 16) {
     __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(xr + k), vm), vr);
@@ -129,9 +138,9 @@ ln_columns(const float *xr, float *yr, const float *xn, float mean, float rstd, 
   return acc;
 }
 
-void tnk_vlayer_norm_rows_stream_f32_avx512(const float *x, float *y, int64_t rows,
-                                                    int64_t n, float eps, const float *w,
-                                                    const float *b, float *mean, float *rstd) {
+void tnk_vlayer_norm_rows_stream_f32_avx512(const float *x, float *y, int64_t rows, int64_t n,
+                                            float eps, const float *w, const float *b, float *mean,
+                                            float *rstd) {
   if (rows <= 0) return;
   __m512 acc = _mm512_setzero_ps();
   for (int64_t k = 0; k < n; k += 16) acc = _mm512_add_ps(acc, _mm512_loadu_ps(x + k));
