@@ -73,18 +73,26 @@ static inline int64_t iremainder(int64_t a, int64_t b) {
     }                                                                                            \
     return zeros;                                                                                \
   }
-#define IDIV_OPS(OPN, FN)                                           \
-  IDIV_LOOP(u8_##OPN, FN, uint8_t)                                  \
-  IDIV_LOOP(i8_##OPN, FN, int8_t) IDIV_LOOP(i16_##OPN, FN, int16_t) \
-      IDIV_LOOP(i32_##OPN, FN, int32_t) IDIV_LOOP(i64_##OPN, FN, int64_t)
+// clang-format off
+#define IDIV_OPS(OPN, FN) \
+  IDIV_LOOP(u8_##OPN, FN, uint8_t) \
+  IDIV_LOOP(i8_##OPN, FN, int8_t) \
+  IDIV_LOOP(i16_##OPN, FN, int16_t) \
+  IDIV_LOOP(i32_##OPN, FN, int32_t) \
+  IDIV_LOOP(i64_##OPN, FN, int64_t)
+// clang-format on
 IDIV_OPS(floordiv, ifloordiv)
 IDIV_OPS(truncdiv, itruncdiv)
 IDIV_OPS(remainder, iremainder)
 
-#define INT_OPS(OPN, OP)                                                                           \
-  INT_LOOP(u8_##OPN, OP, uint8_t)                                                                  \
-  INT_LOOP(i8_##OPN, OP, int8_t) INT_LOOP(i16_##OPN, OP, int16_t) INT_LOOP(i32_##OPN, OP, int32_t) \
-      INT_LOOP(i64_##OPN, OP, int64_t)
+// clang-format off
+#define INT_OPS(OPN, OP) \
+  INT_LOOP(u8_##OPN, OP, uint8_t) \
+  INT_LOOP(i8_##OPN, OP, int8_t) \
+  INT_LOOP(i16_##OPN, OP, int16_t) \
+  INT_LOOP(i32_##OPN, OP, int32_t) \
+  INT_LOOP(i64_##OPN, OP, int64_t)
+// clang-format on
 INT_OPS(add, IOP_ADD)
 INT_OPS(sub, IOP_SUB)
 INT_OPS(mul, IOP_MUL)

@@ -12,13 +12,21 @@ typedef void (*cvt_fn)(char *d, int64_t ds, const char *s, int64_t ss, int64_t n
   static void cvt_##SN##_##DN(char *d, int64_t ds, const char *s, int64_t ss, int64_t n) { \
     for (int64_t i = 0; i < n; i++) tnk_store_##DN(d + i * ds, tnk_load_##SN(s + i * ss)); \
   }
-#define CVT_ROW(SE, SN)                                                                            \
-  CVT_FN(SE, SN, TNK_BOOL, bool)                                                                   \
-  CVT_FN(SE, SN, TNK_U8, tnk_u8) CVT_FN(SE, SN, TNK_I8, tnk_i8) CVT_FN(SE, SN, TNK_I16, tnk_i16)   \
-      CVT_FN(SE, SN, TNK_I32, tnk_i32) CVT_FN(SE, SN, TNK_I64, tnk_i64)                            \
-          CVT_FN(SE, SN, TNK_F16, f16) CVT_FN(SE, SN, TNK_BF16, bf16) CVT_FN(SE, SN, TNK_F32, f32) \
-              CVT_FN(SE, SN, TNK_F64, f64) CVT_FN(SE, SN, TNK_C64, c64)                            \
-                  CVT_FN(SE, SN, TNK_C128, c128)
+// clang-format off
+#define CVT_ROW(SE, SN) \
+  CVT_FN(SE, SN, TNK_BOOL, bool) \
+  CVT_FN(SE, SN, TNK_U8, tnk_u8) \
+  CVT_FN(SE, SN, TNK_I8, tnk_i8) \
+  CVT_FN(SE, SN, TNK_I16, tnk_i16) \
+  CVT_FN(SE, SN, TNK_I32, tnk_i32) \
+  CVT_FN(SE, SN, TNK_I64, tnk_i64) \
+  CVT_FN(SE, SN, TNK_F16, f16) \
+  CVT_FN(SE, SN, TNK_BF16, bf16) \
+  CVT_FN(SE, SN, TNK_F32, f32) \
+  CVT_FN(SE, SN, TNK_F64, f64) \
+  CVT_FN(SE, SN, TNK_C64, c64) \
+  CVT_FN(SE, SN, TNK_C128, c128)
+// clang-format on
 TNK_FOR_EACH_DTYPE(CVT_ROW)
 
 #define CVT_ENTRY(SN, DE, DN) [DE] = cvt_##SN##_##DN,

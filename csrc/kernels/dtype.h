@@ -197,11 +197,21 @@ static inline void tnk_stf(void *base, int dt, int64_t i, double v) {
 }
 
 /* X-macro over dtypes: (enum, suffix of load/store). */
-#define TNK_FOR_EACH_DTYPE(X)                                                                     \
-  X(TNK_BOOL, bool)                                                                               \
-  X(TNK_U8, tnk_u8) X(TNK_I8, tnk_i8) X(TNK_I16, tnk_i16) X(TNK_I32, tnk_i32) X(TNK_I64, tnk_i64) \
-      X(TNK_F16, f16) X(TNK_BF16, bf16) X(TNK_F32, f32) X(TNK_F64, f64) X(TNK_C64, c64)           \
-          X(TNK_C128, c128)
+// clang-format off
+#define TNK_FOR_EACH_DTYPE(X) \
+  X(TNK_BOOL, bool) \
+  X(TNK_U8, tnk_u8) \
+  X(TNK_I8, tnk_i8) \
+  X(TNK_I16, tnk_i16) \
+  X(TNK_I32, tnk_i32) \
+  X(TNK_I64, tnk_i64) \
+  X(TNK_F16, f16) \
+  X(TNK_BF16, bf16) \
+  X(TNK_F32, f32) \
+  X(TNK_F64, f64) \
+  X(TNK_C64, c64) \
+  X(TNK_C128, c128)
+// clang-format on
 
 /* Load/store of any dtype, chosen at run time. */
 static inline tnk_val_t tnk_load_any(const char *p, int dt) {

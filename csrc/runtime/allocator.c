@@ -501,10 +501,18 @@ tnrt_status_t tnrt_memory_stats(int device, tnrt_memory_stats_t *out) {
   return TNRT_OK;
 }
 
-#define FOR_EACH_STAT_ARRAY(s, X)                                                       \
-  X(s.allocation)                                                                       \
-  X(s.segment) X(s.active) X(s.inactive_split) X(s.allocated_bytes) X(s.reserved_bytes) \
-      X(s.active_bytes) X(s.inactive_split_bytes) X(s.requested_bytes)
+// clang-format off
+#define FOR_EACH_STAT_ARRAY(s, X) \
+  X(s.allocation) \
+  X(s.segment) \
+  X(s.active) \
+  X(s.inactive_split) \
+  X(s.allocated_bytes) \
+  X(s.reserved_bytes) \
+  X(s.active_bytes) \
+  X(s.inactive_split_bytes) \
+  X(s.requested_bytes)
+// clang-format on
 
 tnrt_status_t tnrt_reset_peak_stats(int device) {
   tnrt_status_t st = tnrt_check_device(device);
