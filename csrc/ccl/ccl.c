@@ -267,3 +267,60 @@ tnrt_status_t tnccl_broadcast(tnccl_comm_t *c, void *buf, size_t bytes, int root
 }
 
 tnrt_status_t tnccl_barrier(tnccl_comm_t *c) { return tnccl_broadcast(c, NULL, 0, 0); }
+
+tnrt_status_t tnccl_all_gather(tnccl_comm_t *c, const void *in, void *out, size_t bytes) {
+  if (!c || (bytes && (!in || !out)))
+    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "all_gather of %zu bytes", bytes);
+  tnrt_status_t st = TNRT_OK;
+  ctrl_t *me = ctrl_of(c, c->rank);
+  for (size_t off = 0; off < bytes || (bytes == 0 && off == 0); off += SLOT_BYTES) {
+    size_t m = bytes - off < SLOT_BYTES ? bytes - off : SLOT_BYTES;
+    uint64_t k = ++c->round;
+    if ((st = WAIT(c, done, k >= 2 ? k - 2 : 0, "reuse of a slot")) != TNRT_OK) break;
+    if (m) memcpy(slot_of(c, c->rank, k), (const char *)in + off, m);
+    atomic_store_explicit(&me->posted, k, memory_order_release);
+    if ((st = WAIT(c, posted, k, "the inputs")) != TNRT_OK) break;
+    for (int r = 0; r < c->nranks && m; r++)
+      memcpy((char *)out + (size_t)r * bytes + off, slot_of(c, r, k), m);
+    atomic_store_explicit(&me->reduced, k, memory_order_release);
+    atomic_store_explicit(&me->done, k, memory_order_release);
+    if (bytes == 0) break;
+  }
+  return st;
+}
+
+tnrt_status_t tnccl_reduce_scatter(tnccl_comm_t *c, const void *in, void *out, int64_t count,
+                                   int dtype, tnccl_op_t op) {
+  size_t esz = tnk_dtype_size(dtype);
+  if (!c || count < 0 || !esz || dtype >= TNK_C64 || binary_op(op) < 0 ||
+      (is_float(dtype) && op >= TNCCL_BAND && op <= TNCCL_BXOR))
+    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "reduce_scatter of dtype %d with op %d", dtype,
+                          (int)op);
+  int n = c->nranks;
+  int64_t per_round = (int64_t)(SLOT_BYTES / esz) / n; /* elements of each block per round */
+  const char **src = malloc(sizeof *src * (size_t)n);
+  if (!src) return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY, "reduce_scatter");
+  tnrt_status_t st = TNRT_OK;
+  ctrl_t *me = ctrl_of(c, c->rank);
+  for (int64_t off = 0; off < count || (count == 0 && off == 0); off += per_round) {
+    int64_t m = count - off < per_round ? count - off : per_round;
+    uint64_t k = ++c->round;
+    if ((st = WAIT(c, done, k >= 2 ? k - 2 : 0, "reuse of a slot")) != TNRT_OK) break;
+    char *slot = slot_of(c, c->rank, k);
+    for (int r = 0; r < n && m; r++) /* block r's chunk at region r of the slot */
+      memcpy(slot + (size_t)r * (size_t)per_round * esz,
+             (const char *)in + ((int64_t)r * count + off) * (int64_t)esz, (size_t)m * esz);
+    atomic_store_explicit(&me->posted, k, memory_order_release);
+    if ((st = WAIT(c, posted, k, "the inputs")) != TNRT_OK) break;
+    if (m) {
+      for (int j = 0; j < n; j++)
+        src[j] = slot_of(c, (c->rank + j) % n, k) + (size_t)c->rank * (size_t)per_round * esz;
+      reduce_n(c, (char *)out + off * (int64_t)esz, src, m, dtype, op);
+    }
+    atomic_store_explicit(&me->reduced, k, memory_order_release);
+    atomic_store_explicit(&me->done, k, memory_order_release);
+    if (count == 0) break;
+  }
+  free(src);
+  return st;
+}

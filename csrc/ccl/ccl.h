@@ -60,6 +60,13 @@ int tnccl_comm_size(const tnccl_comm_t *comm);
 tnrt_status_t tnccl_all_reduce(tnccl_comm_t *comm, void *buf, int64_t count, int dtype,
                                tnccl_op_t op);
 tnrt_status_t tnccl_broadcast(tnccl_comm_t *comm, void *buf, size_t bytes, int root);
+/* out (nranks * bytes) = every rank's `bytes` of in, in rank order; in may be
+ * out + rank * bytes (in place). */
+tnrt_status_t tnccl_all_gather(tnccl_comm_t *comm, const void *in, void *out, size_t bytes);
+/* out (count elements) = op over ranks of block `rank` of in (nranks * count
+ * elements); in and out must not overlap. */
+tnrt_status_t tnccl_reduce_scatter(tnccl_comm_t *comm, const void *in, void *out, int64_t count,
+                                   int dtype, tnccl_op_t op);
 tnrt_status_t tnccl_barrier(tnccl_comm_t *comm);
 
 #ifdef __cplusplus

@@ -106,6 +106,48 @@ static int check_all_reduce(tnccl_comm_t *c, int64_t n, int dtype, tnccl_op_t op
   return bad != 0;
 }
 
+static int check_all_gather(tnccl_comm_t *c, size_t bytes, int in_place) {
+  int rank = tnccl_comm_rank(c), nr = tnccl_comm_size(c);
+  unsigned char *out = malloc(bytes * (size_t)nr + 1),
+                *in = in_place ? out + bytes * (size_t)rank : malloc(bytes + 1);
+  for (size_t i = 0; i < bytes; i++) in[i] = (unsigned char)(i * 3 + (size_t)rank * 101);
+  int bad = tnccl_all_gather(c, in, out, bytes) != TNRT_OK;
+  for (int r = 0; r < nr && !bad; r++)
+    for (size_t i = 0; i < bytes; i++)
+      bad += out[(size_t)r * bytes + i] != (unsigned char)(i * 3 + (size_t)r * 101);
+  if (!in_place) free(in);
+  free(out);
+  if (bad) fprintf(stderr, "rank %d: all_gather of %zu bytes: %d wrong\n", rank, bytes, bad);
+  return bad != 0;
+}
+
+static int check_reduce_scatter(tnccl_comm_t *c, int64_t count, int dtype, tnccl_op_t op) {
+  int rank = tnccl_comm_rank(c), nr = tnccl_comm_size(c);
+  size_t esz = tnk_dtype_size(dtype);
+  char *in = malloc((size_t)(count * nr) * esz + 1), *out = malloc((size_t)count * esz + 1);
+  /* element i of block b on rank r: input_value(r, b * count + i) */
+  for (int64_t i = 0; i < count * nr; i++) put(in, dtype, i, input_value(rank, i, dtype));
+  int bad = tnccl_reduce_scatter(c, in, out, count, dtype, op) != TNRT_OK;
+  for (int64_t i = 0; i < count && !bad; i++) {
+    int64_t g = (int64_t)rank * count + i;
+    double want = input_value(0, g, dtype);
+    for (int r = 1; r < nr; r++) {
+      double v = input_value(r, g, dtype);
+      want = op == TNCCL_MAX ? (v > want ? v : want) : want + v;
+    }
+    if (op == TNCCL_AVG) want /= nr;
+    double got = get(out, dtype, i),
+           tol = dtype == TNK_BF16 ? 0.02 * fabs(want) + 0.02 : 1e-6 * fabs(want) + 1e-6;
+    bad += !(fabs(got - want) <= tol);
+  }
+  free(in);
+  free(out);
+  if (bad)
+    fprintf(stderr, "rank %d: reduce_scatter of %lld dtype %d: %d wrong\n", rank, (long long)count,
+            dtype, bad);
+  return bad != 0;
+}
+
 static int run_rank(int rank, int nranks, const char *dir, const char *mode) {
   boot_t b = {dir, rank, nranks};
   tnccl_comm_t *c;
@@ -148,6 +190,14 @@ static int run_rank(int rank, int nranks, const char *dir, const char *mode) {
   fails += tnccl_broadcast(c, bc, bytes, nranks - 1) != TNRT_OK;
   for (size_t i = 0; i < bytes; i++) fails += bc[i] != (unsigned char)(i * 31) && !fails;
   free(bc);
+  fails += check_all_gather(c, 0, 0) + check_all_gather(c, 13, 0) + check_all_gather(c, 13, 1);
+  fails += check_all_gather(c, (size_t)3 << 20, 1); /* more than a slot */
+  fails += check_reduce_scatter(c, 1, TNK_F32, TNCCL_SUM) +
+           check_reduce_scatter(c, 1000, TNK_I32, TNCCL_SUM);
+  fails += check_reduce_scatter(c, 700000, TNK_F32, TNCCL_SUM); /* several rounds */
+  fails += check_reduce_scatter(c, 999, TNK_BF16, TNCCL_SUM) +
+           check_reduce_scatter(c, 999, TNK_F64, TNCCL_MAX);
+  fails += check_reduce_scatter(c, 999, TNK_F32, TNCCL_AVG);
   fails += tnccl_barrier(c) != TNRT_OK;
   tnccl_comm_destroy(c);
   return fails != 0;
