@@ -150,6 +150,19 @@ inline tnk_dtype_t tnk_of(const at::Tensor &t) {
   return ok ? d : TNK_DTYPE_COUNT;
 }
 
+// uint16/32/64: no kernel takes them (the CPU's own kernels serve them).
+inline bool is_wide_unsigned(c10::ScalarType t) {
+  return t == at::kUInt16 || t == at::kUInt32 || t == at::kUInt64;
+}
+
+// Whether any of the given optional tensors is defined and float32: CPU's
+// mixed-type rule for normalisation statistics of half-type inputs.
+inline bool any_float32(std::initializer_list<const std::optional<at::Tensor> *> ts) {
+  for (const auto *p : ts)
+    if (p->has_value() && (*p)->defined() && (*p)->scalar_type() == at::kFloat) return true;
+  return false;
+}
+
 inline bool floating_dtype(c10::ScalarType t) {
   return t == at::kFloat || t == at::kDouble || t == at::kBFloat16 || t == at::kHalf;
 }

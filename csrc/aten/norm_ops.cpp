@@ -41,10 +41,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm(
   if (weight.has_value() && weight->defined()) y = y * wide(*weight).view(cshape);
   if (bias.has_value() && bias->defined()) y = y + wide(*bias).view(cshape);
   // mean and rstd in x's dtype, float32 when a parameter is (CPU's mixed type)
-  bool mixed = false;
-  for (const auto *p : {&weight, &bias})
-    mixed = mixed || (p->has_value() && (*p)->defined() && (*p)->scalar_type() == at::kFloat);
-  const at::ScalarType st = low && mixed ? at::kFloat : t;
+  const at::ScalarType st = low && any_float32({&weight, &bias}) ? at::kFloat : t;
   return {y.to(t).contiguous(), std::get<1>(r).view({N, group}).to(st),
           std::get<2>(r).view({N, group}).to(st)};
 }
@@ -136,11 +133,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
   }
   // The saved statistics, computed in float32, are kept in the input's dtype
   // unless a parameter or running statistic is float32 (CPU's mixed-type rule).
-  bool mixed = false;
-  for (const auto *p : {&weight, &bias, &rmean, &rvar})
-    mixed = mixed || (p->has_value() && (*p)->defined() && (*p)->scalar_type() == at::kFloat);
-  const at::ScalarType saved =
-      mixed || !at::isReducedFloatingType(input.scalar_type()) ? st : input.scalar_type();
+  const at::ScalarType saved = any_float32({&weight, &bias, &rmean, &rvar}) ||
+                                       !at::isReducedFloatingType(input.scalar_type())
+                                   ? st
+                                   : input.scalar_type();
   save_mean = save_mean.to(saved);
   save_invstd = save_invstd.to(saved);
   at::Tensor y = (x - mean.view(shape)) * invstd.view(shape);

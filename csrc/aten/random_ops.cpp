@@ -86,13 +86,9 @@ at::Tensor &normal_(at::Tensor &self, double mean, double std, std::optional<at:
   return launch_random(self, a, gen, "aten::normal_");
 }
 
-bool is_unsigned_wide(c10::ScalarType t) {
-  return t == at::kUInt16 || t == at::kUInt32 || t == at::kUInt64;
-}
-
 at::Tensor &random_range(at::Tensor &self, int64_t from, uint64_t range,
                          std::optional<at::Generator> gen) {
-  if (is_unsigned_wide(self.scalar_type())) {
+  if (is_wide_unsigned(self.scalar_type())) {
     // No kernel dtype for these: draw in int64 (the range checks kept every
     // value inside [0, INT64_MAX]) and convert on the way in.
     check_generator_target(self);

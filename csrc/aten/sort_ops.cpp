@@ -129,8 +129,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor &self, b
                                                        bool return_inverse, bool return_counts) {
   // the wide unsigned types have no sort/select kernels anywhere but in the
   // CPU's own unique
-  if (self.scalar_type() == at::kUInt16 || self.scalar_type() == at::kUInt32 ||
-      self.scalar_type() == at::kUInt64)
+  if (is_wide_unsigned(self.scalar_type()))
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_unique2)>::call(
         self, sorted, return_inverse, return_counts);
   return unique_runs(self, true, return_inverse, return_counts);

@@ -165,8 +165,7 @@ enum class IntRule { kFallback, kPromote, kKernel, kIdentity };
 
 bool int_kernel_ok(const at::Tensor &t, bool allow_bool) {
   at::ScalarType s = t.scalar_type();
-  return c10::isIntegralType(s, allow_bool) && t.dim() <= TNRT_MAX_DIMS && s != at::kUInt16 &&
-         s != at::kUInt32 && s != at::kUInt64;
+  return c10::isIntegralType(s, allow_bool) && t.dim() <= TNRT_MAX_DIMS && !is_wide_unsigned(s);
 }
 
 at::ScalarType default_float() { return c10::typeMetaToScalarType(c10::get_default_dtype()); }
@@ -549,9 +548,8 @@ at::Tensor isnan(const at::Tensor &x) {
 // bitwise_not of integer and bool tensors
 namespace {
 bool int_or_bool(const at::Tensor &t) {
-  return (c10::isIntegralType(t.scalar_type(), true)) && t.dim() <= TNRT_MAX_DIMS &&
-         t.scalar_type() != at::kUInt16 && t.scalar_type() != at::kUInt32 &&
-         t.scalar_type() != at::kUInt64;
+  return c10::isIntegralType(t.scalar_type(), true) && t.dim() <= TNRT_MAX_DIMS &&
+         !is_wide_unsigned(t.scalar_type());
 }
 void not_task(void *p) { tnk_bitwise_not(static_cast<tnk_unary_args_t *>(p)); }
 at::Tensor &not_into(at::Tensor &out, const at::Tensor &x0) {
