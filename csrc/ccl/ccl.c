@@ -205,11 +205,16 @@ static void reduce_n(tnccl_comm_t *c, void *out, const char **in, int64_t n, int
 
 /* ---- collectives ---- */
 
+/* A reduction the library takes: real dtypes, bitwise ops on integers only. */
+static int reduction_ok(const tnccl_comm_t *c, int64_t count, int dtype, tnccl_op_t op) {
+  return c && count >= 0 && tnk_dtype_size(dtype) && dtype < TNK_C64 && binary_op(op) >= 0 &&
+         !(is_float(dtype) && op >= TNCCL_BAND && op <= TNCCL_BXOR);
+}
+
 tnrt_status_t tnccl_all_reduce(tnccl_comm_t *c, void *buf, int64_t count, int dtype,
                                tnccl_op_t op) {
   size_t esz = tnk_dtype_size(dtype);
-  if (!c || count < 0 || !esz || dtype >= TNK_C64 || binary_op(op) < 0 ||
-      (is_float(dtype) && op >= TNCCL_BAND && op <= TNCCL_BXOR))
+  if (!reduction_ok(c, count, dtype, op))
     return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "all_reduce of dtype %d with op %d", dtype,
                           (int)op);
   int n = c->nranks;
@@ -292,8 +297,7 @@ tnrt_status_t tnccl_all_gather(tnccl_comm_t *c, const void *in, void *out, size_
 tnrt_status_t tnccl_reduce_scatter(tnccl_comm_t *c, const void *in, void *out, int64_t count,
                                    int dtype, tnccl_op_t op) {
   size_t esz = tnk_dtype_size(dtype);
-  if (!c || count < 0 || !esz || dtype >= TNK_C64 || binary_op(op) < 0 ||
-      (is_float(dtype) && op >= TNCCL_BAND && op <= TNCCL_BXOR))
+  if (!reduction_ok(c, count, dtype, op))
     return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "reduce_scatter of dtype %d with op %d", dtype,
                           (int)op);
   int n = c->nranks;
