@@ -4,6 +4,7 @@
 
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -12,9 +13,14 @@
 #include "../runtime/internal.h" /* tnrt_set_error */
 #include "../kernels/tnk.h"
 
-#define CTRL_BYTES 4096
+#define LINE 64                      /* a cache line: every counter on its own */
 #define SLOT_BYTES ((size_t)1 << 21) /* per round and slot: 2 MiB */
-#define SEG_BYTES (CTRL_BYTES + 2 * SLOT_BYTES)
+#define P2P_CHUNKS 4                 /* chunks in flight per (sender, receiver) pair */
+#define P2P_CHUNK ((size_t)64 << 10) /* data per chunk: an outbox holds 256 KiB */
+#define P2P_HEADERS 4096             /* the chunks' headers, before their data */
+#define OUTBOX_BYTES (P2P_HEADERS + P2P_CHUNKS * P2P_CHUNK)
+#define SPIN_NS 50000       /* how long a wait spins (yielding) before it sleeps */
+#define MAX_SLEEP_NS 100000 /* the longest sleep of a wait */
 
 /* The owner's counters, read by the peers: the last round it has posted its
  * data for, reduced its share of, and finished reading the peers' slots. */
@@ -27,12 +33,41 @@ typedef struct ctrl {
   char pad2[56];
 } ctrl_t;
 
+/* After the ctrl_t, two lines per peer q: the chunks the owner has put in its
+ * outbox for q (sent), and the chunks it has consumed from q's outbox for it
+ * (used). */
+typedef struct line {
+  _Atomic uint64_t v;
+  char pad[LINE - sizeof(uint64_t)];
+} line_t;
+
+/* A chunk's header, written by the sender before it publishes the chunk:
+ * the size of the message the chunk belongs to, and where in it the chunk's
+ * len bytes go. */
+typedef struct chunk_hdr {
+  uint64_t total, off, len;
+  char pad[LINE - 3 * sizeof(uint64_t)];
+} chunk_hdr_t;
+_Static_assert(P2P_CHUNKS * sizeof(chunk_hdr_t) <= P2P_HEADERS, "the headers fit");
+
+/* A segment: [ctrl_t | 2 * nranks lines, to a page] [slot 0] [slot 1]
+ * [outbox for rank 0] ... [outbox for rank nranks - 1]. */
+static size_t ctrl_bytes_for(int nranks) {
+  size_t b = sizeof(ctrl_t) + 2 * (size_t)nranks * LINE;
+  return (b + 4095) / 4096 * 4096;
+}
+static size_t seg_bytes_for(int nranks) {
+  return ctrl_bytes_for(nranks) + 2 * SLOT_BYTES + (size_t)nranks * OUTBOX_BYTES;
+}
+
 struct tnccl_comm {
   int device, rank, nranks;
   int64_t timeout_ns;
-  uint64_t round; /* rounds this rank has run */
-  char *mine;     /* this rank's segment */
-  char **seg;     /* every rank's segment as mapped here (seg[rank] = mine) */
+  uint64_t round;    /* rounds this rank has run */
+  size_t ctrl_bytes; /* the segment's layout (the same on every rank) */
+  size_t seg_bytes;
+  char *mine; /* this rank's segment */
+  char **seg; /* every rank's segment as mapped here (seg[rank] = mine) */
 };
 
 static int64_t now_ns(void) {
@@ -43,25 +78,77 @@ static int64_t now_ns(void) {
 
 static ctrl_t *ctrl_of(const tnccl_comm_t *c, int r) { return (ctrl_t *)c->seg[r]; }
 static char *slot_of(const tnccl_comm_t *c, int r, uint64_t round) {
-  return c->seg[r] + CTRL_BYTES + (round & 1) * SLOT_BYTES;
+  return c->seg[r] + c->ctrl_bytes + (round & 1) * SLOT_BYTES;
+}
+static line_t *lines_of(const tnccl_comm_t *c, int r) {
+  return (line_t *)(c->seg[r] + sizeof(ctrl_t));
+}
+/* Chunks rank `owner` has published for rank q / consumed from rank q. */
+static _Atomic uint64_t *sent_ctr(const tnccl_comm_t *c, int owner, int q) {
+  return &lines_of(c, owner)[2 * q].v;
+}
+static _Atomic uint64_t *used_ctr(const tnccl_comm_t *c, int owner, int q) {
+  return &lines_of(c, owner)[2 * q + 1].v;
+}
+/* Rank `owner`'s outbox for rank q. */
+static char *outbox_of(const tnccl_comm_t *c, int owner, int q) {
+  return c->seg[owner] + c->ctrl_bytes + 2 * SLOT_BYTES + (size_t)q * OUTBOX_BYTES;
+}
+
+/* ---- waiting for peers ---- */
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* One wait for something peers do; reset (= {0}) when progress is made. */
+typedef struct waiter {
+  int64_t start; /* clock at the first check after the busy spins, 0 before */
+  int64_t sleep_ns;
+  int spins;
+} waiter_t;
+
+/* One pause of a wait: busy spins first (a small message's latency), then
+ * yields the core, and after SPIN_NS sleeps, each sleep twice the last up
+ * to MAX_SLEEP_NS, so a long wait holds no core. 0 once the wait has lasted
+ * the communicator's timeout. */
+static int pause_wait(const tnccl_comm_t *c, waiter_t *w) {
+  if (w->spins < 200) {
+    w->spins++;
+    cpu_relax();
+    return 1;
+  }
+  int64_t t = now_ns();
+  if (!w->start) w->start = t;
+  int64_t waited = t - w->start;
+  if (waited >= c->timeout_ns) return 0;
+  if (waited < SPIN_NS) {
+    sched_yield();
+    return 1;
+  }
+  w->sleep_ns = w->sleep_ns ? w->sleep_ns * 2 : 1000;
+  if (w->sleep_ns > MAX_SLEEP_NS) w->sleep_ns = MAX_SLEEP_NS;
+  struct timespec ts = {0, (long)w->sleep_ns};
+  nanosleep(&ts, NULL);
+  return 1;
 }
 
 /* Waits until every peer's counter at `field` reaches `target`. */
 static tnrt_status_t wait_all(tnccl_comm_t *c, size_t field, uint64_t target, const char *what) {
-  int64_t deadline = now_ns() + c->timeout_ns;
+  waiter_t w = {0};
   for (int r = 0; r < c->nranks; r++) {
     if (r == c->rank) continue;
     _Atomic uint64_t *v = (_Atomic uint64_t *)((char *)ctrl_of(c, r) + field);
-    for (int spins = 0; atomic_load_explicit(v, memory_order_acquire) < target; spins++) {
-      if (spins > 1000) {
-        if (now_ns() > deadline)
-          return tnrt_set_error(TNRT_ERR_NOT_READY,
-                                "collective timed out waiting for rank %d (%s of round %llu): "
-                                "has it exited or left the collective?",
-                                r, what, (unsigned long long)target);
-        sched_yield();
-      }
-    }
+    while (atomic_load_explicit(v, memory_order_acquire) < target)
+      if (!pause_wait(c, &w))
+        return tnrt_set_error(TNRT_ERR_NOT_READY,
+                              "collective timed out waiting for rank %d (%s of round %llu): "
+                              "has it exited or left the collective?",
+                              r, what, (unsigned long long)target);
   }
   return TNRT_OK;
 }
@@ -74,21 +161,27 @@ tnrt_status_t tnccl_comm_init(int device, int rank, int nranks, int64_t timeout_
     return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "communicator rank %d of %d", rank, nranks);
   tnccl_comm_t *c = calloc(1, sizeof *c);
   tnrt_mem_handle_t *all = calloc((size_t)nranks, sizeof *all);
-  if (c) c->seg = calloc((size_t)nranks, sizeof *c->seg);
-  if (!c || !all || !c->seg) {
-    if (c) free(c->seg);
+  char **seg = calloc((size_t)nranks, sizeof *seg);
+  if (!c || !all || !seg) {
+    free(seg);
     free(c);
     free(all);
     return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY, "communicator");
   }
-  *c = (tnccl_comm_t){device, rank, nranks, timeout_ms * 1000000, 0, NULL, c->seg};
+  *c = (tnccl_comm_t){.device = device,
+                      .rank = rank,
+                      .nranks = nranks,
+                      .timeout_ns = timeout_ms * 1000000,
+                      .ctrl_bytes = ctrl_bytes_for(nranks),
+                      .seg_bytes = seg_bytes_for(nranks),
+                      .seg = seg};
   tnrt_mem_handle_t h;
   void *mine;
-  tnrt_status_t st = tnrt_mem_alloc_shared(device, SEG_BYTES, &mine, &h);
+  tnrt_status_t st = tnrt_mem_alloc_shared(device, c->seg_bytes, &mine, &h);
   if (st != TNRT_OK) goto fail;
   c->mine = mine;
   c->seg[rank] = mine;
-  memset(mine, 0, CTRL_BYTES); /* the counters start at round 0 */
+  memset(mine, 0, c->ctrl_bytes); /* the counters start at round 0, no chunk sent */
   if (exchange(ctx, &h, all, sizeof h) != 0) {
     st = tnrt_set_error(TNRT_ERR_INTERNAL, "the bootstrap exchange failed");
     goto fail;
@@ -99,6 +192,14 @@ tnrt_status_t tnccl_comm_init(int device, int rank, int nranks, int64_t timeout_
     size_t bytes;
     st = tnrt_mem_import(device, &all[r], &p, &bytes);
     if (st != TNRT_OK) goto fail;
+    if (bytes != c->seg_bytes) { /* its layout is for another rank count */
+      tnrt_mem_unimport(device, p, bytes);
+      st = tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
+                          "rank %d's communicator segment has %zu bytes where this rank's has "
+                          "%zu: do all ranks pass the same nranks (%d here)?",
+                          r, bytes, c->seg_bytes, nranks);
+      goto fail;
+    }
     c->seg[r] = p;
   }
   free(all);
@@ -115,9 +216,9 @@ void tnccl_comm_destroy(tnccl_comm_t *c) {
   for (int r = 0; r < c->nranks; r++) {
     if (!c->seg[r]) continue;
     if (r == c->rank)
-      tnrt_mem_free_shared(c->device, c->seg[r], SEG_BYTES);
+      tnrt_mem_free_shared(c->device, c->seg[r], c->seg_bytes);
     else
-      tnrt_mem_unimport(c->device, c->seg[r], SEG_BYTES);
+      tnrt_mem_unimport(c->device, c->seg[r], c->seg_bytes);
   }
   free(c->seg);
   free(c);
@@ -327,4 +428,298 @@ tnrt_status_t tnccl_reduce_scatter(tnccl_comm_t *c, const void *in, void *out, i
   }
   free(src);
   return st;
+}
+
+/* Publishes that this rank has finished with round k's slots. */
+static void finish_round(tnccl_comm_t *c, uint64_t k) {
+  atomic_store_explicit(&ctrl_of(c, c->rank)->reduced, k, memory_order_release);
+  atomic_store_explicit(&ctrl_of(c, c->rank)->done, k, memory_order_release);
+}
+
+/* The first round exchanges every rank's counts: [invalid flag][send_bytes
+ * (n)][recv_bytes (n)] as uint64 in its slot. Each rank checks the whole
+ * matrix, so all reach the same verdict (run or fail) and the same number of
+ * data rounds; a rank with invalid arguments still takes part. Then each
+ * data round moves `region` bytes of every (source, destination) pair: the
+ * source's slot holds one region per destination. */
+tnrt_status_t tnccl_all_to_all_v(tnccl_comm_t *c, const void *in, const size_t *send_off,
+                                 const size_t *send_bytes, void *out, const size_t *recv_off,
+                                 const size_t *recv_bytes) {
+  if (!c) return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "all_to_all_v without a communicator");
+  int n = c->nranks, me = c->rank;
+  size_t region = SLOT_BYTES / (size_t)n / LINE * LINE;
+  if (region == 0 || (2 * (size_t)n + 1) * sizeof(uint64_t) > SLOT_BYTES)
+    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
+                          "all_to_all_v supports at most %d ranks; this communicator has %d",
+                          (int)(SLOT_BYTES / LINE), n);
+  char why[160] = "";
+  if (!send_off || !send_bytes || !recv_off || !recv_bytes)
+    snprintf(why, sizeof why, "an offset or count array is NULL");
+  for (int p = 0; p < n && !why[0]; p++) {
+    if (send_bytes[p] && (!in || send_off[p] > SIZE_MAX - send_bytes[p]))
+      snprintf(why, sizeof why, "the send to rank %d (%zu bytes at offset %zu of %s)", p,
+               send_bytes[p], send_off[p], in ? "in) overflows" : "a NULL in)");
+    else if (recv_bytes[p] && (!out || recv_off[p] > SIZE_MAX - recv_bytes[p]))
+      snprintf(why, sizeof why, "the recv from rank %d (%zu bytes at offset %zu of %s)", p,
+               recv_bytes[p], recv_off[p], out ? "out) overflows" : "a NULL out)");
+  }
+  tnrt_status_t st;
+  uint64_t k = ++c->round;
+  if ((st = WAIT(c, done, k >= 2 ? k - 2 : 0, "reuse of a slot")) != TNRT_OK) return st;
+  uint64_t *counts = (uint64_t *)slot_of(c, me, k);
+  counts[0] = why[0] != 0;
+  for (int p = 0; p < n; p++) {
+    counts[1 + p] = why[0] ? 0 : send_bytes[p];
+    counts[1 + n + p] = why[0] ? 0 : recv_bytes[p];
+  }
+  atomic_store_explicit(&ctrl_of(c, me)->posted, k, memory_order_release);
+  if ((st = WAIT(c, posted, k, "the counts")) != TNRT_OK) return st;
+  /* the first invalid rank; the first mismatch, one of this rank's if any */
+  int bad = -1, ms = -1, md = -1;
+  uint64_t most = 0, ms_sent = 0, ms_want = 0;
+  for (int s = 0; s < n && bad < 0; s++)
+    if (((const uint64_t *)slot_of(c, s, k))[0]) bad = s;
+  for (int s = 0; s < n && bad < 0; s++) {
+    const uint64_t *vs = (const uint64_t *)slot_of(c, s, k);
+    for (int d = 0; d < n; d++) {
+      uint64_t sent = vs[1 + d], want = ((const uint64_t *)slot_of(c, d, k))[1 + n + s];
+      if (s != d && sent > most) most = sent;
+      if (sent != want && (ms < 0 || ((s == me || d == me) && ms != me && md != me)))
+        ms = s, md = d, ms_sent = sent, ms_want = want;
+    }
+  }
+  finish_round(c, k);
+  if (why[0])
+    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "all_to_all_v: %s; no data was moved", why);
+  if (bad >= 0)
+    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
+                          "all_to_all_v: rank %d passed invalid arguments (its error says which); "
+                          "no data was moved",
+                          bad);
+  if (ms >= 0)
+    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
+                          "all_to_all_v: rank %d sends %llu bytes to rank %d, which expects "
+                          "%llu bytes from it (send_bytes[%d] on rank %d must equal "
+                          "recv_bytes[%d] on rank %d); no data was moved",
+                          ms, (unsigned long long)ms_sent, md, (unsigned long long)ms_want, md, ms,
+                          ms, md);
+  if (send_bytes[me])
+    memcpy((char *)out + recv_off[me], (const char *)in + send_off[me], send_bytes[me]);
+  uint64_t rounds = most / region + (most % region != 0);
+  for (uint64_t j = 0; j < rounds; j++) {
+    size_t off = (size_t)j * region;
+    k = ++c->round;
+    if ((st = WAIT(c, done, k - 2, "reuse of a slot")) != TNRT_OK) return st;
+    char *slot = slot_of(c, me, k);
+    for (int d = 0; d < n; d++)
+      if (d != me && send_bytes[d] > off) {
+        size_t m = send_bytes[d] - off < region ? send_bytes[d] - off : region;
+        memcpy(slot + (size_t)d * region, (const char *)in + send_off[d] + off, m);
+      }
+    atomic_store_explicit(&ctrl_of(c, me)->posted, k, memory_order_release);
+    if ((st = WAIT(c, posted, k, "the inputs")) != TNRT_OK) return st;
+    for (int s = 0; s < n; s++)
+      if (s != me && recv_bytes[s] > off) {
+        size_t m = recv_bytes[s] - off < region ? recv_bytes[s] - off : region;
+        memcpy((char *)out + recv_off[s] + off, slot_of(c, s, k) + (size_t)me * region, m);
+      }
+    finish_round(c, k);
+  }
+  return TNRT_OK;
+}
+
+/* ---- point-to-point ----
+ * The messages from rank s to rank q go through s's outbox for q, a ring of
+ * P2P_CHUNKS chunks: s writes chunk i (header and data) into entry i %
+ * P2P_CHUNKS once q has consumed chunk i - P2P_CHUNKS, then publishes
+ * sent = i + 1; q reads it once sent > i, then publishes used = i + 1. Each
+ * message is at least one chunk (a 0-byte one too). */
+
+typedef struct p2p_state {
+  size_t off;     /* bytes sent / received so far */
+  uint64_t total; /* recv: the size of the message arriving (its first chunk's) */
+  int prev;       /* the op before this one with the same peer and direction, or -1 */
+  int started, done, mismatch;
+} p2p_state_t;
+
+static chunk_hdr_t *chunk_hdr(char *box, uint64_t i) { return (chunk_hdr_t *)box + i % P2P_CHUNKS; }
+static char *chunk_data(char *box, uint64_t i) {
+  return box + P2P_HEADERS + (size_t)(i % P2P_CHUNKS) * P2P_CHUNK;
+}
+
+/* Puts as many of op's chunks in the outbox as the ring has room for; 1 if
+ * any. */
+static int send_step(tnccl_comm_t *c, const tnccl_p2p_t *op, p2p_state_t *s) {
+  _Atomic uint64_t *sent = sent_ctr(c, c->rank, op->peer);
+  uint64_t i = atomic_load_explicit(sent, memory_order_relaxed);
+  uint64_t room =
+      atomic_load_explicit(used_ctr(c, op->peer, c->rank), memory_order_acquire) + P2P_CHUNKS;
+  char *box = outbox_of(c, c->rank, op->peer);
+  int moved = 0;
+  while (i < room && !s->done) {
+    size_t len = op->bytes - s->off < P2P_CHUNK ? op->bytes - s->off : P2P_CHUNK;
+    chunk_hdr_t *h = chunk_hdr(box, i);
+    h->total = op->bytes;
+    h->off = s->off;
+    h->len = len;
+    if (len) memcpy(chunk_data(box, i), (const char *)op->buf + s->off, len);
+    s->off += len;
+    s->done = s->off == op->bytes;
+    atomic_store_explicit(sent, ++i, memory_order_release);
+    moved = 1;
+  }
+  return moved;
+}
+
+/* Consumes the chunks of op's message that have arrived; 1 if any, -1 (error
+ * set) when the channel is out of step. A message of another size than op
+ * expects is consumed and discarded (s->mismatch). */
+static int recv_step(tnccl_comm_t *c, const tnccl_p2p_t *op, p2p_state_t *s) {
+  _Atomic uint64_t *used = used_ctr(c, c->rank, op->peer);
+  uint64_t i = atomic_load_explicit(used, memory_order_relaxed);
+  uint64_t avail = atomic_load_explicit(sent_ctr(c, op->peer, c->rank), memory_order_acquire);
+  char *box = outbox_of(c, op->peer, c->rank);
+  int moved = 0;
+  while (i < avail && !s->done) {
+    const chunk_hdr_t *h = chunk_hdr(box, i);
+    uint64_t total = h->total, off = h->off, len = h->len;
+    if (!s->started) {
+      s->started = 1;
+      s->total = total;
+      s->mismatch = total != op->bytes;
+    }
+    if (total != s->total || off != s->off || len > P2P_CHUNK || len > total - off ||
+        (len == 0 && total != 0)) {
+      tnrt_set_error(TNRT_ERR_INTERNAL,
+                     "the messages from rank %d are out of step (a chunk of %llu bytes at "
+                     "offset %llu of %llu where offset %zu of %llu was due): was the "
+                     "communicator used after a timeout?",
+                     op->peer, (unsigned long long)len, (unsigned long long)off,
+                     (unsigned long long)total, s->off, (unsigned long long)s->total);
+      return -1;
+    }
+    if (len && !s->mismatch) memcpy((char *)op->buf + off, chunk_data(box, i), len);
+    s->off += len;
+    s->done = s->off == s->total;
+    atomic_store_explicit(used, ++i, memory_order_release);
+    moved = 1;
+  }
+  return moved;
+}
+
+/* Checks the ops and pairs each send to self with its recv (copied at once).
+ * st[i].prev links the ops of one (peer, direction) in batch order. */
+static tnrt_status_t p2p_prepare(tnccl_comm_t *c, const tnccl_p2p_t *ops, int n, p2p_state_t *st,
+                                 int *last) {
+  for (int i = 0; i < n; i++) {
+    const tnccl_p2p_t *o = &ops[i];
+    if (o->peer < 0 || o->peer >= c->nranks || (o->bytes && !o->buf))
+      return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
+                            "p2p op %d: %s of %zu bytes %s rank %d of %d%s", i,
+                            o->is_send ? "send" : "recv", o->bytes, o->is_send ? "to" : "from",
+                            o->peer, c->nranks, o->buf ? "" : " with a NULL buffer");
+  }
+  for (int i = 0; i < 2 * c->nranks; i++) last[i] = -1;
+  int next_recv = 0; /* the recv from self the next send to self pairs with */
+  for (int i = 0; i < n; i++) {
+    int *l = &last[2 * ops[i].peer + (ops[i].is_send != 0)];
+    st[i] = (p2p_state_t){.prev = *l};
+    *l = i;
+    if (ops[i].peer != c->rank || !ops[i].is_send) continue;
+    while (next_recv < n && (ops[next_recv].peer != c->rank || ops[next_recv].is_send)) next_recv++;
+    if (next_recv == n)
+      return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
+                            "p2p op %d: a send of %zu bytes to this rank itself (%d) has no recv "
+                            "from itself in the batch (a send to self is a copy to such a recv)",
+                            i, ops[i].bytes, c->rank);
+    if (ops[next_recv].bytes != ops[i].bytes)
+      return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
+                            "p2p op %d: a send of %zu bytes to this rank itself (%d) pairs with "
+                            "op %d, a recv of %zu bytes",
+                            i, ops[i].bytes, c->rank, next_recv, ops[next_recv].bytes);
+    next_recv++;
+  }
+  for (int i = next_recv; i < n; i++)
+    if (ops[i].peer == c->rank && !ops[i].is_send)
+      return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
+                            "p2p op %d: a recv of %zu bytes from this rank itself (%d) has no "
+                            "send to itself in the batch",
+                            i, ops[i].bytes, c->rank);
+  /* the copies, in pairs */
+  for (int i = 0, j = 0; i < n; i++) {
+    if (ops[i].peer != c->rank || !ops[i].is_send) continue;
+    while (ops[j].peer != c->rank || ops[j].is_send) j++;
+    if (ops[i].bytes) memmove(ops[j].buf, ops[i].buf, ops[i].bytes);
+    st[i].done = st[j].done = 1;
+    j++;
+  }
+  return TNRT_OK;
+}
+
+tnrt_status_t tnccl_p2p_batch(tnccl_comm_t *c, const tnccl_p2p_t *ops, int n) {
+  if (!c || n < 0 || (n && !ops))
+    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "p2p batch of %d ops", n);
+  if (n == 0) return TNRT_OK;
+  p2p_state_t *st = malloc(sizeof *st * (size_t)n);
+  int *last = malloc(sizeof *last * 2 * (size_t)c->nranks);
+  if (!st || !last) {
+    free(st);
+    free(last);
+    return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY, "p2p batch of %d ops", n);
+  }
+  /* A recv of the wrong size is an error once the batch has run; an
+   * out-of-step channel or a timeout ends it. */
+  tnrt_status_t status = p2p_prepare(c, ops, n, st, last);
+  int running = status == TNRT_OK;
+  waiter_t w = {0};
+  while (running) {
+    int waiting = -1, moved = 0;
+    running = 0;
+    for (int i = 0; i < n; i++) {
+      p2p_state_t *s = &st[i];
+      if (s->done) continue;
+      running = 1;
+      if (s->prev >= 0 && !st[s->prev].done) continue; /* behind an op with the same peer */
+      int r = ops[i].is_send ? send_step(c, &ops[i], s) : recv_step(c, &ops[i], s);
+      if (r < 0) {
+        status = TNRT_ERR_INTERNAL;
+        running = 0;
+        break;
+      }
+      moved |= r;
+      if (s->done && s->mismatch && status == TNRT_OK)
+        status = tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
+                                "p2p op %d: a recv of %zu bytes from rank %d got a message of "
+                                "%llu bytes (a send and its recv must have the same size); the "
+                                "message was discarded",
+                                i, ops[i].bytes, ops[i].peer, (unsigned long long)s->total);
+      if (!s->done && waiting < 0) waiting = i;
+    }
+    if (!running || moved) {
+      w = (waiter_t){0};
+      continue;
+    }
+    if (!pause_wait(c, &w)) {
+      const tnccl_p2p_t *o = &ops[waiting];
+      status = tnrt_set_error(TNRT_ERR_NOT_READY,
+                              "p2p %s of %zu bytes %s rank %d timed out after %zu bytes: has "
+                              "rank %d exited, or not posted the matching %s?",
+                              o->is_send ? "send" : "recv", o->bytes, o->is_send ? "to" : "from",
+                              o->peer, st[waiting].off, o->peer, o->is_send ? "recv" : "send");
+      break;
+    }
+  }
+  free(st);
+  free(last);
+  return status;
+}
+
+tnrt_status_t tnccl_send(tnccl_comm_t *c, const void *buf, size_t bytes, int peer) {
+  tnccl_p2p_t op = {.peer = peer, .is_send = 1, .buf = (void *)buf, .bytes = bytes};
+  return tnccl_p2p_batch(c, &op, 1);
+}
+
+tnrt_status_t tnccl_recv(tnccl_comm_t *c, void *buf, size_t bytes, int peer) {
+  tnccl_p2p_t op = {.peer = peer, .is_send = 0, .buf = buf, .bytes = bytes};
+  return tnccl_p2p_batch(c, &op, 1);
 }

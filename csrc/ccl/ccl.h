@@ -1,8 +1,8 @@
 /* TorchNeuron collectives (tnccl): the ranks of one host over device memory
  * they all map (tnrt_mem_alloc_shared / tnrt_mem_import). C11, no torch
- * headers. Work in progress (issue 13): all_reduce, broadcast and barrier
- * over a communicator; the c10d backend, the other collectives and the
- * inter-host path build on it.
+ * headers. Work in progress (issue 13): all_reduce, broadcast, all_gather,
+ * reduce_scatter, all_to_all_v, barrier and point-to-point send / recv over
+ * a communicator; the c10d backend and the inter-host path build on it.
  *
  * Each rank owns one shared segment: a control block of per-rank counters
  * (one cache line each) and two data slots. A collective runs in rounds of at
@@ -11,8 +11,19 @@
  * peer's slot directly (reduce-scatter shape, all ranks working) into its
  * slot's result area and publishes that; then every rank copies the N reduced
  * shares from the peers' result areas into its output. Two slots alternate so
- * a rank may fill round k+1 while peers still read round k. Every wait is
- * bounded by the communicator's timeout. */
+ * a rank may fill round k+1 while peers still read round k.
+ *
+ * Point-to-point messages do not use the rounds: each rank's segment also
+ * holds one outbox per peer (a ring of chunks, each carrying its byte count)
+ * and its control block a sent and a consumed counter per peer, so a send
+ * and its recv involve only their two ranks and interleave freely with the
+ * collectives.
+ *
+ * Every wait is bounded by the communicator's timeout (a p2p batch's from
+ * its last progress): it spins for the first microseconds, then yields, then
+ * sleeps in growing steps of at most 100 us so a rank waiting long for a
+ * peer does not hold a core. After a timeout the communicator's ranks are out of step:
+ * destroy it. One thread at a time calls a communicator's functions. */
 #ifndef TNCCL_H
 #define TNCCL_H
 
@@ -68,6 +79,49 @@ tnrt_status_t tnccl_all_gather(tnccl_comm_t *comm, const void *in, void *out, si
 tnrt_status_t tnccl_reduce_scatter(tnccl_comm_t *comm, const void *in, void *out, int64_t count,
                                    int dtype, tnccl_op_t op);
 tnrt_status_t tnccl_barrier(tnccl_comm_t *comm);
+
+/* All-to-all with uneven splits (byte offsets and counts, nranks entries
+ * each): this rank sends send_bytes[p] bytes from in + send_off[p] to rank p
+ * and receives recv_bytes[p] bytes from rank p into out + recv_off[p]; p ==
+ * rank is a local copy. Zero counts are allowed (in / out may then be NULL
+ * when all are zero). in and out must not overlap. Every rank calls it: the
+ * ranks first exchange their count vectors (one round), so a rank whose
+ * send_bytes[p] differs from rank p's recv_bytes[rank], or whose arguments
+ * are invalid, makes every rank return TNRT_ERR_INVALID_ARGUMENT without
+ * moving data. Then ceil(max count / region) rounds, a region being the
+ * 1/nranks of a slot each rank fills for one destination. */
+tnrt_status_t tnccl_all_to_all_v(tnccl_comm_t *comm, const void *in, const size_t *send_off,
+                                 const size_t *send_bytes, void *out, const size_t *recv_off,
+                                 const size_t *recv_bytes);
+
+/* ---- point-to-point ----
+ * A send and its recv pair up in order: the messages from one rank to
+ * another are FIFO. Only the two ranks take part; the others and the
+ * collective rounds are unaffected. */
+typedef struct tnccl_p2p {
+  int peer;    /* the rank sent to or received from */
+  int is_send; /* nonzero: send buf's bytes to peer; zero: receive bytes from peer into buf */
+  void *buf;
+  size_t bytes;
+} tnccl_p2p_t;
+
+/* Runs a batch of sends and receives to completion, progressing all of them
+ * together: two ranks that each send to and receive from the other in one
+ * batch never deadlock, whatever the sizes. The ops with the same peer and
+ * direction run in batch order. A send completes when its last chunk is in
+ * this rank's outbox (up to 256 KiB may complete before the peer receives).
+ * A send to this rank itself pairs with a recv from itself in the same batch
+ * (the k-th send with the k-th recv, a copy). Errors:
+ * TNRT_ERR_INVALID_ARGUMENT, nothing run, for a bad peer or buffer or a send
+ * to self without its recv in the batch (or of another size); for a recv
+ * whose peer sends a message of another size the recv discards that message
+ * and fails with TNRT_ERR_INVALID_ARGUMENT once the rest of the batch has
+ * run (the channel stays in step; the sender is not told);
+ * TNRT_ERR_NOT_READY when no op progressed for the timeout. */
+tnrt_status_t tnccl_p2p_batch(tnccl_comm_t *comm, const tnccl_p2p_t *ops, int n);
+/* A batch of one send / one recv. */
+tnrt_status_t tnccl_send(tnccl_comm_t *comm, const void *buf, size_t bytes, int peer);
+tnrt_status_t tnccl_recv(tnccl_comm_t *comm, void *buf, size_t bytes, int peer);
 
 #ifdef __cplusplus
 }
