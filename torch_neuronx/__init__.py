@@ -35,9 +35,10 @@ def _register():
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
-    from . import _ipc
+    from . import _ipc, distributed
 
     _ipc.install()
+    distributed.register()
 
 
 _register()

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <string>
 
 namespace torch_neuronx {
@@ -49,7 +50,21 @@ void check_device_index(c10::DeviceIndex index) {
 
 // ------------------------------------------------------ devices, streams
 
-static thread_local c10::DeviceIndex t_device = 0;
+// A new thread's current device: neuron:LOCAL_RANK (modulo the visible
+// devices) in a process torchrun started, as AWS's runtime maps ranks to
+// logical cores, else neuron:0.
+static c10::DeviceIndex initial_device() {
+  static const c10::DeviceIndex d = [] {
+    const char *v = std::getenv("LOCAL_RANK");
+    char *end = nullptr;
+    long r = v && *v ? std::strtol(v, &end, 10) : 0;
+    if (!v || !*v || *end || r <= 0) return c10::DeviceIndex(0);
+    int n = tnrt_device_count();
+    return c10::DeviceIndex(n > 0 ? r % n : 0);
+  }();
+  return d;
+}
+static thread_local c10::DeviceIndex t_device = initial_device();
 static thread_local std::array<int8_t, 128> t_stream{};  // index per device
 
 c10::DeviceIndex current_device() { return t_device; }

@@ -31,12 +31,14 @@ static py::dict device_properties(int index) {
 
 namespace torch_neuronx {
 void bind_memory_history(py::module &m);  // memory_history.cpp
-}
+void bind_distributed(py::module &m);     // distributed.cpp
+}  // namespace torch_neuronx
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "TorchNeuron native extension";
   register_runtime();
   torch_neuronx::bind_memory_history(m);
+  torch_neuronx::bind_distributed(m);
 
   m.def("_device_count", [] { return tnrt_device_count(); });
   m.def("_is_initialized", [] { return bool(tnrt_is_initialized()); });

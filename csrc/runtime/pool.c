@@ -118,6 +118,10 @@ static void pool_init(void) {
   if (n <= 0) {
     n = g_ncpus;
     if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    /* ranks that torchrun started on this host share its cores */
+    const char *lws = getenv("LOCAL_WORLD_SIZE");
+    int share = lws && *lws ? atoi(lws) : 0;
+    if (share > 1) n /= share;
     if (n <= 0) n = 1;
   }
   if (n > 256) n = 256;

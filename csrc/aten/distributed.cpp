@@ -1,0 +1,993 @@
+// The c10d backend "neuron" (torch.distributed): ProcessGroupNeuron, a
+// c10d::Backend over the shared-memory collectives of csrc/ccl, and its
+// Work. docs/design/distributed-c10d.md has the integration points.
+//
+// Streams, as NCCL: each process group owns one communication stream per
+// device. A collective records an event on the caller's current stream, the
+// communication stream waits on it (so the collective reads what earlier
+// work wrote), runs the collective as one task, and records an end event.
+// A synchronous call (async_op=False) makes the current stream wait on that
+// end event at once; an asynchronous one leaves it to work.wait(). The host
+// never blocks, so compute queued after the call overlaps the
+// communication. All collectives of a group run on its stream, in the order
+// the host issued them, which is the order every rank agrees on.
+//
+// CPU tensors (the backend is registered for "cpu" too, so CPU collectives
+// of a "neuron" group work) run the same task and the host waits for it.
+//
+// A failed collective (a peer that exited or timed out, arguments that
+// differ across ranks) is a fault of the communication stream: every
+// stream that waits on the collective inherits it and the next
+// synchronisation raises it, as a CUDA error would surface; work.wait()
+// raises it at once where the host waits (TORCH_NEURONX_BLOCKING_WAIT=1 or
+// a CPU collective). The group is unusable afterwards, as NCCL's.
+#include "neuron.h"
+
+#include <pybind11/chrono.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/csrc/distributed/c10d/exception.h>
+#include <torch/csrc/distributed/c10d/reducer_timer.hpp>
+#include <torch/csrc/Storage.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+extern "C" {
+#include "../ccl/ccl.h"
+}
+
+namespace py = pybind11;
+
+namespace torch_neuronx {
+namespace {
+
+// A message for tnrt_stream_fault, which keeps the pointer: interned for the
+// process's lifetime (messages name ranks and sizes, so there are few).
+const char *intern(const std::string &s) {
+  static std::mutex mu;
+  static auto *strings = new std::set<std::string>();
+  std::lock_guard<std::mutex> g(mu);
+  return strings->insert(s).first->c_str();
+}
+
+bool blocking_wait() {
+  static const bool on = [] {
+    const char *v = std::getenv("TORCH_NEURONX_BLOCKING_WAIT");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+// One communicator of a process group: the ccl communicator and the stream
+// its collectives run on. Shared by the group and its queued tasks.
+struct Comm {
+  tnccl_comm_t *c = nullptr;
+  c10::DeviceIndex device = -1;
+  c10::Stream stream{c10::Stream::DEFAULT, c10::Device(kNeuron, 0)};
+  std::atomic<bool> broken{false};
+  std::mutex mu;
+  std::string error;  // the first failure
+  ~Comm() { tnccl_comm_destroy(c); }
+  void fail(const std::string &msg) {
+    std::lock_guard<std::mutex> g(mu);
+    if (error.empty()) error = msg;
+    broken = true;
+  }
+  std::string failure() {
+    std::lock_guard<std::mutex> g(mu);
+    return error;
+  }
+};
+
+// How one (or a batch of) queued collective(s) ended.
+struct Completion {
+  tnrt_event_t *end = nullptr;
+  std::mutex mu;
+  std::string error;
+  ~Completion() { tnrt_event_destroy(end); }
+  std::string failure() {
+    std::lock_guard<std::mutex> g(mu);
+    return error;
+  }
+};
+
+using Body = std::function<tnrt_status_t(tnccl_comm_t *)>;
+
+struct Job {
+  std::shared_ptr<Comm> comm;
+  std::shared_ptr<Completion> done;
+  Body body;
+  tnrt_stream_t *stream;
+  uint32_t origin;
+  const char *name;
+};
+
+void run_job(void *p) {
+  std::unique_ptr<Job> j(*static_cast<Job **>(p));
+  std::string msg;
+  if (j->comm->broken) {
+    msg = "a previous collective of this process group failed (" + j->comm->failure() +
+          "); the group cannot be used any more: destroy it and create a new one";
+  } else {
+    try {
+      if (j->body(j->comm->c) != TNRT_OK)
+        msg = std::string("neuron collective ") + j->name + " failed: " + tnrt_last_error();
+    } catch (const std::exception &e) {
+      msg = std::string("neuron collective ") + j->name + " failed: " + e.what();
+    }
+    if (!msg.empty()) j->comm->fail(msg);
+  }
+  if (!msg.empty()) {
+    {
+      std::lock_guard<std::mutex> g(j->done->mu);
+      if (j->done->error.empty()) j->done->error = msg;
+    }
+    tnrt_stream_fault(j->stream, TNRT_FAULT_MESSAGE, intern(msg), 0, 0, j->origin);
+  }
+}
+
+tnccl_op_t to_ccl(const c10d::ReduceOp &op) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: return TNCCL_SUM;
+    case c10d::ReduceOp::AVG: return TNCCL_AVG;
+    case c10d::ReduceOp::PRODUCT: return TNCCL_PRODUCT;
+    case c10d::ReduceOp::MIN: return TNCCL_MIN;
+    case c10d::ReduceOp::MAX: return TNCCL_MAX;
+    case c10d::ReduceOp::BAND: return TNCCL_BAND;
+    case c10d::ReduceOp::BOR: return TNCCL_BOR;
+    case c10d::ReduceOp::BXOR: return TNCCL_BXOR;
+    case c10d::ReduceOp::PREMUL_SUM: return TNCCL_SUM;  // the factor is applied first
+    default: break;
+  }
+  TORCH_CHECK_VALUE(false, "the neuron backend does not support reduce op ", int(op.op_));
+}
+
+int ccl_dtype(const at::Tensor &t) {
+  tnk_dtype_t d = tnk_of(t);
+  TORCH_CHECK_VALUE(d != TNK_DTYPE_COUNT && d != TNK_C64 && d != TNK_C128,
+                    "the neuron backend does not support tensors of dtype ", t.scalar_type(),
+                    " in reductions");
+  return d;
+}
+
+size_t nbytes(const at::Tensor &t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
+char *ptr(const at::Tensor &t) { return static_cast<char *>(t.data_ptr()); }
+
+// The supplement of PREMUL_SUM as a scalar multiplier, applied to the input
+// before a SUM.
+at::Tensor premul(const at::Tensor &t, const c10d::ReduceOp &op, bool in_place) {
+  auto *s = dynamic_cast<c10d::PreMulSumSupplement *>(op.supplement_.get());
+  TORCH_CHECK_VALUE(s, "PREMUL_SUM needs a factor (torch.distributed._make_nccl_premul_sum)");
+  if (s->tensor_factor.defined()) {
+    auto f = s->tensor_factor.to(t.device(), t.scalar_type());
+    return in_place ? t.mul_(f) : t.mul(f);
+  }
+  return in_place ? t.mul_(s->double_factor) : t.mul(s->double_factor);
+}
+
+class WorkNeuron : public c10d::Work {
+ public:
+  WorkNeuron(c10d::OpType type, const char *name, std::shared_ptr<Completion> done,
+             std::optional<c10::Device> device, std::vector<at::Tensor> outputs,
+             c10::Stream comm_stream)
+      : Work(-1, type, name),
+        done_(std::move(done)),
+        device_(device),
+        outputs_(std::move(outputs)) {
+    std::vector<c10::Device> devices;
+    if (device_) devices.push_back(*device_);
+    future_ = c10::make_intrusive<c10::ivalue::Future>(
+        c10::ListType::create(c10::TensorType::get()), devices);
+    if (device_) {
+      c10::StreamGuard g(comm_stream);  // the future's event: the end of the task
+      future_->markCompleted(c10::IValue(outputs_));
+    } else {
+      future_->markCompleted(c10::IValue(outputs_));
+    }
+  }
+
+  bool isCompleted() override { return !done_->end || tnrt_event_query(done_->end); }
+  bool isSuccess() const override { return done_->failure().empty(); }
+  std::exception_ptr exception() const override {
+    std::string e = done_->failure();
+    return e.empty() ? nullptr
+                     : std::make_exception_ptr(
+                           c10::DistBackendError({__func__, __FILE__, uint32_t(__LINE__)}, e));
+  }
+  std::vector<at::Tensor> result() override { return outputs_; }
+  void synchronize() override {
+    if (!device_ || !done_->end) return;
+    check(tnrt_stream_wait_event(current_native_stream(device_->index()), done_->end), "work.wait");
+  }
+  void blockCurrentStream() override { synchronize(); }
+  bool wait(std::chrono::milliseconds timeout) override {
+    synchronize();
+    if (device_ && done_->end && (blocking_wait() || timeout != kNoTimeout)) {
+      tnrt_status_t st = tnrt_event_synchronize(done_->end);
+      std::string e = done_->failure();
+      if (!e.empty()) C10_THROW_ERROR(DistBackendError, e);
+      check(st, "work.wait");
+    }
+    return true;
+  }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+ private:
+  std::shared_ptr<Completion> done_;
+  std::optional<c10::Device> device_;
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// DDP's per-iteration timings (Reducer asks the registry for its device's
+// timer); host clock, as the CPU's.
+class NeuronTimer : public c10d::Timer {
+ public:
+  explicit NeuronTimer(c10::Device) {}
+  std::optional<int64_t> measureDifference(Event start, Event end) override {
+    auto a = getTimestamp(start), b = getTimestamp(end);
+    if (!a || !b || *b < *a) return std::nullopt;
+    return *b - *a;
+  }
+};
+
+}  // namespace
+}  // namespace torch_neuronx
+
+namespace c10d {
+C10_REGISTER_TYPED_CLASS(TimerRegistry, c10::kPrivateUse1, torch_neuronx::NeuronTimer)
+}  // namespace c10d
+
+namespace torch_neuronx {
+
+class ProcessGroupNeuron : public c10d::Backend {
+ public:
+  ProcessGroupNeuron(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                     std::chrono::milliseconds timeout, std::string group_id)
+      : Backend(rank, size),
+        store_(std::move(store)),
+        timeout_(timeout),
+        group_id_(std::move(group_id)) {}
+
+  const std::string getBackendName() const override { return "neuron"; }
+  void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+  bool supportsCoalescing() const override { return true; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &ts,
+                                           const c10d::BroadcastOptions &o) override {
+    auto t = single(ts, "broadcast");
+    check_root(o.rootRank, "broadcast");
+    int root = static_cast<int>(o.rootRank);
+    char *p = ptr(t);
+    size_t n = nbytes(t);
+    return run(c10d::OpType::BROADCAST, "broadcast", {t}, {t},
+               [=](tnccl_comm_t *c) { return tnccl_broadcast(c, p, n, root); });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &ts,
+                                           const c10d::AllreduceOptions &o) override {
+    auto t = single(ts, "all_reduce");
+    return allreduce_list({t}, o.reduceOp, c10d::OpType::ALLREDUCE, "all_reduce");
+  }
+
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor> &ts, const c10d::AllreduceCoalescedOptions &o) override {
+    for (auto &t : ts) check_tensor(t, "all_reduce_coalesced");
+    return allreduce_list(ts, o.reduceOp, c10d::OpType::ALLREDUCE_COALESCED,
+                          "all_reduce_coalesced");
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor> &ts,
+                                        const c10d::ReduceOptions &o) override {
+    auto t = single(ts, "reduce");
+    check_root(o.rootRank, "reduce");
+    // every rank reduces a copy; the root keeps the result, the others their input
+    at::Tensor src = t;
+    if (o.reduceOp == c10d::ReduceOp::PREMUL_SUM) src = premul(t, o.reduceOp, false);
+    auto tmp = at::empty_like(t);
+    char *p = ptr(t), *s = ptr(src), *q = ptr(tmp);
+    size_t n = nbytes(t);
+    int64_t count = t.numel();
+    int dt = ccl_dtype(t), root = static_cast<int>(o.rootRank), me = rank_;
+    tnccl_op_t op = to_ccl(o.reduceOp);
+    return run(c10d::OpType::REDUCE, "reduce", {t, src, tmp}, {t}, [=](tnccl_comm_t *c) {
+      std::memcpy(q, s, n);
+      tnrt_status_t st = tnccl_all_reduce(c, q, count, dt, op);
+      if (st == TNRT_OK && me == root) std::memcpy(p, q, n);
+      return st;
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outs,
+                                           std::vector<at::Tensor> &ins,
+                                           const c10d::AllgatherOptions &) override {
+    auto in = single(ins, "all_gather");
+    TORCH_CHECK(outs.size() == 1, "all_gather takes one output list");
+    auto &list = outs[0];
+    check_list(list, in, "all_gather");
+    return gather_into(list, in, c10d::OpType::ALLGATHER, "all_gather", -1);
+  }
+
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &out, at::Tensor &in,
+                                                 const c10d::AllgatherOptions &) override {
+    check_tensor(in, "all_gather_into_tensor");
+    check_tensor(out, "all_gather_into_tensor");
+    check_same(out, in, "all_gather_into_tensor");
+    TORCH_CHECK_VALUE(out.numel() == in.numel() * size_, "all_gather_into_tensor: the output has ",
+                      out.numel(), " elements; it must have world_size (", size_,
+                      ") times the input's ", in.numel());
+    char *src = ptr(in), *dst = ptr(out);
+    size_t n = nbytes(in);
+    return run(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {in, out}, {out},
+               [=](tnccl_comm_t *c) { return tnccl_all_gather(c, src, dst, n); });
+  }
+
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>> &outs,
+                                                     std::vector<at::Tensor> &ins,
+                                                     const c10d::AllgatherOptions &) override {
+    TORCH_CHECK(outs.size() == ins.size(), "all_gather_coalesced: ", outs.size(),
+                " output lists for ", ins.size(), " inputs");
+    std::vector<Body> bodies;
+    std::vector<at::Tensor> keep, results;
+    for (size_t i = 0; i < ins.size(); i++) {
+      check_tensor(ins[i], "all_gather_coalesced");
+      check_list(outs[i], ins[i], "all_gather_coalesced");
+      bodies.push_back(gather_body(outs[i], ins[i], -1, keep));
+      results.insert(results.end(), outs[i].begin(), outs[i].end());
+    }
+    return run(c10d::OpType::ALLGATHER_COALESCED, "all_gather_coalesced", keep, results,
+               sequence(std::move(bodies)));
+  }
+
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor> &outs, std::vector<at::Tensor> &ins,
+      const c10d::AllgatherOptions &o) override {
+    TORCH_CHECK(outs.size() == ins.size(), "all_gather_into_tensor_coalesced: ", outs.size(),
+                " outputs for ", ins.size(), " inputs");
+    std::vector<Body> bodies;
+    std::vector<at::Tensor> keep;
+    for (size_t i = 0; i < ins.size(); i++) {
+      check_tensor(ins[i], "all_gather_into_tensor_coalesced");
+      check_tensor(outs[i], "all_gather_into_tensor_coalesced");
+      check_same(outs[i], ins[i], "all_gather_into_tensor_coalesced");
+      TORCH_CHECK_VALUE(outs[i].numel() == ins[i].numel() * size_,
+                        "all_gather_into_tensor_coalesced: output ", i, " has ", outs[i].numel(),
+                        " elements; it must have world_size times the input's ", ins[i].numel());
+      char *src = ptr(ins[i]), *dst = ptr(outs[i]);
+      size_t n = nbytes(ins[i]);
+      bodies.push_back([=](tnccl_comm_t *c) { return tnccl_all_gather(c, src, dst, n); });
+      keep.push_back(ins[i]);
+      keep.push_back(outs[i]);
+    }
+    return run(c10d::OpType::COALESCED, "all_gather_into_tensor_coalesced", keep, outs,
+               sequence(std::move(bodies)));
+  }
+
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outs,
+                                        std::vector<at::Tensor> &ins,
+                                        const c10d::GatherOptions &o) override {
+    auto in = single(ins, "gather");
+    check_root(o.rootRank, "gather");
+    std::vector<at::Tensor> list;
+    if (rank_ == o.rootRank) {
+      TORCH_CHECK(outs.size() == 1, "gather: the root takes one output list");
+      list = outs[0];
+      check_list(list, in, "gather");
+    } else {
+      TORCH_CHECK(outs.empty(), "gather: only the root (rank ", o.rootRank,
+                  ") takes an output list");
+    }
+    return gather_into(list, in, c10d::OpType::GATHER, "gather", static_cast<int>(o.rootRank));
+  }
+
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &outs,
+                                         std::vector<std::vector<at::Tensor>> &ins,
+                                         const c10d::ScatterOptions &o) override {
+    auto out = single(outs, "scatter");
+    check_root(o.rootRank, "scatter");
+    int root = static_cast<int>(o.rootRank), me = rank_;
+    size_t n = nbytes(out);
+    // the root's inputs go out in one broadcast; each rank keeps its block
+    auto flat = at::empty({out.numel() * size_}, out.options());
+    std::vector<char *> srcs;
+    std::vector<at::Tensor> keep{out, flat};
+    if (rank_ == root) {
+      TORCH_CHECK(ins.size() == 1, "scatter: the root takes one input list");
+      check_list(ins[0], out, "scatter");
+      for (auto &t : ins[0]) {
+        srcs.push_back(ptr(t));
+        keep.push_back(t);
+      }
+    } else {
+      TORCH_CHECK(ins.empty(), "scatter: only the root (rank ", root, ") takes an input list");
+    }
+    char *f = ptr(flat), *dst = ptr(out);
+    size_t total = n * static_cast<size_t>(size_);
+    return run(c10d::OpType::SCATTER, "scatter", keep, {out}, [=](tnccl_comm_t *c) {
+      for (size_t r = 0; r < srcs.size(); r++) std::memcpy(f + r * n, srcs[r], n);
+      tnrt_status_t st = tnccl_broadcast(c, f, total, root);
+      if (st == TNRT_OK) std::memcpy(dst, f + static_cast<size_t>(me) * n, n);
+      return st;
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor> &outs,
+                                                std::vector<std::vector<at::Tensor>> &ins,
+                                                const c10d::ReduceScatterOptions &o) override {
+    auto out = single(outs, "reduce_scatter");
+    TORCH_CHECK(ins.size() == 1, "reduce_scatter takes one input list");
+    check_list(ins[0], out, "reduce_scatter");
+    auto flat = at::empty({out.numel() * size_}, out.options());
+    std::vector<char *> srcs;
+    std::vector<at::Tensor> keep{out, flat};
+    for (auto &t : ins[0]) {
+      at::Tensor s = t;
+      if (o.reduceOp == c10d::ReduceOp::PREMUL_SUM) s = premul(t, o.reduceOp, false);
+      srcs.push_back(ptr(s));
+      keep.push_back(s);
+    }
+    char *f = ptr(flat), *dst = ptr(out);
+    size_t n = nbytes(out);
+    int64_t count = out.numel();
+    int dt = ccl_dtype(out);
+    tnccl_op_t op = to_ccl(o.reduceOp);
+    return run(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", keep, {out}, [=](tnccl_comm_t *c) {
+      for (size_t r = 0; r < srcs.size(); r++) std::memcpy(f + r * n, srcs[r], n);
+      return tnccl_reduce_scatter(c, f, dst, count, dt, op);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor &out, at::Tensor &in, const c10d::ReduceScatterOptions &o) override {
+    std::vector<at::Tensor> outs{out}, ins{in};
+    return reduce_scatter_tensors(outs, ins, o, c10d::OpType::_REDUCE_SCATTER_BASE,
+                                  "reduce_scatter_tensor");
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor> &outs, std::vector<at::Tensor> &ins,
+      const c10d::ReduceScatterOptions &o) override {
+    return reduce_scatter_tensors(outs, ins, o, c10d::OpType::COALESCED,
+                                  "reduce_scatter_tensor_coalesced");
+  }
+
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &out, at::Tensor &in,
+                                               std::vector<int64_t> &out_splits,
+                                               std::vector<int64_t> &in_splits,
+                                               const c10d::AllToAllOptions &) override {
+    check_tensor(in, "all_to_all_single");
+    check_tensor(out, "all_to_all_single");
+    check_same(out, in, "all_to_all_single");
+    auto rows = [&](const at::Tensor &t, std::vector<int64_t> &splits, const char *which) {
+      int64_t dim0 = t.dim() ? t.size(0) : 1;
+      if (splits.empty()) {
+        TORCH_CHECK_VALUE(dim0 % size_ == 0, "all_to_all_single: the ", which,
+                          "'s first dimension (", dim0, ") must divide by world_size (", size_,
+                          ") when no split sizes are given");
+        splits.assign(size_, dim0 / size_);
+      }
+      TORCH_CHECK_VALUE(static_cast<int>(splits.size()) == size_, "all_to_all_single: ", which,
+                        " split sizes has ", splits.size(), " entries for world_size ", size_);
+      int64_t total = 0;
+      for (auto s : splits) {
+        TORCH_CHECK_VALUE(s >= 0, "all_to_all_single: negative split size ", s);
+        total += s;
+      }
+      TORCH_CHECK_VALUE(total == dim0, "all_to_all_single: the ", which, " split sizes add up to ",
+                        total, " but its first dimension is ", dim0);
+      return t.dim() ? nbytes(t) / std::max<int64_t>(dim0, 1) : nbytes(t);
+    };
+    size_t in_row = rows(in, in_splits, "input"), out_row = rows(out, out_splits, "output");
+    auto sizes = std::make_shared<std::vector<size_t>>(4 * size_);
+    size_t *so = sizes->data(), *sb = so + size_, *ro = sb + size_, *rb = ro + size_;
+    size_t a = 0, b = 0;
+    for (int r = 0; r < size_; r++) {
+      so[r] = a;
+      sb[r] = in_splits[r] * in_row;
+      a += sb[r];
+      ro[r] = b;
+      rb[r] = out_splits[r] * out_row;
+      b += rb[r];
+    }
+    char *src = ptr(in), *dst = ptr(out);
+    return run(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {in, out}, {out},
+               [=](tnccl_comm_t *c) {
+                 size_t *s = sizes->data();
+                 return tnccl_all_to_all_v(c, src, s, s + size_, dst, s + 2 * size_, s + 3 * size_);
+               });
+  }
+
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outs,
+                                          std::vector<at::Tensor> &ins,
+                                          const c10d::AllToAllOptions &) override {
+    TORCH_CHECK_VALUE(
+        static_cast<int>(outs.size()) == size_ && static_cast<int>(ins.size()) == size_,
+        "all_to_all takes world_size (", size_, ") inputs and outputs, got ", ins.size(), " and ",
+        outs.size());
+    auto sizes = std::make_shared<std::vector<size_t>>(4 * size_);
+    auto ptrs = std::make_shared<std::vector<char *>>();
+    std::vector<at::Tensor> keep;
+    for (int r = 0; r < size_; r++) {
+      check_tensor(ins[r], "all_to_all");
+      check_tensor(outs[r], "all_to_all");
+      check_same(outs[r], ins[0], "all_to_all");
+      check_same(ins[r], ins[0], "all_to_all");
+      keep.push_back(ins[r]);
+      keep.push_back(outs[r]);
+    }
+    // packed into one input and one output buffer
+    size_t a = 0, b = 0;
+    size_t *so = sizes->data(), *sb = so + size_, *ro = sb + size_, *rb = ro + size_;
+    for (int r = 0; r < size_; r++) {
+      so[r] = a;
+      sb[r] = nbytes(ins[r]);
+      a += sb[r];
+      ro[r] = b;
+      rb[r] = nbytes(outs[r]);
+      b += rb[r];
+    }
+    auto packed_in = at::empty({static_cast<int64_t>(a)}, ins[0].options().dtype(at::kByte));
+    auto packed_out = at::empty({static_cast<int64_t>(b)}, ins[0].options().dtype(at::kByte));
+    keep.push_back(packed_in);
+    keep.push_back(packed_out);
+    std::vector<char *> srcs, dsts;
+    for (int r = 0; r < size_; r++) {
+      srcs.push_back(ptr(ins[r]));
+      dsts.push_back(ptr(outs[r]));
+    }
+    char *pi = ptr(packed_in), *po = ptr(packed_out);
+    int n = size_;
+    return run(c10d::OpType::ALLTOALL, "all_to_all", keep, outs, [=](tnccl_comm_t *c) {
+      size_t *s = sizes->data();
+      for (int r = 0; r < n; r++) std::memcpy(pi + s[r], srcs[r], s[n + r]);
+      tnrt_status_t st = tnccl_all_to_all_v(c, pi, s, s + n, po, s + 2 * n, s + 3 * n);
+      if (st == TNRT_OK)
+        for (int r = 0; r < n; r++) std::memcpy(dsts[r], po + s[2 * n + r], s[3 * n + r]);
+      return st;
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &ts, int dst, int tag) override {
+    auto t = single(ts, "send");
+    check_peer(dst, "send");
+    return p2p(t, dst, true);
+  }
+
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &ts, int src, int tag) override {
+    auto t = single(ts, "recv");
+    check_peer(src, "recv");
+    return p2p(t, src, false);
+  }
+
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &, int) override {
+    TORCH_CHECK(false,
+                "the neuron backend does not support recv from any source: name the source rank");
+  }
+
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &o) override {
+    // no tensor: the bound device, else the current one
+    return run(c10d::OpType::BARRIER, "barrier", {}, {},
+               [](tnccl_comm_t *c) { return tnccl_barrier(c); });
+  }
+
+  void startCoalescing() override {
+    TORCH_CHECK(!coalescing_, "startCoalescing called twice without endCoalescing");
+    coalescing_ = true;
+    batch_ = {};
+  }
+
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override {
+    TORCH_CHECK(coalescing_, "endCoalescing without startCoalescing");
+    coalescing_ = false;
+    Batch b = std::move(batch_);
+    batch_ = {};
+    if (b.ops.empty()) return completed({});
+    auto ops = std::make_shared<std::vector<tnccl_p2p_t>>(std::move(b.ops));
+    return run(
+        c10d::OpType::COALESCED, "batch_isend_irecv", b.keep, b.recvs,
+        [ops](tnccl_comm_t *c) {
+          return tnccl_p2p_batch(c, ops->data(), static_cast<int>(ops->size()));
+        },
+        b.done);
+  }
+
+ private:
+  struct Batch {
+    std::vector<tnccl_p2p_t> ops;
+    std::vector<at::Tensor> keep, recvs;
+    std::shared_ptr<Completion> done;
+  };
+
+  void check_tensor(const at::Tensor &t, const char *what) const {
+    TORCH_CHECK_VALUE(t.defined(), what, ": undefined tensor");
+    TORCH_CHECK_VALUE(t.layout() == at::kStrided, what,
+                      ": the neuron backend takes dense tensors, got layout ", t.layout());
+    TORCH_CHECK_VALUE(t.device().type() == kNeuron || t.device().is_cpu(), what,
+                      ": the neuron backend takes neuron or CPU tensors, got a tensor on ",
+                      t.device());
+    TORCH_CHECK_VALUE(t.is_contiguous(t.suggest_memory_format()), what,
+                      ": tensors must be contiguous (call .contiguous() first)");
+  }
+  void check_same(const at::Tensor &a, const at::Tensor &b, const char *what) const {
+    TORCH_CHECK_VALUE(a.scalar_type() == b.scalar_type(), what,
+                      ": tensors must have the same dtype, got ", a.scalar_type(), " and ",
+                      b.scalar_type());
+    TORCH_CHECK_VALUE(a.device() == b.device(), what, ": tensors must be on the same device, got ",
+                      a.device(), " and ", b.device());
+  }
+  at::Tensor single(std::vector<at::Tensor> &ts, const char *what) const {
+    TORCH_CHECK_VALUE(ts.size() == 1, what,
+                      ": the neuron backend takes one tensor per process, got ", ts.size());
+    check_tensor(ts[0], what);
+    return ts[0];
+  }
+  void check_list(const std::vector<at::Tensor> &list, const at::Tensor &like,
+                  const char *what) const {
+    TORCH_CHECK_VALUE(static_cast<int>(list.size()) == size_, what, ": the tensor list has ",
+                      list.size(), " entries; it must have world_size (", size_, ")");
+    for (auto &t : list) {
+      check_tensor(t, what);
+      check_same(t, like, what);
+      TORCH_CHECK_VALUE(t.numel() == like.numel(), what, ": every tensor of the list must have ",
+                        like.numel(), " elements, got ", t.numel());
+    }
+  }
+  void check_root(int64_t root, const char *what) const {
+    TORCH_CHECK_VALUE(root >= 0 && root < size_, what, ": invalid root rank ", root,
+                      " for a group of ", size_);
+  }
+  void check_peer(int peer, const char *what) const {
+    TORCH_CHECK_VALUE(peer >= 0 && peer < size_, what, ": invalid peer rank ", peer,
+                      " for a group of ", size_);
+  }
+
+  static Body sequence(std::vector<Body> bodies) {
+    return [bodies = std::move(bodies)](tnccl_comm_t *c) {
+      for (auto &b : bodies) {
+        tnrt_status_t st = b(c);
+        if (st != TNRT_OK) return st;
+      }
+      return TNRT_OK;
+    };
+  }
+
+  // all_gather / gather into a list: through one flat buffer. root < 0: all
+  // ranks keep the result.
+  Body gather_body(const std::vector<at::Tensor> &list, const at::Tensor &in, int root,
+                   std::vector<at::Tensor> &keep) {
+    auto flat = at::empty({in.numel() * size_}, in.options());
+    keep.push_back(in);
+    keep.push_back(flat);
+    std::vector<char *> dsts;
+    for (auto &t : list) {
+      dsts.push_back(ptr(t));
+      keep.push_back(t);
+    }
+    char *src = ptr(in), *f = ptr(flat);
+    size_t n = nbytes(in);
+    return [=](tnccl_comm_t *c) {
+      tnrt_status_t st = tnccl_all_gather(c, src, f, n);
+      if (st == TNRT_OK)
+        for (size_t r = 0; r < dsts.size(); r++) std::memcpy(dsts[r], f + r * n, n);
+      return st;
+    };
+  }
+  c10::intrusive_ptr<c10d::Work> gather_into(std::vector<at::Tensor> &list, const at::Tensor &in,
+                                             c10d::OpType type, const char *name, int root) {
+    std::vector<at::Tensor> keep;
+    Body b = gather_body(list, in, root, keep);
+    return run(type, name, keep, list, std::move(b));
+  }
+
+  c10::intrusive_ptr<c10d::Work> allreduce_list(std::vector<at::Tensor> ts,
+                                                const c10d::ReduceOp &rop, c10d::OpType type,
+                                                const char *name) {
+    std::vector<Body> bodies;
+    tnccl_op_t op = to_ccl(rop);
+    for (auto &t : ts) {
+      int dt = ccl_dtype(t);
+      if (rop == c10d::ReduceOp::PREMUL_SUM) premul(t, rop, true);
+      char *p = ptr(t);
+      int64_t count = t.numel();
+      bodies.push_back([=](tnccl_comm_t *c) { return tnccl_all_reduce(c, p, count, dt, op); });
+    }
+    return run(type, name, ts, ts, sequence(std::move(bodies)));
+  }
+
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensors(std::vector<at::Tensor> &outs,
+                                                        std::vector<at::Tensor> &ins,
+                                                        const c10d::ReduceScatterOptions &o,
+                                                        c10d::OpType type, const char *name) {
+    TORCH_CHECK_VALUE(outs.size() == ins.size(), name, ": ", outs.size(), " outputs for ",
+                      ins.size(), " inputs");
+    std::vector<Body> bodies;
+    std::vector<at::Tensor> keep;
+    tnccl_op_t op = to_ccl(o.reduceOp);
+    for (size_t i = 0; i < ins.size(); i++) {
+      check_tensor(ins[i], name);
+      check_tensor(outs[i], name);
+      check_same(outs[i], ins[i], name);
+      TORCH_CHECK_VALUE(ins[i].numel() == outs[i].numel() * size_, name, ": the input has ",
+                        ins[i].numel(), " elements; it must have world_size (", size_,
+                        ") times the output's ", outs[i].numel());
+      at::Tensor in = ins[i];
+      if (o.reduceOp == c10d::ReduceOp::PREMUL_SUM) in = premul(in, o.reduceOp, false);
+      int dt = ccl_dtype(in);
+      char *src = ptr(in), *dst = ptr(outs[i]);
+      int64_t count = outs[i].numel();
+      bodies.push_back(
+          [=](tnccl_comm_t *c) { return tnccl_reduce_scatter(c, src, dst, count, dt, op); });
+      keep.push_back(in);
+      keep.push_back(outs[i]);
+    }
+    return run(type, name, keep, outs, sequence(std::move(bodies)));
+  }
+
+  c10::intrusive_ptr<c10d::Work> p2p(const at::Tensor &t, int peer, bool is_send) {
+    tnccl_p2p_t op{peer, is_send ? 1 : 0, ptr(t), nbytes(t)};
+    if (coalescing_) {
+      if (!batch_.done) batch_.done = std::make_shared<Completion>();
+      batch_.ops.push_back(op);
+      batch_.keep.push_back(t);
+      if (!is_send) batch_.recvs.push_back(t);
+      // its end event is recorded by endCoalescing
+      std::optional<c10::Device> dev;
+      if (!t.is_cpu()) dev = t.device();
+      return c10::make_intrusive<WorkNeuron>(is_send ? c10d::OpType::SEND : c10d::OpType::RECV,
+                                             is_send ? "send" : "recv", batch_.done, dev,
+                                             std::vector<at::Tensor>{t}, comm_for(dev)->stream);
+    }
+    return run(is_send ? c10d::OpType::SEND : c10d::OpType::RECV, is_send ? "send" : "recv", {t},
+               is_send ? std::vector<at::Tensor>{} : std::vector<at::Tensor>{t},
+               [op](tnccl_comm_t *c) { return tnccl_p2p_batch(c, &op, 1); });
+  }
+
+  c10::intrusive_ptr<c10d::Work> completed(std::vector<at::Tensor> outputs) {
+    return c10::make_intrusive<WorkNeuron>(
+        c10d::OpType::UNKNOWN, "empty", std::make_shared<Completion>(), std::nullopt,
+        std::move(outputs), c10::Stream(c10::Stream::DEFAULT, c10::Device(kNeuron, 0)));
+  }
+
+  // The communicator of this group, created on first use on the device of
+  // the first neuron tensor (or the current device): one per group, as NCCL
+  // binds a group to a device.
+  std::shared_ptr<Comm> comm_for(std::optional<c10::Device> device) {
+    std::lock_guard<std::mutex> g(mu_);
+    c10::DeviceIndex d = device ? device->index() : (comm_ ? comm_->device : current_device());
+    if (comm_) {
+      TORCH_CHECK_VALUE(comm_->device == d,
+                        "this process group runs on neuron:", int(comm_->device),
+                        "; a tensor on neuron:", int(d),
+                        " cannot take part in its collectives (one device per process and group)");
+      return comm_;
+    }
+    lazy_init();
+    TORCH_CHECK(tnrt_host_addressable(),
+                "the neuron backend's collectives need host-addressable device memory");
+    auto comm = std::make_shared<Comm>();
+    comm->device = d;
+    // the communication streams: the top of the stream range (the pool
+    // hands out the others), one per group, round-robin
+    static std::atomic<int> next{0};
+    int idx = TNRT_STREAMS_PER_DEVICE - kCommStreams + (next++ % kCommStreams);
+    comm->stream = c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, d), idx);
+    struct Ctx {
+      c10d::Store *store;
+      std::string prefix;
+      int rank, size;
+    } ctx{store_.get(), "tnccl/" + group_id_ + "/", rank_, size_};
+    auto exchange = [](void *p, const void *mine, void *all, size_t bytes) -> int {
+      auto *x = static_cast<Ctx *>(p);
+      try {
+        const auto *m = static_cast<const uint8_t *>(mine);
+        x->store->set(x->prefix + std::to_string(x->rank), std::vector<uint8_t>(m, m + bytes));
+        for (int r = 0; r < x->size; r++) {
+          auto v = x->store->get(x->prefix + std::to_string(r));
+          if (v.size() != bytes) return -1;
+          std::memcpy(static_cast<char *>(all) + r * bytes, v.data(), bytes);
+        }
+        return 0;
+      } catch (const std::exception &) {
+        return -1;
+      }
+    };
+    tnrt_status_t st = tnccl_comm_init(d, rank_, size_, timeout_.count(), exchange, &ctx, &comm->c);
+    if (st != TNRT_OK)
+      C10_THROW_ERROR(DistBackendError,
+                      std::string("creating the neuron communicator failed: ") + tnrt_last_error());
+    comm_ = comm;
+    return comm_;
+  }
+
+  // Queues body on the group's stream after the current stream's work.
+  c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, const char *name,
+                                     std::vector<at::Tensor> tensors,
+                                     std::vector<at::Tensor> outputs, Body body,
+                                     std::shared_ptr<Completion> done = nullptr) {
+    std::optional<c10::Device> device;
+    for (auto &t : tensors) {
+      if (t.device().type() == kNeuron) {
+        TORCH_CHECK_VALUE(!device || *device == t.device(), name,
+                          ": tensors must be on one device, got ", *device, " and ", t.device());
+        device = t.device();
+      } else {
+        TORCH_CHECK_VALUE(!device, name, ": mixed CPU and neuron tensors");
+      }
+    }
+    // the host waits for CPU tensors (they have no stream) and for a barrier
+    bool cpu = !device && !tensors.empty();
+    bool host_wait = cpu || type == c10d::OpType::BARRIER;
+    auto comm = comm_for(device);
+    tnrt_stream_t *cs = native_stream(comm->stream);
+    if (!done) done = std::make_shared<Completion>();
+    done->end = tnrt_event_create(TNRT_EVENT_DEFAULT);
+    TORCH_CHECK(done->end, "cannot create a neuron event");
+    if (!cpu) {
+      // order after the work already queued on the caller's current stream
+      tnrt_event_t *start = tnrt_event_create(TNRT_EVENT_DEFAULT);
+      TORCH_CHECK(start, "cannot create a neuron event");
+      tnrt_status_t st = tnrt_event_record(start, current_native_stream(comm->device));
+      if (st == TNRT_OK) st = tnrt_stream_wait_event(cs, start);
+      tnrt_event_destroy(start);
+      check(st, name);
+    }
+    auto *job = new Job{comm, done, std::move(body), cs, tnrt_thread_token(), name};
+    tnrt_status_t st = tnrt_launch(cs, run_job, &job, sizeof job, name);
+    if (st != TNRT_OK) {
+      delete job;
+      throw_status(st, name);
+    }
+    check(tnrt_event_record(done->end, cs), name);
+    if (host_wait) {
+      tnrt_event_synchronize(done->end);
+      std::string e = done->failure();
+      if (!e.empty()) C10_THROW_ERROR(DistBackendError, e);
+      if (cpu)
+        return c10::make_intrusive<WorkNeuron>(type, name, done, std::nullopt, std::move(outputs),
+                                               comm->stream);
+    }
+    // the memory stays reserved until the communication stream is past
+    // the task, whatever the caller does with the tensors
+    for (auto &t : tensors) device_allocator()->recordStream(t.storage().data_ptr(), comm->stream);
+    return c10::make_intrusive<WorkNeuron>(type, name, done, device, std::move(outputs),
+                                           comm->stream);
+  }
+
+  static constexpr int kCommStreams = 4;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::chrono::milliseconds timeout_;
+  std::string group_id_;
+  std::mutex mu_;
+  std::shared_ptr<Comm> comm_;
+  bool coalescing_ = false;
+  Batch batch_;
+};
+
+// ---------------------------------------------------------------------------
+// Neuron storages shared between processes (torch.multiprocessing), as CUDA
+// IPC shares CUDA storages: the sender moves the storage's bytes into device
+// memory other processes can map (once; the storage keeps it) and sends its
+// handle; the receiver maps it, no copy. torch_neuronx/_ipc.py holds the
+// pickling side.
+
+namespace {
+
+struct SharedRegion {
+  c10::DeviceIndex device;
+  size_t bytes;
+  tnrt_mem_handle_t handle;
+};
+std::mutex g_shared_mu;
+std::unordered_map<const void *, SharedRegion> g_shared;  // exported, by address
+
+void free_exported(void *p) {
+  SharedRegion r;
+  {
+    std::lock_guard<std::mutex> g(g_shared_mu);
+    auto it = g_shared.find(p);
+    if (it == g_shared.end()) return;
+    r = it->second;
+    g_shared.erase(it);
+  }
+  tnrt_mem_free_shared(r.device, p, r.bytes);
+}
+
+struct Imported {
+  c10::DeviceIndex device;
+  size_t bytes;
+};
+
+}  // namespace
+
+// (handle bytes, nbytes) of a neuron storage, moved into shared device memory
+// first if it is not there yet. The storage's pending writes finish first.
+static py::tuple share_storage(py::object obj) {
+  const c10::Storage &storage = THPStorage_Unpack(obj.ptr());
+  TORCH_CHECK(storage.device_type() == kNeuron, "_share_neuron_: a neuron storage is required");
+  c10::DeviceIndex d = storage.device().index();
+  size_t n = storage.nbytes();
+  void *p = storage.mutable_data();
+  {
+    std::lock_guard<std::mutex> g(g_shared_mu);
+    auto it = g_shared.find(p);
+    if (p && it != g_shared.end())
+      return py::make_tuple(
+          py::bytes(reinterpret_cast<const char *>(&it->second.handle), sizeof(tnrt_mem_handle_t)),
+          n);
+  }
+  SharedRegion r{d, n ? n : 1, {}};
+  void *q = nullptr;
+  {
+    py::gil_scoped_release nogil;
+    check(tnrt_device_synchronize(d), "sharing a neuron tensor");
+    check(tnrt_mem_alloc_shared(d, r.bytes, &q, &r.handle),
+          "allocating device memory other processes can map");
+    if (n) std::memcpy(q, p, n);  // device memory is host addressable here
+  }
+  {
+    std::lock_guard<std::mutex> g(g_shared_mu);
+    g_shared[q] = r;
+  }
+  storage.unsafeGetStorageImpl()->set_data_ptr_noswap(
+      c10::DataPtr(q, q, &free_exported, c10::Device(kNeuron, d)));
+  return py::make_tuple(
+      py::bytes(reinterpret_cast<const char *>(&r.handle), sizeof(tnrt_mem_handle_t)), n);
+}
+
+namespace {
+void free_imported(void *ctx) {
+  auto *im = static_cast<std::pair<void *, Imported> *>(ctx);
+  tnrt_mem_unimport(im->second.device, im->first, im->second.bytes);
+  delete im;
+}
+}  // namespace
+
+// A storage over device memory another process shared (share_storage).
+static py::object open_shared_storage(int device, py::bytes handle, size_t nbytes) {
+  check_device_index(static_cast<c10::DeviceIndex>(device));
+  std::string h = handle;
+  TORCH_CHECK(h.size() == sizeof(tnrt_mem_handle_t), "not a neuron shared-memory handle");
+  tnrt_mem_handle_t mh;
+  std::memcpy(&mh, h.data(), sizeof mh);
+  void *p = nullptr;
+  size_t bytes = 0;
+  check(tnrt_mem_import(device, &mh, &p, &bytes),
+        "mapping a neuron tensor another process shared (the sender must keep it alive until it "
+        "is received)");
+  TORCH_CHECK(bytes >= nbytes, "a shared neuron storage of ", bytes, " bytes cannot hold ", nbytes);
+  auto *ctx =
+      new std::pair<void *, Imported>(p, Imported{static_cast<c10::DeviceIndex>(device), bytes});
+  c10::DataPtr dp(p, ctx, &free_imported,
+                  c10::Device(kNeuron, static_cast<c10::DeviceIndex>(device)));
+  c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(),
+                                                             nbytes, std::move(dp), nullptr,
+                                                             /*resizable=*/false));
+  return py::reinterpret_steal<py::object>(THPStorage_Wrap(std::move(storage)));
+}
+
+void bind_distributed(py::module &m) {
+  m.def("_share_neuron_storage", &share_storage);
+  m.def("_open_shared_neuron_storage", &open_shared_storage);
+  py::module::import("torch.distributed");
+  py::class_<ProcessGroupNeuron, c10d::Backend, c10::intrusive_ptr<ProcessGroupNeuron>>(
+      m, "ProcessGroupNeuron")
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+                       std::chrono::milliseconds timeout, std::string group_id) {
+             return c10::make_intrusive<ProcessGroupNeuron>(store, rank, size, timeout,
+                                                            std::move(group_id));
+           }),
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+           py::arg("group_id"), py::call_guard<py::gil_scoped_release>());
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,101 @@
+"""Runs a function in N real processes, one per rank, as torchrun would start
+them (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE set before the child
+imports torch), with a FileStore rendezvous in a temporary directory (no
+port). Every wait is bounded; on a timeout the children this started are
+killed by PID. Returns each rank's return value (picklable, CPU tensors)."""
+
+import io
+import os
+import queue
+import tempfile
+import traceback
+
+import torch.multiprocessing as mp
+
+
+def _child(fn, rank, world, store_path, args, results, backend):
+    try:
+        import torch
+        import torch.distributed as dist
+
+        import torch_neuronx  # noqa: F401  (autoload may be off in the tests' environment)
+
+        if backend is not None:
+            dist.init_process_group(
+                backend, init_method=f"file://{store_path}", rank=rank, world_size=world
+            )
+        out = fn(rank, world, *args)
+        if backend is not None and dist.is_initialized():
+            dist.destroy_process_group()
+        torch.neuron.synchronize()
+        buf = io.BytesIO()  # by value: shared tensors would need this process alive
+        torch.save(out, buf)
+        results.put((rank, "ok", buf.getvalue()))
+    except BaseException as e:  # reported to the parent, which raises
+        results.put((rank, "error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
+
+
+def run_ranks(fn, world, *args, backend="neuron", timeout=180, env=None):
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    procs = []
+    with tempfile.TemporaryDirectory(prefix="tn-dist-") as tmp:
+        store = os.path.join(tmp, "store")
+        saved = dict(os.environ)
+        try:
+            for rank in range(world):
+                os.environ.update(
+                    {
+                        "RANK": str(rank),
+                        "WORLD_SIZE": str(world),
+                        "LOCAL_RANK": str(rank),
+                        "LOCAL_WORLD_SIZE": str(world),
+                        **(env or {}),
+                    }
+                )
+                p = ctx.Process(
+                    target=_child, args=(fn, rank, world, store, args, results, backend)
+                )
+                p.start()
+                procs.append(p)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        out, errors = {}, {}
+        try:
+            import time
+
+            deadline = time.monotonic() + timeout
+            while len(out) + len(errors) < world:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(
+                        f"ranks {sorted(set(range(world)) - set(out) - set(errors))} did not "
+                        f"finish within {timeout} s"
+                    )
+                try:
+                    rank, status, value = results.get(timeout=min(left, 5.0))
+                except queue.Empty:
+                    dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
+                    missing = [r for r in dead if r not in out and r not in errors]
+                    if missing:
+                        raise RuntimeError(
+                            f"rank(s) {missing} exited with code "
+                            f"{[procs[r].exitcode for r in missing]} without a result"
+                        ) from None
+                    continue
+                (out if status == "ok" else errors)[rank] = value
+        finally:
+            for p in procs:
+                p.join(timeout=10)
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+                    p.join(timeout=10)
+        if errors:
+            raise AssertionError(
+                "\n".join(f"rank {r} failed: {e}" for r, e in sorted(errors.items()))
+            )
+        import torch
+
+        return [torch.load(io.BytesIO(out[r]), weights_only=False) for r in range(world)]

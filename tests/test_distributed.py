@@ -1,0 +1,351 @@
+"""torch.distributed with the "neuron" backend, in real processes (one per
+rank, spawned as torchrun would start them). Every result is checked in the
+ranks against PyTorch on CPU: each rank builds every rank's input from a
+seed, so the expected value of a collective is computed with CPU tensor ops
+independently of the backend under test."""
+
+import pytest
+import torch
+import torch.distributed as dist
+from distributed_util import run_ranks
+
+FLOAT_TYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+INT_TYPES = [torch.int32, torch.int64, torch.uint8, torch.int8, torch.int16]
+
+
+def make(rank, shape, dtype, salt=0):
+    """Rank `rank`'s input, the same in every process."""
+    g = torch.Generator().manual_seed(1000 * rank + salt)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) > 0.5
+    if dtype.is_floating_point:
+        return (torch.randn(shape, generator=g, dtype=torch.float64) * 4).to(dtype)
+    hi = 3 if dtype == torch.uint8 else 50
+    lo = 0 if dtype == torch.uint8 else -50
+    return torch.randint(lo, hi, shape, generator=g, dtype=torch.int64).to(dtype)
+
+
+def expect_reduce(inputs, op):
+    """CPU oracle of a reduction over ranks; half types accumulate in float32."""
+    dtype = inputs[0].dtype
+    acc_t = torch.float32 if dtype in (torch.bfloat16, torch.float16) else dtype
+    xs = [x.to(acc_t) for x in inputs]
+    out = xs[0].clone()
+    for x in xs[1:]:
+        if op in (dist.ReduceOp.SUM, dist.ReduceOp.AVG):
+            out = out + x
+        elif op == dist.ReduceOp.PRODUCT:
+            out = out * x
+        elif op == dist.ReduceOp.MIN:
+            out = torch.minimum(out, x)
+        elif op == dist.ReduceOp.MAX:
+            out = torch.maximum(out, x)
+        elif op == dist.ReduceOp.BAND:
+            out = out & x
+        elif op == dist.ReduceOp.BOR:
+            out = out | x
+        elif op == dist.ReduceOp.BXOR:
+            out = out ^ x
+    if op == dist.ReduceOp.AVG:
+        out = (
+            out / len(inputs)
+            if acc_t.is_floating_point
+            else torch.div(out, len(inputs), rounding_mode="trunc")
+        )
+    return out.to(dtype)
+
+
+def close(actual, expected, what):
+    actual = actual.cpu()
+    if expected.dtype.is_floating_point:
+        tol = {torch.bfloat16: 2e-2, torch.float16: 2e-3}.get(expected.dtype, 1e-5)
+        torch.testing.assert_close(actual, expected, rtol=tol, atol=tol, msg=what)
+    else:
+        assert torch.equal(actual, expected), f"{what}: {actual} != {expected}"
+
+
+OPS = {
+    "sum": dist.ReduceOp.SUM,
+    "avg": dist.ReduceOp.AVG,
+    "product": dist.ReduceOp.PRODUCT,
+    "min": dist.ReduceOp.MIN,
+    "max": dist.ReduceOp.MAX,
+    "band": dist.ReduceOp.BAND,
+    "bor": dist.ReduceOp.BOR,
+    "bxor": dist.ReduceOp.BXOR,
+}
+
+
+def _collectives(rank, world):
+    dev = torch.device("neuron", torch.neuron.current_device())
+    assert dev.index == rank % torch.neuron.device_count(), "LOCAL_RANK picks the device"
+    checks = 0
+    # all_reduce: every op on every dtype it takes; sizes from empty to many slots
+    for dtype in FLOAT_TYPES + INT_TYPES + [torch.bool]:
+        for name, op in OPS.items():
+            if name in ("band", "bor", "bxor") and dtype.is_floating_point:
+                continue
+            if dtype == torch.bool and name in ("avg", "product"):
+                continue
+            for n in (0, 1, 37, 70_000) if dtype in (torch.float32, torch.int64) else (37,):
+                xs = [make(r, (n,), dtype, salt=n) for r in range(world)]
+                t = xs[rank].to(dev)
+                dist.all_reduce(t, op=op)
+                close(t, expect_reduce(xs, op), f"all_reduce {name} {dtype} n={n}")
+                checks += 1
+    # larger than one 2 MiB slot, with a remainder, and 2-D
+    xs = [make(r, (1031, 600), torch.float32, salt=9) for r in range(world)]
+    t = xs[rank].to(dev)
+    dist.all_reduce(t)
+    close(t, expect_reduce(xs, dist.ReduceOp.SUM), "all_reduce 2-D 2.4 MiB")
+    # PREMUL_SUM
+    xs = [make(r, (100,), torch.float32, salt=3) for r in range(world)]
+    t = xs[rank].to(dev)
+    dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5))
+    close(t, expect_reduce(xs, dist.ReduceOp.SUM) * 0.5, "all_reduce premul_sum")
+    # async + wait; the work's future holds the result
+    t = xs[rank].to(dev)
+    w = dist.all_reduce(t, async_op=True)
+    w.wait()
+    close(t, expect_reduce(xs, dist.ReduceOp.SUM), "async all_reduce")
+    fut = dist.all_reduce(xs[rank].to(dev), async_op=True).get_future()
+    close(fut.wait()[0], expect_reduce(xs, dist.ReduceOp.SUM), "future value")
+    checks += 4
+
+    # broadcast from every root, over slot sizes
+    for root in range(world):
+        for n in (5, 600_000):
+            xs = [make(r, (n,), torch.float32, salt=root) for r in range(world)]
+            t = xs[rank].to(dev)
+            dist.broadcast(t, src=root)
+            close(t, xs[root], f"broadcast root={root} n={n}")
+            checks += 1
+
+    # all_gather (list and into_tensor), gather, scatter
+    for n in (3, 300_000):
+        xs = [make(r, (n,), torch.bfloat16, salt=n) for r in range(world)]
+        outs = [torch.empty(n, dtype=torch.bfloat16, device=dev) for _ in range(world)]
+        dist.all_gather(outs, xs[rank].to(dev))
+        for r in range(world):
+            close(outs[r], xs[r], f"all_gather n={n} block {r}")
+        big = torch.empty(world * n, dtype=torch.bfloat16, device=dev)
+        dist.all_gather_into_tensor(big, xs[rank].to(dev))
+        close(big, torch.cat(xs), f"all_gather_into_tensor n={n}")
+        checks += 2
+    root = world - 1
+    xs = [make(r, (7, 3), torch.int64, salt=11) for r in range(world)]
+    gl = [torch.empty(7, 3, dtype=torch.int64, device=dev) for _ in range(world)]
+    dist.gather(xs[rank].to(dev), gl if rank == root else None, dst=root)
+    if rank == root:
+        for r in range(world):
+            close(gl[r], xs[r], f"gather block {r}")
+    chunks = [make(r, (4, 5), torch.float32, salt=12) for r in range(world)]
+    out = torch.empty(4, 5, device=dev)
+    dist.scatter(out, [c.to(dev) for c in chunks] if rank == 0 else None, src=0)
+    close(out, chunks[rank], "scatter")
+    # reduce to a root: the others keep their input
+    xs = [make(r, (50,), torch.float32, salt=13) for r in range(world)]
+    t = xs[rank].to(dev)
+    dist.reduce(t, dst=1, op=dist.ReduceOp.MAX)
+    close(t, expect_reduce(xs, dist.ReduceOp.MAX) if rank == 1 else xs[rank], "reduce")
+    checks += 3
+
+    # reduce_scatter (list and tensor), including more than a slot per block
+    for n in (6, 400_000):
+        full = [make(r, (world * n,), torch.float32, salt=n + 1) for r in range(world)]
+        expect = expect_reduce(full, dist.ReduceOp.SUM)[rank * n : (rank + 1) * n]
+        out = torch.empty(n, device=dev)
+        dist.reduce_scatter_tensor(out, full[rank].to(dev))
+        close(out, expect, f"reduce_scatter_tensor n={n}")
+        out2 = torch.empty(n, device=dev)
+        dist.reduce_scatter(out2, list(full[rank].to(dev).chunk(world)))
+        close(out2, expect, f"reduce_scatter n={n}")
+        checks += 2
+
+    # all_to_all_single with uneven splits (rank r sends r + p + 1 rows to p)
+    send = [[r + p + 1 for p in range(world)] for r in range(world)]
+    rows = [make(r, (sum(send[r]), 3), torch.float32, salt=14) for r in range(world)]
+    out = torch.empty(sum(send[p][rank] for p in range(world)), 3, device=dev)
+    dist.all_to_all_single(
+        out,
+        rows[rank].to(dev),
+        output_split_sizes=[send[p][rank] for p in range(world)],
+        input_split_sizes=send[rank],
+    )
+    expect = torch.cat(
+        [rows[p][sum(send[p][:rank]) : sum(send[p][: rank + 1])] for p in range(world)]
+    )
+    close(out, expect, "all_to_all_single uneven")
+    # all_to_all with lists
+    ins = [
+        [make(r, (p + 2,), torch.int32, salt=15 + p) for p in range(world)] for r in range(world)
+    ]
+    outs = [torch.empty(rank + 2, dtype=torch.int32, device=dev) for _ in range(world)]
+    # rank r sends ins[r][p] (p + 2 elements) to p; p receives rank + 2 elements from each
+    dist.all_to_all(outs, [x.to(dev) for x in ins[rank]])
+    for p in range(world):
+        close(outs[p], ins[p][rank], f"all_to_all from {p}")
+    checks += 2
+
+    # point to point: a ring in one batch, and plain send/recv pairs
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    payload = [make(r, (500_000,), torch.float32, salt=16) for r in range(world)]
+    recv = torch.empty(500_000, device=dev)
+    reqs = dist.batch_isend_irecv(
+        [dist.P2POp(dist.isend, payload[rank].to(dev), nxt), dist.P2POp(dist.irecv, recv, prv)]
+    )
+    for q in reqs:
+        q.wait()
+    close(recv, payload[prv], "ring batch_isend_irecv")
+    if rank == 0:
+        for k in range(3):
+            dist.send(make(0, (10,), torch.float64, salt=20 + k).to(dev), dst=world - 1)
+    elif rank == world - 1:
+        for k in range(3):  # FIFO between a pair
+            t = torch.empty(10, dtype=torch.float64, device=dev)
+            dist.recv(t, src=0)
+            close(t, make(0, (10,), torch.float64, salt=20 + k), f"send/recv message {k}")
+    checks += 2
+
+    # coalesced all_reduce and CPU tensors through the same backend
+    xs = [[make(r, (n,), torch.float32, salt=30 + n) for n in (3, 8)] for r in range(world)]
+    ts = [x.to(dev) for x in xs[rank]]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        for t in ts:
+            dist.all_reduce(t)
+    cm.wait()
+    for i, t in enumerate(ts):
+        close(t, expect_reduce([x[i] for x in xs], dist.ReduceOp.SUM), f"coalesced {i}")
+    c = xs[rank][0].clone()
+    dist.all_reduce(c)
+    close(c, expect_reduce([x[0] for x in xs], dist.ReduceOp.SUM), "cpu tensor all_reduce")
+    dist.barrier()
+    checks += 3
+    return checks
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_collectives_match_cpu(world):
+    counts = run_ranks(_collectives, world, timeout=300)
+    assert counts[0] > 100 and len(set(counts)) == 1
+
+
+def _init_styles(rank, world, style, store):
+    import datetime
+
+    kw = dict(store=store, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60))
+    if style == "name":
+        dist.init_process_group("neuron", **kw)
+    elif style == "device_id":
+        dist.init_process_group(device_id=torch.device("neuron", rank), **kw)
+    elif style == "mixed":
+        dist.init_process_group("cpu:gloo,neuron:neuron", **kw)
+    else:
+        dist.init_process_group(**kw)
+    t = torch.full((4,), float(rank + 1), device="neuron")
+    dist.all_reduce(t)
+    c = torch.full((2,), rank + 1)
+    if style == "default":
+        # as with CUDA: init_process_group() maps only the accelerator
+        try:
+            dist.all_reduce(c)
+            raise AssertionError("a CPU collective without a CPU backend ran")
+        except RuntimeError as e:
+            assert "No backend type associated with device type cpu" in str(e), e
+        c = torch.full((2,), 3)  # what the common check below expects
+    else:
+        dist.all_reduce(c)
+    dist.barrier()
+    backend = dist.get_backend()
+    dist.destroy_process_group()
+    return t.cpu().tolist(), c.tolist(), backend
+
+
+def _init_styles_outer(rank, world, style, path):
+    store = dist.FileStore(path, world)
+    return _init_styles(rank, world, style, store)
+
+
+@pytest.mark.parametrize("style", ["name", "device_id", "mixed", "default"])
+def test_init_process_group_styles(style, tmp_path):
+    out = run_ranks(_init_styles_outer, 2, style, str(tmp_path / "s"), backend=None)
+    for t, c, _ in out:
+        assert t == [3.0] * 4 and c == [3, 3]
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(16, 32),
+        torch.nn.GELU(),
+        torch.nn.Linear(32, 32),
+        torch.nn.GELU(),
+        torch.nn.Linear(32, 4),
+    )
+
+
+def _data(steps, batch):
+    g = torch.Generator().manual_seed(5)
+    return [
+        (torch.randn(batch, 16, generator=g), torch.randn(batch, 4, generator=g))
+        for _ in range(steps)
+    ]
+
+
+def _reference(steps, batch):
+    """The same training on one process, CPU, full batch."""
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for x, y in _data(steps, batch):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, [p.detach().clone() for p in model.parameters()]
+
+
+def _train(rank, world, kind, steps, batch):
+    dev = torch.device("neuron", torch.neuron.current_device())
+    model = _mlp().to(dev)
+    if kind == "ddp":
+        model = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.001)
+    else:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh("neuron", (world,))
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    per = batch // world
+    losses = []
+    for x, y in _data(steps, batch):
+        xs, ys = x[rank * per : (rank + 1) * per].to(dev), y[rank * per : (rank + 1) * per].to(dev)
+        loss = torch.nn.functional.mse_loss(model(xs), ys)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        full = loss.detach().clone()
+        dist.all_reduce(full, op=dist.ReduceOp.AVG)
+        losses.append(full.item())
+    if kind == "ddp":
+        params = [p.detach().cpu() for p in model.module.parameters()]
+    else:
+        params = [p.full_tensor().detach().cpu() for p in model.parameters()]
+    return losses, params
+
+
+@pytest.mark.parametrize("kind", ["ddp", "fsdp2"])
+def test_data_parallel_training_matches_single_process_cpu(kind):
+    steps, batch = 4, 8
+    ref_losses, ref_params = _reference(steps, batch)
+    for losses, params in run_ranks(_train, 2, kind, steps, batch, timeout=300):
+        torch.testing.assert_close(
+            torch.tensor(losses), torch.tensor(ref_losses), rtol=1e-4, atol=1e-5
+        )
+        for p, q in zip(params, ref_params, strict=True):
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
