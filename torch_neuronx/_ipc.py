@@ -56,13 +56,18 @@ def _rebuild_storage(cls, storage_args, dtype):
     return torch.TypedStorage(wrap_storage=storage, dtype=dtype, _internal=True)
 
 
-def _reduce_tensor(t):
+def _check_sendable(t):
+    """torch's own rule for tensors crossing processes."""
     if t.requires_grad and not t.is_leaf:
         raise RuntimeError(
             "Cowardly refusing to serialize non-leaf tensor which requires_grad, since autograd "
             "does not support crossing process boundaries.  If you just want to transfer the "
             "data, call detach() on the tensor before serializing (e.g., putting it on the queue)."
         )
+
+
+def _reduce_tensor(t):
+    _check_sendable(t)
     cls = torch.nn.Parameter if isinstance(t, torch.nn.Parameter) else torch.Tensor
     return (
         _rebuild_tensor,
@@ -99,6 +104,7 @@ def _share_all(obj, depth=0) -> None:
     bounded walk over the containers items are usually made of)."""
     if isinstance(obj, torch.Tensor):
         if _is_neuron(obj):
+            _check_sendable(obj)
             _share(obj.untyped_storage())
         return
     if isinstance(obj, (torch.UntypedStorage, torch.TypedStorage)):
