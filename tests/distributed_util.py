@@ -35,7 +35,10 @@ def _child(fn, rank, world, store_path, args, results, backend):
         results.put((rank, "error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
 
 
-def run_ranks(fn, world, *args, backend="neuron", timeout=180, env=None):
+def run_ranks(fn, world, *args, backend="neuron", timeout=180, env=None, expect_results=None):
+    """expect_results: the ranks that must report (default: all); the others
+    may exit without a result, with exit code 0."""
+    expected = set(range(world)) if expect_results is None else set(expect_results)
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     procs = []
@@ -66,17 +69,21 @@ def run_ranks(fn, world, *args, backend="neuron", timeout=180, env=None):
             import time
 
             deadline = time.monotonic() + timeout
-            while len(out) + len(errors) < world:
+            while not expected <= set(out) | set(errors):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(
-                        f"ranks {sorted(set(range(world)) - set(out) - set(errors))} did not "
+                        f"ranks {sorted(expected - set(out) - set(errors))} did not "
                         f"finish within {timeout} s"
                     )
                 try:
                     rank, status, value = results.get(timeout=min(left, 5.0))
                 except queue.Empty:
-                    dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
+                    dead = [
+                        r
+                        for r, p in enumerate(procs)
+                        if p.exitcode is not None and (p.exitcode != 0 or r in expected)
+                    ]
                     missing = [r for r in dead if r not in out and r not in errors]
                     if missing:
                         raise RuntimeError(
@@ -98,4 +105,11 @@ def run_ranks(fn, world, *args, backend="neuron", timeout=180, env=None):
             )
         import torch
 
-        return [torch.load(io.BytesIO(out[r]), weights_only=False) for r in range(world)]
+        results = [
+            torch.load(io.BytesIO(out[r]), weights_only=False) if r in out else None
+            for r in range(world)
+        ]
+        for r, p in enumerate(procs):
+            if r not in expected:
+                assert p.exitcode == 0, f"rank {r} exited with code {p.exitcode}"
+        return results

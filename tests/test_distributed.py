@@ -349,3 +349,182 @@ def test_data_parallel_training_matches_single_process_cpu(kind):
         )
         for p, q in zip(params, ref_params, strict=True):
             torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+
+
+def _functional_and_dtensor(rank, world):
+    import torch.distributed._functional_collectives as fc
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
+
+    dev = torch.device("neuron", torch.neuron.current_device())
+    mesh = init_device_mesh("neuron", (world,))
+    xs = [make(r, (6, 4), torch.float32, salt=40) for r in range(world)]
+    x = xs[rank].to(dev)
+    # functional collectives (what DTensor and compiled graphs call)
+    close(fc.all_reduce(x, "sum", mesh), expect_reduce(xs, dist.ReduceOp.SUM), "fc.all_reduce")
+    close(fc.all_gather_tensor(x, 0, mesh), torch.cat(xs), "fc.all_gather_tensor")
+    full = [make(r, (world * 3, 2), torch.float32, salt=41) for r in range(world)]
+    close(
+        fc.reduce_scatter_tensor(full[rank].to(dev), "sum", 0, mesh),
+        expect_reduce(full, dist.ReduceOp.SUM)[rank * 3 : (rank + 1) * 3],
+        "fc.reduce_scatter_tensor",
+    )
+    outs = fc.all_gather_into_tensor_coalesced([x, x * 2], mesh)
+    close(outs[1], torch.cat(xs) * 2, "fc.all_gather_into_tensor_coalesced")
+    a2a = fc.all_to_all_single(torch.arange(world * 2.0, device=dev) + 10 * rank, None, None, mesh)
+    close(
+        a2a,
+        torch.tensor([10.0 * p + 2 * rank + i for p in range(world) for i in range(2)]),
+        "fc.all_to_all_single",
+    )
+    # DTensor redistribution: Shard -> Replicate (all_gather), Partial -> Shard (reduce_scatter)
+    g = make(0, (world * 4, 5), torch.float32, salt=42)  # the same on every rank
+    d = distribute_tensor(g.to(dev), mesh, [Shard(0)])
+    assert isinstance(d, DTensor) and d.to_local().shape == (4, 5)
+    close(d.redistribute(mesh, [Replicate()]).to_local(), g, "Shard(0) -> Replicate")
+    close(d.full_tensor(), g, "full_tensor")
+    # tensor parallelism: column then row parallel MLP; forward and gradients vs CPU
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8))
+    tp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8))
+    tp.load_state_dict(ref.state_dict())
+    tp = parallelize_module(tp.to(dev), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    inp = make(0, (5, 8), torch.float32, salt=43)
+    out = tp(inp.to(dev))
+    out.sum().backward()
+    ref(inp).sum().backward()
+    close(out, ref(inp).detach(), "TP forward")
+    for (name, p), q in zip(tp.named_parameters(), ref.parameters(), strict=True):
+        close(p.grad.full_tensor(), q.grad, f"TP grad {name}")
+    # loss_parallel: cross entropy over a vocabulary sharded on the last dim
+    from torch.distributed.tensor.parallel import loss_parallel
+
+    logits = make(0, (6, world * 5), torch.float32, salt=44)
+    target = torch.tensor([0, 3, world * 5 - 1, 2, 1, 4])
+    dl = distribute_tensor(logits.to(dev), mesh, [Shard(1)]).requires_grad_()
+    with loss_parallel():
+        loss = torch.nn.functional.cross_entropy(dl, target.to(dev))
+        loss.backward()
+    lc = logits.clone().requires_grad_()
+    ref_loss = torch.nn.functional.cross_entropy(lc, target)
+    ref_loss.backward()
+    close(
+        loss.full_tensor() if isinstance(loss, DTensor) else loss,
+        ref_loss.detach(),
+        "loss_parallel",
+    )
+    close(dl.grad.full_tensor(), lc.grad, "loss_parallel grad")
+    return True
+
+
+@pytest.mark.parametrize("world", [2])
+def test_functional_collectives_dtensor_and_tensor_parallel(world):
+    assert all(run_ranks(_functional_and_dtensor, world, timeout=300))
+
+
+def _groups(rank, world, path):
+    dev = torch.device("neuron", torch.neuron.current_device())
+    # a bound device (device_id) is what split_group needs, as with NCCL
+    dist.init_process_group(
+        "neuron", store=dist.FileStore(path, world), rank=rank, world_size=world, device_id=dev
+    )
+    # new_group of a subset; ranks outside it do not take part
+    sub = dist.new_group([1, 2])
+    if rank in (1, 2):
+        t = torch.full((3,), float(rank), device=dev)
+        dist.all_reduce(t, group=sub)
+        close(t, torch.full((3,), 3.0), "new_group all_reduce")
+        dist.barrier(group=sub)
+    # split_group: evens and odds
+    split = dist.split_group(split_ranks=[[0, 2], [1]])
+    assert (split is None) == (rank == 1) or rank == 1
+    if rank in (0, 2):
+        t = torch.full((2,), float(rank + 1), device=dev)
+        dist.all_reduce(t, group=split)
+        close(t, torch.full((2,), 4.0), "split_group all_reduce")
+    # the default group still works after subgroups were used
+    t = torch.ones(4, device=dev)
+    dist.all_reduce(t)
+    close(t, torch.full((4,), float(world)), "default group after subgroups")
+    dist.monitored_barrier()
+    dist.destroy_process_group()
+    return True
+
+
+def test_new_group_split_group_and_monitored_barrier(tmp_path):
+    assert all(run_ranks(_groups, 3, str(tmp_path / "s"), backend=None, timeout=300))
+
+
+def _faults(rank, world, path):
+    import datetime
+    import os
+    import time
+
+    dev = torch.device("neuron", torch.neuron.current_device())
+    dist.init_process_group(
+        "neuron",
+        store=dist.FileStore(path, world),
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=4),
+    )
+    errors = {}
+    # arguments a rank can check alone: the exception types NCCL raises
+    t = torch.ones(4, device=dev)
+    for name, call in {
+        "root": lambda: dist.broadcast(t, src=world),
+        "noncontiguous": lambda: dist.all_reduce(torch.ones(4, 4, device=dev).t()),
+        "list length": lambda: dist.all_gather([t], t),
+        "into_tensor size": lambda: dist.all_gather_into_tensor(torch.empty(3, device=dev), t),
+        "other device": lambda: dist.all_reduce(torch.ones(2, device=f"neuron:{(rank + 1) % 2}")),
+    }.items():
+        try:
+            call()
+            errors[name] = None
+        except (ValueError, RuntimeError) as e:
+            errors[name] = type(e).__name__
+    # the group still works after those
+    t = torch.full((3,), float(rank), device=dev)
+    dist.all_reduce(t)
+    assert t.cpu().tolist() == [float(sum(range(world)))] * 3
+    # monitored_barrier names the rank that does not come
+    if rank == 0:
+        try:
+            dist.monitored_barrier(timeout=datetime.timedelta(seconds=2))
+            errors["monitored"] = None
+        except RuntimeError as e:
+            errors["monitored"] = str(e)
+    dist.barrier()
+    # a peer that exits mid-job: the survivor raises within the timeout
+    if rank == 1:
+        torch.neuron.synchronize()
+        os._exit(0)  # no result; the parent expects it
+    shm_before = sorted(os.listdir("/dev/shm"))
+    start = time.monotonic()
+    try:
+        t = torch.ones(1000, device=dev)
+        dist.all_reduce(t)
+        t.cpu()
+        errors["dead peer"] = None
+    except RuntimeError as e:
+        errors["dead peer"] = str(e)
+    errors["dead peer seconds"] = time.monotonic() - start
+    errors["shm left"] = sorted(set(os.listdir("/dev/shm")) - set(shm_before))
+    return errors
+
+
+def test_bad_arguments_and_a_dead_peer_raise(tmp_path):
+    out = run_ranks(_faults, 2, str(tmp_path / "s"), backend=None, expect_results={0}, timeout=120)
+    e = out[0]
+    assert e["root"] == "ValueError" and e["noncontiguous"] == "ValueError"
+    assert e["list length"] == "ValueError" and e["into_tensor size"] == "ValueError"
+    assert e["other device"] == "ValueError"
+    assert "Rank 1 failed to pass monitoredBarrier" in e["monitored"]
+    assert "timed out" in e["dead peer"] and "rank 1" in e["dead peer"], e["dead peer"]
+    assert e["dead peer seconds"] < 30
+    assert e["shm left"] == []

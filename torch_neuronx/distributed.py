@@ -31,6 +31,36 @@ def register() -> None:
     dist.Backend.register_backend(
         BACKEND, _create_backend, extended_api=True, devices=["neuron", "cpu"]
     )
+    _allow_monitored_barrier(dist)
+
+
+def _allow_monitored_barrier(dist) -> None:
+    """``dist.monitored_barrier`` refuses every backend but Gloo by name in
+    Python, although the C++ call it makes is a Backend virtual that ours
+    implements (rank 0 names the ranks that did not arrive in time). Let a
+    "neuron" group through to it; every other group keeps torch's function."""
+    import datetime
+    import functools
+
+    original = dist.monitored_barrier
+    if getattr(original, "_neuron", False):
+        return
+
+    @functools.wraps(original)
+    def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+        if dist.is_initialized() and group is not dist.GroupMember.NON_GROUP_MEMBER:
+            pg = group if group is not None else dist.distributed_c10d._get_default_group()
+            if dist.get_backend(pg) == BACKEND:
+                if timeout is None:
+                    timeout = dist.distributed_c10d._get_default_timeout(BACKEND)
+                elif isinstance(timeout, float):
+                    timeout = datetime.timedelta(seconds=timeout)
+                return pg.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+        return original(group=group, timeout=timeout, wait_all_ranks=wait_all_ranks)
+
+    monitored_barrier._neuron = True
+    dist.monitored_barrier = monitored_barrier
+    dist.distributed_c10d.monitored_barrier = monitored_barrier
 
 
 __all__ = ["BACKEND", "register"]

@@ -33,6 +33,7 @@
 #include <torch/csrc/Storage.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -262,6 +263,86 @@ class ProcessGroupNeuron : public c10d::Backend {
   const std::string getBackendName() const override { return "neuron"; }
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
   bool supportsCoalescing() const override { return true; }
+  // split_group / DeviceMesh: a member's new group bootstraps its own
+  // communicator on first use, among the members only, so a split needs no
+  // collective of the parent (a non-member has nothing to do).
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<Options> getBackendOptions() override {
+    return c10::make_intrusive<Options>("neuron", timeout_);
+  }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store> &store,
+                                          const std::vector<int> &ranks,
+                                          const c10::intrusive_ptr<Options> &opts) override {
+    // ProcessGroup::splitGroup calls this once per device type the group
+    // serves (neuron and cpu) with the same store: one backend serves both
+    if (last_split_store_ == store.get() && last_split_ranks_ == ranks) return last_split_;
+    last_split_store_ = store.get();
+    last_split_ranks_ = ranks;
+    last_split_ = nullptr;
+    // Every rank of this group splits, in the same order, so the count names
+    // the split alike on all of them. (The store PyTorch passes is prefixed
+    // with a group name that can differ between ranks when new_group was
+    // called before: the bootstrap uses this group's store and that count.)
+    uint64_t n = splits_++;
+    auto it = std::find(ranks.begin(), ranks.end(), rank_);
+    if (it == ranks.end()) return nullptr;
+    last_split_ = c10::make_intrusive<ProcessGroupNeuron>(
+        store_, static_cast<int>(it - ranks.begin()), static_cast<int>(ranks.size()),
+        opts ? opts->timeout : timeout_, group_id_ + "/split" + std::to_string(n));
+    last_split_->setBoundDeviceId(getBoundDeviceId());
+    return last_split_;
+  }
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return seq_; }
+
+  // Gloo's monitored barrier over the store: rank 0 waits for every rank
+  // within the timeout and names the ones that did not arrive.
+  void monitoredBarrier(const c10d::BarrierOptions &o, bool wait_all_ranks) override {
+    auto timeout = o.timeout == c10d::kUnsetTimeout ? timeout_ : o.timeout;
+    std::string base =
+        "tn_monitored_barrier/" + group_id_ + "/" + std::to_string(monitored_++) + "/";
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto left = [&] {
+      auto l = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      return std::max(l, std::chrono::milliseconds(1));
+    };
+    if (rank_ != 0) {
+      store_->set(base + std::to_string(rank_), std::vector<uint8_t>{1});
+      try {
+        store_->wait({base + "release"}, left());
+      } catch (const std::exception &) {
+        C10_THROW_ERROR(DistBackendError,
+                        c10::str("[Rank ", rank_, "]: monitored_barrier: rank 0 did not release ",
+                                 "the barrier within ", timeout.count(), " ms"));
+      }
+      auto v = store_->get(base + "release");
+      if (!v.empty() && v[0] != 0)
+        C10_THROW_ERROR(DistBackendError, std::string(v.begin() + 1, v.end()));
+      return;
+    }
+    std::vector<int> missing;
+    for (int r = 1; r < size_; r++) {
+      try {
+        store_->wait({base + std::to_string(r)},
+                     missing.empty() ? left() : std::chrono::milliseconds(1));
+      } catch (const std::exception &) {
+        missing.push_back(r);
+        if (!wait_all_ranks) break;
+      }
+    }
+    std::string msg;
+    if (!missing.empty()) {
+      std::string list;
+      for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
+      msg = c10::str("[Rank 0]: Rank", missing.size() > 1 ? "s " : " ", list,
+                     " failed to pass monitoredBarrier in ", timeout.count(), " ms");
+    }
+    std::vector<uint8_t> v{static_cast<uint8_t>(msg.empty() ? 0 : 1)};
+    v.insert(v.end(), msg.begin(), msg.end());
+    store_->set(base + "release", v);
+    if (!msg.empty()) C10_THROW_ERROR(DistBackendError, msg);
+  }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &ts,
                                            const c10d::BroadcastOptions &o) override {
@@ -763,14 +844,17 @@ class ProcessGroupNeuron : public c10d::Backend {
   // binds a group to a device.
   std::shared_ptr<Comm> comm_for(std::optional<c10::Device> device) {
     std::lock_guard<std::mutex> g(mu_);
-    c10::DeviceIndex d = device ? device->index() : (comm_ ? comm_->device : current_device());
-    if (comm_) {
-      TORCH_CHECK_VALUE(comm_->device == d,
-                        "this process group runs on neuron:", int(comm_->device),
-                        "; a tensor on neuron:", int(d),
-                        " cannot take part in its collectives (one device per process and group)");
-      return comm_;
-    }
+    // the group's device: the bound one (device_id), else the current device
+    // when it first communicates
+    c10::DeviceIndex home = comm_                ? comm_->device
+                            : getBoundDeviceId() ? getBoundDeviceId()->index()
+                                                 : current_device();
+    c10::DeviceIndex d = device ? device->index() : home;
+    TORCH_CHECK_VALUE(d == home, "this process group runs on neuron:", int(home),
+                      "; a tensor on neuron:", int(d),
+                      " cannot take part in its collectives (one device per process and group: "
+                      "torch.neuron.set_device, or device_id in init_process_group, chooses it)");
+    if (comm_) return comm_;
     lazy_init();
     TORCH_CHECK(tnrt_host_addressable(),
                 "the neuron backend's collectives need host-addressable device memory");
@@ -841,6 +925,7 @@ class ProcessGroupNeuron : public c10d::Backend {
       tnrt_event_destroy(start);
       check(st, name);
     }
+    seq_++;
     auto *job = new Job{comm, done, std::move(body), cs, tnrt_thread_token(), name};
     tnrt_status_t st = tnrt_launch(cs, run_job, &job, sizeof job, name);
     if (st != TNRT_OK) {
@@ -864,6 +949,10 @@ class ProcessGroupNeuron : public c10d::Backend {
   }
 
   static constexpr int kCommStreams = 4;
+  uint64_t seq_ = 0, splits_ = 0, monitored_ = 0;
+  const c10d::Store *last_split_store_ = nullptr;
+  std::vector<int> last_split_ranks_;
+  c10::intrusive_ptr<c10d::Backend> last_split_;
   c10::intrusive_ptr<c10d::Store> store_;
   std::chrono::milliseconds timeout_;
   std::string group_id_;
@@ -987,7 +1076,12 @@ void bind_distributed(py::module &m) {
                                                             std::move(group_id));
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-           py::arg("group_id"), py::call_guard<py::gil_scoped_release>());
+           py::arg("group_id"), py::call_guard<py::gil_scoped_release>())
+      // what split_group deep-copies as the parent's options: None makes the
+      // split take getBackendOptions() in C++
+      .def_property_readonly("options", [](ProcessGroupNeuron &) { return py::none(); })
+      // new_group on a rank outside the group: nothing to do (see split)
+      .def("perform_nocolor_split", [](ProcessGroupNeuron &, const at::Device &) {});
 }
 
 }  // namespace torch_neuronx
