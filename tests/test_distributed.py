@@ -245,16 +245,14 @@ def _init_styles(rank, world, style, store):
     t = torch.full((4,), float(rank + 1), device="neuron")
     dist.all_reduce(t)
     c = torch.full((2,), rank + 1)
-    if style == "default":
-        # as with CUDA: init_process_group() maps only the accelerator
-        try:
-            dist.all_reduce(c)
-            raise AssertionError("a CPU collective without a CPU backend ran")
-        except RuntimeError as e:
-            assert "No backend type associated with device type cpu" in str(e), e
-        c = torch.full((2,), 3)  # what the common check below expects
-    else:
-        dist.all_reduce(c)
+    dist.all_reduce(c)
+    # DDP works in every style (it needs the group's default backend type)
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(3, 1).to(t.device)
+    ddp = torch.nn.parallel.DistributedDataParallel(lin)
+    ddp(torch.full((1, 3), float(rank + 1), device=t.device)).sum().backward()
+    grad = lin.weight.grad.cpu().tolist()  # the mean over ranks of [r + 1] * 3
+    assert grad == [[1.5] * 3], grad
     dist.barrier()
     backend = dist.get_backend()
     dist.destroy_process_group()
@@ -269,8 +267,9 @@ def _init_styles_outer(rank, world, style, path):
 @pytest.mark.parametrize("style", ["name", "device_id", "mixed", "default"])
 def test_init_process_group_styles(style, tmp_path):
     out = run_ranks(_init_styles_outer, 2, style, str(tmp_path / "s"), backend=None)
-    for t, c, _ in out:
+    for t, c, backend in out:
         assert t == [3.0] * 4 and c == [3, 3]
+        assert backend == ("cpu:gloo,neuron:neuron" if style == "mixed" else "neuron")
 
 
 def _mlp():

@@ -10,6 +10,8 @@ so DDP, FSDP2, DTensor and the functional collectives reach it as they
 reach NCCL.
 """
 
+import torch
+
 BACKEND = "neuron"
 
 
@@ -32,6 +34,48 @@ def register() -> None:
         BACKEND, _create_backend, extended_api=True, devices=["neuron", "cpu"]
     )
     _allow_monitored_barrier(dist)
+    _default_backend_is_neuron(dist)
+
+
+def _default_backend_is_neuron(dist) -> None:
+    """``init_process_group()`` with no backend picks the accelerator's
+    backend ("neuron" here), but PyTorch 2.13 then records Gloo as the
+    group's default backend type unless the backend is NCCL, so DDP fails
+    ("Could not find backend type 1 ... gloo"). On a neuron machine, name the
+    backend for the caller: the same group, with its type right (and CPU
+    tensors served too, as the named backend does)."""
+    import functools
+
+    original = dist.init_process_group
+    if getattr(original, "_neuron", False):
+        return
+
+    @functools.wraps(original)
+    def init_process_group(backend=None, *args, **kwargs):
+        device_id = kwargs.get("device_id")
+        if (
+            (backend is None or str(backend).lower() == "undefined")
+            and torch._C._get_accelerator().type == "neuron"
+            and (
+                device_id is None
+                or isinstance(device_id, int)
+                or torch.device(device_id).type == "neuron"
+            )
+        ):
+            backend = BACKEND
+        out = original(backend, *args, **kwargs)
+        # "cpu:gloo,neuron:neuron": PyTorch leaves the default backend type
+        # UNDEFINED for a plugin named per device (it compares the plugin key
+        # "NEURON" with "neuron"); make it the accelerator's, as NCCL's is in
+        # "cpu:gloo,cuda:nccl", so DDP finds it
+        if backend is not None and "neuron:neuron" in str(backend).lower().replace(" ", ""):
+            pg = dist.distributed_c10d._get_default_group()
+            pg._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
+        return out
+
+    init_process_group._neuron = True
+    dist.init_process_group = init_process_group
+    dist.distributed_c10d.init_process_group = init_process_group
 
 
 def _allow_monitored_barrier(dist) -> None:

@@ -1,0 +1,92 @@
+"""torchrun and `accelerate launch` start neuron training with no
+configuration: the launcher's environment alone picks the backend and one
+device per rank; parameters after training equal the same training in one
+process on CPU."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "tests", "scripts", "ddp_train.py")
+
+
+def launch(cmd, timeout=240):
+    env = dict(os.environ)
+    env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)  # as a user's shell has it
+    env["OMP_NUM_THREADS"] = "1"
+    p = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, 9)  # the launcher's session: itself and the ranks it started
+        out, _ = p.communicate()
+        pytest.fail(f"{cmd} did not finish in {timeout} s:\n{out[-4000:]}")
+    assert p.returncode == 0, out[-6000:]
+    results = [
+        json.loads(line.split("RESULT ", 1)[1]) for line in out.splitlines() if "RESULT " in line
+    ]
+    return sorted(results, key=lambda r: r["local_rank"])
+
+
+def check(results, world):
+    assert len(results) == world
+    for i, r in enumerate(results):
+        assert r["device"] == f"neuron:{i}", r
+        assert r["world"] == world and r["max_param_diff"] < 1e-5, r
+
+
+def test_torchrun_picks_the_neuron_backend_and_a_device_per_rank():
+    res = launch(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            SCRIPT,
+            "torchrun",
+        ]
+    )
+    check(res, 2)
+    assert {r["backend"] for r in res} == {"undefined"} or {r["backend"] for r in res} == {"neuron"}
+
+
+def test_accelerate_launch_picks_neuron_with_no_configuration(tmp_path):
+    env_cfg = tmp_path / "none.yaml"  # no accelerate config on this machine: defaults
+    res = launch(
+        [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--num_processes",
+            "2",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "--main_process_port",
+            "0",
+            SCRIPT,
+            "accelerate",
+        ]
+    )
+    del env_cfg
+    check(res, 2)
+    for r in res:
+        assert (
+            r["backend"] == "neuron" and r["distributed_type"] == "DistributedType.MULTI_NEURON"
+        ), r
