@@ -22,8 +22,41 @@
 #define SPIN_NS 50000       /* how long a wait spins (yielding) before it sleeps */
 #define MAX_SLEEP_NS 100000 /* the longest sleep of a wait */
 
+/* The collectives a descriptor names. */
+typedef enum kind {
+  K_ALL_REDUCE = 1,
+  K_REDUCE_SCATTER,
+  K_BROADCAST,
+  K_ALL_GATHER,
+  K_BARRIER,
+  K_ALL_TO_ALL_V,
+} kind_t;
+
+/* What defines a collective call's shape, as its rank passed it: published
+ * in the first round of every collective call, checked by every rank
+ * against its own before any data moves. Fields a kind does not have are
+ * -1 (0 for count), so two descriptors match when all fields are equal. */
+typedef struct desc {
+  uint64_t round;  /* the round it was published in (a check of the protocol) */
+  int64_t count;   /* elements (all_reduce, reduce_scatter) or bytes (broadcast,
+                      all_gather) */
+  int32_t kind;    /* kind_t */
+  int32_t dtype;   /* all_reduce, reduce_scatter */
+  int32_t op;      /* all_reduce, reduce_scatter */
+  int32_t root;    /* broadcast */
+  int32_t invalid; /* the rank's own checks rejected its arguments */
+  char pad[LINE - 2 * sizeof(uint64_t) - 5 * sizeof(int32_t)];
+} desc_t;
+_Static_assert(sizeof(desc_t) == LINE, "a descriptor fills a line");
+
 /* The owner's counters, read by the peers: the last round it has posted its
- * data for, reduced its share of, and finished reading the peers' slots. */
+ * data for, reduced its share of, and finished reading the peers' slots;
+ * then the descriptor of its last collective call, double-buffered by round
+ * parity: desc[k & 1] is written in round k, before posted = k, and read by
+ * the peers between their wait for posted >= k and their done = k. The
+ * owner writes that entry again in round k + 2 at the earliest, which it
+ * starts only once every peer's done >= k: a peer never reads a newer
+ * descriptor than the one of round k. */
 typedef struct ctrl {
   _Atomic uint64_t posted;
   char pad0[56];
@@ -31,6 +64,7 @@ typedef struct ctrl {
   char pad1[56];
   _Atomic uint64_t done;
   char pad2[56];
+  desc_t desc[2];
 } ctrl_t;
 
 /* After the ctrl_t, two lines per peer q: the chunks the owner has put in its
@@ -260,64 +294,325 @@ static void combine(void *out, const void *a, const void *b, int64_t n, int dtyp
   tnk_binary(&x);
 }
 
-/* out[i] = op over ranks of in[r][i], i < n; half types accumulate in fp32
- * and round once. AVG divides the sum by the rank count. out may be in[0]
- * (and no other input). */
+/* buf /= divisor over n contiguous elements of f32 or f64: the kernel
+ * library's vectorised division by a scalar operand held at the compute
+ * precision (as PyTorch divides by a Python number). For f32 the result is
+ * the same as the former (float)((double)x / divisor): a quotient of two
+ * floats rounded to double and then to float is rounded correctly (53 >=
+ * 2 * 24 + 2 bits). */
+static void divide(void *buf, int64_t n, int dtype, int divisor) {
+  double unused = 0; /* the scalar operand's (stride 0) view, never read */
+  tnk_binary_args_t x = {.shape = {.ndim = 1, .sizes = {n}},
+                         .out = {.data = buf, .dtype = dtype, .strides = {1}},
+                         .a = {.data = buf, .dtype = dtype, .strides = {1}},
+                         .b = {.data = &unused, .dtype = dtype, .strides = {0}},
+                         .op = TNK_DIV,
+                         .dtype = dtype,
+                         .alpha = 1.0,
+                         .ialpha = 1,
+                         .scalar_operand = 2,
+                         .scalar = (double)divisor};
+  tnk_binary(&x);
+}
+
+/* Block conversions between the half types and fp32, round to nearest even:
+ * contiguous loops over restrict pointers, which GCC vectorises (the kernel
+ * library's tnk_copy converts element by element on run-time strides, and
+ * its vectorised loops keep one dtype). bf16 uses dtype.h's converters,
+ * which vectorise as they are; dtype.h's fp16 converters branch (a
+ * normalising loop for subnormals), so fp16 has branch-free forms here that
+ * select with masks, bit-identical to tnk_f16_to_f32 / tnk_f32_to_f16 for
+ * every input (checked over all 2^16 and 2^32 inputs when written) and
+ * independent of the FTZ / DAZ modes: a subnormal fp16 is a normal fp32,
+ * converted from its integer mantissa, and fp32 inputs below 2^-14 round
+ * with an fp32 addition of 0.5 whose result is normal. */
+#define MASK(cond) ((uint32_t)0 - (uint32_t)(cond))
+#define SELECT(m, a, b) (((a) & (m)) | ((b) & ~(m)))
+
+static inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static inline float bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static inline float f16_to_f32_sel(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, man = h & 0x3ff;
+  uint32_t normal = ((e + 112u) << 23) | (man << 13); /* rebias 15 -> 127 */
+  uint32_t sub = f32_bits((float)(int32_t)man * 0x1p-24f);
+  uint32_t u = SELECT(MASK(e == 0), sub, normal) | (MASK(e == 0x1f) & 0x7f800000u);
+  return bits_f32(sign | u);
+}
+
+static inline uint16_t f32_to_f16_sel(float f) {
+  uint32_t u = f32_bits(f), a = u & 0x7fffffffu, sign = (u >> 16) & 0x8000u;
+  int32_t sa = (int32_t)a; /* a < 2^31: signed compares, which SSE2 has */
+  uint32_t normal = (a + 0xfffu + ((a >> 13) & 1u) - (112u << 23)) >> 13;
+  uint32_t sub = f32_bits(bits_f32(a) + 0.5f) - 0x3f000000u; /* ulp of 0.5: 2^-24 */
+  uint32_t r = SELECT(MASK(sa < 0x38800000), sub, normal);   /* below 2^-14 */
+  r = SELECT(MASK(sa >= 0x477ff000), 0x7c00u, r);            /* rounds to inf */
+  r = SELECT(MASK(sa > 0x7f800000), 0x7e00u, r);             /* NaN */
+  return (uint16_t)(sign | r);
+}
+
+/* NAME_load: d = fp32 of s; NAME_add: d += fp32 of s; NAME_store: d = s
+ * rounded. */
+#define HALF_LOOPS(NAME, TO_F32, FROM_F32)                                             \
+  static void NAME##_load(float *restrict d, const uint16_t *restrict s, int64_t n) {  \
+    for (int64_t i = 0; i < n; i++) d[i] = TO_F32(s[i]);                               \
+  }                                                                                    \
+  static void NAME##_add(float *restrict d, const uint16_t *restrict s, int64_t n) {   \
+    for (int64_t i = 0; i < n; i++) d[i] = d[i] + TO_F32(s[i]);                        \
+  }                                                                                    \
+  static void NAME##_store(uint16_t *restrict d, const float *restrict s, int64_t n) { \
+    for (int64_t i = 0; i < n; i++) d[i] = FROM_F32(s[i]);                             \
+  }
+HALF_LOOPS(bf16, tnk_bf16_to_f32, tnk_f32_to_bf16)
+HALF_LOOPS(f16, f16_to_f32_sel, f32_to_f16_sel)
+
+/* out[i] = op over ranks of their inputs' element i, i < n; in[j] is rank
+ * (rank + j) % nranks's input. Half types take the ranks in rank order,
+ * accumulate in fp32 (AVG then divides in fp32) and round once, as PyTorch
+ * reduces them on CPU; an element's result does not depend on which rank
+ * reduces it. The other dtypes start from this rank's input. out may be
+ * in[0] (and no other input). */
 static void reduce_n(tnccl_comm_t *c, void *out, const char **in, int64_t n, int dtype,
                      tnccl_op_t op) {
-  int bop = binary_op(op);
+  int bop = binary_op(op), nr = c->nranks;
   size_t esz = tnk_dtype_size(dtype);
   if (is_half(dtype)) {
     enum { B = 1024 };
     float acc[B], v[B];
-    for (int64_t i0 = 0; i0 < n; i0 += B) {
+    int bf = dtype == TNK_BF16, sum = op == TNCCL_SUM || op == TNCCL_AVG;
+    for (int64_t i0 = 0; i0 < n; i0 += B) { /* the block is read from every input, then written */
       int64_t m = n - i0 < B ? n - i0 : B;
-      for (int64_t i = 0; i < m; i++) acc[i] = (float)tnk_ldf(in[0], dtype, i0 + i);
-      for (int r = 1; r < c->nranks; r++) {
-        for (int64_t i = 0; i < m; i++) v[i] = (float)tnk_ldf(in[r], dtype, i0 + i);
-        combine(acc, acc, v, m, TNK_F32, bop);
+      for (int r = 0; r < nr; r++) {
+        const uint16_t *x = (const uint16_t *)in[(r - c->rank + nr) % nr] + i0;
+        if (r == 0)
+          (bf ? bf16_load : f16_load)(acc, x, m);
+        else if (sum) /* fused: the same fp32 additions as the kernel's */
+          (bf ? bf16_add : f16_add)(acc, x, m);
+        else {
+          (bf ? bf16_load : f16_load)(v, x, m);
+          combine(acc, acc, v, m, TNK_F32, bop);
+        }
       }
-      for (int64_t i = 0; i < m; i++) {
-        double x = acc[i];
-        if (op == TNCCL_AVG) x = (float)(x / c->nranks);
-        tnk_stf(out, dtype, i0 + i, x);
+      if (op == TNCCL_AVG) {
+        float d = (float)nr;
+        for (int64_t i = 0; i < m; i++) acc[i] = acc[i] / d;
       }
+      (bf ? bf16_store : f16_store)((uint16_t *)out + i0, acc, m);
     }
     return;
   }
-  if (c->nranks == 1)
+  if (nr == 1)
     memmove(out, in[0], (size_t)n * esz);
   else
     combine(out, in[0], in[1], n, dtype, bop);
-  for (int r = 2; r < c->nranks; r++) combine(out, out, in[r], n, dtype, bop);
-  if (op == TNCCL_AVG) {
-    for (int64_t i = 0; i < n; i++) {
-      if (is_float(dtype))
-        tnk_stf(out, dtype, i, tnk_ldf(out, dtype, i) / c->nranks);
-      else {
-        tnk_val_t v = tnk_load_any((char *)out + i * esz, dtype);
-        v.i /= c->nranks;
-        v.re = (double)v.i;
-        tnk_store_any((char *)out + i * esz, dtype, v);
-      }
-    }
+  for (int r = 2; r < nr; r++) combine(out, out, in[r], n, dtype, bop);
+  if (op != TNCCL_AVG || nr == 1) return;
+  if (is_float(dtype)) {
+    divide(out, n, dtype, nr);
+    return;
   }
+  for (int64_t i = 0; i < n; i++) { /* integers: truncating division */
+    tnk_val_t v = tnk_load_any((char *)out + i * esz, dtype);
+    v.i /= nr;
+    v.re = (double)v.i;
+    tnk_store_any((char *)out + i * esz, dtype, v);
+  }
+}
+
+/* ---- the cross-rank check of a collective's arguments ----
+ * The first round of every collective call carries the caller's descriptor
+ * (desc_t): each rank writes it before its posted and, after its wait for
+ * every peer's posted, compares all ranks' with its own. The ranks see the
+ * same descriptors, so they all reach the same verdict: all go on, or all
+ * finish that round without touching their buffers (finish_round) and
+ * return TNRT_ERR_INVALID_ARGUMENT. Either way every rank has run the same
+ * rounds, so the communicator stays in step. A descriptor fixes everything
+ * the number of rounds and the slots' layout depend on; all_to_all_v's
+ * counts are checked in the same round (in its slot). */
+
+static const char *kind_name(int kind) {
+  static const char *const names[] = {"?",          "all_reduce", "reduce_scatter", "broadcast",
+                                      "all_gather", "barrier",    "all_to_all_v"};
+  return kind > 0 && kind <= K_ALL_TO_ALL_V ? names[kind] : "?";
+}
+
+static const char *dtype_name(int dt, char *buf, size_t n) {
+  static const char *const names[TNK_DTYPE_COUNT] = {
+      [TNK_BOOL] = "bool",   [TNK_U8] = "uint8",      [TNK_I8] = "int8",
+      [TNK_I16] = "int16",   [TNK_I32] = "int32",     [TNK_I64] = "int64",
+      [TNK_F16] = "float16", [TNK_BF16] = "bfloat16", [TNK_F32] = "float32",
+      [TNK_F64] = "float64", [TNK_C64] = "complex64", [TNK_C128] = "complex128"};
+  if (dt >= 0 && dt < TNK_DTYPE_COUNT) return names[dt];
+  snprintf(buf, n, "dtype %d", dt);
+  return buf;
+}
+
+static const char *op_name(int op, char *buf, size_t n) {
+  static const char *const names[] = {"SUM", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "AVG"};
+  if (op >= TNCCL_SUM && op <= TNCCL_AVG) return names[op];
+  snprintf(buf, n, "op %d", op);
+  return buf;
+}
+
+/* "10 elements of float32 with op SUM", "100 bytes from root 1", ... ("" for
+ * the kinds without arguments). */
+static void describe(const desc_t *d, char *buf, size_t n) {
+  char t[24], o[24];
+  buf[0] = 0;
+  if (d->kind == K_ALL_REDUCE || d->kind == K_REDUCE_SCATTER)
+    snprintf(buf, n, "%lld elements of %s with op %s", (long long)d->count,
+             dtype_name(d->dtype, t, sizeof t), op_name(d->op, o, sizeof o));
+  else if (d->kind == K_BROADCAST)
+    snprintf(buf, n, "%lld bytes from root %d", (long long)d->count, d->root);
+  else if (d->kind == K_ALL_GATHER)
+    snprintf(buf, n, "%lld bytes", (long long)d->count);
+}
+
+/* "all_gather (13 bytes)", "barrier" */
+static void describe_call(const desc_t *d, char *buf, size_t n) {
+  char a[112];
+  describe(d, a, sizeof a);
+  snprintf(buf, n, "%s%s%s%s", kind_name(d->kind), a[0] ? " (" : "", a, a[0] ? ")" : "");
+}
+
+static const char *shape_words(int kind) {
+  switch (kind) {
+    case K_ALL_REDUCE:
+    case K_REDUCE_SCATTER: return "count, dtype and op";
+    case K_BROADCAST: return "byte count and root";
+    case K_ALL_GATHER: return "byte count";
+  }
+  return "arguments";
+}
+
+static int desc_equal(const desc_t *a, const desc_t *b) {
+  return a->kind == b->kind && a->count == b->count && a->dtype == b->dtype && a->op == b->op &&
+         a->root == b->root;
+}
+
+/* Publishes that this rank has finished with round k's slots. */
+static void finish_round(tnccl_comm_t *c, uint64_t k) {
+  atomic_store_explicit(&ctrl_of(c, c->rank)->reduced, k, memory_order_release);
+  atomic_store_explicit(&ctrl_of(c, c->rank)->done, k, memory_order_release);
+}
+
+/* In round k, the first of a call, before this rank's posted = k. */
+static void post_desc(tnccl_comm_t *c, uint64_t k, const desc_t *mine) {
+  desc_t *d = &ctrl_of(c, c->rank)->desc[k & 1];
+  *d = *mine;
+  d->round = k;
+}
+
+/* In round k, the first of a call, once every peer's posted >= k: TNRT_OK
+ * when every rank's descriptor equals this rank's `mine` and none is
+ * invalid; otherwise this rank finishes round k and returns the error (why:
+ * what this rank's own checks found wrong, "" if nothing). */
+static tnrt_status_t check_desc(tnccl_comm_t *c, uint64_t k, const desc_t *mine, const char *why) {
+  int invalid = -1, other = -1, stale = -1;
+  desc_t d_invalid = {0}, d_other = {0};
+  uint64_t stale_round = 0;
+  for (int r = 0; r < c->nranks; r++) {
+    desc_t d = r == c->rank ? *mine : ctrl_of(c, r)->desc[k & 1];
+    if (r != c->rank && d.round != k) {
+      if (stale < 0) stale = r, stale_round = d.round;
+      continue;
+    }
+    if (d.invalid && invalid < 0) invalid = r, d_invalid = d;
+    if (!desc_equal(&d, mine) && other < 0) other = r, d_other = d;
+  }
+  if (stale < 0 && !why[0] && invalid < 0 && other < 0) return TNRT_OK;
+  finish_round(c, k);
+  const char *name = kind_name(mine->kind);
+  if (stale >= 0)
+    return tnrt_set_error(TNRT_ERR_INTERNAL,
+                          "%s: rank %d's arguments are those of round %llu where this rank is in "
+                          "round %llu: the ranks are out of step (was the communicator used "
+                          "after a timeout?)",
+                          name, stale, (unsigned long long)stale_round, (unsigned long long)k);
+  if (why[0])
+    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "%s: %s; no data was moved", name, why);
+  if (invalid >= 0)
+    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
+                          "%s: rank %d passed invalid arguments%s%s (its error says which); no "
+                          "data was moved",
+                          name, invalid, d_invalid.kind == mine->kind ? "" : " to ",
+                          d_invalid.kind == mine->kind ? "" : kind_name(d_invalid.kind));
+  char theirs[160], ours[160];
+  if (d_other.kind == mine->kind) {
+    describe(&d_other, theirs, sizeof theirs);
+    describe(mine, ours, sizeof ours);
+    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
+                          "%s: rank %d passed %s, rank %d (this rank) passed %s; every rank must "
+                          "call %s with the same %s; no data was moved",
+                          name, other, theirs, c->rank, ours, name, shape_words(mine->kind));
+  }
+  describe_call(&d_other, theirs, sizeof theirs);
+  describe_call(mine, ours, sizeof ours);
+  return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
+                        "collective mismatch: rank %d called %s, rank %d (this rank) called %s; "
+                        "every rank must call the same collectives in the same order; no data "
+                        "was moved",
+                        other, theirs, c->rank, ours);
+}
+
+/* A call whose arguments this rank's own checks reject (why) still runs
+ * the check of a first round, marked invalid, so that every rank of the
+ * collective fails with it rather than wait for it. */
+static tnrt_status_t join_and_fail(tnccl_comm_t *c, const desc_t *mine, const char *why) {
+  desc_t d = *mine;
+  d.invalid = 1;
+  uint64_t k = ++c->round;
+  tnrt_status_t st;
+  if ((st = WAIT(c, done, k >= 2 ? k - 2 : 0, "reuse of a slot")) != TNRT_OK) return st;
+  post_desc(c, k, &d);
+  atomic_store_explicit(&ctrl_of(c, c->rank)->posted, k, memory_order_release);
+  if ((st = WAIT(c, posted, k, "the arguments")) != TNRT_OK) return st;
+  return check_desc(c, k, &d, why);
 }
 
 /* ---- collectives ---- */
 
-/* A reduction the library takes: real dtypes, bitwise ops on integers only. */
-static int reduction_ok(const tnccl_comm_t *c, int64_t count, int dtype, tnccl_op_t op) {
-  return c && count >= 0 && tnk_dtype_size(dtype) && dtype < TNK_C64 && binary_op(op) >= 0 &&
-         !(is_float(dtype) && op >= TNCCL_BAND && op <= TNCCL_BXOR);
+/* Why a reduction's arguments are invalid ("" if they are not): real dtypes,
+ * bitwise ops on integers only, blocks * count elements addressable, and
+ * buffers unless count is 0. */
+static void reduction_why(char *why, size_t n, int64_t count, int64_t blocks, int dtype,
+                          tnccl_op_t op, int have_buffers) {
+  char t[24], o[24];
+  size_t esz = tnk_dtype_size(dtype);
+  why[0] = 0;
+  if (!esz || dtype >= TNK_C64)
+    snprintf(why, n, "%s is not a dtype the collectives reduce (real and bool dtypes are)",
+             dtype_name(dtype, t, sizeof t));
+  else if (binary_op(op) < 0)
+    snprintf(why, n, "%s is not a reduction op", op_name(op, o, sizeof o));
+  else if (is_float(dtype) && op >= TNCCL_BAND && op <= TNCCL_BXOR)
+    snprintf(why, n, "op %s takes integer and bool dtypes, not %s", op_name(op, o, sizeof o),
+             dtype_name(dtype, t, sizeof t));
+  else if (count < 0)
+    snprintf(why, n, "a negative count (%lld)", (long long)count);
+  else if (count > INT64_MAX / blocks / (int64_t)esz)
+    snprintf(why, n, "%lld elements of %s overflow the address space", (long long)count,
+             dtype_name(dtype, t, sizeof t));
+  else if (count && !have_buffers)
+    snprintf(why, n, "a NULL buffer for %lld elements", (long long)count);
 }
 
 tnrt_status_t tnccl_all_reduce(tnccl_comm_t *c, void *buf, int64_t count, int dtype,
                                tnccl_op_t op) {
+  if (!c) return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "all_reduce without a communicator");
+  desc_t d = {.kind = K_ALL_REDUCE, .count = count, .dtype = dtype, .op = (int32_t)op, .root = -1};
+  char why[160];
+  reduction_why(why, sizeof why, count, 1, dtype, op, buf != NULL);
+  if (why[0]) return join_and_fail(c, &d, why);
   size_t esz = tnk_dtype_size(dtype);
-  if (!reduction_ok(c, count, dtype, op))
-    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "all_reduce of dtype %d with op %d", dtype,
-                          (int)op);
   int n = c->nranks;
   int64_t per_round = (int64_t)(SLOT_BYTES / esz) / n * n; /* a multiple of the rank count */
   const char **in = malloc(sizeof *in * (size_t)n);
@@ -327,10 +622,12 @@ tnrt_status_t tnccl_all_reduce(tnccl_comm_t *c, void *buf, int64_t count, int dt
     int64_t m = count - off < per_round ? count - off : per_round;
     uint64_t k = ++c->round;
     if ((st = WAIT(c, done, k >= 2 ? k - 2 : 0, "reuse of a slot")) != TNRT_OK) break;
+    if (off == 0) post_desc(c, k, &d);
     char *data = (char *)buf + off * (int64_t)esz;
     if (m) memcpy(slot_of(c, c->rank, k), data, (size_t)m * esz);
     atomic_store_explicit(&ctrl_of(c, c->rank)->posted, k, memory_order_release);
     if ((st = WAIT(c, posted, k, "the inputs")) != TNRT_OK) break;
+    if (off == 0 && (st = check_desc(c, k, &d, "")) != TNRT_OK) break;
     /* my share: [lo, hi) of this round's m elements */
     int64_t share = (m + n - 1) / n, lo = share * c->rank, hi = lo + share < m ? lo + share : m;
     if (lo < hi) {
@@ -352,44 +649,72 @@ tnrt_status_t tnccl_all_reduce(tnccl_comm_t *c, void *buf, int64_t count, int dt
   return st;
 }
 
-tnrt_status_t tnccl_broadcast(tnccl_comm_t *c, void *buf, size_t bytes, int root) {
-  if (!c || root < 0 || root >= c->nranks)
-    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "broadcast from root %d", root);
-  tnrt_status_t st = TNRT_OK;
-  for (size_t off = 0; off < bytes || (bytes == 0 && off == 0); off += SLOT_BYTES) {
-    size_t m = bytes - off < SLOT_BYTES ? bytes - off : SLOT_BYTES;
-    uint64_t k = ++c->round;
-    ctrl_t *me = ctrl_of(c, c->rank);
-    if ((st = WAIT(c, done, k >= 2 ? k - 2 : 0, "reuse of a slot")) != TNRT_OK) break;
-    if (c->rank == root && m) memcpy(slot_of(c, root, k), (char *)buf + off, m);
-    atomic_store_explicit(&me->posted, k, memory_order_release);
-    if ((st = WAIT(c, posted, k, "the root's data")) != TNRT_OK) break;
-    if (c->rank != root && m) memcpy((char *)buf + off, slot_of(c, root, k), m);
-    atomic_store_explicit(&me->reduced, k, memory_order_release);
-    atomic_store_explicit(&me->done, k, memory_order_release);
-    if (bytes == 0) break;
-  }
-  return st;
-}
-
-tnrt_status_t tnccl_barrier(tnccl_comm_t *c) { return tnccl_broadcast(c, NULL, 0, 0); }
-
-tnrt_status_t tnccl_all_gather(tnccl_comm_t *c, const void *in, void *out, size_t bytes) {
-  if (!c || (bytes && (!in || !out)))
-    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "all_gather of %zu bytes", bytes);
+/* broadcast, and barrier (kind K_BARRIER: 0 bytes from rank 0). */
+static tnrt_status_t broadcast(tnccl_comm_t *c, void *buf, size_t bytes, int root, int kind) {
+  if (!c)
+    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "%s without a communicator", kind_name(kind));
+  int barrier = kind == K_BARRIER;
+  desc_t d = {.kind = kind,
+              .count = barrier ? 0 : (int64_t)bytes,
+              .dtype = -1,
+              .op = -1,
+              .root = barrier ? -1 : root};
+  char why[160] = "";
+  if (root < 0 || root >= c->nranks)
+    snprintf(why, sizeof why, "root %d is not a rank of the communicator (0 to %d)", root,
+             c->nranks - 1);
+  else if (bytes > INT64_MAX)
+    snprintf(why, sizeof why, "%zu bytes overflow", bytes);
+  else if (bytes && !buf)
+    snprintf(why, sizeof why, "a NULL buffer for %zu bytes", bytes);
+  if (why[0]) return join_and_fail(c, &d, why);
   tnrt_status_t st = TNRT_OK;
   ctrl_t *me = ctrl_of(c, c->rank);
   for (size_t off = 0; off < bytes || (bytes == 0 && off == 0); off += SLOT_BYTES) {
     size_t m = bytes - off < SLOT_BYTES ? bytes - off : SLOT_BYTES;
     uint64_t k = ++c->round;
     if ((st = WAIT(c, done, k >= 2 ? k - 2 : 0, "reuse of a slot")) != TNRT_OK) break;
+    if (off == 0) post_desc(c, k, &d);
+    if (c->rank == root && m) memcpy(slot_of(c, root, k), (char *)buf + off, m);
+    atomic_store_explicit(&me->posted, k, memory_order_release);
+    if ((st = WAIT(c, posted, k, "the root's data")) != TNRT_OK) break;
+    if (off == 0 && (st = check_desc(c, k, &d, "")) != TNRT_OK) break;
+    if (c->rank != root && m) memcpy((char *)buf + off, slot_of(c, root, k), m);
+    finish_round(c, k);
+    if (bytes == 0) break;
+  }
+  return st;
+}
+
+tnrt_status_t tnccl_broadcast(tnccl_comm_t *c, void *buf, size_t bytes, int root) {
+  return broadcast(c, buf, bytes, root, K_BROADCAST);
+}
+
+tnrt_status_t tnccl_barrier(tnccl_comm_t *c) { return broadcast(c, NULL, 0, 0, K_BARRIER); }
+
+tnrt_status_t tnccl_all_gather(tnccl_comm_t *c, const void *in, void *out, size_t bytes) {
+  if (!c) return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "all_gather without a communicator");
+  desc_t d = {.kind = K_ALL_GATHER, .count = (int64_t)bytes, .dtype = -1, .op = -1, .root = -1};
+  char why[160] = "";
+  if (bytes > INT64_MAX / (size_t)c->nranks)
+    snprintf(why, sizeof why, "%zu bytes from each of %d ranks overflow", bytes, c->nranks);
+  else if (bytes && (!in || !out))
+    snprintf(why, sizeof why, "a NULL %s for %zu bytes", in ? "out" : "in", bytes);
+  if (why[0]) return join_and_fail(c, &d, why);
+  tnrt_status_t st = TNRT_OK;
+  ctrl_t *me = ctrl_of(c, c->rank);
+  for (size_t off = 0; off < bytes || (bytes == 0 && off == 0); off += SLOT_BYTES) {
+    size_t m = bytes - off < SLOT_BYTES ? bytes - off : SLOT_BYTES;
+    uint64_t k = ++c->round;
+    if ((st = WAIT(c, done, k >= 2 ? k - 2 : 0, "reuse of a slot")) != TNRT_OK) break;
+    if (off == 0) post_desc(c, k, &d);
     if (m) memcpy(slot_of(c, c->rank, k), (const char *)in + off, m);
     atomic_store_explicit(&me->posted, k, memory_order_release);
     if ((st = WAIT(c, posted, k, "the inputs")) != TNRT_OK) break;
+    if (off == 0 && (st = check_desc(c, k, &d, "")) != TNRT_OK) break;
     for (int r = 0; r < c->nranks && m; r++)
       memcpy((char *)out + (size_t)r * bytes + off, slot_of(c, r, k), m);
-    atomic_store_explicit(&me->reduced, k, memory_order_release);
-    atomic_store_explicit(&me->done, k, memory_order_release);
+    finish_round(c, k);
     if (bytes == 0) break;
   }
   return st;
@@ -397,10 +722,13 @@ tnrt_status_t tnccl_all_gather(tnccl_comm_t *c, const void *in, void *out, size_
 
 tnrt_status_t tnccl_reduce_scatter(tnccl_comm_t *c, const void *in, void *out, int64_t count,
                                    int dtype, tnccl_op_t op) {
+  if (!c) return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "reduce_scatter without a communicator");
+  desc_t d = {
+      .kind = K_REDUCE_SCATTER, .count = count, .dtype = dtype, .op = (int32_t)op, .root = -1};
+  char why[160];
+  reduction_why(why, sizeof why, count, c->nranks, dtype, op, in && out);
+  if (why[0]) return join_and_fail(c, &d, why);
   size_t esz = tnk_dtype_size(dtype);
-  if (!reduction_ok(c, count, dtype, op))
-    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "reduce_scatter of dtype %d with op %d", dtype,
-                          (int)op);
   int n = c->nranks;
   int64_t per_round = (int64_t)(SLOT_BYTES / esz) / n; /* elements of each block per round */
   const char **src = malloc(sizeof *src * (size_t)n);
@@ -411,44 +739,39 @@ tnrt_status_t tnccl_reduce_scatter(tnccl_comm_t *c, const void *in, void *out, i
     int64_t m = count - off < per_round ? count - off : per_round;
     uint64_t k = ++c->round;
     if ((st = WAIT(c, done, k >= 2 ? k - 2 : 0, "reuse of a slot")) != TNRT_OK) break;
+    if (off == 0) post_desc(c, k, &d);
     char *slot = slot_of(c, c->rank, k);
     for (int r = 0; r < n && m; r++) /* block r's chunk at region r of the slot */
       memcpy(slot + (size_t)r * (size_t)per_round * esz,
              (const char *)in + ((int64_t)r * count + off) * (int64_t)esz, (size_t)m * esz);
     atomic_store_explicit(&me->posted, k, memory_order_release);
     if ((st = WAIT(c, posted, k, "the inputs")) != TNRT_OK) break;
+    if (off == 0 && (st = check_desc(c, k, &d, "")) != TNRT_OK) break;
     if (m) {
       for (int j = 0; j < n; j++)
         src[j] = slot_of(c, (c->rank + j) % n, k) + (size_t)c->rank * (size_t)per_round * esz;
       reduce_n(c, (char *)out + off * (int64_t)esz, src, m, dtype, op);
     }
-    atomic_store_explicit(&me->reduced, k, memory_order_release);
-    atomic_store_explicit(&me->done, k, memory_order_release);
+    finish_round(c, k);
     if (count == 0) break;
   }
   free(src);
   return st;
 }
 
-/* Publishes that this rank has finished with round k's slots. */
-static void finish_round(tnccl_comm_t *c, uint64_t k) {
-  atomic_store_explicit(&ctrl_of(c, c->rank)->reduced, k, memory_order_release);
-  atomic_store_explicit(&ctrl_of(c, c->rank)->done, k, memory_order_release);
-}
-
-/* The first round exchanges every rank's counts: [invalid flag][send_bytes
- * (n)][recv_bytes (n)] as uint64 in its slot. Each rank checks the whole
- * matrix, so all reach the same verdict (run or fail) and the same number of
- * data rounds; a rank with invalid arguments still takes part. Then each
- * data round moves `region` bytes of every (source, destination) pair: the
- * source's slot holds one region per destination. */
+/* The first round, besides the descriptors, exchanges every rank's counts:
+ * [send_bytes (n)][recv_bytes (n)] as uint64 in its slot. Each rank checks
+ * the whole matrix, so all reach the same verdict (run or fail) and the
+ * same number of data rounds; a rank with invalid arguments still takes
+ * part. Then each data round moves `region` bytes of every (source,
+ * destination) pair: the source's slot holds one region per destination. */
 tnrt_status_t tnccl_all_to_all_v(tnccl_comm_t *c, const void *in, const size_t *send_off,
                                  const size_t *send_bytes, void *out, const size_t *recv_off,
                                  const size_t *recv_bytes) {
   if (!c) return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "all_to_all_v without a communicator");
   int n = c->nranks, me = c->rank;
   size_t region = SLOT_BYTES / (size_t)n / LINE * LINE;
-  if (region == 0 || (2 * (size_t)n + 1) * sizeof(uint64_t) > SLOT_BYTES)
+  if (region == 0 || 2 * (size_t)n * sizeof(uint64_t) > SLOT_BYTES)
     return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
                           "all_to_all_v supports at most %d ranks; this communicator has %d",
                           (int)(SLOT_BYTES / LINE), n);
@@ -463,39 +786,33 @@ tnrt_status_t tnccl_all_to_all_v(tnccl_comm_t *c, const void *in, const size_t *
       snprintf(why, sizeof why, "the recv from rank %d (%zu bytes at offset %zu of %s)", p,
                recv_bytes[p], recv_off[p], out ? "out) overflows" : "a NULL out)");
   }
+  desc_t desc = {.kind = K_ALL_TO_ALL_V, .dtype = -1, .op = -1, .root = -1, .invalid = why[0] != 0};
   tnrt_status_t st;
   uint64_t k = ++c->round;
   if ((st = WAIT(c, done, k >= 2 ? k - 2 : 0, "reuse of a slot")) != TNRT_OK) return st;
+  post_desc(c, k, &desc);
   uint64_t *counts = (uint64_t *)slot_of(c, me, k);
-  counts[0] = why[0] != 0;
   for (int p = 0; p < n; p++) {
-    counts[1 + p] = why[0] ? 0 : send_bytes[p];
-    counts[1 + n + p] = why[0] ? 0 : recv_bytes[p];
+    counts[p] = why[0] ? 0 : send_bytes[p];
+    counts[n + p] = why[0] ? 0 : recv_bytes[p];
   }
   atomic_store_explicit(&ctrl_of(c, me)->posted, k, memory_order_release);
   if ((st = WAIT(c, posted, k, "the counts")) != TNRT_OK) return st;
-  /* the first invalid rank; the first mismatch, one of this rank's if any */
-  int bad = -1, ms = -1, md = -1;
+  if ((st = check_desc(c, k, &desc, why)) != TNRT_OK) return st;
+  /* every rank is in all_to_all_v with valid arguments: the first
+   * mismatch, one of this rank's if any */
+  int ms = -1, md = -1;
   uint64_t most = 0, ms_sent = 0, ms_want = 0;
-  for (int s = 0; s < n && bad < 0; s++)
-    if (((const uint64_t *)slot_of(c, s, k))[0]) bad = s;
-  for (int s = 0; s < n && bad < 0; s++) {
+  for (int s = 0; s < n; s++) {
     const uint64_t *vs = (const uint64_t *)slot_of(c, s, k);
     for (int d = 0; d < n; d++) {
-      uint64_t sent = vs[1 + d], want = ((const uint64_t *)slot_of(c, d, k))[1 + n + s];
+      uint64_t sent = vs[d], want = ((const uint64_t *)slot_of(c, d, k))[n + s];
       if (s != d && sent > most) most = sent;
       if (sent != want && (ms < 0 || ((s == me || d == me) && ms != me && md != me)))
         ms = s, md = d, ms_sent = sent, ms_want = want;
     }
   }
   finish_round(c, k);
-  if (why[0])
-    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "all_to_all_v: %s; no data was moved", why);
-  if (bad >= 0)
-    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
-                          "all_to_all_v: rank %d passed invalid arguments (its error says which); "
-                          "no data was moved",
-                          bad);
   if (ms >= 0)
     return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
                           "all_to_all_v: rank %d sends %llu bytes to rank %d, which expects "

@@ -5,7 +5,7 @@
  * a communicator; the c10d backend and the inter-host path build on it.
  *
  * Each rank owns one shared segment: a control block of per-rank counters
- * (one cache line each) and two data slots. A collective runs in rounds of at
+ * and call descriptors (one cache line each) and two data slots. A collective runs in rounds of at
  * most one slot: every rank copies its part into its own slot and publishes
  * the round; then each rank reduces its 1/N share of the chunk reading every
  * peer's slot directly (reduce-scatter shape, all ranks working) into its
@@ -19,11 +19,28 @@
  * and its recv involve only their two ranks and interleave freely with the
  * collectives.
  *
+ * Every rank calls the same collectives in the same order with the same
+ * shape: the collective, and its count and dtype and op (all_reduce,
+ * reduce_scatter), byte count and root (broadcast), byte count
+ * (all_gather). The first round of every collective call checks this: each
+ * rank publishes a descriptor of its call with that round's data and
+ * compares every peer's with its own once their data is there (no extra
+ * round). On any difference, or when a rank's own checks reject its
+ * arguments (an unsupported dtype, a root out of range, a NULL buffer),
+ * every rank returns TNRT_ERR_INVALID_ARGUMENT from that call, before any
+ * data reaches a buffer, with a message naming the ranks and their
+ * arguments; the other ranks' message names a rank whose arguments were
+ * rejected, that rank's says why. The ranks have then all abandoned the
+ * same round, so the communicator stays usable: the next collective runs
+ * normally. (The check cannot see calls that pair up wrongly with equal
+ * shapes, e.g. a rank that skipped an all_reduce of the same size.)
+ *
  * Every wait is bounded by the communicator's timeout (a p2p batch's from
  * its last progress): it spins for the first microseconds, then yields, then
  * sleeps in growing steps of at most 100 us so a rank waiting long for a
- * peer does not hold a core. After a timeout the communicator's ranks are out of step:
- * destroy it. One thread at a time calls a communicator's functions. */
+ * peer does not hold a core. After a timeout (TNRT_ERR_NOT_READY) the
+ * communicator's ranks are out of step: destroy it. One thread at a time
+ * calls a communicator's functions. */
 #ifndef TNCCL_H
 #define TNCCL_H
 
@@ -64,10 +81,15 @@ int tnccl_comm_rank(const tnccl_comm_t *comm);
 int tnccl_comm_size(const tnccl_comm_t *comm);
 
 /* In place over `count` elements of dtype (tnk_dtype_t values: floating,
- * integer and bool dtypes; half types reduce in fp32). Synchronous: the
- * caller runs it where the buffer's producers have finished (a device task
- * on the communication stream). TNRT_ERR_NOT_READY on a timeout (a peer
- * died or never came). */
+ * integer and bool dtypes; bitwise ops on integer and bool dtypes only).
+ * bf16 / fp16 reduce as PyTorch does on CPU: converted to fp32, combined in
+ * rank order in fp32 (AVG: the sum divided by the rank count in fp32) and
+ * rounded to the half type once, to nearest even. AVG of an integer dtype
+ * truncates. Synchronous: the caller runs it where the buffer's producers
+ * have finished (a device task on the communication stream).
+ * TNRT_ERR_NOT_READY on a timeout (a peer died or never came);
+ * TNRT_ERR_INVALID_ARGUMENT, on every rank, for mismatched or invalid
+ * arguments (above). */
 tnrt_status_t tnccl_all_reduce(tnccl_comm_t *comm, void *buf, int64_t count, int dtype,
                                tnccl_op_t op);
 tnrt_status_t tnccl_broadcast(tnccl_comm_t *comm, void *buf, size_t bytes, int root);
@@ -88,8 +110,9 @@ tnrt_status_t tnccl_barrier(tnccl_comm_t *comm);
  * ranks first exchange their count vectors (one round), so a rank whose
  * send_bytes[p] differs from rank p's recv_bytes[rank], or whose arguments
  * are invalid, makes every rank return TNRT_ERR_INVALID_ARGUMENT without
- * moving data. Then ceil(max count / region) rounds, a region being the
- * 1/nranks of a slot each rank fills for one destination. */
+ * moving data (the communicator stays usable, as for the other
+ * collectives' argument check). Then ceil(max count / region) rounds, a
+ * region being the 1/nranks of a slot each rank fills for one destination. */
 tnrt_status_t tnccl_all_to_all_v(tnccl_comm_t *comm, const void *in, const size_t *send_off,
                                  const size_t *send_bytes, void *out, const size_t *recv_off,
                                  const size_t *recv_bytes);

@@ -379,6 +379,333 @@ static int check_p2p_with_collectives(tnccl_comm_t *c) {
   return fails != 0;
 }
 
+/* ---- half types against an oracle: fp32 accumulation in rank order,
+ * rounded once (dtype.h's scalar converters, not the library's block
+ * ones) ---- */
+
+static uint32_t mix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+
+static float half_f32(uint16_t h, int dtype) {
+  return dtype == TNK_BF16 ? tnk_bf16_to_f32(h) : tnk_f16_to_f32(h);
+}
+static uint16_t f32_half(float f, int dtype) {
+  return dtype == TNK_BF16 ? tnk_f32_to_bf16(f) : tnk_f32_to_f16(f);
+}
+
+/* Rank r's element i. Elements 0 and 1 are made so that rounding after
+ * every addition, or accumulating exactly, would give another result than
+ * fp32 accumulation rounded once:
+ * 0: 1 on rank 0, half an ulp of 1 on the others: each partial sum rounded
+ *    to the half type would be a tie that goes back to 1;
+ * 1: 1 + ulp, half an ulp, then tiny negatives (from 3 ranks on): fp32
+ *    rounds the sum back to the tie 1 + 1.5 ulp, which goes to even
+ *    (1 + 2 ulp), where the exact sum is below the tie (1 + ulp).
+ * The others: random signs and mantissas, exponents over a range wider than
+ * fp32's precision (bf16: 2^-30 to 2^9; fp16: every exponent, subnormals
+ * and sums that overflow to inf included). */
+static uint16_t half_input(int rank, int64_t i, int dtype) {
+  int bf = dtype == TNK_BF16;
+  uint16_t one = bf ? 0x3f80 : 0x3c00, half_ulp = bf ? 0x3b80 : 0x1000 /* 2^-8, 2^-11 */;
+  uint16_t tiny_neg = bf ? 0xab80 : 0x8001; /* -2^-40; -2^-24, fp16's smallest */
+  if (i == 0) return rank == 0 ? one : half_ulp;
+  if (i == 1) return rank == 0 ? (uint16_t)(one + 1) : rank == 1 ? half_ulp : tiny_neg;
+  uint32_t h = mix32((uint32_t)i * 2654435761u ^ (uint32_t)rank * 0x9e3779b9u ^ (uint32_t)dtype);
+  uint32_t sign = (h >> 8) & 0x8000;
+  if (bf) return (uint16_t)(sign | ((97 + h % 40) << 7) | ((h >> 12) & 0x7f));
+  return (uint16_t)(sign | ((h % 31) << 10) | ((h >> 13) & 0x3ff));
+}
+
+/* The oracle, and two wrong models to show that the data tell them apart:
+ * rounding to the half type after every step, and (AVG) rounding the sum
+ * before dividing. */
+static uint16_t half_expected(int nr, int64_t i, int dtype, tnccl_op_t op, uint16_t *per_step,
+                              uint16_t *sum_first) {
+  volatile float acc = half_f32(half_input(0, i, dtype), dtype); /* no excess precision */
+  uint16_t step = half_input(0, i, dtype);
+  for (int r = 1; r < nr; r++) {
+    float x = half_f32(half_input(r, i, dtype), dtype), s = half_f32(step, dtype);
+    switch (op) {
+      case TNCCL_PRODUCT:
+        acc = acc * x;
+        step = f32_half(s * x, dtype);
+        break;
+      case TNCCL_MAX:
+        acc = acc > x ? acc : x; /* the kernel's maximum, NaN aside */
+        step = f32_half(s > x ? s : x, dtype);
+        break;
+      default:
+        acc = acc + x;
+        step = f32_half(s + x, dtype);
+        break;
+    }
+  }
+  *sum_first = f32_half(acc, dtype);
+  if (op == TNCCL_AVG) {
+    *sum_first = f32_half(half_f32(*sum_first, dtype) / (float)nr, dtype);
+    step = f32_half(half_f32(step, dtype) / (float)nr, dtype);
+    acc = acc / (float)nr;
+  }
+  *per_step = step;
+  return f32_half(acc, dtype);
+}
+
+/* all_reduce (or reduce_scatter: n elements per rank) of n half-type
+ * elements: every bit as the oracle's. */
+static int check_half(tnccl_comm_t *c, int64_t n, int dtype, tnccl_op_t op, int scatter) {
+  int rank = tnccl_comm_rank(c), nr = tnccl_comm_size(c);
+  int64_t total = scatter ? n * nr : n, first = scatter ? (int64_t)rank * n : 0;
+  uint16_t *in = malloc((size_t)total * 2 + 2), *out = scatter ? malloc((size_t)n * 2 + 2) : in;
+  for (int64_t i = 0; i < total; i++) in[i] = half_input(rank, i, dtype);
+  tnrt_status_t st = scatter ? tnccl_reduce_scatter(c, in, out, n, dtype, op)
+                             : tnccl_all_reduce(c, in, n, dtype, op);
+  int bad = report(rank, scatter ? "half reduce_scatter" : "half all_reduce", st);
+  int64_t wrong = 0, step_differs = 0, sum_first_differs = 0;
+  for (int64_t i = 0; i < n && !bad; i++) {
+    uint16_t per_step, sum_first,
+        want = half_expected(nr, first + i, dtype, op, &per_step, &sum_first);
+    step_differs += per_step != want;
+    sum_first_differs += sum_first != want;
+    if (out[i] != want && wrong++ < 3)
+      fprintf(stderr, "rank %d: %s of %lld dtype %d op %d: element %lld is %04x, not %04x\n", rank,
+              scatter ? "reduce_scatter" : "all_reduce", (long long)n, dtype, (int)op,
+              (long long)(first + i), out[i], want);
+  }
+  bad += wrong != 0;
+  /* the made-up elements against values worked out by hand */
+  if (!bad && !scatter && op == TNCCL_SUM && n >= 2) {
+    uint16_t one = dtype == TNK_BF16 ? 0x3f80 : 0x3c00;
+    uint16_t want0 = (uint16_t)(one + (nr == 3 ? 1 : nr == 4 ? 2 : 0)); /* 1 + (nr-1)/2 ulp, even */
+    uint16_t want1 = (uint16_t)(one + (nr == 1 ? 1 : 2));               /* 1 + 1.5 ulp, even */
+    if (out[0] != want0 || out[1] != want1) {
+      fprintf(stderr, "rank %d: dtype %d: made-up sums %04x %04x, not %04x %04x\n", rank, dtype,
+              out[0], out[1], want0, want1);
+      bad++;
+    }
+  }
+  /* the data tell the wrong models apart where they can: rounding every
+   * step differs from 3 ranks on, rounding before AVG's division by 3 */
+  if (!bad && n > 1000 && nr >= 3 && (op == TNCCL_SUM || op == TNCCL_AVG) && !step_differs) {
+    fprintf(stderr, "rank %d: no element where rounding each step differs\n", rank);
+    bad++;
+  }
+  if (!bad && n > 1000 && nr == 3 && op == TNCCL_AVG && !sum_first_differs) {
+    fprintf(stderr, "rank %d: no element where rounding the sum first differs\n", rank);
+    bad++;
+  }
+  if (scatter) free(out);
+  free(in);
+  return bad != 0;
+}
+
+/* Every bf16 / fp16 bit pattern, the same on every rank: MAX gives it back
+ * unchanged (a NaN as a NaN), and so does SUM where it is exact
+ * (summed with zeros from the other ranks). */
+static int check_half_roundtrip(tnccl_comm_t *c, int dtype) {
+  int rank = tnccl_comm_rank(c), bad = 0;
+  uint16_t *buf = malloc(65536 * 2);
+  for (int pass = 0; pass < 2 && !bad; pass++) {
+    for (uint32_t h = 0; h < 65536; h++) buf[h] = pass == 1 && rank ? 0 : (uint16_t)h;
+    bad += report(rank, "half roundtrip",
+                  tnccl_all_reduce(c, buf, 65536, dtype, pass ? TNCCL_SUM : TNCCL_MAX));
+    for (uint32_t h = 0; h < 65536 && !bad; h++) {
+      float want = half_f32((uint16_t)h, dtype), got = half_f32(buf[h], dtype);
+      if (want != want ? got == got : buf[h] != h && !(pass == 1 && h == 0x8000 && buf[h] == 0)) {
+        fprintf(stderr, "rank %d: dtype %d pass %d: %04x came back as %04x\n", rank, dtype, pass, h,
+                buf[h]);
+        bad++;
+      }
+    }
+  }
+  free(buf);
+  return bad != 0;
+}
+
+/* ---- mismatched arguments: every rank fails with the error, no buffer is
+ * touched, and the communicator keeps working ---- */
+
+typedef struct call {
+  int kind; /* 0 all_reduce, 1 reduce_scatter, 2 broadcast, 3 all_gather, 4 barrier, 5 a2a */
+  int64_t count;
+  int dtype;
+  tnccl_op_t op;
+  int root;
+} call_t;
+
+/* Runs one call over buffers filled with 0x5a; 1 if any buffer changed. */
+static tnrt_status_t run_call(tnccl_comm_t *c, call_t k, int *touched) {
+  int nr = tnccl_comm_size(c);
+  size_t esz = k.kind <= 1 ? tnk_dtype_size(k.dtype) : 1;
+  size_t bytes = (size_t)(k.count > 0 ? k.count : 0) * (esz ? esz : 1);
+  size_t in_bytes = k.kind == 1 ? bytes * (size_t)nr : bytes, out_bytes = bytes * (size_t)nr + 64;
+  unsigned char *in = malloc(in_bytes + 64), *out = malloc(out_bytes);
+  memset(in, 0x5a, in_bytes + 64);
+  memset(out, 0x5a, out_bytes);
+  size_t zero[8] = {0}, eight[8] = {8, 8, 8, 8, 8, 8, 8, 8};
+  tnrt_status_t st = TNRT_ERR_INTERNAL;
+  switch (k.kind) {
+    case 0: st = tnccl_all_reduce(c, in, k.count, k.dtype, k.op); break;
+    case 1: st = tnccl_reduce_scatter(c, in, out, k.count, k.dtype, k.op); break;
+    case 2: st = tnccl_broadcast(c, in, bytes, k.root); break;
+    case 3: st = tnccl_all_gather(c, in, out, bytes); break;
+    case 4: st = tnccl_barrier(c); break;
+    case 5: st = tnccl_all_to_all_v(c, in, zero, eight, out, zero, eight); break;
+  }
+  *touched = 0;
+  for (size_t i = 0; i < in_bytes + 64; i++) *touched |= in[i] != 0x5a;
+  for (size_t i = 0; i < out_bytes; i++) *touched |= out[i] != 0x5a;
+  free(in);
+  free(out);
+  return st;
+}
+
+/* The ranks in `odd` (a bit mask) make call b, the others call a: every
+ * rank gets TNRT_ERR_INVALID_ARGUMENT, its message containing want_odd or
+ * want_even (NULL: anything) and "no data was moved", and its buffers are
+ * untouched; then a correct all_reduce runs. */
+static int check_mismatch(tnccl_comm_t *c, const char *what, unsigned odd, call_t a, call_t b,
+                          const char *want_even, const char *want_odd) {
+  int me = tnccl_comm_rank(c), touched, fails = 0;
+  int is_odd = (odd >> me) & 1;
+  tnrt_status_t st = run_call(c, is_odd ? b : a, &touched);
+  const char *e = tnrt_last_error(), *want = is_odd ? want_odd : want_even;
+  fails += st != TNRT_ERR_INVALID_ARGUMENT;
+  fails += touched;
+  fails += want && !strstr(e, want);
+  fails += !strstr(e, "no data was moved");
+  if (fails)
+    fprintf(stderr, "rank %d: mismatch %s: status %d, touched %d: %s (wanted \"%s\")\n", me, what,
+            st, touched, e, want ? want : "");
+  fails += check_all_reduce(c, 1000, TNK_F32, TNCCL_SUM);
+  return fails != 0;
+}
+
+static int check_mismatches(tnccl_comm_t *c) {
+  int me = tnccl_comm_rank(c), nr = tnccl_comm_size(c), fails = 0, last = nr - 1;
+  unsigned odd = 1u << last; /* the last rank differs */
+  char w0[400], w1[400];
+  call_t ar = {0, 10, TNK_F32, TNCCL_SUM, 0};
+  call_t ar20 = ar, ar_i32 = ar, ar_max = ar, ar0 = ar, ar_big = ar, ar_bxor = ar;
+  ar20.count = 20;
+  ar_i32.dtype = TNK_I32;
+  ar_max.op = TNCCL_MAX;
+  ar0.count = 0;
+  ar_big.count = 1 << 20; /* 4 MiB of f32: two rounds */
+  ar_bxor.op = TNCCL_BXOR;
+  call_t rs = {1, 10, TNK_F32, TNCCL_SUM, 0}, rs7 = rs;
+  rs7.count = 7;
+  call_t bc = {2, 100, 0, 0, 0}, bc_root = bc, bc101 = bc, bc0 = bc, bc_bad_root = bc;
+  bc_root.root = last;
+  bc101.count = 101;
+  bc0.count = 0;
+  bc_bad_root.root = nr;
+  call_t ag = {3, 13, 0, 0, 0}, ag14 = ag, ag0 = ag, barrier = {4, 0, 0, 0, 0},
+         a2a = {5, 0, 0, 0, 0};
+  ag14.count = 14;
+  ag0.count = 0;
+
+  /* the count, both sides' messages in full */
+  snprintf(w0, sizeof w0,
+           "all_reduce: rank %d passed 20 elements of float32 with op SUM, rank %d (this rank) "
+           "passed 10 elements of float32 with op SUM; every rank must call all_reduce with the "
+           "same count, dtype and op; no data was moved",
+           last, me);
+  snprintf(w1, sizeof w1,
+           "all_reduce: rank 0 passed 10 elements of float32 with op SUM, rank %d (this rank) "
+           "passed 20 elements of float32 with op SUM; every rank must call all_reduce with the "
+           "same count, dtype and op; no data was moved",
+           me);
+  fails += check_mismatch(c, "count", odd, ar, ar20, w0, w1);
+  fails += check_mismatch(c, "dtype", odd, ar, ar_i32, "elements of int32 with op SUM",
+                          "elements of float32 with op SUM");
+  /* rank 0 the odd one, with the op */
+  fails +=
+      check_mismatch(c, "op", 1, ar, ar_max, "rank 0 passed 10 elements of float32 with op MAX",
+                     "with op SUM, rank 0 (this rank) passed 10 elements of float32 with op MAX");
+  fails += check_mismatch(c, "zero count", odd, ar, ar0, "passed 0 elements", "passed 10 elements");
+  fails += check_mismatch(c, "count over two rounds", odd, ar_big, ar, "passed 10 elements",
+                          "passed 1048576 elements");
+  fails +=
+      check_mismatch(c, "reduce_scatter count", odd, rs, rs7, "every rank must call reduce_scatter",
+                     "every rank must call reduce_scatter");
+  fails += check_mismatch(c, "root", odd, bc, bc_root, "100 bytes from root",
+                          "same byte count and root");
+  fails += check_mismatch(c, "broadcast bytes", odd, bc, bc101, "passed 101 bytes from root 0",
+                          "passed 100 bytes from root 0");
+  fails +=
+      check_mismatch(c, "all_gather bytes", odd, ag, ag14, "passed 14 bytes", "passed 13 bytes");
+  fails +=
+      check_mismatch(c, "all_gather zero bytes", odd, ag, ag0, "passed 0 bytes", "passed 13 bytes");
+  /* different collectives */
+  snprintf(w0, sizeof w0,
+           "collective mismatch: rank %d called all_gather (13 bytes), rank %d (this rank) called "
+           "all_reduce (10 elements of float32 with op SUM); every rank must call the same "
+           "collectives in the same order; no data was moved",
+           last, me);
+  snprintf(w1, sizeof w1,
+           "collective mismatch: rank 0 called all_reduce (10 elements of float32 with op SUM), "
+           "rank %d (this rank) called all_gather (13 bytes); every rank must call the same "
+           "collectives in the same order; no data was moved",
+           me);
+  fails += check_mismatch(c, "all_reduce / all_gather", odd, ar, ag, w0, w1);
+  fails += check_mismatch(c, "broadcast / barrier", odd, bc0, barrier, "called barrier, rank",
+                          "(this rank) called barrier;");
+  fails += check_mismatch(c, "all_reduce / reduce_scatter", odd, ar, rs,
+                          "called reduce_scatter (10 elements of float32 with op SUM)",
+                          "called all_reduce (10 elements of float32 with op SUM), rank");
+  fails += check_mismatch(c, "all_to_all_v / all_reduce", odd, a2a, ar,
+                          "called all_reduce (10 elements", "called all_to_all_v,");
+  /* a rank whose own checks reject its arguments: the others fail with it */
+  snprintf(w0, sizeof w0, "all_reduce: rank %d passed invalid arguments (its error says which)",
+           last);
+  fails += check_mismatch(c, "invalid op", odd, ar, ar_bxor, w0,
+                          "all_reduce: op BXOR takes integer and bool dtypes, not float32");
+  snprintf(w0, sizeof w0, "broadcast: rank %d passed invalid arguments (its error", last);
+  fails += check_mismatch(c, "invalid root", odd, bc, bc_bad_root, w0,
+                          "is not a rank of the communicator");
+  snprintf(w0, sizeof w0, "barrier: rank %d passed invalid arguments to broadcast", last);
+  fails += check_mismatch(c, "invalid root, other collective", odd, barrier, bc_bad_root, w0,
+                          "is not a rank of the communicator");
+  /* half the ranks against the other half (3, 4 ranks) */
+  if (nr > 2) fails += check_mismatch(c, "halves", (1u << (nr / 2)) - 1, ar, ar20, NULL, NULL);
+  return fails != 0;
+}
+
+/* Back-to-back calls, matched and mismatched, with ranks running ahead of
+ * each other: a rank writing its next call's descriptor never confuses a
+ * slower peer. */
+static int check_mismatch_stress(tnccl_comm_t *c) {
+  int me = tnccl_comm_rank(c), nr = tnccl_comm_size(c), fails = 0;
+  for (int it = 0; it < 200; it++) {
+    uint32_t h = mix32((uint32_t)it * 7919u + (uint32_t)me);
+    if (h % 4 == 0) usleep(h % 300);
+    int mismatch = it % 3 == 1;
+    int64_t count = 1 + it % 5 + (mismatch && me == it % nr);
+    int32_t x[8];
+    for (int i = 0; i < 8; i++) x[i] = me + it + i;
+    tnrt_status_t st = tnccl_all_reduce(c, x, count, TNK_I32, TNCCL_SUM);
+    if (mismatch) {
+      fails += st != TNRT_ERR_INVALID_ARGUMENT;
+      for (int i = 0; i < 8; i++) fails += x[i] != me + it + i;
+    } else {
+      fails += st != TNRT_OK;
+      for (int i = 0; i < count; i++) fails += x[i] != nr * (it + i) + nr * (nr - 1) / 2;
+    }
+    if (fails) {
+      fprintf(stderr, "rank %d: stress iteration %d: status %d: %s\n", me, it, st,
+              tnrt_last_error());
+      return 1;
+    }
+  }
+  return 0;
+}
+
 static double cpu_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -438,9 +765,26 @@ static int run_rank(int rank, int nranks, const char *dir, const char *mode) {
   fails += check_all_reduce(c, 3000, TNK_BF16, TNCCL_SUM);
   fails += check_all_reduce(c, 3000, TNK_F16, TNCCL_SUM);
   fails += check_all_reduce(c, 100, TNK_BOOL, TNCCL_MAX);
-  /* invalid: bitwise ops on floats */
+  /* bf16 / fp16 bit for bit against the oracle: sizes that are no multiple
+   * of a vector, of the library's blocks (1024) or of the rank count */
+  static const int64_t half_sizes[] = {1, 3, 7, 17, 1023, 1025, 4099};
+  for (int h = 0; h < 2; h++) {
+    int dtype = h ? TNK_F16 : TNK_BF16;
+    for (size_t s = 0; s < sizeof half_sizes / sizeof *half_sizes; s++)
+      fails += check_half(c, half_sizes[s], dtype, TNCCL_SUM, 0) +
+               check_half(c, half_sizes[s], dtype, TNCCL_AVG, 0);
+    fails +=
+        check_half(c, 1025, dtype, TNCCL_MAX, 0) + check_half(c, 1025, dtype, TNCCL_PRODUCT, 0);
+    fails += check_half(c, 1, dtype, TNCCL_AVG, 1) + check_half(c, 2053, dtype, TNCCL_SUM, 1) +
+             check_half(c, 2053, dtype, TNCCL_AVG, 1);
+    fails += check_half_roundtrip(c, dtype);
+  }
+  fails += check_half(c, (1 << 20) + 5, TNK_BF16, TNCCL_AVG, 0); /* two rounds */
+  /* invalid on every rank: bitwise ops on floats */
   float f = 1;
-  fails += tnccl_all_reduce(c, &f, 1, TNK_F32, TNCCL_BXOR) != TNRT_ERR_INVALID_ARGUMENT;
+  fails += tnccl_all_reduce(c, &f, 1, TNK_F32, TNCCL_BXOR) != TNRT_ERR_INVALID_ARGUMENT ||
+           !strstr(tnrt_last_error(), "op BXOR takes integer and bool dtypes, not float32") ||
+           f != 1;
   /* broadcast from the last rank, larger than a slot */
   size_t bytes = (size_t)5 << 20;
   unsigned char *bc = malloc(bytes);
@@ -460,6 +804,7 @@ static int run_rank(int rank, int nranks, const char *dir, const char *mode) {
   if (nranks > 1) fails += check_all_to_all_v_error(c, 0) + check_all_to_all_v_error(c, 1);
   fails += check_ring(c, (size_t)3 << 20) + check_pair_exchange(c) + check_self(c);
   if (nranks > 1) fails += check_fifo(c) + check_p2p_mismatch(c);
+  if (nranks > 1) fails += check_mismatches(c) + check_mismatch_stress(c);
   fails += check_p2p_with_collectives(c);
   fails += tnccl_barrier(c) != TNRT_OK;
   tnccl_comm_destroy(c);
