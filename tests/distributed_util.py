@@ -36,7 +36,8 @@ def _child(fn, rank, world, store_path, args, results, backend):
 
 
 def run_ranks(fn, world, *args, backend="neuron", timeout=180, env=None, expect_results=None):
-    """expect_results: the ranks that must report (default: all); the others
+    """env: extra environment, a dict or a function of the rank.
+    expect_results: the ranks that must report (default: all); the others
     may exit without a result, with exit code 0."""
     expected = set(range(world)) if expect_results is None else set(expect_results)
     ctx = mp.get_context("spawn")
@@ -53,7 +54,7 @@ def run_ranks(fn, world, *args, backend="neuron", timeout=180, env=None, expect_
                         "WORLD_SIZE": str(world),
                         "LOCAL_RANK": str(rank),
                         "LOCAL_WORLD_SIZE": str(world),
-                        **(env or {}),
+                        **((env(rank) if callable(env) else env) or {}),
                     }
                 )
                 p = ctx.Process(

@@ -230,6 +230,15 @@ def test_collectives_match_cpu(world):
     assert counts[0] > 100 and len(set(counts)) == 1
 
 
+@pytest.mark.parametrize("hosts", ["AAB", "ABAB"])
+def test_collectives_across_hosts_match_cpu(hosts):
+    """Ranks told they run on different hosts (TORCH_NEURONX_HOST_ID): the
+    hosts' ranks communicate through Gloo between host leaders."""
+    env = lambda rank: {"TORCH_NEURONX_HOST_ID": hosts[rank]}  # noqa: E731
+    counts = run_ranks(_collectives, len(hosts), timeout=240, env=env)
+    assert counts[0] > 100 and len(set(counts)) == 1
+
+
 def _init_styles(rank, world, style, store):
     import datetime
 

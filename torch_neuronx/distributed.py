@@ -10,16 +10,63 @@ so DDP, FSDP2, DTensor and the functional collectives reach it as they
 reach NCCL.
 """
 
+import os
+import socket
+
 import torch
 
 BACKEND = "neuron"
+
+
+def host_id() -> str:
+    """What makes two ranks "on one host": they can map each other's device
+    memory. The host name and the network namespace (ranks in different
+    namespaces of one machine are separate hosts, as in the tests);
+    TORCH_NEURONX_HOST_ID overrides it, to make ranks of one machine use the
+    path between hosts."""
+    override = os.environ.get("TORCH_NEURONX_HOST_ID")
+    if override:
+        return override
+    try:
+        netns = os.readlink("/proc/self/ns/net")
+    except OSError:
+        netns = ""
+    return f"{socket.gethostname()}|{netns}"
 
 
 def _create_backend(dist_backend_opts, backend_options):
     from . import _C
 
     o = dist_backend_opts
-    return _C.ProcessGroupNeuron(o.store, o.group_rank, o.group_size, o.timeout, str(o.group_id))
+    rank, size, store = o.group_rank, o.group_size, o.store
+    # where every rank runs, through the group's store
+    store.set(f"tn_host/{rank}", host_id())
+    hosts = [store.get(f"tn_host/{r}").decode() for r in range(size)]
+    index = {h: i for i, h in enumerate(dict.fromkeys(hosts))}
+    host_of = [index[h] for h in hosts]
+    if len(index) == 1:
+        return _C.ProcessGroupNeuron(store, rank, size, o.timeout, str(o.group_id))
+    # across hosts: PyTorch's Gloo between the hosts' first ranks, and among
+    # all ranks for the operations with no hierarchical form
+    import torch.distributed as dist
+
+    leaders = [host_of.index(h) for h in range(len(index))]
+    gloo_leaders = None
+    if rank in leaders:
+        gloo_leaders = dist.ProcessGroupGloo(
+            dist.PrefixStore("tn_leaders/", store), leaders.index(rank), len(leaders), o.timeout
+        )
+    gloo_world = dist.ProcessGroupGloo(dist.PrefixStore("tn_world/", store), rank, size, o.timeout)
+    return _C.ProcessGroupNeuron(
+        store,
+        rank,
+        size,
+        o.timeout,
+        str(o.group_id),
+        host_of=host_of,
+        leaders=gloo_leaders,
+        world=gloo_world,
+    )
 
 
 def register() -> None:

@@ -69,10 +69,62 @@ bool blocking_wait() {
   return on;
 }
 
-// One communicator of a process group: the ccl communicator and the stream
-// its collectives run on. Shared by the group and its queued tasks.
+tnk_dtype_t tnk_dtype(at::ScalarType t) {
+  bool ok;
+  return to_tnk(t, &ok);
+}
+
+// Where the ranks of a group run: for each group rank the index of its host
+// (hosts numbered by their first rank). On more than one host, the ranks of
+// a host communicate through csrc/ccl and the hosts through PyTorch's Gloo
+// between their leaders (each host's first rank), on the device buffers,
+// which are host addressable; the operations without a hierarchical form run
+// on a Gloo group of all ranks.
+struct Hosts {
+  std::vector<int> host_of;                   // host index of each group rank
+  std::vector<int> local;                     // the group ranks on this host
+  int local_rank = 0;                         // this rank's index among them
+  c10::intrusive_ptr<c10d::Backend> leaders;  // Gloo among the leaders (on a leader)
+  c10::intrusive_ptr<c10d::Backend> world;    // Gloo among all ranks
+  int nhosts() const {
+    return host_of.empty() ? 1 : *std::max_element(host_of.begin(), host_of.end()) + 1;
+  }
+  bool multi() const { return nhosts() > 1; }
+};
+
+c10d::ReduceOp to_c10d(tnccl_op_t op) {
+  switch (op) {
+    case TNCCL_SUM:
+    case TNCCL_AVG: return c10d::ReduceOp::SUM;
+    case TNCCL_PRODUCT: return c10d::ReduceOp::PRODUCT;
+    case TNCCL_MIN: return c10d::ReduceOp::MIN;
+    case TNCCL_MAX: return c10d::ReduceOp::MAX;
+    case TNCCL_BAND: return c10d::ReduceOp::BAND;
+    case TNCCL_BOR: return c10d::ReduceOp::BOR;
+    case TNCCL_BXOR: return c10d::ReduceOp::BXOR;
+  }
+  return c10d::ReduceOp::SUM;
+}
+
+// A CPU tensor over device memory (host addressable), for Gloo.
+at::Tensor host_view(const void *p, int64_t n, at::ScalarType t) {
+  return at::from_blob(const_cast<void *>(p), {n}, at::TensorOptions().dtype(t));
+}
+at::Tensor host_bytes(const void *p, size_t n) {
+  return host_view(p, static_cast<int64_t>(n), at::kByte);
+}
+void gloo_wait(const c10::intrusive_ptr<c10d::Work> &w) {
+  if (w) w->wait();
+}
+
+// One communicator of a process group: the ccl communicator of this host's
+// ranks, the Gloo groups across hosts, and the stream the group's
+// collectives run on. Shared by the group and its queued tasks. Its
+// collectives run on that stream's thread, one at a time.
 struct Comm {
   tnccl_comm_t *c = nullptr;
+  std::shared_ptr<Hosts> hosts;
+  int rank = 0, size = 1;
   c10::DeviceIndex device = -1;
   c10::Stream stream{c10::Stream::DEFAULT, c10::Device(kNeuron, 0)};
   std::atomic<bool> broken{false};
@@ -88,6 +140,137 @@ struct Comm {
     std::lock_guard<std::mutex> g(mu);
     return error;
   }
+  bool multi() const { return hosts && hosts->multi(); }
+  bool leader() const { return hosts->local_rank == 0; }
+
+  tnrt_status_t all_reduce(void *buf, int64_t count, at::ScalarType t, tnccl_op_t op) {
+    if (!multi()) return tnccl_all_reduce(c, buf, count, tnk_dtype(t), op);
+    // this host's ranks, then the leaders, then back to this host's ranks
+    tnccl_op_t local = op == TNCCL_AVG ? TNCCL_SUM : op;
+    tnrt_status_t st = tnccl_all_reduce(c, buf, count, tnk_dtype(t), local);
+    if (st != TNRT_OK) return st;
+    st = on_leader([&] {
+      at::Tensor x = host_view(buf, count, t);
+      // Gloo has no int16 or bool reductions: through int32 / uint8
+      at::ScalarType g = t == at::kShort ? at::kInt : t == at::kBool ? at::kByte : t;
+      std::vector<at::Tensor> v{g == t ? x : x.to(g)};
+      c10d::AllreduceOptions o;
+      o.reduceOp = to_c10d(op);
+      gloo_wait(hosts->leaders->allreduce(v, o));
+      if (op == TNCCL_AVG) {
+        if (at::isFloatingType(t))
+          v[0].div_(size);
+        else
+          v[0].copy_(at::div(v[0], size, "trunc"));
+      }
+      if (g != t) x.copy_(t == at::kBool ? v[0].ne(0) : v[0].to(t));
+    });
+    if (st != TNRT_OK) return st;
+    return tnccl_broadcast(c, buf, static_cast<size_t>(count) * c10::elementSize(t), 0);
+  }
+
+  // Runs the leader's step across hosts, then tells this host's other
+  // ranks whether it worked (they wait for the leader's data next: a
+  // failure must not leave them waiting or reading what was not sent).
+  template <typename F>
+  tnrt_status_t on_leader(F step) {
+    int32_t ok = 1;
+    std::string why;
+    if (leader()) {
+      try {
+        step();
+      } catch (const std::exception &e) {
+        ok = 0;
+        why = e.what();
+      }
+    }
+    tnrt_status_t st = tnccl_broadcast(c, &ok, sizeof ok, 0);
+    if (st != TNRT_OK) return st;
+    if (!ok) {
+      if (leader()) throw std::runtime_error(why);
+      throw std::runtime_error(c10::str("the step across hosts failed on this host's leader (rank ",
+                                        hosts->local[0], "); its error names the cause"));
+    }
+    return TNRT_OK;
+  }
+
+  tnrt_status_t broadcast(void *buf, size_t bytes, int root) {
+    if (!multi()) return tnccl_broadcast(c, buf, bytes, root);
+    const Hosts &h = *hosts;
+    int root_host = h.host_of[root], my_host = h.host_of[rank];
+    tnrt_status_t st = TNRT_OK;
+    if (my_host == root_host) {
+      int local_root =
+          static_cast<int>(std::find(h.local.begin(), h.local.end(), root) - h.local.begin());
+      if ((st = tnccl_broadcast(c, buf, bytes, local_root)) != TNRT_OK) return st;
+    }
+    st = on_leader([&] {
+      std::vector<at::Tensor> v{host_bytes(buf, bytes)};
+      c10d::BroadcastOptions o;
+      o.rootRank = root_host;
+      gloo_wait(hosts->leaders->broadcast(v, o));
+    });
+    if (st != TNRT_OK) return st;
+    if (my_host != root_host) st = tnccl_broadcast(c, buf, bytes, 0);
+    return st;
+  }
+
+  tnrt_status_t all_gather(const void *in, void *out, size_t bytes) {
+    if (!multi()) return tnccl_all_gather(c, in, out, bytes);
+    std::vector<at::Tensor> o{host_bytes(out, bytes * size)}, i{host_bytes(in, bytes)};
+    gloo_wait(hosts->world->_allgather_base(o[0], i[0]));
+    return TNRT_OK;
+  }
+
+  tnrt_status_t reduce_scatter(const void *in, void *out, int64_t count, at::ScalarType t,
+                               tnccl_op_t op) {
+    if (!multi()) return tnccl_reduce_scatter(c, in, out, count, tnk_dtype(t), op);
+    // the whole input reduced (hierarchically), then this rank's block
+    size_t esz = c10::elementSize(t), n = static_cast<size_t>(count) * esz;
+    std::vector<char> tmp(n * size);
+    std::memcpy(tmp.data(), in, tmp.size());
+    tnrt_status_t st = all_reduce(tmp.data(), count * size, t, op);
+    if (st == TNRT_OK) std::memcpy(out, tmp.data() + n * rank, n);
+    return st;
+  }
+
+  tnrt_status_t all_to_all_v(const void *in, const size_t *so, const size_t *sb, void *out,
+                             const size_t *ro, const size_t *rb) {
+    if (!multi()) return tnccl_all_to_all_v(c, in, so, sb, out, ro, rb);
+    // Gloo's all_to_all takes splits of one dtype: bytes, packed as given
+    size_t in_total = 0, out_total = 0;
+    std::vector<int64_t> ins(size), outs(size);
+    for (int r = 0; r < size; r++) {
+      TORCH_CHECK(so[r] == in_total && ro[r] == out_total, "all_to_all: blocks must be packed");
+      in_total += sb[r];
+      out_total += rb[r];
+      ins[r] = static_cast<int64_t>(sb[r]);
+      outs[r] = static_cast<int64_t>(rb[r]);
+    }
+    at::Tensor i = host_bytes(in, in_total), o = host_bytes(out, out_total);
+    gloo_wait(hosts->world->alltoall_base(o, i, outs, ins));
+    return TNRT_OK;
+  }
+
+  tnrt_status_t p2p_batch(const tnccl_p2p_t *ops, int n) {
+    if (!multi()) return tnccl_p2p_batch(c, ops, n);
+    // all posted before any wait: an exchange in one batch cannot deadlock
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (int k = 0; k < n; k++) {
+      std::vector<at::Tensor> v{host_bytes(ops[k].buf, ops[k].bytes)};
+      works.push_back(ops[k].is_send ? hosts->world->send(v, ops[k].peer, 0)
+                                     : hosts->world->recv(v, ops[k].peer, 0));
+    }
+    for (auto &w : works) gloo_wait(w);
+    return TNRT_OK;
+  }
+
+  tnrt_status_t barrier() {
+    if (!multi()) return tnccl_barrier(c);
+    tnrt_status_t st = tnccl_barrier(c);
+    if (st != TNRT_OK) return st;
+    return on_leader([&] { gloo_wait(hosts->leaders->barrier()); });
+  }
 };
 
 // How one (or a batch of) queued collective(s) ended.
@@ -102,7 +285,7 @@ struct Completion {
   }
 };
 
-using Body = std::function<tnrt_status_t(tnccl_comm_t *)>;
+using Body = std::function<tnrt_status_t(Comm &)>;
 
 struct Job {
   std::shared_ptr<Comm> comm;
@@ -121,7 +304,7 @@ void run_job(void *p) {
           "); the group cannot be used any more: destroy it and create a new one";
   } else {
     try {
-      if (j->body(j->comm->c) != TNRT_OK)
+      if (j->body(*j->comm) != TNRT_OK)
         msg = std::string("neuron collective ") + j->name + " failed: " + tnrt_last_error();
     } catch (const std::exception &e) {
       msg = std::string("neuron collective ") + j->name + " failed: " + e.what();
@@ -153,12 +336,12 @@ tnccl_op_t to_ccl(const c10d::ReduceOp &op) {
   TORCH_CHECK_VALUE(false, "the neuron backend does not support reduce op ", int(op.op_));
 }
 
-int ccl_dtype(const at::Tensor &t) {
+at::ScalarType ccl_dtype(const at::Tensor &t) {
   tnk_dtype_t d = tnk_of(t);
   TORCH_CHECK_VALUE(d != TNK_DTYPE_COUNT && d != TNK_C64 && d != TNK_C128,
                     "the neuron backend does not support tensors of dtype ", t.scalar_type(),
                     " in reductions");
-  return d;
+  return t.scalar_type();
 }
 
 size_t nbytes(const at::Tensor &t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
@@ -253,12 +436,15 @@ namespace torch_neuronx {
 
 class ProcessGroupNeuron : public c10d::Backend {
  public:
+  // hosts: where the ranks run (null: all on this host).
   ProcessGroupNeuron(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                     std::chrono::milliseconds timeout, std::string group_id)
+                     std::chrono::milliseconds timeout, std::string group_id,
+                     std::shared_ptr<Hosts> hosts = nullptr)
       : Backend(rank, size),
         store_(std::move(store)),
         timeout_(timeout),
-        group_id_(std::move(group_id)) {}
+        group_id_(std::move(group_id)),
+        hosts_(std::move(hosts)) {}
 
   const std::string getBackendName() const override { return "neuron"; }
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
@@ -266,7 +452,8 @@ class ProcessGroupNeuron : public c10d::Backend {
   // split_group / DeviceMesh: a member's new group bootstraps its own
   // communicator on first use, among the members only, so a split needs no
   // collective of the parent (a non-member has nothing to do).
-  bool supportsSplitting() const override { return true; }
+  // (a group across hosts is made by new_group, which sets its Gloo groups up)
+  bool supportsSplitting() const override { return !(hosts_ && hosts_->multi()); }
   c10::intrusive_ptr<Options> getBackendOptions() override {
     return c10::make_intrusive<Options>("neuron", timeout_);
   }
@@ -352,7 +539,7 @@ class ProcessGroupNeuron : public c10d::Backend {
     char *p = ptr(t);
     size_t n = nbytes(t);
     return run(c10d::OpType::BROADCAST, "broadcast", {t}, {t},
-               [=](tnccl_comm_t *c) { return tnccl_broadcast(c, p, n, root); });
+               [=](Comm &c) { return c.broadcast(p, n, root); });
   }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &ts,
@@ -379,11 +566,12 @@ class ProcessGroupNeuron : public c10d::Backend {
     char *p = ptr(t), *s = ptr(src), *q = ptr(tmp);
     size_t n = nbytes(t);
     int64_t count = t.numel();
-    int dt = ccl_dtype(t), root = static_cast<int>(o.rootRank), me = rank_;
+    at::ScalarType dt = ccl_dtype(t);
+    int root = static_cast<int>(o.rootRank), me = rank_;
     tnccl_op_t op = to_ccl(o.reduceOp);
-    return run(c10d::OpType::REDUCE, "reduce", {t, src, tmp}, {t}, [=](tnccl_comm_t *c) {
+    return run(c10d::OpType::REDUCE, "reduce", {t, src, tmp}, {t}, [=](Comm &c) {
       std::memcpy(q, s, n);
-      tnrt_status_t st = tnccl_all_reduce(c, q, count, dt, op);
+      tnrt_status_t st = c.all_reduce(q, count, dt, op);
       if (st == TNRT_OK && me == root) std::memcpy(p, q, n);
       return st;
     });
@@ -410,7 +598,7 @@ class ProcessGroupNeuron : public c10d::Backend {
     char *src = ptr(in), *dst = ptr(out);
     size_t n = nbytes(in);
     return run(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {in, out}, {out},
-               [=](tnccl_comm_t *c) { return tnccl_all_gather(c, src, dst, n); });
+               [=](Comm &c) { return c.all_gather(src, dst, n); });
   }
 
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>> &outs,
@@ -446,7 +634,7 @@ class ProcessGroupNeuron : public c10d::Backend {
                         " elements; it must have world_size times the input's ", ins[i].numel());
       char *src = ptr(ins[i]), *dst = ptr(outs[i]);
       size_t n = nbytes(ins[i]);
-      bodies.push_back([=](tnccl_comm_t *c) { return tnccl_all_gather(c, src, dst, n); });
+      bodies.push_back([=](Comm &c) { return c.all_gather(src, dst, n); });
       keep.push_back(ins[i]);
       keep.push_back(outs[i]);
     }
@@ -494,9 +682,9 @@ class ProcessGroupNeuron : public c10d::Backend {
     }
     char *f = ptr(flat), *dst = ptr(out);
     size_t total = n * static_cast<size_t>(size_);
-    return run(c10d::OpType::SCATTER, "scatter", keep, {out}, [=](tnccl_comm_t *c) {
+    return run(c10d::OpType::SCATTER, "scatter", keep, {out}, [=](Comm &c) {
       for (size_t r = 0; r < srcs.size(); r++) std::memcpy(f + r * n, srcs[r], n);
-      tnrt_status_t st = tnccl_broadcast(c, f, total, root);
+      tnrt_status_t st = c.broadcast(f, total, root);
       if (st == TNRT_OK) std::memcpy(dst, f + static_cast<size_t>(me) * n, n);
       return st;
     });
@@ -520,11 +708,11 @@ class ProcessGroupNeuron : public c10d::Backend {
     char *f = ptr(flat), *dst = ptr(out);
     size_t n = nbytes(out);
     int64_t count = out.numel();
-    int dt = ccl_dtype(out);
+    at::ScalarType dt = ccl_dtype(out);
     tnccl_op_t op = to_ccl(o.reduceOp);
-    return run(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", keep, {out}, [=](tnccl_comm_t *c) {
+    return run(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", keep, {out}, [=](Comm &c) {
       for (size_t r = 0; r < srcs.size(); r++) std::memcpy(f + r * n, srcs[r], n);
-      return tnccl_reduce_scatter(c, f, dst, count, dt, op);
+      return c.reduce_scatter(f, dst, count, dt, op);
     });
   }
 
@@ -581,11 +769,10 @@ class ProcessGroupNeuron : public c10d::Backend {
       b += rb[r];
     }
     char *src = ptr(in), *dst = ptr(out);
-    return run(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {in, out}, {out},
-               [=](tnccl_comm_t *c) {
-                 size_t *s = sizes->data();
-                 return tnccl_all_to_all_v(c, src, s, s + size_, dst, s + 2 * size_, s + 3 * size_);
-               });
+    return run(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {in, out}, {out}, [=](Comm &c) {
+      size_t *s = sizes->data();
+      return c.all_to_all_v(src, s, s + size_, dst, s + 2 * size_, s + 3 * size_);
+    });
   }
 
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outs,
@@ -628,10 +815,10 @@ class ProcessGroupNeuron : public c10d::Backend {
     }
     char *pi = ptr(packed_in), *po = ptr(packed_out);
     int n = size_;
-    return run(c10d::OpType::ALLTOALL, "all_to_all", keep, outs, [=](tnccl_comm_t *c) {
+    return run(c10d::OpType::ALLTOALL, "all_to_all", keep, outs, [=](Comm &c) {
       size_t *s = sizes->data();
       for (int r = 0; r < n; r++) std::memcpy(pi + s[r], srcs[r], s[n + r]);
-      tnrt_status_t st = tnccl_all_to_all_v(c, pi, s, s + n, po, s + 2 * n, s + 3 * n);
+      tnrt_status_t st = c.all_to_all_v(pi, s, s + n, po, s + 2 * n, s + 3 * n);
       if (st == TNRT_OK)
         for (int r = 0; r < n; r++) std::memcpy(dsts[r], po + s[2 * n + r], s[3 * n + r]);
       return st;
@@ -657,8 +844,7 @@ class ProcessGroupNeuron : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &o) override {
     // no tensor: the bound device, else the current one
-    return run(c10d::OpType::BARRIER, "barrier", {}, {},
-               [](tnccl_comm_t *c) { return tnccl_barrier(c); });
+    return run(c10d::OpType::BARRIER, "barrier", {}, {}, [](Comm &c) { return c.barrier(); });
   }
 
   void startCoalescing() override {
@@ -676,10 +862,7 @@ class ProcessGroupNeuron : public c10d::Backend {
     auto ops = std::make_shared<std::vector<tnccl_p2p_t>>(std::move(b.ops));
     return run(
         c10d::OpType::COALESCED, "batch_isend_irecv", b.keep, b.recvs,
-        [ops](tnccl_comm_t *c) {
-          return tnccl_p2p_batch(c, ops->data(), static_cast<int>(ops->size()));
-        },
-        b.done);
+        [ops](Comm &c) { return c.p2p_batch(ops->data(), static_cast<int>(ops->size())); }, b.done);
   }
 
  private:
@@ -733,7 +916,7 @@ class ProcessGroupNeuron : public c10d::Backend {
   }
 
   static Body sequence(std::vector<Body> bodies) {
-    return [bodies = std::move(bodies)](tnccl_comm_t *c) {
+    return [bodies = std::move(bodies)](Comm &c) {
       for (auto &b : bodies) {
         tnrt_status_t st = b(c);
         if (st != TNRT_OK) return st;
@@ -756,8 +939,8 @@ class ProcessGroupNeuron : public c10d::Backend {
     }
     char *src = ptr(in), *f = ptr(flat);
     size_t n = nbytes(in);
-    return [=](tnccl_comm_t *c) {
-      tnrt_status_t st = tnccl_all_gather(c, src, f, n);
+    return [=](Comm &c) {
+      tnrt_status_t st = c.all_gather(src, f, n);
       if (st == TNRT_OK)
         for (size_t r = 0; r < dsts.size(); r++) std::memcpy(dsts[r], f + r * n, n);
       return st;
@@ -776,11 +959,11 @@ class ProcessGroupNeuron : public c10d::Backend {
     std::vector<Body> bodies;
     tnccl_op_t op = to_ccl(rop);
     for (auto &t : ts) {
-      int dt = ccl_dtype(t);
+      at::ScalarType dt = ccl_dtype(t);
       if (rop == c10d::ReduceOp::PREMUL_SUM) premul(t, rop, true);
       char *p = ptr(t);
       int64_t count = t.numel();
-      bodies.push_back([=](tnccl_comm_t *c) { return tnccl_all_reduce(c, p, count, dt, op); });
+      bodies.push_back([=](Comm &c) { return c.all_reduce(p, count, dt, op); });
     }
     return run(type, name, ts, ts, sequence(std::move(bodies)));
   }
@@ -803,11 +986,10 @@ class ProcessGroupNeuron : public c10d::Backend {
                         ") times the output's ", outs[i].numel());
       at::Tensor in = ins[i];
       if (o.reduceOp == c10d::ReduceOp::PREMUL_SUM) in = premul(in, o.reduceOp, false);
-      int dt = ccl_dtype(in);
+      at::ScalarType dt = ccl_dtype(in);
       char *src = ptr(in), *dst = ptr(outs[i]);
       int64_t count = outs[i].numel();
-      bodies.push_back(
-          [=](tnccl_comm_t *c) { return tnccl_reduce_scatter(c, src, dst, count, dt, op); });
+      bodies.push_back([=](Comm &c) { return c.reduce_scatter(src, dst, count, dt, op); });
       keep.push_back(in);
       keep.push_back(outs[i]);
     }
@@ -830,7 +1012,7 @@ class ProcessGroupNeuron : public c10d::Backend {
     }
     return run(is_send ? c10d::OpType::SEND : c10d::OpType::RECV, is_send ? "send" : "recv", {t},
                is_send ? std::vector<at::Tensor>{} : std::vector<at::Tensor>{t},
-               [op](tnccl_comm_t *c) { return tnccl_p2p_batch(c, &op, 1); });
+               [op](Comm &c) { return c.p2p_batch(&op, 1); });
   }
 
   c10::intrusive_ptr<c10d::Work> completed(std::vector<at::Tensor> outputs) {
@@ -865,11 +1047,22 @@ class ProcessGroupNeuron : public c10d::Backend {
     static std::atomic<int> next{0};
     int idx = TNRT_STREAMS_PER_DEVICE - kCommStreams + (next++ % kCommStreams);
     comm->stream = c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, d), idx);
+    comm->rank = rank_;
+    comm->size = size_;
+    comm->hosts = hosts_;
+    // the ccl communicator joins this host's ranks
+    int local_rank = rank_, local_size = size_;
+    std::string prefix = "tnccl/" + group_id_ + "/";
+    if (hosts_ && hosts_->multi()) {
+      local_rank = hosts_->local_rank;
+      local_size = static_cast<int>(hosts_->local.size());
+      prefix += "host" + std::to_string(hosts_->host_of[rank_]) + "/";
+    }
     struct Ctx {
       c10d::Store *store;
       std::string prefix;
       int rank, size;
-    } ctx{store_.get(), "tnccl/" + group_id_ + "/", rank_, size_};
+    } ctx{store_.get(), prefix, local_rank, local_size};
     auto exchange = [](void *p, const void *mine, void *all, size_t bytes) -> int {
       auto *x = static_cast<Ctx *>(p);
       try {
@@ -885,7 +1078,8 @@ class ProcessGroupNeuron : public c10d::Backend {
         return -1;
       }
     };
-    tnrt_status_t st = tnccl_comm_init(d, rank_, size_, timeout_.count(), exchange, &ctx, &comm->c);
+    tnrt_status_t st =
+        tnccl_comm_init(d, local_rank, local_size, timeout_.count(), exchange, &ctx, &comm->c);
     if (st != TNRT_OK)
       C10_THROW_ERROR(DistBackendError,
                       std::string("creating the neuron communicator failed: ") + tnrt_last_error());
@@ -956,6 +1150,7 @@ class ProcessGroupNeuron : public c10d::Backend {
   c10::intrusive_ptr<c10d::Store> store_;
   std::chrono::milliseconds timeout_;
   std::string group_id_;
+  std::shared_ptr<Hosts> hosts_;
   std::mutex mu_;
   std::shared_ptr<Comm> comm_;
   bool coalescing_ = false;
@@ -1071,12 +1266,34 @@ void bind_distributed(py::module &m) {
   py::class_<ProcessGroupNeuron, c10d::Backend, c10::intrusive_ptr<ProcessGroupNeuron>>(
       m, "ProcessGroupNeuron")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
-                       std::chrono::milliseconds timeout, std::string group_id) {
+                       std::chrono::milliseconds timeout, std::string group_id,
+                       std::vector<int> host_of,
+                       std::optional<c10::intrusive_ptr<c10d::Backend>> leaders,
+                       std::optional<c10::intrusive_ptr<c10d::Backend>> world) {
+             std::shared_ptr<Hosts> hosts;
+             if (!host_of.empty()) {
+               TORCH_CHECK_VALUE(static_cast<int>(host_of.size()) == size,
+                                 "host_of needs one entry per rank");
+               hosts = std::make_shared<Hosts>();
+               hosts->host_of = std::move(host_of);
+               for (int r = 0; r < size; r++)
+                 if (hosts->host_of[r] == hosts->host_of[rank]) {
+                   if (r == rank) hosts->local_rank = static_cast<int>(hosts->local.size());
+                   hosts->local.push_back(r);
+                 }
+               if (leaders) hosts->leaders = *leaders;
+               if (world) hosts->world = *world;
+               TORCH_CHECK_VALUE(
+                   !hosts->multi() || (hosts->world && (hosts->local_rank != 0 || hosts->leaders)),
+                   "a group across hosts needs its Gloo groups");
+             }
              return c10::make_intrusive<ProcessGroupNeuron>(store, rank, size, timeout,
-                                                            std::move(group_id));
+                                                            std::move(group_id), std::move(hosts));
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-           py::arg("group_id"), py::call_guard<py::gil_scoped_release>())
+           py::arg("group_id"), py::arg("host_of") = std::vector<int>{},
+           py::arg("leaders") = py::none(), py::arg("world") = py::none(),
+           py::call_guard<py::gil_scoped_release>())
       // what split_group deep-copies as the parent's options: None makes the
       // split take getBackendOptions() in C++
       .def_property_readonly("options", [](ProcessGroupNeuron &) { return py::none(); })
