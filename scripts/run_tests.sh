@@ -8,6 +8,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The two-host test (tests/test_multihost.py) makes network namespaces with
+# iproute2; as root, install it where it is missing (without root or the
+# package, that test tells the hosts apart by TORCH_NEURONX_HOST_ID instead).
+if ! command -v ip >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt-get install -y -q iproute2 >/dev/null 2>&1 || echo "iproute2 not installed: the two-host test runs without namespaces"
+fi
 # Lint and format checks first: they take seconds (ruff: pyproject.toml;
 # clang-format: .clang-format). `bash scripts/format.sh` applies them.
 .venv/bin/ruff check .

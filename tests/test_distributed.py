@@ -496,6 +496,28 @@ def _faults(rank, world, path):
             errors[name] = None
         except (ValueError, RuntimeError) as e:
             errors[name] = type(e).__name__
+    # arguments that differ across ranks: every rank raises, nothing is
+    # reduced, and the group stays usable (csrc/ccl checks every call)
+    for name, call in {
+        "count": lambda: dist.all_reduce(torch.ones(10 + 10 * rank, device=dev)),
+        "dtype": lambda: dist.all_reduce(
+            torch.ones(4, device=dev, dtype=torch.float32 if rank else torch.float64)
+        ),
+        "op": lambda: dist.all_reduce(
+            torch.ones(4, device=dev), op=dist.ReduceOp.MAX if rank else dist.ReduceOp.SUM
+        ),
+        "collective": lambda: (
+            dist.broadcast(torch.ones(4, device=dev), src=0)
+            if rank
+            else dist.all_reduce(torch.ones(4, device=dev))
+        ),
+    }.items():
+        try:
+            call()
+            torch.neuron.synchronize()
+            errors["mismatch " + name] = None
+        except RuntimeError as e:
+            errors["mismatch " + name] = str(e)
     # the group still works after those
     t = torch.full((3,), float(rank), device=dev)
     dist.all_reduce(t)
@@ -522,7 +544,12 @@ def _faults(rank, world, path):
     except RuntimeError as e:
         errors["dead peer"] = str(e)
     errors["dead peer seconds"] = time.monotonic() - start
-    errors["shm left"] = sorted(set(os.listdir("/dev/shm")) - set(shm_before))
+    # (other processes' Python semaphores and torch CPU shared tensors aside)
+    errors["shm left"] = sorted(
+        n
+        for n in set(os.listdir("/dev/shm")) - set(shm_before)
+        if not n.startswith(("sem.mp-", "torch_"))
+    )
     return errors
 
 
@@ -532,6 +559,8 @@ def test_bad_arguments_and_a_dead_peer_raise(tmp_path):
     assert e["root"] == "ValueError" and e["noncontiguous"] == "ValueError"
     assert e["list length"] == "ValueError" and e["into_tensor size"] == "ValueError"
     assert e["other device"] == "ValueError"
+    for name in ("count", "dtype", "op", "collective"):
+        assert "every rank must call" in (e["mismatch " + name] or ""), (name, e)
     assert "Rank 1 failed to pass monitoredBarrier" in e["monitored"]
     assert "timed out" in e["dead peer"] and "rank 1" in e["dead peer"], e["dead peer"]
     assert e["dead peer seconds"] < 30

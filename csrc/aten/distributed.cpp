@@ -303,13 +303,19 @@ void run_job(void *p) {
     msg = "a previous collective of this process group failed (" + j->comm->failure() +
           "); the group cannot be used any more: destroy it and create a new one";
   } else {
+    tnrt_status_t st = TNRT_ERR_INTERNAL;
     try {
-      if (j->body(*j->comm) != TNRT_OK)
+      st = j->body(*j->comm);
+      if (st != TNRT_OK)
         msg = std::string("neuron collective ") + j->name + " failed: " + tnrt_last_error();
     } catch (const std::exception &e) {
       msg = std::string("neuron collective ") + j->name + " failed: " + e.what();
     }
-    if (!msg.empty()) j->comm->fail(msg);
+    // Arguments that differ across ranks: every rank of the host stopped in
+    // the same round with nothing moved (csrc/ccl checks them), so the group
+    // stays usable. Anything else (a timeout, a failure across hosts) leaves
+    // the ranks out of step: the group is done.
+    if (!msg.empty() && !(st == TNRT_ERR_INVALID_ARGUMENT && !j->comm->multi())) j->comm->fail(msg);
   }
   if (!msg.empty()) {
     {
