@@ -565,3 +565,42 @@ def test_bad_arguments_and_a_dead_peer_raise(tmp_path):
     assert "timed out" in e["dead peer"] and "rank 1" in e["dead peer"], e["dead peer"]
     assert e["dead peer seconds"] < 30
     assert e["shm left"] == []
+
+
+def _random_collectives(rank, world, count):
+    import random
+
+    rng = random.Random(1234)  # the same choices on every rank
+    dev = torch.device("neuron", torch.neuron.current_device())
+    kinds = ["all_reduce", "broadcast", "all_gather", "reduce_scatter"]
+    dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int32, torch.int64, torch.uint8]
+    done = 0
+    for i in range(count):
+        kind, dtype, n = rng.choice(kinds), rng.choice(dtypes), rng.choice([1, 7, 64, 1000, 70_000])
+        ops = ["sum", "min", "max", "avg"] + ([] if dtype.is_floating_point else ["band", "bxor"])
+        op = OPS[rng.choice(ops)]
+        xs = [make(r, (n * world if kind == "reduce_scatter" else n,), dtype, salt=i) for r in range(world)]
+        if kind == "all_reduce":
+            t = xs[rank].to(dev)
+            dist.all_reduce(t, op=op)
+            expect = expect_reduce(xs, op)
+        elif kind == "broadcast":
+            root = rng.randrange(world)
+            t = xs[rank].to(dev)
+            dist.broadcast(t, src=root)
+            expect = xs[root]
+        elif kind == "all_gather":
+            t = torch.empty(n * world, dtype=dtype, device=dev)
+            dist.all_gather_into_tensor(t, xs[rank].to(dev))
+            expect = torch.cat(xs)
+        else:
+            t = torch.empty(n, dtype=dtype, device=dev)
+            dist.reduce_scatter_tensor(t, xs[rank].to(dev), op=op)
+            expect = expect_reduce(xs, op)[rank * n : (rank + 1) * n]
+        close(t, expect, f"#{i} {kind} {dtype} n={n} op={op}")
+        done += 1
+    return done
+
+
+def test_a_thousand_random_collectives_match_cpu():
+    assert run_ranks(_random_collectives, 2, 1000, timeout=400) == [1000, 1000]

@@ -1,0 +1,113 @@
+"""nccl-tests-style table for the "neuron" c10d backend: for each collective
+and message size, the time per call, algbw (bytes / time) and busbw (algbw
+times nccl-tests' factor for the collective), neuron tensors on the neuron
+backend next to CPU tensors on Gloo, in the same processes, measured in turn;
+memcpy bandwidth of the same size (one thread, in rank 0) is the anchor.
+A benchmark, not a test: it asserts nothing.
+
+    python tools/bench_collectives.py --ranks 2 4 --max-mib 64 > table.md
+"""
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+
+
+def busbw_factor(kind, n):
+    return {
+        "all_reduce": 2 * (n - 1) / n,
+        "all_gather": (n - 1) / n,
+        "reduce_scatter": (n - 1) / n,
+        "all_to_all": (n - 1) / n,
+        "broadcast": 1.0,
+    }[kind]
+
+
+def _bench(rank, world, sizes, kinds):
+    import torch
+    import torch.distributed as dist
+
+    gloo = dist.new_group(backend="gloo")
+    dev = torch.device("neuron", torch.neuron.current_device())
+    rows = []
+
+    def timed(fn, sync, nbytes):
+        iters = max(3, min(200, int(2e8 // max(nbytes, 1))))
+        fn()
+        sync()
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        sync()
+        return (time.perf_counter() - t0) / iters
+
+    for kind in kinds:
+        for nbytes in sizes:
+            n = max(1, nbytes // 4)
+            res = {}
+            for backend, device, group, sync in (
+                ("neuron", dev, None, torch.neuron.synchronize),
+                ("gloo", torch.device("cpu"), gloo, lambda: None),
+            ):
+                if kind == "all_reduce":
+                    t = torch.ones(n, device=device)
+                    fn = lambda t=t, g=group: dist.all_reduce(t, group=g)  # noqa: E731
+                elif kind == "broadcast":
+                    t = torch.ones(n, device=device)
+                    fn = lambda t=t, g=group: dist.broadcast(t, src=0, group=g)  # noqa: E731
+                elif kind == "all_gather":
+                    per = max(1, n // world)
+                    i, o = torch.ones(per, device=device), torch.empty(per * world, device=device)
+                    fn = lambda i=i, o=o, g=group: dist.all_gather_into_tensor(o, i, group=g)  # noqa: E731
+                elif kind == "reduce_scatter":
+                    per = max(1, n // world)
+                    i, o = torch.ones(per * world, device=device), torch.empty(per, device=device)
+                    fn = lambda i=i, o=o, g=group: dist.reduce_scatter_tensor(o, i, group=g)  # noqa: E731
+                else:
+                    per = max(1, n // world)
+                    i, o = torch.ones(per * world, device=device), torch.empty(per * world, device=device)
+                    fn = lambda i=i, o=o, g=group: dist.all_to_all_single(o, i, group=g)  # noqa: E731
+                res[backend] = timed(fn, sync, nbytes)
+            a, b = torch.ones(n), torch.empty(n)
+            torch.set_num_threads(1)
+            memcpy = timed(lambda: b.copy_(a), lambda: None, nbytes)
+            rows.append((kind, n * 4, res["neuron"], res["gloo"], memcpy))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--max-mib", type=int, default=64)
+    ap.add_argument("--kinds", nargs="+", default=["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"])
+    args = ap.parse_args()
+    from distributed_util import run_ranks
+
+    sizes = [8]
+    s = 1024
+    while s <= args.max_mib << 20:
+        sizes.append(s)
+        s *= 8 if s < (1 << 20) else 4
+    import platform
+    import subprocess
+
+    cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True, text=True).stdout.strip()
+    print(f"Machine: {cpu}, {os.cpu_count()} cores, {platform.machine()}; torch 2.13.0 CPU; times per call, one process per rank.\n")
+    for world in args.ranks:
+        rows = run_ranks(_bench, world, sizes, args.kinds, timeout=3000)[0]
+        print(f"### {world} ranks\n")
+        print("| collective | bytes | neuron us | neuron algbw GB/s | neuron busbw GB/s | gloo us | gloo busbw GB/s | busbw neuron/gloo | neuron busbw / memcpy |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for kind, nbytes, tn, tg, tm in rows:
+            f = busbw_factor(kind, world)
+            bn, bg, mc = nbytes / tn / 1e9 * f, nbytes / tg / 1e9 * f, nbytes / tm / 1e9
+            print(f"| {kind} | {nbytes} | {tn * 1e6:.1f} | {nbytes / tn / 1e9:.2f} | {bn:.2f} | {tg * 1e6:.1f} | {bg:.2f} | {bn / bg:.1f}x | {bn / mc:.0%} |")
+        print()
+
+
+if __name__ == "__main__":
+    main()
