@@ -1043,9 +1043,9 @@ class ProcessGroupNeuron : public c10d::Backend {
                       " cannot take part in its collectives (one device per process and group: "
                       "torch.neuron.set_device, or device_id in init_process_group, chooses it)");
     if (comm_) return comm_;
+    // (the collectives run as tasks of the device, as its kernels do; a HAL
+    // without memory other processes can map fails tnccl_comm_init)
     lazy_init();
-    TORCH_CHECK(tnrt_host_addressable(),
-                "the neuron backend's collectives need host-addressable device memory");
     auto comm = std::make_shared<Comm>();
     comm->device = d;
     // the communication streams: the top of the stream range (the pool
@@ -1084,11 +1084,32 @@ class ProcessGroupNeuron : public c10d::Backend {
         return -1;
       }
     };
-    tnrt_status_t st =
-        tnccl_comm_init(d, local_rank, local_size, timeout_.count(), exchange, &ctx, &comm->c);
-    if (st != TNRT_OK)
+    // as a task of the communication stream: the communicator's memory is
+    // the device's (the host waits; the exchange runs there too)
+    struct Init {
+      int device, rank, size;
+      int64_t timeout_ms;
+      tnccl_allgather_fn exchange;
+      void *ctx;
+      tnccl_comm_t **out;
+      tnrt_status_t status;
+      std::string error;
+    } init{d, local_rank, local_size, timeout_.count(), exchange, &ctx, &comm->c, TNRT_OK, {}};
+    Init *ip = &init;
+    tnrt_stream_t *cs = native_stream(comm->stream);
+    tnrt_status_t st = tnrt_launch(
+        cs, [](void *a) {
+          Init *i = *static_cast<Init **>(a);
+          i->status = tnccl_comm_init(i->device, i->rank, i->size, i->timeout_ms, i->exchange,
+                                      i->ctx, i->out);
+          if (i->status != TNRT_OK) i->error = tnrt_last_error();
+        },
+        &ip, sizeof ip, "tnccl_comm_init");
+    if (st == TNRT_OK) st = tnrt_stream_synchronize(cs);
+    check(st, "creating the neuron communicator");
+    if (init.status != TNRT_OK)
       C10_THROW_ERROR(DistBackendError,
-                      std::string("creating the neuron communicator failed: ") + tnrt_last_error());
+                      std::string("creating the neuron communicator failed: ") + init.error);
     comm_ = comm;
     return comm_;
   }
@@ -1120,7 +1141,8 @@ class ProcessGroupNeuron : public c10d::Backend {
       // order after the work already queued on the caller's current stream
       tnrt_event_t *start = tnrt_event_create(TNRT_EVENT_DEFAULT);
       TORCH_CHECK(start, "cannot create a neuron event");
-      tnrt_status_t st = tnrt_event_record(start, current_native_stream(comm->device));
+      // (at the current stream's last task: no marker task, no wake-up)
+      tnrt_status_t st = tnrt_event_record_last(start, current_native_stream(comm->device));
       if (st == TNRT_OK) st = tnrt_stream_wait_event(cs, start);
       tnrt_event_destroy(start);
       check(st, name);
@@ -1132,7 +1154,7 @@ class ProcessGroupNeuron : public c10d::Backend {
       delete job;
       throw_status(st, name);
     }
-    check(tnrt_event_record(done->end, cs), name);
+    check(tnrt_event_record_last(done->end, cs), name);
     if (host_wait) {
       tnrt_event_synchronize(done->end);
       std::string e = done->failure();
@@ -1222,7 +1244,22 @@ static py::tuple share_storage(py::object obj) {
     check(tnrt_device_synchronize(d), "sharing a neuron tensor");
     check(tnrt_mem_alloc_shared(d, r.bytes, &q, &r.handle),
           "allocating device memory other processes can map");
-    if (n) std::memcpy(q, p, n);  // device memory is host addressable here
+    // the copy is a device task (device memory is the device's to touch)
+    struct Copy {
+      void *dst;
+      const void *src;
+      size_t n;
+    } args{q, p, n};
+    tnrt_stream_t *s = tnrt_stream_get(d, 0);
+    tnrt_status_t st = tnrt_launch(
+        s, [](void *a) {
+          auto *c = static_cast<Copy *>(a);
+          if (c->n) std::memcpy(c->dst, c->src, c->n);
+        },
+        &args, sizeof args, "share_storage");
+    if (st == TNRT_OK) st = tnrt_stream_synchronize(s);
+    if (st != TNRT_OK) tnrt_mem_free_shared(d, q, r.bytes);
+    check(st, "sharing a neuron tensor");
   }
   {
     std::lock_guard<std::mutex> g(g_shared_mu);

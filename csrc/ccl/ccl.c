@@ -19,7 +19,7 @@
 #define P2P_CHUNK ((size_t)64 << 10) /* data per chunk: an outbox holds 256 KiB */
 #define P2P_HEADERS 4096             /* the chunks' headers, before their data */
 #define OUTBOX_BYTES (P2P_HEADERS + P2P_CHUNKS * P2P_CHUNK)
-#define SPIN_NS 50000       /* how long a wait spins (yielding) before it sleeps */
+#define SPIN_NS 1000000     /* how long a wait spins (yielding) before it sleeps */
 #define MAX_SLEEP_NS 100000 /* the longest sleep of a wait */
 
 /* The collectives a descriptor names. */

@@ -343,6 +343,16 @@ tnrt_status_t tnrt_event_record(tnrt_event_t *e, tnrt_stream_t *s) {
   return TNRT_OK;
 }
 
+tnrt_status_t tnrt_event_record_last(tnrt_event_t *e, tnrt_stream_t *s) {
+  if (e->flags & TNRT_EVENT_TIMING) return tnrt_event_record(e, s);
+  tnrt_hal_queue_t *q;
+  tnrt_status_t st = usable(s, &q);
+  if (st != TNRT_OK) return st;
+  e->stream = s;
+  e->seq = g_rt.hal->queue_submitted(q);
+  return TNRT_OK;
+}
+
 typedef struct wait_args {
   tnrt_stream_t *self, *target;
   uint64_t seq;

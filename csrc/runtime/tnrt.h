@@ -196,6 +196,10 @@ enum { TNRT_EVENT_DEFAULT = 0, TNRT_EVENT_TIMING = 1 };
 tnrt_event_t *tnrt_event_create(int flags);
 void tnrt_event_destroy(tnrt_event_t *e);
 tnrt_status_t tnrt_event_record(tnrt_event_t *e, tnrt_stream_t *s);
+/* Records e at the last task launched on s so far, launching nothing (a
+ * plain event: a timing event is recorded as by tnrt_event_record). For the
+ * glue's internal ordering, where a marker task would only add latency. */
+tnrt_status_t tnrt_event_record_last(tnrt_event_t *e, tnrt_stream_t *s);
 /* Makes future work on s wait for e's last record (no-op if never recorded). */
 tnrt_status_t tnrt_stream_wait_event(tnrt_stream_t *s, tnrt_event_t *e);
 int tnrt_event_query(tnrt_event_t *e);
