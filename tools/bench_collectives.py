@@ -30,6 +30,7 @@ def _bench(rank, world, sizes, kinds):
     import torch
     import torch.distributed as dist
 
+    torch.set_num_threads(1)  # the memcpy anchor: one thread
     gloo = dist.new_group(backend="gloo")
     dev = torch.device("neuron", torch.neuron.current_device())
     rows = []
@@ -73,8 +74,7 @@ def _bench(rank, world, sizes, kinds):
                     fn = lambda i=i, o=o, g=group: dist.all_to_all_single(o, i, group=g)  # noqa: E731
                 res[backend] = timed(fn, sync, nbytes)
             a, b = torch.ones(n), torch.empty(n)
-            torch.set_num_threads(1)
-            memcpy = timed(lambda: b.copy_(a), lambda: None, nbytes)
+            memcpy = timed(lambda a=a, b=b: b.copy_(a), lambda: None, nbytes)
             rows.append((kind, n * 4, res["neuron"], res["gloo"], memcpy))
     return rows
 
