@@ -573,13 +573,24 @@ def _random_collectives(rank, world, count):
     rng = random.Random(1234)  # the same choices on every rank
     dev = torch.device("neuron", torch.neuron.current_device())
     kinds = ["all_reduce", "broadcast", "all_gather", "reduce_scatter"]
-    dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int32, torch.int64, torch.uint8]
+    dtypes = [
+        torch.float32,
+        torch.bfloat16,
+        torch.float16,
+        torch.float64,
+        torch.int32,
+        torch.int64,
+        torch.uint8,
+    ]
     done = 0
     for i in range(count):
         kind, dtype, n = rng.choice(kinds), rng.choice(dtypes), rng.choice([1, 7, 64, 1000, 70_000])
         ops = ["sum", "min", "max", "avg"] + ([] if dtype.is_floating_point else ["band", "bxor"])
         op = OPS[rng.choice(ops)]
-        xs = [make(r, (n * world if kind == "reduce_scatter" else n,), dtype, salt=i) for r in range(world)]
+        xs = [
+            make(r, (n * world if kind == "reduce_scatter" else n,), dtype, salt=i)
+            for r in range(world)
+        ]
         if kind == "all_reduce":
             t = xs[rank].to(dev)
             dist.all_reduce(t, op=op)

@@ -70,7 +70,10 @@ def _bench(rank, world, sizes, kinds):
                     fn = lambda i=i, o=o, g=group: dist.reduce_scatter_tensor(o, i, group=g)  # noqa: E731
                 else:
                     per = max(1, n // world)
-                    i, o = torch.ones(per * world, device=device), torch.empty(per * world, device=device)
+                    i, o = (
+                        torch.ones(per * world, device=device),
+                        torch.empty(per * world, device=device),
+                    )
                     fn = lambda i=i, o=o, g=group: dist.all_to_all_single(o, i, group=g)  # noqa: E731
                 res[backend] = timed(fn, sync, nbytes)
             a, b = torch.ones(n), torch.empty(n)
@@ -83,7 +86,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--max-mib", type=int, default=64)
-    ap.add_argument("--kinds", nargs="+", default=["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"])
+    ap.add_argument(
+        "--kinds",
+        nargs="+",
+        default=["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"],
+    )
     args = ap.parse_args()
     from distributed_util import run_ranks
 
@@ -95,17 +102,27 @@ def main():
     import platform
     import subprocess
 
-    cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True, text=True).stdout.strip()
-    print(f"Machine: {cpu}, {os.cpu_count()} cores, {platform.machine()}; torch 2.13.0 CPU; times per call, one process per rank.\n")
+    cpu = subprocess.run(
+        ["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    print(
+        f"Machine: {cpu}, {os.cpu_count()} cores, {platform.machine()}; torch 2.13.0 CPU; times per call, one process per rank.\n"
+    )
     for world in args.ranks:
         rows = run_ranks(_bench, world, sizes, args.kinds, timeout=3000)[0]
         print(f"### {world} ranks\n")
-        print("| collective | bytes | neuron us | neuron algbw GB/s | neuron busbw GB/s | gloo us | gloo busbw GB/s | busbw neuron/gloo | neuron busbw / memcpy |")
+        print(
+            "| collective | bytes | neuron us | neuron algbw GB/s | neuron busbw GB/s | gloo us | gloo busbw GB/s | busbw neuron/gloo | neuron busbw / memcpy |"
+        )
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for kind, nbytes, tn, tg, tm in rows:
             f = busbw_factor(kind, world)
             bn, bg, mc = nbytes / tn / 1e9 * f, nbytes / tg / 1e9 * f, nbytes / tm / 1e9
-            print(f"| {kind} | {nbytes} | {tn * 1e6:.1f} | {nbytes / tn / 1e9:.2f} | {bn:.2f} | {tg * 1e6:.1f} | {bg:.2f} | {bn / bg:.1f}x | {bn / mc:.0%} |")
+            print(
+                f"| {kind} | {nbytes} | {tn * 1e6:.1f} | {nbytes / tn / 1e9:.2f} | {bn:.2f} | {tg * 1e6:.1f} | {bg:.2f} | {bn / bg:.1f}x | {bn / mc:.0%} |"
+            )
         print()
 
 

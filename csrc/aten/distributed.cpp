@@ -1098,7 +1098,8 @@ class ProcessGroupNeuron : public c10d::Backend {
     Init *ip = &init;
     tnrt_stream_t *cs = native_stream(comm->stream);
     tnrt_status_t st = tnrt_launch(
-        cs, [](void *a) {
+        cs,
+        [](void *a) {
           Init *i = *static_cast<Init **>(a);
           i->status = tnccl_comm_init(i->device, i->rank, i->size, i->timeout_ms, i->exchange,
                                       i->ctx, i->out);
@@ -1252,7 +1253,8 @@ static py::tuple share_storage(py::object obj) {
     } args{q, p, n};
     tnrt_stream_t *s = tnrt_stream_get(d, 0);
     tnrt_status_t st = tnrt_launch(
-        s, [](void *a) {
+        s,
+        [](void *a) {
           auto *c = static_cast<Copy *>(a);
           if (c->n) std::memcpy(c->dst, c->src, c->n);
         },
