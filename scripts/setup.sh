@@ -16,6 +16,9 @@ if ! "$VPY" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "
   "$VPY" -m pip install --quiet torch==2.13.0
 fi
 "$VPY" -m pip install --quiet -r requirements-dev.txt -r requirements-hf.txt
+# TorchTitan and its run-time needs, pinned and without dependency resolution
+# (its metadata would otherwise pull another torch): requirements-torchtitan.txt
+"$VPY" -m pip install --quiet --no-deps -r requirements-torchtitan.txt
 
 # The extension builds against the installed torch (no build isolation).
 TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=${MAX_JOBS:-$(nproc)} "$VPY" -m pip install --quiet --no-build-isolation --no-deps -e .

@@ -14,8 +14,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "tests", "scripts", "ddp_train.py")
 
 
+def read_results(folder):
+    """The ranks' RESULT files (tests/scripts/ddp_train.py)."""
+    results = []
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name)) as f:
+            results.append(json.load(f))
+    return sorted(results, key=lambda r: r["local_rank"])
+
+
 def launch(cmd, timeout=240):
+    import tempfile
+
+    results_dir = tempfile.mkdtemp(prefix="tn-launch-")
     env = dict(os.environ)
+    env["DDP_TRAIN_RESULTS"] = results_dir
     env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)  # as a user's shell has it
     env["OMP_NUM_THREADS"] = "1"
     p = subprocess.Popen(
@@ -33,10 +46,7 @@ def launch(cmd, timeout=240):
         out, _ = p.communicate()
         pytest.fail(f"{cmd} did not finish in {timeout} s:\n{out[-4000:]}")
     assert p.returncode == 0, out[-6000:]
-    results = [
-        json.loads(line.split("RESULT ", 1)[1]) for line in out.splitlines() if "RESULT " in line
-    ]
-    return sorted(results, key=lambda r: r["local_rank"])
+    return read_results(results_dir)
 
 
 def check(results, world):

@@ -8,7 +8,6 @@ telling the ranks they are on different hosts, so the path between hosts
 still runs. DDP's parameters after training must equal single-process CPU
 training (tests/scripts/ddp_train.py checks it)."""
 
-import json
 import os
 import random
 import subprocess
@@ -58,9 +57,15 @@ def drop_namespaces(ns):
 def run_two_hosts(prefix, master, extra_env):
     port = str(random.randint(20000, 40000))
     procs = []
+    import tempfile
+
+    from test_launchers import read_results
+
+    results_dir = tempfile.mkdtemp(prefix="tn-hosts-")
     env = dict(os.environ)
     env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
     env["OMP_NUM_THREADS"] = "1"
+    env["DDP_TRAIN_RESULTS"] = results_dir
     try:
         for node in range(2):
             cmd = prefix[node] + [
@@ -84,12 +89,7 @@ def run_two_hosts(prefix, master, extra_env):
             out, _ = p.communicate(timeout=300)
             outs.append(out)
             assert p.returncode == 0, out[-6000:]
-        return [
-            json.loads(line.split("RESULT ", 1)[1])
-            for o in outs
-            for line in o.splitlines()
-            if "RESULT " in line
-        ]
+        return read_results(results_dir)
     finally:
         for p in procs:
             if p.poll() is None:

@@ -1,7 +1,7 @@
 """Launched by torchrun or `accelerate launch` from tests/test_launchers.py:
 data-parallel training of a small MLP on neuron, with nothing but the
 launcher's environment to go on; rank 0 compares the parameters with the
-same training done in one process on CPU and prints RESULT <json>."""
+same training done in one process on CPU and writes its RESULT (json) to $DDP_TRAIN_RESULTS/rank<RANK>.json."""
 
 import json
 import os
@@ -88,4 +88,7 @@ if __name__ == "__main__":
         float((p - q).abs().max()) for p, q in zip(params, ref, strict=True)
     )
     info["local_rank"] = int(os.environ["LOCAL_RANK"])
-    print("RESULT " + json.dumps(info), flush=True)
+    out = os.environ.get("DDP_TRAIN_RESULTS")
+    if out:  # one file per rank: the ranks' stdout lines can interleave
+        with open(os.path.join(out, f"rank{os.environ['RANK']}.json"), "w") as f:
+            json.dump(info, f)
