@@ -1,5 +1,7 @@
 """Device registration, torch.neuron basics, torch.accelerator, packaging."""
 
+import os
+
 import torch
 from conftest import run_python
 
@@ -108,6 +110,17 @@ def test_info_tool_runs():
     r = run_python("import runpy; runpy.run_module('torch_neuronx.info', run_name='__main__')")
     assert r.returncode == 0, r.stderr
     assert "neuron:0" in r.stdout and "trn2" in r.stdout and "kernel ISA" in r.stdout
+    assert "c10d backend 'neuron' registered for neuron, cpu" in r.stdout, r.stdout
+
+
+def test_info_tool_shows_the_rank_device_and_core_share():
+    r = run_python(
+        "import runpy; runpy.run_module('torch_neuronx.info', run_name='__main__')",
+        {"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "TORCH_NEURONX_HOST_ID": "hostA"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert "host id 'hostA', LOCAL_RANK=1 -> current device neuron:1" in r.stdout, r.stdout
+    assert "host thread pool: 1 threads" in r.stdout or os.cpu_count() != 2, r.stdout
 
 
 def test_thread_pool_size_is_overridable():

@@ -265,6 +265,13 @@ def _init_styles(rank, world, style, store):
     dist.barrier()
     backend = dist.get_backend()
     dist.destroy_process_group()
+    # a collective after destroy_process_group: PyTorch's own error, as with Gloo/NCCL
+    try:
+        dist.all_reduce(t)
+        after = None
+    except ValueError as e:
+        after = str(e)
+    assert after and "not been initialized" in after, after
     return t.cpu().tolist(), c.tolist(), backend
 
 
@@ -409,6 +416,37 @@ def _functional_and_dtensor(rank, world):
     close(out, ref(inp).detach(), "TP forward")
     for (name, p), q in zip(tp.named_parameters(), ref.parameters(), strict=True):
         close(p.grad.full_tensor(), q.grad, f"TP grad {name}")
+    # sequence parallelism: LayerNorm on sequence shards, then the column /
+    # row pair, its output sharded on the sequence again
+    from torch.distributed.tensor.parallel import SequenceParallel
+
+    torch.manual_seed(1)
+    ref = torch.nn.Sequential(
+        torch.nn.LayerNorm(8), torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8)
+    )
+    with torch.no_grad():
+        ref[0].weight.uniform_(0.5, 1.5)  # not the identity, so its gradient matters
+    sp = torch.nn.Sequential(
+        torch.nn.LayerNorm(8), torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8)
+    )
+    sp.load_state_dict(ref.state_dict())
+    plan = {
+        "0": SequenceParallel(),
+        "1": ColwiseParallel(input_layouts=Shard(1)),
+        "3": RowwiseParallel(output_layouts=Shard(1)),
+    }
+    sp = parallelize_module(sp.to(dev), mesh, plan)
+    seq = make(0, (2, 2 * world, 8), torch.float32, salt=45)  # (batch, sequence, dim)
+    mine = seq[:, 2 * rank : 2 * rank + 2]
+    out = sp(mine.to(dev))
+    out = out.to_local() if isinstance(out, DTensor) else out
+    out.sum().backward()
+    full = ref(seq)
+    full.sum().backward()
+    close(out, full[:, 2 * rank : 2 * rank + 2].detach(), "SequenceParallel forward")
+    for (name, p), q in zip(sp.named_parameters(), ref.parameters(), strict=True):
+        g = p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad
+        close(g, q.grad, f"SequenceParallel grad {name}")
     # loss_parallel: cross entropy over a vocabulary sharded on the last dim
     from torch.distributed.tensor.parallel import loss_parallel
 

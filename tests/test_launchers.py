@@ -100,3 +100,28 @@ def test_accelerate_launch_picks_neuron_with_no_configuration(tmp_path):
         assert (
             r["backend"] == "neuron" and r["distributed_type"] == "DistributedType.MULTI_NEURON"
         ), r
+
+
+def test_transformers_trainer_under_torchrun_matches_cpu(tmp_path):
+    """Trainer with no device or backend settings: torchrun gives it two
+    neuron ranks and DDP; the parameters after 3 steps equal the same global
+    batch trained in one process on CPU."""
+    import torch
+
+    script = os.path.join(ROOT, "tests", "scripts", "hf_trainer.py")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
+    ref = str(tmp_path / "cpu.pt")
+    r = subprocess.run([sys.executable, script, "cpu", ref], capture_output=True, text=True,
+                       env=env, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-4000:]
+    got = str(tmp_path / "neuron.pt")
+    launch([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+            script, "neuron", got], timeout=400)  # fmt: skip
+    a, b = torch.load(got), torch.load(ref)
+    assert a["info"]["device"] == "neuron:0" and a["info"]["world"] == 2, a["info"]
+    assert "DISTRIBUTED" in a["info"]["parallel_mode"], a["info"]
+    assert b["info"]["device"] == "cpu", b["info"]
+    assert a["params"].keys() == b["params"].keys()
+    for k in a["params"]:
+        torch.testing.assert_close(a["params"][k], b["params"][k], rtol=1e-4, atol=1e-5, msg=k)

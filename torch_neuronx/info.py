@@ -51,6 +51,7 @@ def main():
             f"{_gib(total):>12}{_gib(total - free):>12}"
             f"{_gib(torch.neuron.memory_allocated(i)):>12}"
         )
+    _collectives()
     p = torch.neuron.get_device_properties(0)
     if p.total_memory < p.modelled_memory:
         print(
@@ -59,6 +60,34 @@ def main():
             f"shared by all devices (set TORCH_NEURONX_DEVICE_MEMORY to choose less)"
         )
     return 0
+
+
+def _collectives():
+    """The collective configuration this process would use."""
+    import torch.distributed as dist
+
+    from torch_neuronx import distributed
+
+    if not dist.is_available():
+        print("collectives: torch.distributed is not available in this torch build")
+        return
+    registered = distributed.BACKEND in dist.Backend.backend_list
+    devices = dist.Backend.backend_capability.get(distributed.BACKEND, [])
+    print(
+        f"collectives: c10d backend '{distributed.BACKEND}' "
+        f"{'registered for ' + ', '.join(devices) if registered else 'NOT registered'}; "
+        "ranks of one host: shared device memory (csrc/ccl); between hosts: Gloo between "
+        "host leaders"
+    )
+    local_rank = os.environ.get("LOCAL_RANK")
+    lws = os.environ.get("LOCAL_WORLD_SIZE")
+    print(
+        f"  this process: host id '{distributed.host_id()}'"
+        + (f", LOCAL_RANK={local_rank}" if local_rank is not None else "")
+        + f" -> current device neuron:{torch.neuron.current_device()}"
+        + (f", LOCAL_WORLD_SIZE={lws} (its share of the cores)" if lws else "")
+        + f", blocking wait: {os.environ.get('TORCH_NEURONX_BLOCKING_WAIT', '0')}"
+    )
 
 
 if __name__ == "__main__":

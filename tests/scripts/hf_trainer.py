@@ -1,0 +1,66 @@
+"""Transformers' Trainer on a tiny Llama from a config, with no device or
+backend configuration: under torchrun it picks neuron and DDP by itself;
+with `cpu` it trains the same global batch in one process on CPU. Rank 0
+saves the trained parameters to argv[2] (tests/test_launchers.py compares)."""
+
+import sys
+
+import torch
+from torch.utils.data import Dataset, SequentialSampler
+from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
+
+
+class Tokens(Dataset):
+    def __init__(self, n=16, seq=12):
+        g = torch.Generator().manual_seed(3)
+        self.ids = torch.randint(0, 64, (n, seq), generator=g)
+
+    def __len__(self):
+        return len(self.ids)
+
+    def __getitem__(self, i):
+        return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+
+class InOrder(Trainer):
+    # the same samples in the same order in both runs (the data-parallel run
+    # shards each global batch between the ranks)
+    def _get_train_sampler(self, *args, **kwargs):
+        return SequentialSampler(self.train_dataset)
+
+
+def main(mode, out):
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+    )  # fmt: skip
+    model = LlamaForCausalLM(cfg)
+    cpu = mode == "cpu"
+    args = TrainingArguments(
+        output_dir=out + ".run",
+        per_device_train_batch_size=4 if cpu else 2,  # global batch 4 either way
+        max_steps=3,
+        learning_rate=1e-2,
+        lr_scheduler_type="constant",
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        use_cpu=cpu,
+        dataloader_num_workers=0,
+        seed=0,
+    )
+    trainer = InOrder(model=model, args=args, train_dataset=Tokens())
+    trainer.train()
+    if trainer.args.process_index == 0:
+        info = {
+            "device": str(trainer.args.device),
+            "world": trainer.args.world_size,
+            "parallel_mode": str(trainer.args.parallel_mode),
+        }
+        params = {k: v.detach().cpu() for k, v in trainer.model.state_dict().items()}
+        torch.save({"info": info, "params": params}, out)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
