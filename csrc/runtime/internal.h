@@ -23,6 +23,14 @@ struct tnrt_stream {
    * those tasks has nobody left to tell (stream.c, under the fault mutex) */
   struct orphan *orphans;
   int n_orphans, cap_orphans;
+  /* What the queue's tail holds (stream.c, tnrt_stream_wait_event): the
+   * sequence number of the last task that is not a stream wait, and the
+   * stream every wait queued after it waits on (NULL: none, or more than
+   * one stream). Guarded by tail_mu, held across a submission. */
+  pthread_mutex_t tail_mu;
+  uint64_t last_work;
+  struct tnrt_stream *tail_waits_on;
+  int tail_waits;
 };
 
 /* Global runtime state, written once by tnrt_init under g_init_once. */

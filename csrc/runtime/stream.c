@@ -21,6 +21,7 @@ static _Thread_local tnrt_stream_t *t_creating;
 
 static void create_queue(void) {
   tnrt_stream_t *s = t_creating;
+  pthread_mutex_init(&s->tail_mu, NULL);
   tnrt_status_t st = g_rt.hal->queue_create(g_rt.hal->context, s->device, s->index, &s->queue);
   if (st != TNRT_OK) g_queue_status[s->device] = st;
 }
@@ -230,24 +231,48 @@ static tnrt_status_t device_fault_status(int device) {
   return TNRT_OK;
 }
 
-tnrt_status_t tnrt_launch(tnrt_stream_t *s, tnrt_task_fn fn, const void *args, size_t args_size,
-                          const char *name) {
-  return tnrt_launch_seq(s, fn, args, args_size, name, NULL);
+/* Submits a task; waits_on: the stream a stream-wait task waits on, NULL
+ * for any other task (the tail record tnrt_stream_wait_event reads). */
+static tnrt_status_t submit(tnrt_stream_t *s, tnrt_hal_queue_t *q, tnrt_task_fn fn,
+                            const void *args, size_t args_size, const char *name,
+                            tnrt_stream_t *waits_on, uint64_t *seq) {
+  pthread_mutex_lock(&s->tail_mu);
+  tnrt_status_t st = g_rt.hal->queue_submit(q, fn, args, args_size, name, seq);
+  if (st == TNRT_OK && !waits_on) {
+    s->last_work = *seq;
+    s->tail_waits = 0;
+    s->tail_waits_on = NULL;
+  } else if (st == TNRT_OK) {
+    s->tail_waits_on = !s->tail_waits || s->tail_waits_on == waits_on ? waits_on : NULL;
+    s->tail_waits = 1;
+  }
+  pthread_mutex_unlock(&s->tail_mu);
+  return st;
 }
 
-tnrt_status_t tnrt_launch_seq(tnrt_stream_t *s, tnrt_task_fn fn, const void *args, size_t args_size,
-                              const char *name, uint64_t *out_seq) {
+static tnrt_status_t launch(tnrt_stream_t *s, tnrt_task_fn fn, const void *args, size_t args_size,
+                            const char *name, tnrt_stream_t *waits_on, uint64_t *out_seq) {
   tnrt_hal_queue_t *q;
   tnrt_status_t st = usable(s, &q);
   if (st != TNRT_OK) return st;
   uint64_t seq;
-  st = g_rt.hal->queue_submit(q, fn, args, args_size, name, &seq);
+  st = submit(s, q, fn, args, args_size, name, waits_on, &seq);
   if (st == TNRT_OK && out_seq) *out_seq = seq;
   if (st == TNRT_OK && g_rt.launch_blocking) {
     g_rt.hal->queue_wait(q, seq);
     st = stream_fault_status(s, seq);
   }
   return st;
+}
+
+tnrt_status_t tnrt_launch_seq(tnrt_stream_t *s, tnrt_task_fn fn, const void *args, size_t args_size,
+                              const char *name, uint64_t *out_seq) {
+  return launch(s, fn, args, args_size, name, NULL, out_seq);
+}
+
+tnrt_status_t tnrt_launch(tnrt_stream_t *s, tnrt_task_fn fn, const void *args, size_t args_size,
+                          const char *name) {
+  return launch(s, fn, args, args_size, name, NULL, NULL);
 }
 
 tnrt_status_t tnrt_stream_wait(tnrt_stream_t *s) {
@@ -332,9 +357,9 @@ tnrt_status_t tnrt_event_record(tnrt_event_t *e, tnrt_stream_t *s) {
   if (st != TNRT_OK) return st;
   uint64_t seq;
   if (e->flags & TNRT_EVENT_TIMING) {
-    st = g_rt.hal->queue_submit(q, marker_task, &e, sizeof e, "event_record", &seq);
+    st = submit(s, q, marker_task, &e, sizeof e, "event_record", NULL, &seq);
   } else {
-    st = g_rt.hal->queue_submit(q, nop_task, NULL, 0, "event_record", &seq);
+    st = submit(s, q, nop_task, NULL, 0, "event_record", NULL, &seq);
   }
   if (st != TNRT_OK) return st;
   e->stream = s;
@@ -371,12 +396,22 @@ tnrt_status_t tnrt_stream_wait_event(tnrt_stream_t *s, tnrt_event_t *e) {
   tnrt_status_t st = usable(s, &q);
   if (st != TNRT_OK) return st;
   wait_args_t a = {s, e->stream, e->seq};
+  /* When the event's stream has, since its last work, only waited on s
+   * (s's earlier tasks, which run before anything queued on s now), s
+   * needs only that work: without this, two streams handing work back and
+   * forth (a collective on the communication stream, the caller's stream
+   * waiting on it) would each wait on the other's wait, one thread waking
+   * another at every step. */
+  pthread_mutex_lock(&e->stream->tail_mu);
+  if (e->stream->last_work <= a.seq && e->stream->tail_waits && e->stream->tail_waits_on == s)
+    a.seq = e->stream->last_work;
+  pthread_mutex_unlock(&e->stream->tail_mu);
   if (g_rt.hal->queue_completed(tnrt_stream_queue(e->stream)) >= a.seq) {
     /* already passed: inherit a fault at once, ordered before s's next task */
     inherit_fault(s, e->stream, a.seq, tnrt_stream_submitted(s) + 1);
     return TNRT_OK;
   }
-  return tnrt_launch(s, wait_task, &a, sizeof a, "stream_wait_event");
+  return launch(s, wait_task, &a, sizeof a, "stream_wait_event", e->stream, NULL);
 }
 
 int tnrt_event_query(tnrt_event_t *e) {

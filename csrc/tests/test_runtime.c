@@ -237,6 +237,37 @@ static void test_events(void) {
   tnrt_event_destroy(end);
 }
 
+/* Two streams handing work back and forth (a collective on a communication
+ * stream, the caller's stream waiting for it): a stream that has only waited
+ * on b since its last work is not waited on again by b; real work after
+ * such waits still is. */
+static void test_wait_on_a_waiting_stream(void) {
+  tnrt_stream_t *a = tnrt_stream_get(0, 4), *b = tnrt_stream_get(0, 5);
+  int us = 30000;
+  static volatile int flag;
+  volatile int *fp = &flag;
+  tnrt_event_t *e = tnrt_event_create(TNRT_EVENT_DEFAULT);
+  for (int with_work = 0; with_work < 2; with_work++) {
+    flag = 0;
+    CHECK(tnrt_stream_synchronize(a) == TNRT_OK && tnrt_stream_synchronize(b) == TNRT_OK);
+    CHECK(tnrt_launch(b, sleep_task, &us, sizeof us, "sleep") == TNRT_OK);
+    CHECK(tnrt_event_record_last(e, b) == TNRT_OK);
+    CHECK(tnrt_stream_wait_event(a, e) == TNRT_OK); /* a waits for b's sleep */
+    if (with_work) CHECK(tnrt_launch(a, set_flag_task, &fp, sizeof fp, "flag") == TNRT_OK);
+    CHECK(tnrt_event_record_last(e, a) == TNRT_OK);
+    uint64_t before = tnrt_stream_submitted(b);
+    CHECK(tnrt_stream_wait_event(b, e) == TNRT_OK);
+    /* nothing of a's but its wait on b: no wait task on b; a's flag task:
+     * one (unless it already ran, under launch blocking) */
+    if (!with_work || !tnrt_launch_blocking())
+      CHECK(tnrt_stream_submitted(b) == before + (uint64_t)with_work);
+    tnrt_stream_synchronize(b);
+    CHECK(flag == with_work); /* b's wait covered a's work */
+  }
+  CHECK(tnrt_stream_synchronize(a) == TNRT_OK);
+  tnrt_event_destroy(e);
+}
+
 typedef struct sum_ctx {
   long long *partial;
 } sum_ctx_t;
@@ -530,6 +561,7 @@ int main(int argc, char **argv) {
   RUN(test_stream_ordered_reuse);
   RUN(test_stream_order_and_sync);
   RUN(test_events);
+  RUN(test_wait_on_a_waiting_stream);
   RUN(test_pool);
   RUN(test_pool_concurrent_callers);
   RUN(test_pinned);
