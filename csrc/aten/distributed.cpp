@@ -86,10 +86,8 @@ struct Hosts {
   int local_rank = 0;                         // this rank's index among them
   c10::intrusive_ptr<c10d::Backend> leaders;  // Gloo among the leaders (on a leader)
   c10::intrusive_ptr<c10d::Backend> world;    // Gloo among all ranks
-  int nhosts() const {
-    return host_of.empty() ? 1 : *std::max_element(host_of.begin(), host_of.end()) + 1;
-  }
-  bool multi() const { return nhosts() > 1; }
+  int nhosts = 1;
+  bool multi() const { return nhosts > 1; }
 };
 
 c10d::ReduceOp to_c10d(tnccl_op_t op) {
@@ -350,7 +348,6 @@ at::ScalarType ccl_dtype(const at::Tensor &t) {
   return t.scalar_type();
 }
 
-size_t nbytes(const at::Tensor &t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 char *ptr(const at::Tensor &t) { return static_cast<char *>(t.data_ptr()); }
 
 // The supplement of PREMUL_SUM as a scalar multiplier, applied to the input
@@ -543,7 +540,7 @@ class ProcessGroupNeuron : public c10d::Backend {
     check_root(o.rootRank, "broadcast");
     int root = static_cast<int>(o.rootRank);
     char *p = ptr(t);
-    size_t n = nbytes(t);
+    size_t n = t.nbytes();
     return run(c10d::OpType::BROADCAST, "broadcast", {t}, {t},
                [=](Comm &c) { return c.broadcast(p, n, root); });
   }
@@ -570,7 +567,7 @@ class ProcessGroupNeuron : public c10d::Backend {
     if (o.reduceOp == c10d::ReduceOp::PREMUL_SUM) src = premul(t, o.reduceOp, false);
     auto tmp = at::empty_like(t);
     char *p = ptr(t), *s = ptr(src), *q = ptr(tmp);
-    size_t n = nbytes(t);
+    size_t n = t.nbytes();
     int64_t count = t.numel();
     at::ScalarType dt = ccl_dtype(t);
     int root = static_cast<int>(o.rootRank), me = rank_;
@@ -590,7 +587,7 @@ class ProcessGroupNeuron : public c10d::Backend {
     TORCH_CHECK(outs.size() == 1, "all_gather takes one output list");
     auto &list = outs[0];
     check_list(list, in, "all_gather");
-    return gather_into(list, in, c10d::OpType::ALLGATHER, "all_gather", -1);
+    return gather_into(list, in, c10d::OpType::ALLGATHER, "all_gather");
   }
 
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &out, at::Tensor &in,
@@ -602,7 +599,7 @@ class ProcessGroupNeuron : public c10d::Backend {
                       out.numel(), " elements; it must have world_size (", size_,
                       ") times the input's ", in.numel());
     char *src = ptr(in), *dst = ptr(out);
-    size_t n = nbytes(in);
+    size_t n = in.nbytes();
     return run(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {in, out}, {out},
                [=](Comm &c) { return c.all_gather(src, dst, n); });
   }
@@ -617,7 +614,7 @@ class ProcessGroupNeuron : public c10d::Backend {
     for (size_t i = 0; i < ins.size(); i++) {
       check_tensor(ins[i], "all_gather_coalesced");
       check_list(outs[i], ins[i], "all_gather_coalesced");
-      bodies.push_back(gather_body(outs[i], ins[i], -1, keep));
+      bodies.push_back(gather_body(outs[i], ins[i], keep));
       results.insert(results.end(), outs[i].begin(), outs[i].end());
     }
     return run(c10d::OpType::ALLGATHER_COALESCED, "all_gather_coalesced", keep, results,
@@ -639,7 +636,7 @@ class ProcessGroupNeuron : public c10d::Backend {
                         "all_gather_into_tensor_coalesced: output ", i, " has ", outs[i].numel(),
                         " elements; it must have world_size times the input's ", ins[i].numel());
       char *src = ptr(ins[i]), *dst = ptr(outs[i]);
-      size_t n = nbytes(ins[i]);
+      size_t n = ins[i].nbytes();
       bodies.push_back([=](Comm &c) { return c.all_gather(src, dst, n); });
       keep.push_back(ins[i]);
       keep.push_back(outs[i]);
@@ -662,7 +659,7 @@ class ProcessGroupNeuron : public c10d::Backend {
       TORCH_CHECK(outs.empty(), "gather: only the root (rank ", o.rootRank,
                   ") takes an output list");
     }
-    return gather_into(list, in, c10d::OpType::GATHER, "gather", static_cast<int>(o.rootRank));
+    return gather_into(list, in, c10d::OpType::GATHER, "gather");
   }
 
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &outs,
@@ -671,7 +668,7 @@ class ProcessGroupNeuron : public c10d::Backend {
     auto out = single(outs, "scatter");
     check_root(o.rootRank, "scatter");
     int root = static_cast<int>(o.rootRank), me = rank_;
-    size_t n = nbytes(out);
+    size_t n = out.nbytes();
     // the root's inputs go out in one broadcast; each rank keeps its block
     auto flat = at::empty({out.numel() * size_}, out.options());
     std::vector<char *> srcs;
@@ -712,7 +709,7 @@ class ProcessGroupNeuron : public c10d::Backend {
       keep.push_back(s);
     }
     char *f = ptr(flat), *dst = ptr(out);
-    size_t n = nbytes(out);
+    size_t n = out.nbytes();
     int64_t count = out.numel();
     at::ScalarType dt = ccl_dtype(out);
     tnccl_op_t op = to_ccl(o.reduceOp);
@@ -760,7 +757,7 @@ class ProcessGroupNeuron : public c10d::Backend {
       }
       TORCH_CHECK_VALUE(total == dim0, "all_to_all_single: the ", which, " split sizes add up to ",
                         total, " but its first dimension is ", dim0);
-      return t.dim() ? nbytes(t) / std::max<int64_t>(dim0, 1) : nbytes(t);
+      return t.dim() ? t.nbytes() / std::max<int64_t>(dim0, 1) : t.nbytes();
     };
     size_t in_row = rows(in, in_splits, "input"), out_row = rows(out, out_splits, "output");
     auto sizes = std::make_shared<std::vector<size_t>>(4 * size_);
@@ -804,10 +801,10 @@ class ProcessGroupNeuron : public c10d::Backend {
     size_t *so = sizes->data(), *sb = so + size_, *ro = sb + size_, *rb = ro + size_;
     for (int r = 0; r < size_; r++) {
       so[r] = a;
-      sb[r] = nbytes(ins[r]);
+      sb[r] = ins[r].nbytes();
       a += sb[r];
       ro[r] = b;
-      rb[r] = nbytes(outs[r]);
+      rb[r] = outs[r].nbytes();
       b += rb[r];
     }
     auto packed_in = at::empty({static_cast<int64_t>(a)}, ins[0].options().dtype(at::kByte));
@@ -931,9 +928,8 @@ class ProcessGroupNeuron : public c10d::Backend {
     };
   }
 
-  // all_gather / gather into a list: through one flat buffer. root < 0: all
-  // ranks keep the result.
-  Body gather_body(const std::vector<at::Tensor> &list, const at::Tensor &in, int root,
+  // all_gather / gather into a list: through one flat buffer.
+  Body gather_body(const std::vector<at::Tensor> &list, const at::Tensor &in,
                    std::vector<at::Tensor> &keep) {
     auto flat = at::empty({in.numel() * size_}, in.options());
     keep.push_back(in);
@@ -944,7 +940,7 @@ class ProcessGroupNeuron : public c10d::Backend {
       keep.push_back(t);
     }
     char *src = ptr(in), *f = ptr(flat);
-    size_t n = nbytes(in);
+    size_t n = in.nbytes();
     return [=](Comm &c) {
       tnrt_status_t st = c.all_gather(src, f, n);
       if (st == TNRT_OK)
@@ -953,9 +949,9 @@ class ProcessGroupNeuron : public c10d::Backend {
     };
   }
   c10::intrusive_ptr<c10d::Work> gather_into(std::vector<at::Tensor> &list, const at::Tensor &in,
-                                             c10d::OpType type, const char *name, int root) {
+                                             c10d::OpType type, const char *name) {
     std::vector<at::Tensor> keep;
-    Body b = gather_body(list, in, root, keep);
+    Body b = gather_body(list, in, keep);
     return run(type, name, keep, list, std::move(b));
   }
 
@@ -1003,7 +999,7 @@ class ProcessGroupNeuron : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Work> p2p(const at::Tensor &t, int peer, bool is_send) {
-    tnccl_p2p_t op{peer, is_send ? 1 : 0, ptr(t), nbytes(t)};
+    tnccl_p2p_t op{peer, is_send ? 1 : 0, ptr(t), t.nbytes()};
     if (coalescing_) {
       if (!batch_.done) batch_.done = std::make_shared<Completion>();
       batch_.ops.push_back(op);
@@ -1321,6 +1317,7 @@ void bind_distributed(py::module &m) {
                                  "host_of needs one entry per rank");
                hosts = std::make_shared<Hosts>();
                hosts->host_of = std::move(host_of);
+               hosts->nhosts = *std::max_element(hosts->host_of.begin(), hosts->host_of.end()) + 1;
                for (int r = 0; r < size; r++)
                  if (hosts->host_of[r] == hosts->host_of[rank]) {
                    if (r == rank) hosts->local_rank = static_cast<int>(hosts->local.size());
