@@ -1,13 +1,22 @@
-"""Runs a function in N real processes, one per rank, as torchrun would start
-them (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE set before the child
-imports torch), with a FileStore rendezvous in a temporary directory (no
-port). Every wait is bounded; on a timeout the children this started are
-killed by PID. Returns each rank's return value (picklable, CPU tensors)."""
+"""run_ranks: runs a function in N real processes, one per rank, as torchrun
+would start them (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE set before
+the child imports torch), with a FileStore rendezvous in a temporary
+directory (no port). Every wait is bounded; on a timeout the children this
+started are killed by PID. Returns each rank's return value (picklable, CPU
+tensors).
+
+run_commands: runs launcher commands (torchrun, accelerate launch, ...) at
+once, each in a session of its own, with a bounded wait; on a timeout, or
+when one fails while others still run, it kills the process groups it
+started (each launcher and the ranks it started)."""
 
 import io
 import os
 import queue
+import signal
+import subprocess
 import tempfile
+import time
 import traceback
 
 import torch.multiprocessing as mp
@@ -67,8 +76,6 @@ def run_ranks(fn, world, *args, backend="neuron", timeout=180, env=None, expect_
             os.environ.update(saved)
         out, errors = {}, {}
         try:
-            import time
-
             deadline = time.monotonic() + timeout
             while not expected <= set(out) | set(errors):
                 left = deadline - time.monotonic()
@@ -114,3 +121,87 @@ def run_ranks(fn, world, *args, backend="neuron", timeout=180, env=None, expect_
             if r not in expected:
                 assert p.exitcode == 0, f"rank {r} exited with code {p.exitcode}"
         return results
+
+
+def launcher_env(**extra):
+    """The environment of a launcher started from a user's shell: torch's
+    backend autoload on (the tests' environment may turn it off), one
+    OpenMP thread a rank (the ranks share this machine's cores)."""
+    env = dict(os.environ)
+    env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
+    env["OMP_NUM_THREADS"] = "1"
+    env.update(extra)
+    return env
+
+
+def run_commands(cmds, timeout, envs=None):
+    """Runs the commands (argv lists) at once, each in a new session (its
+    process group: the launcher and the ranks it starts), stdout and stderr
+    to a file (no pipe to fill while another command is waited on). Waits
+    at most `timeout` s for all. On a timeout, or when one exits non-zero,
+    kills the process groups still running (os.killpg of the PIDs it
+    started) and fails with the output. Returns each command's output."""
+    import pytest
+
+    envs = envs or [launcher_env()] * len(cmds)
+    assert len(envs) == len(cmds)
+    procs, files = [], []
+
+    def outputs():
+        res = []
+        for f in files:
+            f.seek(0)
+            res.append(f.read().decode(errors="replace"))
+        return res
+
+    def kill_running():
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)  # p.pid leads its own session
+                p.wait(timeout=30)
+
+    def report(i, out):
+        return f"$ {' '.join(map(str, cmds[i]))}\n{out[-6000:]}"
+
+    try:
+        for cmd, env in zip(cmds, envs, strict=True):
+            files.append(tempfile.TemporaryFile())
+            procs.append(
+                subprocess.Popen(
+                    cmd,
+                    stdout=files[-1],
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )  # fmt: skip
+            )
+        deadline = time.monotonic() + timeout
+        while any(p.poll() is None for p in procs):
+            failed = [i for i, p in enumerate(procs) if p.returncode not in (None, 0)]
+            if failed or time.monotonic() > deadline:
+                kill_running()
+                outs = outputs()
+                if failed:
+                    i = failed[0]
+                    pytest.fail(
+                        f"exited with code {procs[i].returncode} (the others killed):\n"
+                        + report(i, outs[i])
+                    )
+                pytest.fail(
+                    f"did not finish in {timeout} s:\n"
+                    + "\n".join(report(i, o) for i, o in enumerate(outs))
+                )
+            time.sleep(0.2)
+        outs = outputs()
+        for i, p in enumerate(procs):
+            assert p.returncode == 0, f"exited with code {p.returncode}:\n" + report(i, outs[i])
+        return outs
+    finally:
+        kill_running()
+        for f in files:
+            f.close()
+
+
+def run_command(cmd, timeout, env=None):
+    """run_commands for one command; returns its output."""
+    return run_commands([cmd], timeout, None if env is None else [env])[0]
