@@ -343,8 +343,6 @@ def test_advanced_index_cpu_indices_and_backward():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32, torch.bool])
 @pytest.mark.parametrize("accumulate", [False, True])
 def test_index_put(dtype, accumulate):
-    if dtype == torch.bool and accumulate:
-        return
     x = rand((4, 5), torch.float32, 10).to(dtype)
     rows, cols = torch.tensor([0, 2, 0]), torch.tensor([1, 1, 1])
     v = rand((3,), torch.float32, 11).to(dtype)

@@ -27,7 +27,12 @@ def test_rng_state_roundtrip():
     assert torch.equal(a.cpu(), b.cpu())
     states = torch.neuron.get_rng_state_all()
     assert len(states) == torch.neuron.device_count()
-    torch.neuron.set_rng_state_all(states)
+    first = [torch.rand(50, device=f"neuron:{d}").cpu() for d in range(len(states))]
+    torch.neuron.set_rng_state_all(states)  # every device rewinds
+    again = [torch.rand(50, device=f"neuron:{d}").cpu() for d in range(len(states))]
+    for a, b in zip(first, again):
+        assert torch.equal(a, b)
+    assert not torch.equal(first[0], torch.rand(50, device="neuron:0").cpu())
 
 
 def test_per_device_generators_are_independent():
