@@ -41,17 +41,23 @@ def test_inplace_keeps_identity_and_writes_device_memory():
     ref = x.mul(3).i0()
     ref[::2].i0_()
     assert_same(n, ref)
+    assert torch_neuronx.get_fallback_ops() == {"aten::i0.out": 2}  # the fallback ran
 
 
 def test_out_argument_is_resized_and_written_back():
+    # special_i1 / special_i1e have no neuron kernel: the fallback's out= path
     x = torch.randn(3, 4)
     out = torch.empty(0, device="neuron")
-    r = torch.exp(x.neuron(), out=out)
+    r = torch.special.i1(x.neuron(), out=out)
     assert r is out
-    assert_same(out, torch.exp(x))
+    assert_same(out, torch.special.i1(x))
     out2 = torch.empty(3, 4, device="neuron")[:, ::2]  # non-contiguous out
-    torch.abs(x[:, :2].neuron(), out=out2)
-    assert_same(out2, x[:, :2].abs())
+    torch.special.i1e(x[:, :2].neuron(), out=out2)
+    assert_same(out2, torch.special.i1e(x[:, :2]))
+    assert torch_neuronx.get_fallback_ops() == {
+        "aten::special_i1.out": 1,
+        "aten::special_i1e.out": 1,
+    }
 
 
 def test_composite_explicit_ops_are_not_empty():
