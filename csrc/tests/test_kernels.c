@@ -891,40 +891,68 @@ static void test_ternary_softmax_reduce_layernorm(void) {
                          .op = TNK_SUM};
   tnk_reduce(&r);
   bad += so[0] != 0 + 2 + 4 || so[1] != 1 + 3 + 5 || so[2] != 6 + 8 + 10 || so[3] != 7 + 9 + 11;
-  /* layer norm: normalised rows, and gradients that sum to zero per row */
-  float lx[8] = {1, 2, 3, 4, -1, 0, 1, 5}, ly[8], mean[2], rstd[2], lg[8], lgx[8], lgw[4], lgb[4];
-  for (int i = 0; i < 8; i++) lg[i] = (float)((i * 3) % 4) - 1.5f;
-  tnk_layer_norm_args_t ln = {.rows = 2,
-                              .n = 4,
-                              .dtype = TNK_F32,
-                              .eps = 1e-5,
-                              .x = lx,
-                              .y = ly,
-                              .mean = mean,
-                              .rstd = rstd};
-  tnk_layer_norm(&ln);
-  bad += fabsf(mean[0] - 2.5f) > 1e-6f || fabsf(mean[1] - 1.25f) > 1e-6f;
-  double row = 0;
-  for (int j = 0; j < 4; j++) row += ly[j];
-  bad += fabs(row) > 1e-5;
-  tnk_layer_norm_args_t lb = {.rows = 2,
-                              .n = 4,
-                              .dtype = TNK_F32,
-                              .backward = 1,
-                              .x = lx,
-                              .g = lg,
-                              .mean = mean,
-                              .rstd = rstd,
-                              .gx = lgx,
-                              .gw = lgw,
-                              .gb = lgb};
-  tnk_layer_norm(&lb);
-  for (int rr = 0; rr < 2; rr++) {
-    double sgx = 0;
-    for (int j = 0; j < 4; j++) sgx += lgx[rr * 4 + j];
-    bad += fabs(sgx) > 1e-5;
+  /* layer norm, forward and backward, with and without weight and bias,
+   * against the formulas in double (rows of 37: no multiple of a vector) */
+  enum { LR = 3, LN = 37 };
+  float lx[LR * LN], lw[LN], lbias[LN], lg[LR * LN], ly[LR * LN], mean[LR], rstd[LR];
+  float lgx[LR * LN], lgw[LN], lgb[LN];
+  for (int i = 0; i < LR * LN; i++) {
+    lx[i] = (float)((i * 37) % 23) * 0.37f - 3.0f + (float)(i / LN) * 10.0f;
+    lg[i] = (float)((i * 11) % 7) - 2.5f;
   }
-  for (int j = 0; j < 4; j++) bad += fabsf(lgb[j] - (lg[j] + lg[4 + j])) > 1e-6f;
+  for (int j = 0; j < LN; j++) {
+    lw[j] = 0.5f + (float)(j % 5) * 0.25f;
+    lbias[j] = (float)(j % 3) - 1.0f;
+  }
+  for (int affine = 0; affine < 2; affine++) {
+    tnk_layer_norm_args_t ln = {.rows = LR,
+                                .n = LN,
+                                .dtype = TNK_F32,
+                                .eps = 1e-5,
+                                .x = lx,
+                                .w = affine ? lw : NULL,
+                                .b = affine ? lbias : NULL,
+                                .y = ly,
+                                .mean = mean,
+                                .rstd = rstd};
+    tnk_layer_norm(&ln);
+    tnk_layer_norm_args_t lb = ln;
+    lb.backward = 1;
+    lb.y = NULL;
+    lb.g = lg;
+    lb.gx = lgx;
+    lb.gw = affine ? lgw : NULL;
+    lb.gb = affine ? lgb : NULL;
+    tnk_layer_norm(&lb);
+    double rgw[LN] = {0}, rgb[LN] = {0};
+    for (int rr = 0; rr < LR; rr++) {
+      const float *x = lx + rr * LN, *g = lg + rr * LN;
+      double m = 0, v = 0;
+      for (int j = 0; j < LN; j++) m += x[j];
+      m /= LN;
+      for (int j = 0; j < LN; j++) v += (x[j] - m) * (x[j] - m);
+      double rs = 1.0 / sqrt(v / LN + 1e-5), xh[LN], sg = 0, sgx = 0;
+      bad += fabs(mean[rr] - m) > 1e-5 || fabs(rstd[rr] - rs) > 1e-5 * rs;
+      for (int j = 0; j < LN; j++) {
+        xh[j] = (x[j] - m) * rs;
+        double w = affine ? lw[j] : 1.0, b = affine ? lbias[j] : 0.0;
+        bad += fabs(ly[rr * LN + j] - (xh[j] * w + b)) > 1e-5;
+        double gh = g[j] * w;
+        sg += gh;
+        sgx += gh * xh[j];
+        rgw[j] += g[j] * xh[j];
+        rgb[j] += g[j];
+      }
+      for (int j = 0; j < LN; j++) {
+        double w = affine ? lw[j] : 1.0;
+        double want = rs * (g[j] * w - sg / LN - xh[j] * sgx / LN);
+        bad += fabs(lgx[rr * LN + j] - want) > 1e-4 * (1 + fabs(want));
+      }
+    }
+    for (int j = 0; j < LN && affine; j++)
+      bad += fabs(lgw[j] - rgw[j]) > 1e-4 * (1 + fabs(rgw[j])) ||
+             fabs(lgb[j] - rgb[j]) > 1e-4 * (1 + fabs(rgb[j]));
+  }
   CHECK(bad == 0);
 }
 
