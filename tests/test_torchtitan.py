@@ -9,11 +9,11 @@ locally (tools/titan_assets.py): nothing is downloaded."""
 import importlib.util
 import os
 import re
-import subprocess
 import sys
 
 import pytest
 import torchtitan  # requirements-torchtitan.txt, installed by scripts/setup.sh
+from distributed_util import launcher_env, run_command
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCHER = os.path.join(ROOT, "tools", "titan_neuron.py")
@@ -35,9 +35,7 @@ def _load_assets_module():
 def torchtitan_run(out_dir, *args, cpu=False, nproc=2, timeout=300):
     """Runs a TorchTitan job under torchrun; returns its output and the loss
     of each step."""
-    env = dict(os.environ)
-    env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)  # as a user's shell has it
-    env["OMP_NUM_THREADS"] = "1"
+    env = launcher_env()  # as a user's shell has it
     env["HF_DATASETS_OFFLINE"] = env["HF_HUB_OFFLINE"] = "1"
     env["HF_DATASETS_CACHE"] = os.path.join(os.path.dirname(out_dir), "hf_datasets_cache")
     if not cpu:
@@ -55,21 +53,7 @@ def torchtitan_run(out_dir, *args, cpu=False, nproc=2, timeout=300):
         str(out_dir),
         *args,
     ]
-    p = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        out, _ = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, 9)  # torchrun's session: itself and the ranks it started
-        out, _ = p.communicate()
-        pytest.fail(f"{cmd} did not finish in {timeout} s:\n{out[-4000:]}")
-    assert p.returncode == 0, out[-6000:]
+    out = run_command(cmd, timeout, env)
     out = re.sub(r"\x1b\[[0-9;]*m", "", out)
     losses = {}
     for step, loss in re.findall(r"step:\s*(\d+)\s+loss:\s*([0-9.]+)", out):
