@@ -121,12 +121,16 @@ def test_record_stream_defers_reuse():
     x = torch.empty(1024, device="neuron")
     ptr = x.data_ptr()
     with torch.neuron.stream(s):
-        torch.ones(2000, 2000, device="neuron")  # keep s busy a little
+        torch.neuron._sleep(3_000_000_000)  # s busy for 3 s
     x.record_stream(s)
     del x
-    torch.neuron.synchronize()
     y = torch.empty(1024, device="neuron")
-    assert y.data_ptr() == ptr  # reusable once s has passed
+    busy = not s.query()
+    assert y.data_ptr() != ptr  # s has not passed the use: the block waits
+    assert busy  # (so the check above saw a stream still running)
+    torch.neuron.synchronize()
+    z = torch.empty(1024, device="neuron")
+    assert z.data_ptr() == ptr  # reusable once s has passed
 
 
 def test_pinned_memory():

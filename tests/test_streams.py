@@ -4,11 +4,13 @@ import torch
 from conftest import run_python
 
 
-def busy(n=1500):
-    # device work that takes a while (a fallback-free chain of copies)
-    x = torch.empty(n, n, device="neuron")
-    for _ in range(8):
-        x.fill_(1.0)
+def busy(ms=1000, n=1500):
+    # device work that holds the current stream for `ms` milliseconds (a
+    # sleep task, torch.cuda._sleep's analogue), then fills x: a check made
+    # right after this sees the stream busy unless ms passed in between
+    x = torch.zeros(n, n, device="neuron")
+    torch.neuron._sleep(ms * 1_000_000)
+    x.fill_(1.0)
     return x
 
 
@@ -27,6 +29,17 @@ def test_streams_pool_and_current():
     torch.neuron.set_stream(s0)
     s1 = torch.neuron.Stream(device=1)
     assert s1.device_index == 1
+
+
+def test_stream_pool_leaves_the_collectives_streams_out():
+    # as CUDA's pool never hands out NCCL's streams: the top indices are the
+    # process groups' communication streams
+    import torch_neuronx
+
+    info = torch_neuronx._C._build_info()
+    n, comm = info["streams_per_device"], info["comm_streams"]
+    ids = {torch.neuron.Stream().stream_id for _ in range(3 * n)}
+    assert ids == set(range(1, n - comm))
 
 
 def test_ops_are_asynchronous_and_synchronize_waits():
@@ -61,7 +74,7 @@ def test_event_record_query_wait_elapsed():
 def test_cross_stream_wait_event_orders_work():
     s1, s2 = torch.neuron.Stream(), torch.neuron.Stream()
     with torch.neuron.stream(s1):
-        x = busy()
+        x = busy(300)  # without the wait, s2 would copy before the fills
         x.fill_(7.0)
         ev = torch.neuron.Event()
         ev.record()
@@ -76,7 +89,7 @@ def test_cross_stream_wait_event_orders_work():
 def test_wait_stream():
     s1, s2 = torch.neuron.Stream(), torch.neuron.Stream()
     with torch.neuron.stream(s1):
-        x = busy()
+        x = busy(300)
         x.fill_(3.0)
     s2.wait_stream(s1)
     with torch.neuron.stream(s2):

@@ -27,7 +27,8 @@ def main():
     print(
         f"build: built against torch {b['torch']} with gcc {b['compiler']}, HAL '{b['hal']}' "
         f"(device memory {'' if b['host_addressable'] else 'not '}host addressable), "
-        f"{b['streams_per_device']} streams/device, {b['task_slot_bytes']}-byte task slots"
+        f"{b['streams_per_device']} streams/device ({b['comm_streams']} of them for "
+        f"collectives), {b['task_slot_bytes']}-byte task slots"
     )
     print(f"kernel ISA selected: {_C._isa()} (TORCH_NEURONX_ISA overrides)")
     print(

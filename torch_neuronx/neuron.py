@@ -140,6 +140,14 @@ def synchronize(device: _device_t = None) -> None:
     _C._synchronize(_get_device_index(device))
 
 
+def _sleep(cycles: int) -> None:
+    """torch.cuda._sleep's analogue: queues on the current stream a task that
+    spins for ``cycles`` nanoseconds (a nominal 1 GHz clock), to hold a
+    stream busy in tests of stream order."""
+    _lazy_init()
+    _C._sleep(int(cycles))
+
+
 def get_amp_supported_dtype():
     return [torch.float16, torch.bfloat16, torch.float32]
 

@@ -1044,10 +1044,10 @@ class ProcessGroupNeuron : public c10d::Backend {
     lazy_init();
     auto comm = std::make_shared<Comm>();
     comm->device = d;
-    // the communication streams: the top of the stream range (the pool
-    // hands out the others), one per group, round-robin
+    // the communication streams: the top of the stream range (tnrt.h; the
+    // pool hands out the others), one per group, round-robin
     static std::atomic<int> next{0};
-    int idx = TNRT_STREAMS_PER_DEVICE - kCommStreams + (next++ % kCommStreams);
+    int idx = TNRT_STREAMS_PER_DEVICE - TNRT_COMM_STREAMS + (next++ % TNRT_COMM_STREAMS);
     comm->stream = c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, d), idx);
     comm->rank = rank_;
     comm->size = size_;
@@ -1167,7 +1167,6 @@ class ProcessGroupNeuron : public c10d::Backend {
                                            comm->stream);
   }
 
-  static constexpr int kCommStreams = 4;
   uint64_t seq_ = 0, splits_ = 0, monitored_ = 0;
   const c10d::Store *last_split_store_ = nullptr;
   std::vector<int> last_split_ranks_;

@@ -13,7 +13,7 @@ static c10::Stream pool_stream(c10::DeviceIndex device) {
   static std::array<std::atomic<uint32_t>, 128> next{};
   if (device < 0) device = current_device();  // torch.Stream(device="neuron")
   check_device_index(device);
-  uint32_t i = next[device]++ % (TNRT_STREAMS_PER_DEVICE - 1) + 1;
+  uint32_t i = next[device]++ % (TNRT_STREAMS_PER_DEVICE - 1 - TNRT_COMM_STREAMS) + 1;
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, device), i);
 }
 

@@ -105,6 +105,18 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release nogil;
     check(tnrt_device_synchronize(d), "synchronize");
   });
+  // torch.cuda._sleep's analogue: a task on the current stream that spins
+  // for `cycles` nanoseconds (a nominal 1 GHz), for tests of stream order.
+  m.def("_sleep", [](int64_t cycles) {
+    auto task = [](void *a) {
+      int64_t until = tnrt_now_ns() + *static_cast<int64_t *>(a);
+      while (tnrt_now_ns() < until) {
+      }
+    };
+    check(
+        tnrt_launch(current_native_stream(current_device()), task, &cycles, sizeof cycles, "sleep"),
+        "_sleep");
+  });
   m.def("_current_stream", [](int d) {
     c10::Stream s = current_stream(static_cast<c10::DeviceIndex>(d));
     return py::make_tuple(s.id(), s.device_index(), static_cast<int>(s.device_type()));
@@ -144,6 +156,7 @@ PYBIND11_MODULE(_C, m) {
     d["host_addressable"] = bool(tnrt_host_addressable());
     d["task_slot_bytes"] = TNRT_TASK_ARGS_MAX;
     d["streams_per_device"] = TNRT_STREAMS_PER_DEVICE;
+    d["comm_streams"] = TNRT_COMM_STREAMS;
     return d;
   });
   m.def("_isa", [] { return std::string(tnk_isa_name(tnk_isa())); });

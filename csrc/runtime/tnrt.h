@@ -123,8 +123,11 @@ typedef struct tnrt_stream tnrt_stream_t;
 typedef void (*tnrt_task_fn)(void *args);
 
 /* Streams per device: index 0 is the default stream, 1.. a pool handed out
- * round-robin by the C++ layer (like CUDA's stream pool). */
+ * round-robin by the C++ layer (like CUDA's stream pool), and the top
+ * TNRT_COMM_STREAMS the collectives' own streams (as NCCL's are not in the
+ * pool), one per process group, round-robin. */
 #define TNRT_STREAMS_PER_DEVICE 32
+#define TNRT_COMM_STREAMS 4
 /* Bytes of arguments a task may carry inline (copied at launch). */
 #define TNRT_TASK_ARGS_MAX 992
 
