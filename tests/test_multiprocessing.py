@@ -224,14 +224,10 @@ def test_received_tensor_outlives_its_sender_and_an_unreceived_one_raises():
             p.join(timeout=10)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="csrc/aten/distributed.cpp free_imported unmaps a received storage at once, "
-    "while work queued on it may still run on the device stream (SIGSEGV)",
-)
 def test_freeing_a_received_tensor_with_queued_work_is_safe():
-    """A received tensor dropped right after work is queued on it (no
-    synchronize): its memory must stay mapped until that work has run.
+    """A received (and a shared) tensor dropped right after work is queued
+    on it (no synchronize): its memory must stay mapped until that work has
+    run (it segfaulted before).
     In a process of its own (tests/scripts/ipc_free_pending.py)."""
     import os
     import subprocess

@@ -1207,6 +1207,9 @@ void free_exported(void *p) {
     r = it->second;
     g_shared.erase(it);
   }
+  // work queued on the storage may still run: the memory outlives it (the
+  // device's streams pass first; a fault stays for the user's next sync)
+  tnrt_device_wait(r.device);
   tnrt_mem_free_shared(r.device, p, r.bytes);
 }
 
@@ -1271,6 +1274,7 @@ static py::tuple share_storage(py::object obj) {
 namespace {
 void free_imported(void *ctx) {
   auto *im = static_cast<std::pair<void *, Imported> *>(ctx);
+  tnrt_device_wait(im->second.device);  // as free_exported
   tnrt_mem_unimport(im->second.device, im->first, im->second.bytes);
   delete im;
 }
