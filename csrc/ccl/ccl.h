@@ -78,6 +78,13 @@ tnrt_status_t tnccl_comm_init(int device, int rank, int nranks, int64_t timeout_
                               tnccl_allgather_fn exchange, void *ctx, tnccl_comm_t **out);
 void tnccl_comm_destroy(tnccl_comm_t *comm);
 int tnccl_comm_rank(const tnccl_comm_t *comm);
+/* Whether this rank offers its buffers to the direct path (default on;
+ * TORCH_NEURONX_CCL_DIRECT=0 at init turns it off): a rank with it off
+ * publishes no buffer, so every rank of its calls takes the staged path.
+ * It may differ between ranks. */
+void tnccl_comm_set_direct(tnccl_comm_t *comm, int on);
+/* Collective calls of this rank that took the direct path so far. */
+uint64_t tnccl_comm_direct_calls(const tnccl_comm_t *comm);
 int tnccl_comm_size(const tnccl_comm_t *comm);
 
 /* In place over `count` elements of dtype (tnk_dtype_t values: floating,
