@@ -30,11 +30,19 @@
  * and stays. The threshold is on the message as the descriptor fixes it
  * (all_reduce and broadcast: the buffer; all_gather: the output;
  * reduce_scatter: the input), so every rank decides the same. */
+#ifdef TNCCL_DIRECT_MIN /* (a build for measuring it) */
+#define DIRECT_MIN ((size_t)TNCCL_DIRECT_MIN)
+#else
 #define DIRECT_MIN ((size_t)64 << 10)
+#endif
 /* A direct reduction works through its share in pieces of this many bytes
  * per input, so that with 3 or more ranks the partial result stays in the
  * cache between the inputs' passes (measured: 256 KiB). */
+#ifdef TNCCL_DIRECT_PIECE
+#define DIRECT_PIECE ((size_t)TNCCL_DIRECT_PIECE)
+#else
 #define DIRECT_PIECE ((size_t)256 << 10)
+#endif
 /* Peers' shared segments kept mapped per peer (least recently used one
  * unmapped beyond). */
 #define MAP_CACHE 64

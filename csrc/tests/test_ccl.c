@@ -921,15 +921,116 @@ static double wall_seconds(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* ---- test_ccl --bandwidth N [from to]: f32 all_reduce, all_gather and
+ * reduce_scatter of `from` to `to` bytes (x4 steps; default 1 MiB to 256
+ * MiB; the size is the message: all_reduce's buffer, all_gather's output,
+ * reduce_scatter's input) over shared device buffers, staged (every rank
+ * with the direct path off) and direct, and memcpy of the same size in the
+ * same process; rank 0 prints time and bus bandwidth (all_reduce: size /
+ * time * 2(n-1)/n, the others (n-1)/n). ---- */
+static size_t g_bw_from = (size_t)1 << 20, g_bw_to = (size_t)256 << 20;
+
+static void *bw_alloc(size_t bytes, tnrt_block_t **b) {
+  void *p;
+  if (tnrt_malloc(0, bytes, NULL, &p, b) != TNRT_OK) {
+    fprintf(stderr, "rank %d: tnrt_malloc(%zu): %s\n", g_rank, bytes, tnrt_last_error());
+    abort();
+  }
+  memset(p, 1, bytes); /* touched: no first-touch faults in the timing */
+  return p;
+}
+
+static double bw_time(tnccl_comm_t *c, int op, size_t size, int direct, int iters, void *a, void *b) {
+  int n = g_nranks;
+  tnccl_comm_set_direct(c, direct);
+  double t = 0;
+  for (int it = -1; it < iters; it++) { /* one warm-up */
+    if (tnccl_barrier(c) != TNRT_OK) abort();
+    double t0 = wall_seconds();
+    tnrt_status_t st = op == 0   ? tnccl_all_reduce(c, a, (int64_t)(size / 4), TNK_F32, TNCCL_SUM)
+                       : op == 1 ? tnccl_all_gather(c, a, b, size / (size_t)n)
+                                 : tnccl_reduce_scatter(c, a, b, (int64_t)(size / 4 / (size_t)n),
+                                                        TNK_F32, TNCCL_SUM);
+    if (st != TNRT_OK) {
+      fprintf(stderr, "rank %d: %s\n", g_rank, tnrt_last_error());
+      abort();
+    }
+    if (it >= 0) t += wall_seconds() - t0;
+  }
+  tnccl_comm_set_direct(c, 1);
+  return t / iters;
+}
+
+static int run_bandwidth(tnccl_comm_t *c) {
+  int n = g_nranks;
+  static const char *const names[] = {"all_reduce", "all_gather", "reduce_scatter"};
+  tnrt_set_shared_segments(1);
+  if (g_rank == 0)
+    printf("%d ranks, f32; busbw in GB/s (1e9 B/s); time in us\n"
+           "%-14s %10s | %10s %7s | %10s %7s | %10s %7s\n",
+           n, "collective", "size", "staged", "busbw", "direct", "busbw", "memcpy", "GB/s");
+  for (size_t size = g_bw_from; size <= g_bw_to; size *= 4) {
+    int iters = (int)((size_t)(1024u << 20) / size);
+    if (iters < 3) iters = 3;
+    if (iters > 300) iters = 300;
+    for (int op = 0; op < 3; op++) {
+      tnrt_block_t *ba, *bb = NULL;
+      size_t in_bytes = op == 1 ? size / (size_t)n : size, out_bytes = op == 2 ? size / (size_t)n : size;
+      void *a = bw_alloc(in_bytes, &ba), *b = op ? bw_alloc(out_bytes, &bb) : NULL;
+      double staged = bw_time(c, op, size, 0, iters, a, b);
+      double direct = bw_time(c, op, size, 1, iters, a, b);
+      tnrt_free(ba);
+      tnrt_free(bb);
+      tnrt_empty_cache(0);
+      double mc = 0;
+      if (g_rank == 0) { /* the others wait in the barrier */
+        char *x = malloc(size), *y = malloc(size);
+        memset(x, 1, size);
+        memset(y, 2, size);
+        memcpy(y, x, size);
+        double t0 = wall_seconds();
+        for (int it = 0; it < iters; it++) {
+          memcpy(it & 1 ? x : y, it & 1 ? y : x, size);
+          __asm__ __volatile__("" ::: "memory");
+        }
+        mc = (wall_seconds() - t0) / iters;
+        free(x);
+        free(y);
+      }
+      if (tnccl_barrier(c) != TNRT_OK) abort();
+      double f = op == 0 ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
+      if (g_rank == 0) {
+        char sz[32];
+        if (size >= (1u << 20))
+          snprintf(sz, sizeof sz, "%zu MiB", size >> 20);
+        else
+          snprintf(sz, sizeof sz, "%zu KiB", size >> 10);
+        printf("%-14s %10s | %10.1f %7.2f | %10.1f %7.2f | %10.1f %7.2f\n", names[op], sz,
+               staged * 1e6, size / staged * f / 1e9, direct * 1e6, size / direct * f / 1e9,
+               mc * 1e6, size / mc / 1e9);
+        fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
+
 static int run_rank(int rank, int nranks, const char *dir, const char *mode) {
   boot_t b = {dir, rank, nranks};
   tnccl_comm_t *c;
   g_rank = rank;
   g_nranks = nranks;
+  if (getenv("TNCCL_BW_FROM")) g_bw_from = (size_t)strtoull(getenv("TNCCL_BW_FROM"), NULL, 0);
+  if (getenv("TNCCL_BW_TO")) g_bw_to = (size_t)strtoull(getenv("TNCCL_BW_TO"), NULL, 0);
   int dies = !strcmp(mode, "dies");
   if (tnccl_comm_init(0, rank, nranks, dies ? 1000 : 5000, file_exchange, &b, &c) != TNRT_OK) {
     fprintf(stderr, "rank %d init: %s\n", rank, tnrt_last_error());
     return 2;
+  }
+  if (!strcmp(mode, "bandwidth")) {
+    int r = run_bandwidth(c);
+    tnccl_comm_destroy(c);
+    return r;
   }
   int fails = 0;
   if (dies) { /* rank 1 leaves; rank 0's collective and p2p must time out */
@@ -1059,6 +1160,13 @@ static void test_dead_peer_times_out(void) { CHECK(launch(2, "dies")); }
 int main(int argc, char **argv) {
   if (argc == 6 && !strcmp(argv[1], "--rank"))
     return run_rank(atoi(argv[2]), atoi(argv[3]), argv[4], argv[5]);
+  if (argc >= 3 && !strcmp(argv[1], "--bandwidth")) {
+    if (argc >= 5) {
+      setenv("TNCCL_BW_FROM", argv[3], 1);
+      setenv("TNCCL_BW_TO", argv[4], 1);
+    }
+    return launch(atoi(argv[2]), "bandwidth") ? 0 : 1;
+  }
   RUN(test_one_rank);
   RUN(test_two_ranks);
   RUN(test_three_ranks);
