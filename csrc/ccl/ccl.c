@@ -23,17 +23,21 @@
 #define MAX_SLEEP_NS 100000 /* the longest sleep of a wait */
 /* The direct path (ccl.h): collectives of at least DIRECT_MIN bytes whose
  * ranks' source buffers are all shared device memory read the peers'
- * buffers in place. Chosen by measurement (test_ccl --bandwidth and a
- * sweep of 16 KiB to 1 MiB, 2 ranks on 2 cores): the direct path's extra
- * round trip (the announce round) and the mapping look-ups are paid back
- * from about 32-64 KiB on; below that the staged path's single round wins
- * and stays. The threshold is on the message as the descriptor fixes it
- * (all_reduce and broadcast: the buffer; all_gather: the output;
- * reduce_scatter: the input), so every rank decides the same. */
+ * buffers in place. Chosen by measurement (test_ccl --bandwidth 2 from 16
+ * KiB to 1 MiB, a build with the direct path always taken against one
+ * with it never, 2 ranks on 2 cores, median of batches): the direct path
+ * costs about 7 us more per call (its announce round and its final
+ * barrier) and saves the copies through the slots; all_reduce breaks even
+ * at 64-128 KiB, all_gather and reduce_scatter (one round when staged) at
+ * about 256 KiB, and from 512 KiB on direct is 1.3-2x faster. Below the
+ * threshold the staged path's single round trip is kept. The threshold is
+ * on the message as the descriptor fixes it (all_reduce and broadcast: the
+ * buffer; all_gather: the output; reduce_scatter: the input), so every
+ * rank decides the same. */
 #ifdef TNCCL_DIRECT_MIN /* (a build for measuring it) */
 #define DIRECT_MIN ((size_t)TNCCL_DIRECT_MIN)
 #else
-#define DIRECT_MIN ((size_t)64 << 10)
+#define DIRECT_MIN ((size_t)256 << 10)
 #endif
 /* A direct reduction works through its share in pieces of this many bytes
  * per input, so that with 3 or more ranks the partial result stays in the
