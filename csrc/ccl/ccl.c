@@ -21,6 +21,36 @@
 #define OUTBOX_BYTES (P2P_HEADERS + P2P_CHUNKS * P2P_CHUNK)
 #define SPIN_NS 1000000     /* how long a wait spins (yielding) before it sleeps */
 #define MAX_SLEEP_NS 100000 /* the longest sleep of a wait */
+/* The direct path (ccl.h): collectives of at least DIRECT_MIN bytes whose
+ * ranks' source buffers are all shared device memory read the peers'
+ * buffers in place. Chosen by measurement (test_ccl --bandwidth 2 from 16
+ * KiB to 1 MiB, a build with the direct path always taken against one
+ * with it never, 2 ranks on 2 cores, median of batches): the direct path
+ * costs about 7 us more per call (its announce round and its final
+ * barrier) and saves the copies through the slots; all_reduce breaks even
+ * at 64-128 KiB, all_gather and reduce_scatter (one round when staged) at
+ * about 256 KiB, and from 512 KiB on direct is 1.3-2x faster. Below the
+ * threshold the staged path's single round trip is kept. The threshold is
+ * on the message as the descriptor fixes it (all_reduce and broadcast: the
+ * buffer; all_gather: the output; reduce_scatter: the input), so every
+ * rank decides the same. */
+#ifdef TNCCL_DIRECT_MIN /* (a build for measuring it) */
+#define DIRECT_MIN ((size_t)TNCCL_DIRECT_MIN)
+#else
+#define DIRECT_MIN ((size_t)256 << 10)
+#endif
+/* A direct reduction works through its share in pieces of this many bytes
+ * per input, so that with 3 or more ranks the partial result stays in the
+ * cache between the inputs' passes. Not tuned yet (an L2-sized guess);
+ * build with -DTNCCL_DIRECT_PIECE=... and run test_ccl --bandwidth to. */
+#ifdef TNCCL_DIRECT_PIECE
+#define DIRECT_PIECE ((size_t)TNCCL_DIRECT_PIECE)
+#else
+#define DIRECT_PIECE ((size_t)256 << 10)
+#endif
+/* Peers' shared segments kept mapped per peer (least recently used one
+ * unmapped beyond). */
+#define MAP_CACHE 64
 
 /* The collectives a descriptor names. */
 typedef enum kind {
@@ -49,6 +79,19 @@ typedef struct desc {
 } desc_t;
 _Static_assert(sizeof(desc_t) == LINE, "a descriptor fills a line");
 
+/* A rank's source buffer for the direct path, published with the
+ * descriptor of a call's announce round (double-buffered by round parity as
+ * desc): valid when the buffer lies in shared device memory
+ * (tnrt_mem_shared_handle), then the segment's handle, the buffer's offset
+ * in it and the rank's generation of shared segments. */
+typedef struct dsrc {
+  tnrt_mem_handle_t handle;
+  uint64_t offset, generation;
+  int32_t valid;
+  char pad[2 * LINE - sizeof(tnrt_mem_handle_t) - 2 * sizeof(uint64_t) - sizeof(int32_t)];
+} dsrc_t;
+_Static_assert(sizeof(dsrc_t) == 2 * LINE, "a source descriptor fills two lines");
+
 /* The owner's counters, read by the peers: the last round it has posted its
  * data for, reduced its share of, and finished reading the peers' slots;
  * then the descriptor of its last collective call, double-buffered by round
@@ -65,6 +108,11 @@ typedef struct ctrl {
   _Atomic uint64_t done;
   char pad2[56];
   desc_t desc[2];
+  dsrc_t dsrc[2];
+  /* the direct round in which the owner could not map a peer's buffer
+   * (written before its done = that round) */
+  _Atomic uint64_t failed;
+  char pad3[56];
 } ctrl_t;
 
 /* After the ctrl_t, two lines per peer q: the chunks the owner has put in its
@@ -102,7 +150,27 @@ struct tnccl_comm {
   size_t seg_bytes;
   char *mine; /* this rank's segment */
   char **seg; /* every rank's segment as mapped here (seg[rank] = mine) */
+  /* the direct path */
+  int direct;              /* this rank offers its buffers (tnccl_comm_set_direct) */
+  uint64_t direct_calls;   /* collectives that took it */
+  struct peer_maps *maps;  /* per rank: the peer's segments mapped here */
+  uint64_t tick;           /* the maps' LRU clock */
+  char **ptrs;             /* per rank: the call's source buffer as seen here */
+  const char **srcs;       /* reduce_n's inputs */
 };
+
+/* A peer's shared segment mapped here, by its handle. */
+typedef struct peer_map {
+  tnrt_mem_handle_t handle;
+  void *ptr;
+  size_t bytes;
+  uint64_t used; /* the comm's tick at its last use */
+} peer_map_t;
+typedef struct peer_maps {
+  uint64_t generation; /* the peer's, when these were mapped */
+  int n;
+  peer_map_t e[MAP_CACHE];
+} peer_maps_t;
 
 static int64_t now_ns(void) {
   struct timespec ts;
@@ -196,19 +264,30 @@ tnrt_status_t tnccl_comm_init(int device, int rank, int nranks, int64_t timeout_
   tnccl_comm_t *c = calloc(1, sizeof *c);
   tnrt_mem_handle_t *all = calloc((size_t)nranks, sizeof *all);
   char **seg = calloc((size_t)nranks, sizeof *seg);
-  if (!c || !all || !seg) {
+  peer_maps_t *maps = calloc((size_t)nranks, sizeof *maps);
+  char **ptrs = calloc((size_t)nranks, sizeof *ptrs);
+  const char **srcs = calloc((size_t)nranks, sizeof *srcs);
+  if (!c || !all || !seg || !maps || !ptrs || !srcs) {
     free(seg);
     free(c);
     free(all);
+    free(maps);
+    free(ptrs);
+    free(srcs);
     return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY, "communicator");
   }
+  const char *env = getenv("TORCH_NEURONX_CCL_DIRECT");
   *c = (tnccl_comm_t){.device = device,
                       .rank = rank,
                       .nranks = nranks,
                       .timeout_ns = timeout_ms * 1000000,
                       .ctrl_bytes = ctrl_bytes_for(nranks),
                       .seg_bytes = seg_bytes_for(nranks),
-                      .seg = seg};
+                      .seg = seg,
+                      .direct = !(env && !strcmp(env, "0")),
+                      .maps = maps,
+                      .ptrs = ptrs,
+                      .srcs = srcs};
   tnrt_mem_handle_t h;
   void *mine;
   tnrt_status_t st = tnrt_mem_alloc_shared(device, c->seg_bytes, &mine, &h);
@@ -245,8 +324,17 @@ fail:
   return st;
 }
 
+static void drop_maps(tnccl_comm_t *c, peer_maps_t *m) {
+  for (int i = 0; i < m->n; i++) tnrt_mem_unimport(c->device, m->e[i].ptr, m->e[i].bytes);
+  m->n = 0;
+}
+
 void tnccl_comm_destroy(tnccl_comm_t *c) {
   if (!c) return;
+  for (int r = 0; r < c->nranks; r++) drop_maps(c, &c->maps[r]);
+  free(c->maps);
+  free(c->ptrs);
+  free(c->srcs);
   for (int r = 0; r < c->nranks; r++) {
     if (!c->seg[r]) continue;
     if (r == c->rank)
@@ -257,6 +345,11 @@ void tnccl_comm_destroy(tnccl_comm_t *c) {
   free(c->seg);
   free(c);
 }
+
+void tnccl_comm_set_direct(tnccl_comm_t *c, int on) {
+  if (c) c->direct = on != 0;
+}
+uint64_t tnccl_comm_direct_calls(const tnccl_comm_t *c) { return c ? c->direct_calls : 0; }
 
 int tnccl_comm_rank(const tnccl_comm_t *c) { return c->rank; }
 int tnccl_comm_size(const tnccl_comm_t *c) { return c->nranks; }
@@ -578,6 +671,176 @@ static tnrt_status_t join_and_fail(tnccl_comm_t *c, const desc_t *mine, const ch
   return check_desc(c, k, &d, why);
 }
 
+/* ---- the direct path ----
+ * A call of at least DIRECT_MIN bytes opens with an announce round k: each
+ * rank publishes its descriptor and its source buffer's dsrc (no data),
+ * posts k and, once every peer has, checks the descriptors as a staged
+ * call's first round does. Every rank then sees the same dsrcs, so all
+ * take the same path: direct when every rank whose buffer is read (all of
+ * them; broadcast: the root) published a valid one, which finishes in
+ * round k; otherwise round k ends there and the staged rounds follow. In
+ * round k the direct work runs between posted and done (all_reduce also
+ * uses reduced as its middle barrier), and every rank waits for all
+ * ranks' done = k before it returns: no rank hands its buffer back to its
+ * stream while a peer still reads it. */
+
+/* Where rank r's published buffer (d, at least need bytes from its
+ * offset) is mapped here: a cached mapping of its segment, or a new one.
+ * A peer whose generation changed has released shared segments since: its
+ * cached mappings go first. */
+static tnrt_status_t peer_buffer(tnccl_comm_t *c, int r, const dsrc_t *d, size_t need,
+                                 char **out) {
+  peer_maps_t *m = &c->maps[r];
+  if (m->generation != d->generation) {
+    drop_maps(c, m);
+    m->generation = d->generation;
+  }
+  peer_map_t *hit = NULL;
+  for (int i = 0; i < m->n && !hit; i++)
+    if (!memcmp(&m->e[i].handle, &d->handle, sizeof d->handle)) hit = &m->e[i];
+  if (!hit) {
+    if (m->n == MAP_CACHE) { /* unmap the least recently used */
+      int lru = 0;
+      for (int i = 1; i < m->n; i++)
+        if (m->e[i].used < m->e[lru].used) lru = i;
+      tnrt_mem_unimport(c->device, m->e[lru].ptr, m->e[lru].bytes);
+      m->e[lru] = m->e[--m->n];
+    }
+    void *p;
+    size_t bytes;
+    tnrt_status_t st = tnrt_mem_import(c->device, &d->handle, &p, &bytes);
+    if (st != TNRT_OK) return st;
+    hit = &m->e[m->n++];
+    *hit = (peer_map_t){.handle = d->handle, .ptr = p, .bytes = bytes};
+  }
+  hit->used = ++c->tick;
+  if (d->offset > hit->bytes || need > hit->bytes - d->offset)
+    return tnrt_set_error(TNRT_ERR_INTERNAL,
+                          "rank %d's buffer (%zu bytes at offset %llu) lies outside its "
+                          "shared segment of %zu bytes",
+                          r, need, (unsigned long long)d->offset, hit->bytes);
+  *out = (char *)hit->ptr + d->offset;
+  return TNRT_OK;
+}
+
+/* The announce round (above) of a call whose source buffer here is src
+ * (NULL: none) and whose buffers read are every rank's (root < 0) or the
+ * root's: 1 when the call goes direct (round k open, *kout = k), 0 when
+ * staged (round k finished), -1 on an error (*st; the descriptors
+ * differed, or a timeout). */
+static int direct_begin(tnccl_comm_t *c, const desc_t *d, const void *src, int root,
+                        uint64_t *kout, tnrt_status_t *st) {
+  uint64_t k = ++c->round;
+  ctrl_t *me = ctrl_of(c, c->rank);
+  if ((*st = WAIT(c, done, k >= 2 ? k - 2 : 0, "reuse of a slot")) != TNRT_OK) return -1;
+  post_desc(c, k, d);
+  dsrc_t *mine = &me->dsrc[k & 1];
+  size_t off = 0;
+  uint64_t gen = 0;
+  mine->valid = c->direct && src && tnrt_mem_shared_handle(src, &mine->handle, &off, &gen) == TNRT_OK;
+  mine->offset = off;
+  mine->generation = gen;
+  atomic_store_explicit(&me->posted, k, memory_order_release);
+  if ((*st = WAIT(c, posted, k, "the arguments")) != TNRT_OK) return -1;
+  if ((*st = check_desc(c, k, d, "")) != TNRT_OK) return -1;
+  int direct = 1;
+  for (int r = 0; r < c->nranks; r++)
+    if (root < 0 || r == root) direct &= ctrl_of(c, r)->dsrc[k & 1].valid != 0;
+  if (!direct) {
+    finish_round(c, k);
+    return 0;
+  }
+  *kout = k;
+  return 1;
+}
+
+/* c->ptrs[r] = rank r's source buffer of round k (need bytes), for the
+ * ranks in [lo, hi) (own: own_src). On a failure to map one, this rank
+ * marks round k failed and returns the error. */
+static tnrt_status_t map_sources(tnccl_comm_t *c, uint64_t k, int lo, int hi, const void *own_src,
+                                 size_t need) {
+  for (int r = lo; r < hi; r++) {
+    if (r == c->rank) {
+      c->ptrs[r] = (char *)own_src;
+      continue;
+    }
+    tnrt_status_t st = peer_buffer(c, r, &ctrl_of(c, r)->dsrc[k & 1], need, &c->ptrs[r]);
+    if (st != TNRT_OK) {
+      char msg[400];
+      snprintf(msg, sizeof msg, "%s", tnrt_last_error());
+      atomic_store_explicit(&ctrl_of(c, c->rank)->failed, k, memory_order_relaxed);
+      return tnrt_set_error(st,
+                            "rank %d's device memory cannot be mapped here (%s); the direct "
+                            "collective failed on every rank, its output is unspecified",
+                            r, msg);
+    }
+  }
+  return TNRT_OK;
+}
+
+/* Ends direct round k: publishes done and waits for every rank's, so no
+ * rank returns while a peer still reads its buffer; then the error of a
+ * rank that could not map a peer's buffer, on every rank (mine: this
+ * rank's own, already set). */
+static tnrt_status_t direct_end(tnccl_comm_t *c, uint64_t k, const char *name, tnrt_status_t mine) {
+  finish_round(c, k);
+  tnrt_status_t st = WAIT(c, done, k, "the end of a direct collective");
+  if (st != TNRT_OK) return st;
+  if (mine != TNRT_OK) return mine;
+  for (int r = 0; r < c->nranks; r++)
+    if (r != c->rank && atomic_load_explicit(&ctrl_of(c, r)->failed, memory_order_relaxed) == k)
+      return tnrt_set_error(TNRT_ERR_INTERNAL,
+                            "%s: rank %d could not map a peer's device memory (its error says "
+                            "why); the direct collective failed on every rank, its output is "
+                            "unspecified",
+                            name, r);
+  c->direct_calls++;
+  return TNRT_OK;
+}
+
+/* out = op over ranks of c->ptrs[r] + at elements, n of them, in pieces
+ * (c->srcs). out may be c->ptrs[rank] + at. */
+static void reduce_direct(tnccl_comm_t *c, char *out, int64_t at, int64_t n, int dtype,
+                          tnccl_op_t op) {
+  size_t esz = tnk_dtype_size(dtype);
+  int64_t piece = (int64_t)(DIRECT_PIECE / esz);
+  for (int64_t i = 0; i < n; i += piece) {
+    int64_t m = n - i < piece ? n - i : piece;
+    for (int j = 0; j < c->nranks; j++)
+      c->srcs[j] = c->ptrs[(c->rank + j) % c->nranks] + (at + i) * (int64_t)esz;
+    reduce_n(c, out + i * (int64_t)esz, c->srcs, m, dtype, op);
+  }
+}
+
+/* Rank r reduces share r of every rank's buf into its own buf's share r
+ * (the only part of its buf it writes before the middle barrier, and the
+ * only part of it no peer reads before then); after the barrier it copies
+ * every other share q from rank q's buf, which q no longer writes. Shares
+ * are whole cache lines but the last. */
+static tnrt_status_t all_reduce_direct(tnccl_comm_t *c, uint64_t k, void *buf, int64_t count,
+                                       int dtype, tnccl_op_t op) {
+  int n = c->nranks, me = c->rank;
+  size_t esz = tnk_dtype_size(dtype);
+  int64_t line = (int64_t)(LINE / esz);
+  int64_t share = ((count + n - 1) / n + line - 1) / line * line;
+  tnrt_status_t mine = map_sources(c, k, 0, n, buf, (size_t)count * esz);
+  int64_t lo = share * me, hi = lo + share < count ? lo + share : count;
+  if (mine == TNRT_OK && lo < hi)
+    reduce_direct(c, c->ptrs[me] + lo * (int64_t)esz, lo, hi - lo, dtype, op);
+  atomic_store_explicit(&ctrl_of(c, me)->reduced, k, memory_order_release);
+  tnrt_status_t st = WAIT(c, reduced, k, "the reduced shares");
+  if (st != TNRT_OK) return st;
+  int failed = mine != TNRT_OK;
+  for (int r = 0; r < n; r++)
+    failed |= atomic_load_explicit(&ctrl_of(c, r)->failed, memory_order_relaxed) == k;
+  for (int q = 0; q < n && !failed; q++) {
+    int64_t a = share * q, b = a + share < count ? a + share : count;
+    if (q != me && a < b)
+      memcpy(c->ptrs[me] + a * (int64_t)esz, c->ptrs[q] + a * (int64_t)esz, (size_t)(b - a) * esz);
+  }
+  return direct_end(c, k, "all_reduce", mine);
+}
+
 /* ---- collectives ---- */
 
 /* Why a reduction's arguments are invalid ("" if they are not): real dtypes,
@@ -614,10 +877,16 @@ tnrt_status_t tnccl_all_reduce(tnccl_comm_t *c, void *buf, int64_t count, int dt
   if (why[0]) return join_and_fail(c, &d, why);
   size_t esz = tnk_dtype_size(dtype);
   int n = c->nranks;
+  tnrt_status_t st = TNRT_OK;
+  if (n > 1 && (size_t)count * esz >= DIRECT_MIN) {
+    uint64_t k;
+    int r = direct_begin(c, &d, buf, -1, &k, &st);
+    if (r < 0) return st;
+    if (r > 0) return all_reduce_direct(c, k, buf, count, dtype, op);
+  }
   int64_t per_round = (int64_t)(SLOT_BYTES / esz) / n * n; /* a multiple of the rank count */
   const char **in = malloc(sizeof *in * (size_t)n);
   if (!in) return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY, "all_reduce");
-  tnrt_status_t st = TNRT_OK;
   for (int64_t off = 0; off < count || (count == 0 && off == 0); off += per_round) {
     int64_t m = count - off < per_round ? count - off : per_round;
     uint64_t k = ++c->round;
@@ -670,6 +939,17 @@ static tnrt_status_t broadcast(tnccl_comm_t *c, void *buf, size_t bytes, int roo
   if (why[0]) return join_and_fail(c, &d, why);
   tnrt_status_t st = TNRT_OK;
   ctrl_t *me = ctrl_of(c, c->rank);
+  if (!barrier && c->nranks > 1 && bytes >= DIRECT_MIN) {
+    uint64_t k;
+    int r = direct_begin(c, &d, c->rank == root ? buf : NULL, root, &k, &st);
+    if (r < 0) return st;
+    if (r > 0) { /* the root's buf, read in place */
+      tnrt_status_t mine = TNRT_OK;
+      if (c->rank != root && (mine = map_sources(c, k, root, root + 1, buf, bytes)) == TNRT_OK)
+        memcpy(buf, c->ptrs[root], bytes);
+      return direct_end(c, k, "broadcast", mine);
+    }
+  }
   for (size_t off = 0; off < bytes || (bytes == 0 && off == 0); off += SLOT_BYTES) {
     size_t m = bytes - off < SLOT_BYTES ? bytes - off : SLOT_BYTES;
     uint64_t k = ++c->round;
@@ -703,6 +983,21 @@ tnrt_status_t tnccl_all_gather(tnccl_comm_t *c, const void *in, void *out, size_
   if (why[0]) return join_and_fail(c, &d, why);
   tnrt_status_t st = TNRT_OK;
   ctrl_t *me = ctrl_of(c, c->rank);
+  int n = c->nranks;
+  if (n > 1 && bytes * (size_t)n >= DIRECT_MIN) {
+    uint64_t k;
+    int r = direct_begin(c, &d, in, -1, &k, &st);
+    if (r < 0) return st;
+    if (r > 0) { /* every rank's in, read in place: a peer in place writes
+                    only the other blocks of its out */
+      tnrt_status_t mine = map_sources(c, k, 0, n, in, bytes);
+      for (int q = 0; q < n && mine == TNRT_OK; q++) {
+        char *to = (char *)out + (size_t)q * bytes;
+        if (to != c->ptrs[q]) memmove(to, c->ptrs[q], bytes);
+      }
+      return direct_end(c, k, "all_gather", mine);
+    }
+  }
   for (size_t off = 0; off < bytes || (bytes == 0 && off == 0); off += SLOT_BYTES) {
     size_t m = bytes - off < SLOT_BYTES ? bytes - off : SLOT_BYTES;
     uint64_t k = ++c->round;
@@ -730,10 +1025,20 @@ tnrt_status_t tnccl_reduce_scatter(tnccl_comm_t *c, const void *in, void *out, i
   if (why[0]) return join_and_fail(c, &d, why);
   size_t esz = tnk_dtype_size(dtype);
   int n = c->nranks;
+  tnrt_status_t st = TNRT_OK;
+  if (n > 1 && (size_t)count * esz * (size_t)n >= DIRECT_MIN) {
+    uint64_t k;
+    int r = direct_begin(c, &d, in, -1, &k, &st);
+    if (r < 0) return st;
+    if (r > 0) { /* block `rank` of every rank's in, reduced into out */
+      tnrt_status_t mine = map_sources(c, k, 0, n, in, (size_t)count * esz * (size_t)n);
+      if (mine == TNRT_OK) reduce_direct(c, out, (int64_t)c->rank * count, count, dtype, op);
+      return direct_end(c, k, "reduce_scatter", mine);
+    }
+  }
   int64_t per_round = (int64_t)(SLOT_BYTES / esz) / n; /* elements of each block per round */
   const char **src = malloc(sizeof *src * (size_t)n);
   if (!src) return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY, "reduce_scatter");
-  tnrt_status_t st = TNRT_OK;
   ctrl_t *me = ctrl_of(c, c->rank);
   for (int64_t off = 0; off < count || (count == 0 && off == 0); off += per_round) {
     int64_t m = count - off < per_round ? count - off : per_round;

@@ -13,6 +13,38 @@
  * shares from the peers' result areas into its output. Two slots alternate so
  * a rank may fill round k+1 while peers still read round k.
  *
+ * That staged path is the latency path, and the only one for small
+ * messages. Large ones (at least 256 KiB: ccl.c's DIRECT_MIN, chosen by
+ * measurement) take the direct path when they can, reading the peers'
+ * device buffers in place as CUDA IPC / NCCL's P2P with registered buffers
+ * do, with no copy through the slots: device memory the caching allocator
+ * took from shared segments (tnrt_set_shared_segments, which the c10d
+ * backend turns on for groups with more than one rank on this host) has a
+ * handle (tnrt_mem_shared_handle). The call opens with an announce round:
+ * each rank publishes its descriptor (the argument check below) and its
+ * source buffer's handle, offset and generation, or that it has none (a
+ * private buffer, host memory, tnccl_comm_set_direct(comm, 0)); every rank
+ * sees the same announcements, so all choose the same path: direct when
+ * every buffer that is read is shared (all ranks' source; broadcast: the
+ * root's), else the staged rounds follow. Peers' segments are mapped once
+ * (tnrt_mem_import) and cached per peer, by handle, up to 64 (the least
+ * recently used is unmapped), all dropped when the peer's generation
+ * changes (it has released shared segments since) and at destroy.
+ *   all_reduce: rank r reduces share r (1/N, whole cache lines) of every
+ *     rank's buffer, rank order, into share r of its own (the only part of
+ *     it that it writes, and that no peer reads, before the middle
+ *     barrier); after that barrier it copies every share q from rank q's
+ *     buffer;
+ *   reduce_scatter: block r of every rank's input reduced into out (out
+ *     may be private); all_gather: every rank's input copied from where it
+ *     is (an input in place is the block no other rank writes); broadcast:
+ *     the root's buffer copied;
+ * and each ends with a barrier, so that no rank returns (its stream then
+ * free to overwrite the buffer) while a peer still reads it. A rank that
+ * cannot map a peer's buffer (out of mappings) makes every rank fail that
+ * call (TNRT_ERR_INTERNAL, output unspecified); the communicator stays in
+ * step. all_to_all_v stays staged.
+ *
  * Point-to-point messages do not use the rounds: each rank's segment also
  * holds one outbox per peer (a ring of chunks, each carrying its byte count)
  * and its control block a sent and a consumed counter per peer, so a send
@@ -78,6 +110,13 @@ tnrt_status_t tnccl_comm_init(int device, int rank, int nranks, int64_t timeout_
                               tnccl_allgather_fn exchange, void *ctx, tnccl_comm_t **out);
 void tnccl_comm_destroy(tnccl_comm_t *comm);
 int tnccl_comm_rank(const tnccl_comm_t *comm);
+/* Whether this rank offers its buffers to the direct path (default on;
+ * TORCH_NEURONX_CCL_DIRECT=0 at init turns it off): a rank with it off
+ * publishes no buffer, so every rank of its calls takes the staged path.
+ * It may differ between ranks. */
+void tnccl_comm_set_direct(tnccl_comm_t *comm, int on);
+/* Collective calls of this rank that took the direct path so far. */
+uint64_t tnccl_comm_direct_calls(const tnccl_comm_t *comm);
 int tnccl_comm_size(const tnccl_comm_t *comm);
 
 /* In place over `count` elements of dtype (tnk_dtype_t values: floating,

@@ -31,6 +31,7 @@ struct tnrt_block {
   void *ptr;
   size_t size, requested;
   size_t segment_size; /* for the first block of a segment */
+  int shared;          /* the segment came from hal->mem_alloc_shared */
   int allocated, in_free_list;
   struct tnrt_block *prev, *next;   /* neighbours in the segment */
   struct tnrt_block *fprev, *fnext; /* free list of the bin */
@@ -60,6 +61,8 @@ typedef struct segment_rec {
   size_t size;
   int device;
   tnrt_block_t *head; /* the segment's first block (merges keep it) */
+  int shared;         /* from hal->mem_alloc_shared: handle names it */
+  tnrt_mem_handle_t handle;
 } segment_rec_t;
 static pthread_mutex_t g_seg_mu = PTHREAD_MUTEX_INITIALIZER;
 static segment_rec_t *g_segs;
@@ -153,7 +156,15 @@ static tnrt_block_t *find_free(device_alloc_t *a, int pool, size_t size, tnrt_st
   return NULL;
 }
 
-static void seg_register(uintptr_t base, size_t size, int device, tnrt_block_t *head) {
+/* tnrt_set_shared_segments: new segments come from hal->mem_alloc_shared. */
+static atomic_int g_shared_segments;
+/* Bumped whenever a shared segment is released (tnrt_mem_shared_handle). */
+static _Atomic uint64_t g_shared_generation;
+
+void tnrt_set_shared_segments(int on) { atomic_store(&g_shared_segments, on != 0); }
+
+static void seg_register(uintptr_t base, size_t size, int device, tnrt_block_t *head,
+                         const tnrt_mem_handle_t *handle) {
   pthread_mutex_lock(&g_seg_mu);
   if (g_nsegs == g_seg_cap) {
     size_t cap = g_seg_cap ? g_seg_cap * 2 : 64;
@@ -165,7 +176,9 @@ static void seg_register(uintptr_t base, size_t size, int device, tnrt_block_t *
     g_segs = n;
     g_seg_cap = cap;
   }
-  g_segs[g_nsegs++] = (segment_rec_t){base, size, device, head};
+  g_segs[g_nsegs] = (segment_rec_t){base, size, device, head, handle != NULL, {{0}}};
+  if (handle) g_segs[g_nsegs].handle = *handle;
+  g_nsegs++;
   pthread_mutex_unlock(&g_seg_mu);
 }
 
@@ -177,6 +190,31 @@ static void seg_unregister(uintptr_t base) {
       break;
     }
   pthread_mutex_unlock(&g_seg_mu);
+}
+
+/* One lookup under the registry's lock: a linear scan of the segments (a
+ * process holds tens to a few hundred), no system call. */
+tnrt_status_t tnrt_mem_shared_handle(const void *ptr, tnrt_mem_handle_t *handle, size_t *offset,
+                                     uint64_t *generation) {
+  uintptr_t p = (uintptr_t)ptr;
+  tnrt_status_t st = TNRT_ERR_NOT_SUPPORTED;
+  if (!ptr) return st;
+  pthread_mutex_lock(&g_seg_mu);
+  for (size_t i = 0; i < g_nsegs; i++)
+    if (p >= g_segs[i].base && p < g_segs[i].base + g_segs[i].size) {
+      if (g_segs[i].shared) {
+        if (handle) *handle = g_segs[i].handle;
+        if (offset) *offset = (size_t)(p - g_segs[i].base);
+        /* release_segment bumps it before the HAL frees a segment, so
+         * a later segment that reuses a freed one's name (its descriptor
+         * and inode) is always reported with a newer generation */
+        if (generation) *generation = atomic_load(&g_shared_generation);
+        st = TNRT_OK;
+      }
+      break;
+    }
+  pthread_mutex_unlock(&g_seg_mu);
+  return st;
 }
 
 int tnrt_ptr_device(const void *ptr) {
@@ -208,7 +246,12 @@ static tnrt_status_t alloc_segment(device_alloc_t *a, int device, int pool, size
   tnrt_block_t *b = calloc(1, sizeof *b);
   if (!b) return TNRT_ERR_OUT_OF_MEMORY;
   void *p;
-  if (g_rt.hal->mem_alloc(g_rt.hal->context, device, seg, &p) != TNRT_OK) {
+  tnrt_mem_handle_t handle;
+  int shared = atomic_load(&g_shared_segments) && g_rt.hal->mem_alloc_shared;
+  tnrt_status_t st =
+      shared ? g_rt.hal->mem_alloc_shared(g_rt.hal->context, device, seg, &p, &handle)
+             : g_rt.hal->mem_alloc(g_rt.hal->context, device, seg, &p);
+  if (st != TNRT_OK) {
     atomic_fetch_sub(&g_host_reserved, seg);
     free(b);
     return TNRT_ERR_OUT_OF_MEMORY;
@@ -219,17 +262,20 @@ static tnrt_status_t alloc_segment(device_alloc_t *a, int device, int pool, size
   b->ptr = p;
   b->size = seg;
   b->segment_size = seg;
+  b->shared = shared;
   a->reserved += seg;
   a->stats.num_device_alloc++;
   stat_update(a->stats.segment, pool, 1);
   stat_update(a->stats.reserved_bytes, pool, (int64_t)seg);
-  seg_register((uintptr_t)p, seg, device, b);
+  seg_register((uintptr_t)p, seg, device, b, shared ? &handle : NULL);
   *out = b;
   return TNRT_OK;
 }
 
 static void release_segment(device_alloc_t *a, tnrt_block_t *b) {
   seg_unregister((uintptr_t)b->ptr);
+  /* a shared segment's memfd is closed by mem_free (hal_host.c) */
+  if (b->shared) atomic_fetch_add(&g_shared_generation, 1);
   g_rt.hal->mem_free(g_rt.hal->context, b->device, b->ptr, b->segment_size);
   a->reserved -= b->segment_size;
   atomic_fetch_sub(&g_host_reserved, b->segment_size);

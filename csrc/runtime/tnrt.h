@@ -117,6 +117,23 @@ tnrt_status_t tnrt_mem_import(int device, const tnrt_mem_handle_t *handle, void 
                               size_t *bytes);
 void tnrt_mem_unimport(int device, void *ptr, size_t bytes);
 
+/* While on, the caching allocator takes its NEW segments from the HAL's
+ * shared memory (as tnrt_mem_alloc_shared; a HAL without it keeps giving
+ * private memory), so tensors allocated then can be read in place by other
+ * processes (the collectives' direct path). Segments already allocated are
+ * unchanged. Off by default; the c10d backend turns it on when a process
+ * group has more than one rank on this host. */
+void tnrt_set_shared_segments(int on);
+/* When ptr lies in an allocator segment that came from shared memory:
+ * *handle names the segment (for tnrt_mem_import), *offset is ptr's offset
+ * in it and *generation a per-process counter that increases whenever a
+ * shared segment is released (an importer that sees it change drops its
+ * cached mappings). TNRT_ERR_NOT_SUPPORTED otherwise (private device
+ * memory, host memory), without setting an error message. Cheap: a lookup
+ * in the allocator's segment registry. Any output may be NULL. */
+tnrt_status_t tnrt_mem_shared_handle(const void *ptr, tnrt_mem_handle_t *handle, size_t *offset,
+                                     uint64_t *generation);
+
 /* ---- streams ----------------------------------------------------------- */
 
 typedef struct tnrt_stream tnrt_stream_t;

@@ -46,6 +46,59 @@ static int file_exchange(void *ctx, const void *mine, void *all, size_t bytes) {
   return 0;
 }
 
+/* ---- where the checks' buffers live ----
+ * MEM_HOST: malloc (private: the staged path); MEM_SHARED: the runtime's
+ * caching allocator with shared segments on (the direct path above its
+ * threshold, 256 KiB: ccl.c's DIRECT_MIN); MEM_MIXED: shared on every rank
+ * but the last, which has host memory (every rank must stay staged). */
+enum { MEM_HOST, MEM_SHARED, MEM_MIXED };
+static int g_mem, g_rank, g_nranks;
+#define DIRECT_MIN_BYTES ((size_t)256 << 10)
+
+typedef struct dev_buf {
+  void *p;
+  tnrt_block_t *b;
+} dev_buf_t;
+static dev_buf_t g_bufs[64];
+
+static int shared_here(void) {
+  return g_mem == MEM_SHARED || (g_mem == MEM_MIXED && g_rank != g_nranks - 1);
+}
+
+static void *xalloc(size_t bytes) {
+  if (!shared_here()) return malloc(bytes ? bytes : 1);
+  for (int i = 0; i < 64; i++)
+    if (!g_bufs[i].p) {
+      if (tnrt_malloc(0, bytes ? bytes : 1, NULL, &g_bufs[i].p, &g_bufs[i].b) != TNRT_OK) {
+        fprintf(stderr, "rank %d: tnrt_malloc(%zu): %s\n", g_rank, bytes, tnrt_last_error());
+        abort();
+      }
+      return g_bufs[i].p;
+    }
+  abort();
+}
+
+static void xfree(void *p) {
+  for (int i = 0; i < 64 && p; i++)
+    if (g_bufs[i].p == p) {
+      tnrt_free(g_bufs[i].b);
+      g_bufs[i].p = NULL;
+      return;
+    }
+  free(p);
+}
+
+/* Whether a call of `bytes` (the message as ccl.c measures it) must have
+ * taken the direct path, against the communicator's count before it. */
+static int direct_wrong(tnccl_comm_t *c, uint64_t before, size_t bytes, const char *what) {
+  int want = g_mem == MEM_SHARED && g_nranks > 1 && bytes >= DIRECT_MIN_BYTES;
+  uint64_t got = tnccl_comm_direct_calls(c) - before;
+  if (got == (uint64_t)want) return 0;
+  fprintf(stderr, "rank %d: %s of %zu bytes (memory %d) took the direct path %llu times, not %d\n",
+          g_rank, what, bytes, g_mem, (unsigned long long)got, want);
+  return 1;
+}
+
 static double input_value(int rank, int64_t i, int dtype) {
   if (dtype == TNK_BOOL) return (double)((i + rank) % 3 == 0);
   if (dtype == TNK_F32 || dtype == TNK_F64 || dtype == TNK_BF16 || dtype == TNK_F16)
@@ -67,14 +120,15 @@ static double get(const char *buf, int dtype, int64_t i) {
 static int check_all_reduce(tnccl_comm_t *c, int64_t n, int dtype, tnccl_op_t op) {
   int rank = tnccl_comm_rank(c), nr = tnccl_comm_size(c);
   size_t esz = tnk_dtype_size(dtype);
-  char *buf = malloc(n ? (size_t)n * esz : 1);
+  char *buf = xalloc(n ? (size_t)n * esz : 1);
   for (int64_t i = 0; i < n; i++) put(buf, dtype, i, input_value(rank, i, dtype));
+  uint64_t before = tnccl_comm_direct_calls(c);
   if (tnccl_all_reduce(c, buf, n, dtype, op) != TNRT_OK) {
     fprintf(stderr, "rank %d: %s\n", rank, tnrt_last_error());
-    free(buf);
+    xfree(buf);
     return 1;
   }
-  int bad = 0;
+  int bad = direct_wrong(c, before, (size_t)n * esz, "all_reduce");
   for (int64_t i = 0; i < n; i++) {
     double want = input_value(0, i, dtype);
     for (int r = 1; r < nr; r++) {
@@ -99,7 +153,7 @@ static int check_all_reduce(tnccl_comm_t *c, int64_t n, int dtype, tnccl_op_t op
       tol = 1.0; /* integer average truncates */
     if (!(fabs(got - want) <= tol)) bad++;
   }
-  free(buf);
+  xfree(buf);
   if (bad)
     fprintf(stderr, "rank %d: all_reduce of %lld dtype %d op %d: %d wrong\n", rank, (long long)n,
             dtype, (int)op, bad);
@@ -108,15 +162,17 @@ static int check_all_reduce(tnccl_comm_t *c, int64_t n, int dtype, tnccl_op_t op
 
 static int check_all_gather(tnccl_comm_t *c, size_t bytes, int in_place) {
   int rank = tnccl_comm_rank(c), nr = tnccl_comm_size(c);
-  unsigned char *out = malloc(bytes * (size_t)nr + 1),
-                *in = in_place ? out + bytes * (size_t)rank : malloc(bytes + 1);
+  unsigned char *out = xalloc(bytes * (size_t)nr + 1),
+                *in = in_place ? out + bytes * (size_t)rank : xalloc(bytes + 1);
   for (size_t i = 0; i < bytes; i++) in[i] = (unsigned char)(i * 3 + (size_t)rank * 101);
+  uint64_t before = tnccl_comm_direct_calls(c);
   int bad = tnccl_all_gather(c, in, out, bytes) != TNRT_OK;
+  bad += !bad && direct_wrong(c, before, bytes * (size_t)nr, "all_gather");
   for (int r = 0; r < nr && !bad; r++)
     for (size_t i = 0; i < bytes; i++)
       bad += out[(size_t)r * bytes + i] != (unsigned char)(i * 3 + (size_t)r * 101);
-  if (!in_place) free(in);
-  free(out);
+  if (!in_place) xfree(in);
+  xfree(out);
   if (bad) fprintf(stderr, "rank %d: all_gather of %zu bytes: %d wrong\n", rank, bytes, bad);
   return bad != 0;
 }
@@ -124,10 +180,12 @@ static int check_all_gather(tnccl_comm_t *c, size_t bytes, int in_place) {
 static int check_reduce_scatter(tnccl_comm_t *c, int64_t count, int dtype, tnccl_op_t op) {
   int rank = tnccl_comm_rank(c), nr = tnccl_comm_size(c);
   size_t esz = tnk_dtype_size(dtype);
-  char *in = malloc((size_t)(count * nr) * esz + 1), *out = malloc((size_t)count * esz + 1);
+  char *in = xalloc((size_t)(count * nr) * esz + 1), *out = xalloc((size_t)count * esz + 1);
   /* element i of block b on rank r: input_value(r, b * count + i) */
   for (int64_t i = 0; i < count * nr; i++) put(in, dtype, i, input_value(rank, i, dtype));
+  uint64_t before = tnccl_comm_direct_calls(c);
   int bad = tnccl_reduce_scatter(c, in, out, count, dtype, op) != TNRT_OK;
+  bad += !bad && direct_wrong(c, before, (size_t)(count * nr) * esz, "reduce_scatter");
   for (int64_t i = 0; i < count && !bad; i++) {
     int64_t g = (int64_t)rank * count + i;
     double want = input_value(0, g, dtype);
@@ -140,8 +198,8 @@ static int check_reduce_scatter(tnccl_comm_t *c, int64_t count, int dtype, tnccl
            tol = dtype == TNK_BF16 ? 0.02 * fabs(want) + 0.02 : 1e-6 * fabs(want) + 1e-6;
     bad += !(fabs(got - want) <= tol);
   }
-  free(in);
-  free(out);
+  xfree(in);
+  xfree(out);
   if (bad)
     fprintf(stderr, "rank %d: reduce_scatter of %lld dtype %d: %d wrong\n", rank, (long long)count,
             dtype, bad);
@@ -461,11 +519,13 @@ static uint16_t half_expected(int nr, int64_t i, int dtype, tnccl_op_t op, uint1
 static int check_half(tnccl_comm_t *c, int64_t n, int dtype, tnccl_op_t op, int scatter) {
   int rank = tnccl_comm_rank(c), nr = tnccl_comm_size(c);
   int64_t total = scatter ? n * nr : n, first = scatter ? (int64_t)rank * n : 0;
-  uint16_t *in = malloc((size_t)total * 2 + 2), *out = scatter ? malloc((size_t)n * 2 + 2) : in;
+  uint16_t *in = xalloc((size_t)total * 2 + 2), *out = scatter ? xalloc((size_t)n * 2 + 2) : in;
   for (int64_t i = 0; i < total; i++) in[i] = half_input(rank, i, dtype);
+  uint64_t before = tnccl_comm_direct_calls(c);
   tnrt_status_t st = scatter ? tnccl_reduce_scatter(c, in, out, n, dtype, op)
                              : tnccl_all_reduce(c, in, n, dtype, op);
   int bad = report(rank, scatter ? "half reduce_scatter" : "half all_reduce", st);
+  bad += !bad && direct_wrong(c, before, (size_t)total * 2, "half");
   int64_t wrong = 0, step_differs = 0, sum_first_differs = 0;
   for (int64_t i = 0; i < n && !bad; i++) {
     uint16_t per_step, sum_first,
@@ -499,8 +559,8 @@ static int check_half(tnccl_comm_t *c, int64_t n, int dtype, tnccl_op_t op, int 
     fprintf(stderr, "rank %d: no element where rounding the sum first differs\n", rank);
     bad++;
   }
-  if (scatter) free(out);
-  free(in);
+  if (scatter) xfree(out);
+  xfree(in);
   return bad != 0;
 }
 
@@ -706,6 +766,150 @@ static int check_mismatch_stress(tnccl_comm_t *c) {
   return 0;
 }
 
+/* ---- the direct path: the checks above over buffers from the runtime's
+ * allocator, at sizes above the threshold with remainders (no multiple of
+ * the rank count, a cache line or a vector) ---- */
+
+static int check_broadcast(tnccl_comm_t *c, size_t bytes, int root) {
+  unsigned char *bc = xalloc(bytes);
+  int fails = 0;
+  for (size_t i = 0; i < bytes; i++) bc[i] = g_rank == root ? (unsigned char)(i * 31 + 7) : 0;
+  uint64_t before = tnccl_comm_direct_calls(c);
+  fails += report(g_rank, "broadcast", tnccl_broadcast(c, bc, bytes, root));
+  int saved = g_mem; /* only the root's memory counts */
+  if (g_mem == MEM_MIXED && root != g_nranks - 1) g_mem = MEM_SHARED;
+  fails += !fails && direct_wrong(c, before, bytes, "broadcast");
+  g_mem = saved;
+  for (size_t i = 0; i < bytes && !fails; i++) fails += bc[i] != (unsigned char)(i * 31 + 7);
+  if (fails) fprintf(stderr, "rank %d: broadcast of %zu bytes from %d wrong\n", g_rank, bytes, root);
+  xfree(bc);
+  return fails != 0;
+}
+
+static int check_large(tnccl_comm_t *c) {
+  int fails = 0, nr = g_nranks;
+  static const int64_t sizes[] = {65536 + 3, 100003, (1 << 20) + 7}; /* f32: 256 KiB + 12 B .. 4 MiB */
+  for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+    fails += check_all_reduce(c, sizes[s], TNK_F32, TNCCL_SUM);
+    fails += check_all_reduce(c, sizes[s], TNK_I32, TNCCL_SUM);
+  }
+  fails += check_all_reduce(c, 100003, TNK_F32, TNCCL_MAX) +
+           check_all_reduce(c, 100003, TNK_F32, TNCCL_MIN) +
+           check_all_reduce(c, 100003, TNK_F32, TNCCL_AVG) +
+           check_all_reduce(c, 100003, TNK_I32, TNCCL_AVG) +
+           check_all_reduce(c, 100003, TNK_I64, TNCCL_PRODUCT) +
+           check_all_reduce(c, 100003, TNK_F64, TNCCL_MAX) +
+           check_all_reduce(c, 100003, TNK_BOOL, TNCCL_MAX) +
+           check_all_reduce(c, 65535, TNK_F32, TNCCL_SUM); /* just under: staged */
+  for (int h = 0; h < 2; h++) {
+    int dtype = h ? TNK_F16 : TNK_BF16;
+    fails += check_half(c, 140001, dtype, TNCCL_SUM, 0) +
+             check_half(c, 140001, dtype, TNCCL_AVG, 0) +
+             check_half(c, 140001, dtype, TNCCL_MAX, 0) + check_half(c, 140003, dtype, TNCCL_SUM, 1) +
+             check_half(c, 140003, dtype, TNCCL_AVG, 1);
+  }
+  fails += check_half(c, (1 << 20) + 5, TNK_BF16, TNCCL_SUM, 0); /* several pieces */
+  fails += check_all_gather(c, 300007, 0) + check_all_gather(c, 300007, 1) +
+           check_all_gather(c, 262144 / (size_t)nr + 1, 1) + check_all_gather(c, (size_t)3 << 20, 0);
+  fails += check_reduce_scatter(c, 70001, TNK_F32, TNCCL_SUM) +
+           check_reduce_scatter(c, 70001, TNK_I32, TNCCL_SUM) +
+           check_reduce_scatter(c, 70001, TNK_F32, TNCCL_AVG) +
+           check_reduce_scatter(c, 70001, TNK_F64, TNCCL_MAX) +
+           check_reduce_scatter(c, 70001, TNK_BF16, TNCCL_SUM) +
+           check_reduce_scatter(c, 700001, TNK_F32, TNCCL_SUM);
+  fails += check_broadcast(c, ((size_t)5 << 20) + 7, nr - 1) + check_broadcast(c, 262145, 0);
+  return fails;
+}
+
+/* A mismatch on the direct path: every rank fails, no buffer is touched,
+ * and the next (direct) call works. */
+static int check_direct_mismatch(tnccl_comm_t *c) {
+  int fails = 0, last = g_nranks - 1;
+  size_t n = 100000, bytes = (n + 1) * 4;
+  for (int variant = 0; variant < 2; variant++) {
+    unsigned char *in = xalloc(bytes * (size_t)g_nranks), *out = xalloc(bytes * (size_t)g_nranks);
+    memset(in, 0x5a, bytes * (size_t)g_nranks);
+    memset(out, 0x5a, bytes * (size_t)g_nranks);
+    tnrt_status_t st;
+    if (g_rank != last)
+      st = tnccl_all_reduce(c, in, (int64_t)n, TNK_F32, TNCCL_SUM);
+    else if (variant == 0) /* the count */
+      st = tnccl_all_reduce(c, in, (int64_t)n + 1, TNK_F32, TNCCL_SUM);
+    else /* another collective, small (staged) */
+      st = tnccl_all_gather(c, in, out, 100);
+    int touched = 0;
+    for (size_t i = 0; i < bytes * (size_t)g_nranks; i++) touched |= in[i] != 0x5a || out[i] != 0x5a;
+    if (st != TNRT_ERR_INVALID_ARGUMENT || touched || !strstr(tnrt_last_error(), "no data was moved")) {
+      fprintf(stderr, "rank %d: direct mismatch %d: status %d touched %d: %s\n", g_rank, variant, st,
+              touched, tnrt_last_error());
+      fails++;
+    }
+    xfree(in);
+    xfree(out);
+    fails += check_all_reduce(c, 100003, TNK_F32, TNCCL_SUM);
+  }
+  return fails;
+}
+
+/* More peer segments than the map cache holds (64 per peer: the oldest
+ * are unmapped and mapped again), and segments released and allocated
+ * again (the peers' generations change: stale mappings are dropped). */
+static int check_direct_maps(tnccl_comm_t *c) {
+  enum { SEGS = 70 };
+  int fails = 0;
+  float *bufs[SEGS];
+  tnrt_block_t *blocks[SEGS];
+  int64_t n = 65536 + 5;
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < SEGS; i++) {
+      if (pass == 0) { /* each in its own segment: its own memory pool */
+        tnrt_mempool_begin(0, (uint64_t)i + 1);
+        if (tnrt_malloc(0, (size_t)n * 4, NULL, (void **)&bufs[i], &blocks[i]) != TNRT_OK) abort();
+        tnrt_mempool_end(0);
+      }
+      for (int64_t j = 0; j < n; j++) bufs[i][j] = (float)(g_rank + i + j % 7);
+      uint64_t before = tnccl_comm_direct_calls(c);
+      fails += report(g_rank, "all_reduce over many segments",
+                      tnccl_all_reduce(c, bufs[i], n, TNK_F32, TNCCL_SUM));
+      fails += direct_wrong(c, before, (size_t)n * 4, "all_reduce over many segments");
+      for (int64_t j = 0; j < n && !fails; j++)
+        fails += bufs[i][j] != (float)(g_nranks * (i + j % 7) + g_nranks * (g_nranks - 1) / 2);
+      if (fails) return fails;
+    }
+  for (int i = 0; i < SEGS; i++) {
+    tnrt_free(blocks[i]);
+    tnrt_mempool_release(0, (uint64_t)i + 1);
+  }
+  for (int it = 0; it < 6 && !fails; it++) { /* new segments, maybe of the same names */
+    tnrt_empty_cache(0);
+    fails += check_all_reduce(c, 100003 + it, TNK_F32, TNCCL_SUM);
+    fails += check_all_gather(c, 50001, 1);
+  }
+  return fails;
+}
+
+static int run_direct(tnccl_comm_t *c) {
+  int fails = 0;
+  tnrt_set_shared_segments(1);
+  g_mem = MEM_SHARED;
+  fails += check_large(c);
+  if (g_nranks > 1) fails += check_direct_mismatch(c) + check_direct_maps(c);
+  /* a rank without shared memory: every rank stays staged, right results */
+  g_mem = MEM_MIXED;
+  fails += check_large(c);
+  /* a rank that turns the direct path off: the same */
+  g_mem = MEM_SHARED;
+  tnccl_comm_set_direct(c, g_rank != 0);
+  int saved = g_mem;
+  g_mem = MEM_MIXED; /* (what direct_wrong expects: staged) */
+  fails += check_all_reduce(c, 100003, TNK_F32, TNCCL_SUM) + check_all_gather(c, 300007, 1);
+  g_mem = saved;
+  tnccl_comm_set_direct(c, 1);
+  g_mem = MEM_HOST;
+  tnrt_empty_cache(0);
+  return fails != 0;
+}
+
 static double cpu_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -718,13 +922,129 @@ static double wall_seconds(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* ---- test_ccl --bandwidth N [from to]: f32 all_reduce, all_gather and
+ * reduce_scatter of `from` to `to` bytes (x4 steps; default 1 MiB to 256
+ * MiB; the size is the message: all_reduce's buffer, all_gather's output,
+ * reduce_scatter's input) over shared device buffers, staged (every rank
+ * with the direct path off) and direct, and memcpy of the same size in the
+ * same process; rank 0 prints time and bus bandwidth (all_reduce: size /
+ * time * 2(n-1)/n, the others (n-1)/n). ---- */
+static size_t g_bw_from = (size_t)1 << 20, g_bw_to = (size_t)256 << 20;
+
+static void *bw_alloc(size_t bytes, tnrt_block_t **b) {
+  void *p;
+  if (tnrt_malloc(0, bytes, NULL, &p, b) != TNRT_OK) {
+    fprintf(stderr, "rank %d: tnrt_malloc(%zu): %s\n", g_rank, bytes, tnrt_last_error());
+    abort();
+  }
+  memset(p, 1, bytes); /* touched: no first-touch faults in the timing */
+  return p;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double bw_time(tnccl_comm_t *c, int op, size_t size, int direct, int iters, void *a, void *b) {
+  int n = g_nranks;
+  enum { BATCHES = 5 };
+  int per = iters / BATCHES > 0 ? iters / BATCHES : 1;
+  double t[BATCHES];
+  tnccl_comm_set_direct(c, direct);
+  for (int it = -1; it < BATCHES; it++) { /* one warm-up batch */
+    if (tnccl_barrier(c) != TNRT_OK) abort();
+    double t0 = wall_seconds();
+    for (int j = 0; j < per; j++) {
+      tnrt_status_t st = op == 0 ? tnccl_all_reduce(c, a, (int64_t)(size / 4), TNK_F32, TNCCL_SUM)
+                         : op == 1
+                             ? tnccl_all_gather(c, a, b, size / (size_t)n)
+                             : tnccl_reduce_scatter(c, a, b, (int64_t)(size / 4 / (size_t)n),
+                                                    TNK_F32, TNCCL_SUM);
+      if (st != TNRT_OK) {
+        fprintf(stderr, "rank %d: %s\n", g_rank, tnrt_last_error());
+        abort();
+      }
+    }
+    if (tnccl_barrier(c) != TNRT_OK) abort(); /* the batch ends when every rank's has */
+    if (it >= 0) t[it] = (wall_seconds() - t0) / per;
+  }
+  tnccl_comm_set_direct(c, 1);
+  qsort(t, BATCHES, sizeof *t, cmp_double);
+  return t[BATCHES / 2]; /* the median batch: the machine is noisy (2 shared cores) */
+}
+
+static int run_bandwidth(tnccl_comm_t *c) {
+  int n = g_nranks;
+  static const char *const names[] = {"all_reduce", "all_gather", "reduce_scatter"};
+  tnrt_set_shared_segments(1);
+  if (g_rank == 0)
+    printf("%d ranks, f32; busbw in GB/s (1e9 B/s); time in us per call (median of 5 batches of back-to-back calls, barrier-bounded)\n"
+           "%-14s %10s | %10s %7s | %10s %7s | %10s %7s\n",
+           n, "collective", "size", "staged", "busbw", "direct", "busbw", "memcpy", "GB/s");
+  size_t step = getenv("TNCCL_BW_STEP") ? (size_t)atoi(getenv("TNCCL_BW_STEP")) : 4;
+  for (size_t size = g_bw_from; size <= g_bw_to; size *= step) {
+    int iters = (int)((size_t)(1024u << 20) / size);
+    if (iters < 3) iters = 3;
+    if (iters > 300) iters = 300;
+    for (int op = 0; op < 3; op++) {
+      tnrt_block_t *ba, *bb = NULL;
+      size_t in_bytes = op == 1 ? size / (size_t)n : size, out_bytes = op == 2 ? size / (size_t)n : size;
+      void *a = bw_alloc(in_bytes, &ba), *b = op ? bw_alloc(out_bytes, &bb) : NULL;
+      double staged = bw_time(c, op, size, 0, iters, a, b);
+      double direct = bw_time(c, op, size, 1, iters, a, b);
+      tnrt_free(ba);
+      tnrt_free(bb);
+      tnrt_empty_cache(0);
+      double mc = 0;
+      if (g_rank == 0) { /* the others wait in the barrier */
+        char *x = malloc(size), *y = malloc(size);
+        memset(x, 1, size);
+        memset(y, 2, size);
+        memcpy(y, x, size);
+        double t0 = wall_seconds();
+        for (int it = 0; it < iters; it++) {
+          memcpy(it & 1 ? x : y, it & 1 ? y : x, size);
+          __asm__ __volatile__("" ::: "memory");
+        }
+        mc = (wall_seconds() - t0) / iters;
+        free(x);
+        free(y);
+      }
+      if (tnccl_barrier(c) != TNRT_OK) abort();
+      double f = op == 0 ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
+      if (g_rank == 0) {
+        char sz[32];
+        if (size >= (1u << 20))
+          snprintf(sz, sizeof sz, "%zu MiB", size >> 20);
+        else
+          snprintf(sz, sizeof sz, "%zu KiB", size >> 10);
+        printf("%-14s %10s | %10.1f %7.2f | %10.1f %7.2f | %10.1f %7.2f\n", names[op], sz,
+               staged * 1e6, size / staged * f / 1e9, direct * 1e6, size / direct * f / 1e9,
+               mc * 1e6, size / mc / 1e9);
+        fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
+
 static int run_rank(int rank, int nranks, const char *dir, const char *mode) {
   boot_t b = {dir, rank, nranks};
   tnccl_comm_t *c;
+  g_rank = rank;
+  g_nranks = nranks;
+  if (getenv("TNCCL_BW_FROM")) g_bw_from = (size_t)strtoull(getenv("TNCCL_BW_FROM"), NULL, 0);
+  if (getenv("TNCCL_BW_TO")) g_bw_to = (size_t)strtoull(getenv("TNCCL_BW_TO"), NULL, 0);
   int dies = !strcmp(mode, "dies");
   if (tnccl_comm_init(0, rank, nranks, dies ? 1000 : 5000, file_exchange, &b, &c) != TNRT_OK) {
     fprintf(stderr, "rank %d init: %s\n", rank, tnrt_last_error());
     return 2;
+  }
+  if (!strcmp(mode, "bandwidth")) {
+    int r = run_bandwidth(c);
+    tnccl_comm_destroy(c);
+    return r;
   }
   int fails = 0;
   if (!strcmp(mode, "latency")) { /* a benchmark, not a test: prints, asserts nothing */
@@ -821,6 +1141,7 @@ static int run_rank(int rank, int nranks, const char *dir, const char *mode) {
   if (nranks > 1) fails += check_fifo(c) + check_p2p_mismatch(c);
   if (nranks > 1) fails += check_mismatches(c) + check_mismatch_stress(c);
   fails += check_p2p_with_collectives(c);
+  fails += run_direct(c);
   fails += tnccl_barrier(c) != TNRT_OK;
   tnccl_comm_destroy(c);
   return fails != 0;
@@ -869,6 +1190,13 @@ int main(int argc, char **argv) {
   if (argc == 6 && !strcmp(argv[1], "--rank"))
     return run_rank(atoi(argv[2]), atoi(argv[3]), argv[4], argv[5]);
   if (argc == 3 && !strcmp(argv[1], "--latency")) return !launch(atoi(argv[2]), "latency");
+  if (argc >= 3 && !strcmp(argv[1], "--bandwidth")) {
+    if (argc >= 5) {
+      setenv("TNCCL_BW_FROM", argv[3], 1);
+      setenv("TNCCL_BW_TO", argv[4], 1);
+    }
+    return launch(atoi(argv[2]), "bandwidth") ? 0 : 1;
+  }
   RUN(test_one_rank);
   RUN(test_two_ranks);
   RUN(test_three_ranks);

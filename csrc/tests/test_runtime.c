@@ -539,15 +539,106 @@ static void test_shared_memory(void) {
   CHECK(tnrt_mem_alloc_shared(0, 0, &p, &h) == TNRT_ERR_INVALID_ARGUMENT);
 }
 
+/* Allocator segments from shared memory (tnrt_set_shared_segments): a
+ * tensor-sized block inside one reports the segment's handle and its
+ * offset, another process maps the handle and sees the bytes there (and
+ * its writes come back); private segments and host memory report
+ * TNRT_ERR_NOT_SUPPORTED; releasing a shared segment bumps the generation.
+ * Only HAL transfers touch the memory, so it runs under --protect too. */
+static int import_at_child(const char *hex, const char *off_s, const char *bytes_s) {
+  tnrt_mem_handle_t h;
+  if (strlen(hex) != 2 * TNRT_MEM_HANDLE_BYTES) return 2;
+  for (int i = 0; i < TNRT_MEM_HANDLE_BYTES; i++) {
+    unsigned v;
+    if (sscanf(hex + 2 * i, "%2x", &v) != 1) return 2;
+    h.bytes[i] = (unsigned char)v;
+  }
+  size_t off = (size_t)strtoull(off_s, NULL, 10), want = (size_t)strtoull(bytes_s, NULL, 10), n;
+  void *q;
+  if (tnrt_mem_import(0, &h, &q, &n) != TNRT_OK || n != want || off + 4096 > n) return 3;
+  static unsigned char buf[4096];
+  if (tnrt_memcpy_d2h(0, buf, (char *)q + off, sizeof buf) != TNRT_OK) return 4;
+  for (int i = 0; i < 4096; i++)
+    if (buf[i] != (unsigned char)(i * 5 + 3)) return 5;
+  for (int i = 0; i < 4096; i++) buf[i] = (unsigned char)(i * 11 + 2);
+  if (tnrt_memcpy_h2d(0, (char *)q + off, buf, sizeof buf) != TNRT_OK) return 6;
+  tnrt_mem_unimport(0, q, n);
+  return 0;
+}
+
+static void test_shared_segments(void) {
+  void *p, *p2, *p3;
+  tnrt_block_t *b, *b2, *b3;
+  tnrt_mem_handle_t h;
+  size_t off = 1;
+  uint64_t gen = 0, gen2 = 0;
+  int x = 0;
+  CHECK(tnrt_empty_cache(0) == TNRT_OK);
+  /* off (the default): private segments */
+  CHECK(tnrt_malloc(0, (size_t)3 << 20, NULL, &p, &b) == TNRT_OK);
+  CHECK(tnrt_mem_shared_handle(p, &h, &off, &gen) == TNRT_ERR_NOT_SUPPORTED);
+  CHECK(tnrt_mem_shared_handle(&x, &h, &off, &gen) == TNRT_ERR_NOT_SUPPORTED);
+  CHECK(tnrt_mem_shared_handle(NULL, &h, &off, &gen) == TNRT_ERR_NOT_SUPPORTED);
+  tnrt_free(b);
+  CHECK(tnrt_empty_cache(0) == TNRT_OK);
+  /* on: two blocks of one new 20 MiB segment; the second at an offset */
+  tnrt_set_shared_segments(1);
+  CHECK(tnrt_malloc(0, (size_t)3 << 20, NULL, &p, &b) == TNRT_OK);
+  CHECK(tnrt_malloc(0, (size_t)3 << 20, NULL, &p2, &b2) == TNRT_OK);
+  CHECK(tnrt_mem_shared_handle(p, &h, &off, &gen) == TNRT_OK && off == 0);
+  char *at = (char *)p2 + 1000;
+  CHECK(tnrt_mem_shared_handle(at, &h, &off, &gen) == TNRT_OK);
+  CHECK(off == (size_t)((char *)at - (char *)p));
+  static unsigned char in[4096], out[4096];
+  for (int i = 0; i < 4096; i++) in[i] = (unsigned char)(i * 5 + 3);
+  CHECK(tnrt_memcpy_h2d(0, at, in, sizeof in) == TNRT_OK);
+  char hex[2 * TNRT_MEM_HANDLE_BYTES + 1], offs[32], bytes[32];
+  to_hex(&h, hex);
+  snprintf(offs, sizeof offs, "%zu", off);
+  snprintf(bytes, sizeof bytes, "%zu", (size_t)20 << 20); /* the large pool's segment */
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/proc/self/exe", "test_runtime", "--import-at", hex, offs, bytes, (char *)NULL);
+    _exit(127);
+  }
+  int status = -1;
+  CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(tnrt_memcpy_d2h(0, out, at, sizeof out) == TNRT_OK);
+  int bad = 0;
+  for (int i = 0; i < 4096; i++) bad += out[i] != (unsigned char)(i * 11 + 2);
+  CHECK(bad == 0);
+  /* off again: a new segment is private, the shared one stays shared */
+  tnrt_set_shared_segments(0);
+  CHECK(tnrt_malloc(0, (size_t)30 << 20, NULL, &p3, &b3) == TNRT_OK);
+  CHECK(tnrt_mem_shared_handle(p3, &h, &off, &gen2) == TNRT_ERR_NOT_SUPPORTED);
+  CHECK(tnrt_mem_shared_handle(p2, &h, &off, &gen2) == TNRT_OK && gen2 == gen);
+  tnrt_free(b3);
+  CHECK(tnrt_empty_cache(0) == TNRT_OK); /* a private segment: the generation stays */
+  CHECK(tnrt_mem_shared_handle(p2, &h, &off, &gen2) == TNRT_OK && gen2 == gen);
+  tnrt_free(b);
+  tnrt_free(b2);
+  CHECK(tnrt_empty_cache(0) == TNRT_OK); /* releases the shared segment */
+  CHECK(tnrt_mem_shared_handle(p2, &h, &off, &gen2) == TNRT_ERR_NOT_SUPPORTED);
+  tnrt_set_shared_segments(1);
+  CHECK(tnrt_malloc(0, 5000, NULL, &p, &b) == TNRT_OK); /* a small-pool segment */
+  CHECK(tnrt_mem_shared_handle(p, &h, &off, &gen2) == TNRT_OK && gen2 > gen);
+  tnrt_free(b);
+  CHECK(tnrt_empty_cache(0) == TNRT_OK);
+  tnrt_set_shared_segments(0);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--bad-hal")) {
     RUN(test_hal_library_that_cannot_load);
     return REPORT("test_runtime --bad-hal");
   }
   if (argc > 2 && !strcmp(argv[1], "--import")) return import_child(argv[2]);
+  if (argc > 4 && !strcmp(argv[1], "--import-at")) return import_at_child(argv[2], argv[3], argv[4]);
   if (argc > 1 && !strcmp(argv[1], "--protect")) {
     RUN(test_protected_device_memory);
     RUN(test_shared_memory);
+    RUN(test_shared_segments);
     return REPORT("test_runtime --protect");
   }
   if (argc > 1 && !strcmp(argv[1], "--config")) {
@@ -569,5 +660,6 @@ int main(int argc, char **argv) {
   RUN(test_device_faults);
   RUN(test_fork_child_refuses);
   RUN(test_shared_memory);
+  RUN(test_shared_segments);
   return REPORT(tnrt_launch_blocking() ? "test_runtime (launch blocking)" : "test_runtime");
 }
