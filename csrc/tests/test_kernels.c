@@ -600,6 +600,11 @@ static void test_gemm_variants(void) {
                            .beta = 0.5,
                            .sc_r = n,
                            .sc_c = 1};
+      /* alpha and beta per layout: the full tiles' direct paths (alpha 1
+       * with beta 0 or 1) and scaled epilogues with beta 0 and 1 */
+      static const double ab[4][2] = {{1.5, 0.5}, {1.0, 1.0}, {0.5, 0.0}, {0.5, 1.0}};
+      g.alpha = ab[trans][0];
+      g.beta = ab[trans][1];
       /* trans bit 0: A stored column-major; bit 1: B stored column-major */
       g.sa_r = trans & 1 ? 1 : k;
       g.sa_c = trans & 1 ? m : 1;
@@ -620,11 +625,11 @@ static void test_gemm_variants(void) {
         free(Cv);
       }
       /* independent check of one element against a plain sum */
-      double want = 0.5 * (double)((((m - 1) * n + (n - 1)) % 3));
+      double want = g.beta * (double)((((m - 1) * n + (n - 1)) % 3));
       double dot = 0;
       for (int64_t kk = 0; kk < k; kk++)
         dot += (double)A[(m - 1) * g.sa_r + kk * g.sa_c] * B[kk * g.sb_r + (n - 1) * g.sb_c];
-      want += 1.5 * dot;
+      want += g.alpha * dot;
       if (fabs(C0[m * n - 1] - want) > 1e-3 * (1 + fabs(want))) bad++;
       free(A);
       free(B);
@@ -1401,6 +1406,9 @@ static void test_gemm_bf16_variants(void) {
       if (trans == 0 || s == 1) { /* plain C = A B: full tiles round straight into C */
         g.alpha = 1.0;
         g.beta = 0.0;
+      } else if (trans == 3) { /* C = alpha A B: the same tiles, scaled */
+        g.alpha = 0.5;
+        g.beta = 0.0;
       }
       g.sa_r = trans & 1 ? 1 : k;
       g.sa_c = trans & 1 ? m : 1;
@@ -1665,6 +1673,111 @@ static void test_gemm_reports_allocation_failure(void) {
   CHECK(tnk_gemm(&g) == 0 && c == 1 && g_gemm_faults == 1);
 }
 
+/* Softmax and log-softmax of rows whose exponentials overflow or underflow
+ * fp32 without the max subtraction (around +-100 and 1e4), along the last
+ * dimension (the fp32 row kernel, rows of 37: a vector remainder) and an
+ * inner one (the strided path), against the formulas in double. */
+static void test_softmax_range(void) {
+  enum { R = 4, L = 37 };
+  static const float offset[R] = {100.0f, -120.0f, 0.0f, 5e3f};
+  static const float scale[R] = {3.0f, 2.0f, 1e4f, 1.0f};
+  float x[R * L], xt[L * R], y[R * L], yt[L * R];
+  for (int r = 0; r < R; r++)
+    for (int k = 0; k < L; k++) {
+      x[r * L + k] = offset[r] + scale[r] * (float)((k * 29 % 37) - 18) / 18.0f;
+      xt[k * R + r] = x[r * L + k];
+    }
+  int bad = 0;
+  for (int lg = 0; lg < 2; lg++) {
+    tnk_softmax_args_t a = {.out = y,
+                            .in = x,
+                            .outer = R,
+                            .len = L,
+                            .inner = 1,
+                            .dtype = TNK_F32,
+                            .out_dtype = TNK_F32,
+                            .log = lg};
+    tnk_softmax(&a);
+    tnk_softmax_args_t t = a;
+    t.out = yt;
+    t.in = xt;
+    t.outer = 1;
+    t.inner = R;
+    tnk_softmax(&t);
+    for (int r = 0; r < R; r++) {
+      double mx = -INFINITY, s = 0;
+      for (int k = 0; k < L; k++) mx = x[r * L + k] > mx ? x[r * L + k] : mx;
+      for (int k = 0; k < L; k++) s += exp((double)x[r * L + k] - mx);
+      for (int k = 0; k < L; k++) {
+        double z = (double)x[r * L + k] - mx;
+        double want = lg ? z - log(s) : exp(z) / s;
+        double tol = lg ? 1e-5 * (1 + fabs(want)) + 2e-3 * (scale[r] > 100) : 1e-6;
+        bad += !(fabs(y[r * L + k] - want) <= tol);
+        bad += !(fabs(yt[k * R + r] - want) <= tol);
+      }
+    }
+  }
+  CHECK(bad == 0);
+}
+
+/* gather with a transposed index and scatter_add into a strided out;
+ * index_add with a strided index and alpha: against loops over the
+ * logical indices. */
+static void test_gather_index_strides(void) {
+  enum { M = 5, N = 6 };
+  float src[M * N], out[M * N], want[M * N];
+  int64_t idxT[N * M]; /* the (M, N) index stored transposed: strides (1, M) */
+  for (int i = 0; i < M * N; i++) src[i] = (float)i;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) idxT[j * M + i] = (i * 3 + j * 2) % N;
+  for (int mode = 0; mode < 2; mode++) { /* gather, then scatter_add */
+    for (int i = 0; i < M * N; i++) out[i] = want[i] = mode ? 1.0f : -1.0f;
+    tnk_gather_args_t g = {.shape = {2, 0, {M, N}},
+                           .indexed = {mode ? out : src, TNK_F32, 0, {N, 1}},
+                           .dense = {mode ? src : out, TNK_F32, 0, {N, 1}},
+                           .index = {idxT, TNK_I64, 0, {1, M}},
+                           .dim = 1,
+                           .mode = mode ? TNK_SCATTER_ADD : TNK_GATHER,
+                           .dim_size = N};
+    tnk_gather(&g);
+    for (int i = 0; i < M; i++)
+      for (int j = 0; j < N; j++) {
+        int64_t k = idxT[j * M + i];
+        if (mode)
+          want[i * N + k] += src[i * N + j];
+        else
+          want[i * N + j] = src[i * N + k];
+      }
+    int bad = 0;
+    for (int i = 0; i < M * N; i++) bad += out[i] != want[i];
+    CHECK(bad == 0);
+  }
+  /* index_add along dim 0 of (M, N): index[j] at j * 2 (every other of 8) */
+  int64_t idx[8] = {4, 9, 0, 9, 4, 9, 2, 9};
+  float dst[M * N], dwant[M * N], add[4 * N];
+  for (int i = 0; i < M * N; i++) dst[i] = dwant[i] = (float)(i % 7);
+  for (int i = 0; i < 4 * N; i++) add[i] = (float)(i % 5) - 2.0f;
+  tnk_index_args_t ia = {.indexed = dst,
+                         .dense = add,
+                         .index = {idx},
+                         .size = {M},
+                         .index_stride = {2},
+                         .outer = 1,
+                         .n = 4,
+                         .inner = N,
+                         .nindex = 1,
+                         .dtype = TNK_F32,
+                         .index_dtype = TNK_I64,
+                         .mode = TNK_INDEX_ADD,
+                         .alpha = 2.0};
+  tnk_index(&ia);
+  for (int j = 0; j < 4; j++)
+    for (int c = 0; c < N; c++) dwant[idx[2 * j] * N + c] += 2.0f * add[j * N + c];
+  int bad = 0;
+  for (int i = 0; i < M * N; i++) bad += dst[i] != dwant[i];
+  CHECK(bad == 0);
+}
+
 int main(void) {
   RUN(test_philox_known_answers);
   RUN(test_half_conversions);
@@ -1692,5 +1805,7 @@ int main(void) {
   RUN(test_trsm);
   RUN(test_activation_backward);
   RUN(test_ternary_softmax_reduce_layernorm);
+  RUN(test_softmax_range);
+  RUN(test_gather_index_strides);
   return REPORT("test_kernels");
 }
