@@ -63,7 +63,7 @@ def softmax_rows(n, seed=0):
     """Rows of length n that a kernel without the max subtraction, or with a
     wrong one, gets wrong: the row index picks the numeric regime."""
     g = gen(seed)
-    base = torch.randn(10, n, generator=g)
+    base = torch.randn(11, n, generator=g)
     rows = [
         base[0] * 3,  # ordinary logits
         base[1] * 1e4,  # huge spread: exp(x) overflows everywhere
@@ -75,6 +75,7 @@ def softmax_rows(n, seed=0):
         torch.where(torch.arange(n) % 2 == 1, torch.tensor(float("-inf")), base[7] * 5),
         torch.where(torch.arange(n) == n - 1, base[8] * 5, torch.tensor(float("-inf"))),
         base[9] * 20 + 80,  # the max near the far end of exp's range
+        base[10] * 2 - 120,  # exp underflows even to subnormals: 0/0 without the max
     ]
     return torch.stack(rows)
 
@@ -120,7 +121,7 @@ def test_softmax_masked_attention_rows():
 @pytest.mark.parametrize("n", [7, 33])
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 def test_softmax_backward_numeric_range(n, log):
-    x = softmax_rows(n, seed=7)[[0, 1, 2, 3, 5, 6, 9]]  # finite rows: finite gradients
+    x = softmax_rows(n, seed=7)[[0, 1, 2, 3, 5, 6, 9, 10]]  # finite rows: finite gradients
     g = randn(*x.shape, seed=8)
     f = torch.log_softmax if log else torch.softmax
     xc = x.clone().requires_grad_()
@@ -139,8 +140,8 @@ def test_softmax_backward_numeric_range(n, log):
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_cross_entropy_numeric_range(reduction):
-    logits = softmax_rows(33, seed=11)[[0, 1, 2, 3, 4, 5, 6, 9]]
-    target = torch.randint(0, 33, (8,), generator=gen(12))
+    logits = softmax_rows(33, seed=11)[[0, 1, 2, 3, 4, 5, 6, 9, 10]]
+    target = torch.randint(0, 33, (9,), generator=gen(12))
     weight = torch.rand(33, generator=gen(13)) + 0.5
     lc = logits.clone().requires_grad_()
     ln = logits.neuron().requires_grad_()
@@ -221,9 +222,10 @@ def test_mm_and_bias_addmm_layouts(shape, dtype):
             a = operand(m, k, 5, dtype, ta)
             b = operand(k, n, 6, dtype, tb)
             assert_same(a.neuron() @ b.neuron(), a @ b, **gemm_tol(dtype, k))
-    want = torch.addmm(bias, a, b, beta=0.5, alpha=-1.5)
-    got = torch.addmm(bias.neuron(), a.neuron(), b.neuron(), beta=0.5, alpha=-1.5)
-    assert_same(got, want, **gemm_tol(dtype, k))
+    for alpha, beta in ((-1.5, 0.5), (0.5, 0.0), (1.0, 1.0)):
+        want = torch.addmm(bias, a, b, beta=beta, alpha=alpha)
+        got = torch.addmm(bias.neuron(), a.neuron(), b.neuron(), beta=beta, alpha=alpha)
+        assert_same(got, want, **gemm_tol(dtype, k))
     native("mm")
 
 
