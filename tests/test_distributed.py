@@ -605,6 +605,51 @@ def test_bad_arguments_and_a_dead_peer_raise(tmp_path):
     assert e["shm left"] == []
 
 
+def _direct_path(rank, world):
+    """Large collectives (above ccl's 256 KiB threshold) on device memory the
+    peers read in place (the direct path) or, with shared device memory off,
+    through the staged slots: the same results. Returns how many calls took
+    the direct path and how many were made."""
+    dev = torch.device("neuron", torch.neuron.current_device())
+    backend = dist.group.WORLD._get_backend(dev)
+    before, calls = backend._direct_calls(), 0
+    n = 150_001  # no multiple of the rank count or of a vector
+    for dtype in (torch.float32, torch.bfloat16, torch.int64):
+        xs = [make(r, (n,), dtype, salt=7) for r in range(world)]
+        for op in ("sum", "max", "avg"):
+            t = xs[rank].to(dev)
+            dist.all_reduce(t, op=OPS[op])
+            close(t, expect_reduce(xs, OPS[op]), f"all_reduce {dtype} {op}")
+            calls += 1
+        out = torch.empty(n * world, dtype=dtype, device=dev)
+        dist.all_gather_into_tensor(out, xs[rank].to(dev))
+        close(out, torch.cat(xs), f"all_gather {dtype}")
+        out = torch.zeros(n * world, dtype=dtype, device=dev)  # in place: a slice of out
+        mine = out[rank * n : (rank + 1) * n]
+        mine.copy_(xs[rank].to(dev))
+        dist.all_gather_into_tensor(out, mine)
+        close(out, torch.cat(xs), f"all_gather in place {dtype}")
+        big = [make(r, (n * world,), dtype, salt=8) for r in range(world)]
+        part = torch.empty(n, dtype=dtype, device=dev)
+        dist.reduce_scatter_tensor(part, big[rank].to(dev), op=OPS["sum"])
+        want = expect_reduce(big, OPS["sum"])[rank * n : (rank + 1) * n]
+        close(part, want, f"reduce_scatter {dtype}")
+        t = xs[rank].to(dev)
+        dist.broadcast(t, src=world - 1)
+        close(t, xs[world - 1], f"broadcast {dtype}")
+        calls += 4
+    torch.neuron.synchronize()
+    return backend._direct_calls() - before, calls
+
+
+@pytest.mark.parametrize("world,shared", [(2, None), (3, None), (2, "0")])
+def test_large_collectives_read_peers_in_place(world, shared):
+    env = {"TORCH_NEURONX_SHARED_DEVICE_MEMORY": shared} if shared else None
+    results = run_ranks(_direct_path, world, env=env, timeout=300)
+    for direct, calls in results:
+        assert direct == (calls if shared is None else 0), results
+
+
 def _random_collectives(rank, world, count):
     import random
 

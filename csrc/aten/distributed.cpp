@@ -457,6 +457,12 @@ class ProcessGroupNeuron : public c10d::Backend {
   // collective of the parent (a non-member has nothing to do).
   // (a group across hosts is made by new_group, which sets its Gloo groups up)
   bool supportsSplitting() const override { return !(hosts_ && hosts_->multi()); }
+  // How many of this rank's collectives took ccl's direct path (read in
+  // place, no staging) so far; for tests, after a synchronisation.
+  uint64_t direct_calls() {
+    std::lock_guard<std::mutex> g(mu_);
+    return comm_ && comm_->c ? tnccl_comm_direct_calls(comm_->c) : 0;
+  }
   c10::intrusive_ptr<Options> getBackendOptions() override {
     return c10::make_intrusive<Options>("neuron", timeout_);
   }
@@ -1060,6 +1066,11 @@ class ProcessGroupNeuron : public c10d::Backend {
       local_size = static_cast<int>(hosts_->local.size());
       prefix += "host" + std::to_string(hosts_->host_of[rank_]) + "/";
     }
+    // from now on, device memory the peers on this host can read in place
+    // (the direct path of large collectives; ranks started without torchrun
+    // have it from here, torchrun's from the start: tnrt.h)
+    const char *shared = std::getenv("TORCH_NEURONX_SHARED_DEVICE_MEMORY");
+    if (local_size > 1 && !(shared && std::strcmp(shared, "0") == 0)) tnrt_set_shared_segments(1);
     struct Ctx {
       c10d::Store *store;
       std::string prefix;
@@ -1343,7 +1354,8 @@ void bind_distributed(py::module &m) {
       // split take getBackendOptions() in C++
       .def_property_readonly("options", [](ProcessGroupNeuron &) { return py::none(); })
       // new_group on a rank outside the group: nothing to do (see split)
-      .def("perform_nocolor_split", [](ProcessGroupNeuron &, const at::Device &) {});
+      .def("perform_nocolor_split", [](ProcessGroupNeuron &, const at::Device &) {})
+      .def("_direct_calls", &ProcessGroupNeuron::direct_calls);
 }
 
 }  // namespace torch_neuronx

@@ -1,8 +1,8 @@
 /* TorchNeuron collectives (tnccl): the ranks of one host over device memory
  * they all map (tnrt_mem_alloc_shared / tnrt_mem_import). C11, no torch
- * headers. Work in progress (issue 13): all_reduce, broadcast, all_gather,
- * reduce_scatter, all_to_all_v, barrier and point-to-point send / recv over
- * a communicator; the c10d backend and the inter-host path build on it.
+ * headers: all_reduce, broadcast, all_gather, reduce_scatter, all_to_all_v,
+ * barrier and point-to-point send / recv over a communicator; the c10d
+ * backend (csrc/aten/distributed.cpp) and its inter-host path build on it.
  *
  * Each rank owns one shared segment: a control block of per-rank counters
  * and call descriptors (one cache line each) and two data slots. A collective runs in rounds of at

@@ -105,6 +105,13 @@ tnrt_status_t tnrt_configure_devices(tnrt_runtime_t *rt) {
   rt->host_budget = hal->memory_budget ? hal->memory_budget(hal->context) : UINT64_MAX;
   const char *lb = getenv("NEURON_LAUNCH_BLOCKING");
   rt->launch_blocking = lb && *lb && strcmp(lb, "0") != 0;
+  /* device memory other ranks of the host read in place (the collectives'
+   * direct path): from the start in a process torchrun started with
+   * several ranks on this host, so parameters and buffers allocated before
+   * init_process_group qualify too */
+  const char *sh = getenv("TORCH_NEURONX_SHARED_DEVICE_MEMORY");
+  const char *lws = getenv("LOCAL_WORLD_SIZE");
+  tnrt_set_shared_segments(sh && *sh ? strcmp(sh, "0") != 0 : lws && atoi(lws) > 1);
   return TNRT_OK;
 }
 

@@ -121,8 +121,10 @@ void tnrt_mem_unimport(int device, void *ptr, size_t bytes);
  * shared memory (as tnrt_mem_alloc_shared; a HAL without it keeps giving
  * private memory), so tensors allocated then can be read in place by other
  * processes (the collectives' direct path). Segments already allocated are
- * unchanged. Off by default; the c10d backend turns it on when a process
- * group has more than one rank on this host. */
+ * unchanged. tnrt_init turns it on when TORCH_NEURONX_SHARED_DEVICE_MEMORY
+ * is set and not "0", or, unset, when LOCAL_WORLD_SIZE > 1 (ranks torchrun
+ * started on this host); the c10d backend turns it on when a process group
+ * has more than one rank on this host (unless the variable is "0"). */
 void tnrt_set_shared_segments(int on);
 /* When ptr lies in an allocator segment that came from shared memory:
  * *handle names the segment (for tnrt_mem_import), *offset is ptr's offset
