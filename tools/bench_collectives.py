@@ -107,8 +107,25 @@ def main():
         capture_output=True,
         text=True,
     ).stdout.strip()
+    flags = subprocess.run(
+        [
+            "sh",
+            "-c",
+            "grep -m1 '^flags' /proc/cpuinfo | grep -o 'avx512[a-z_0-9]*\\|avx2' | sort -u",
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
     print(
-        f"Machine: {cpu}, {os.cpu_count()} cores, {platform.machine()}; torch 2.13.0 CPU; times per call, one process per rank.\n"
+        f"Machine: {cpu}, {os.cpu_count()} cores, {platform.machine()} ({' '.join(flags)}); "
+        "torch 2.13.0 CPU; one process per rank (started as torchrun would: LOCAL_WORLD_SIZE "
+        "set, so device memory is shared and large collectives read peers in place).\n\n"
+        "Per call: a loop of back-to-back calls, then one synchronisation, as nccl-tests "
+        "times them. busbw = algbw x nccl-tests' factor (all_reduce 2(n-1)/n, all_gather / "
+        "reduce_scatter / all_to_all (n-1)/n, broadcast 1). gloo: the same collective on CPU "
+        "tensors over PyTorch's Gloo, in the same processes, measured in turn. memcpy: "
+        "`b.copy_(a)` of the same bytes in every rank at once, one thread (each rank's share "
+        "of the host's memory bandwidth at that size; in cache below a few MiB).\n"
     )
     for world in args.ranks:
         rows = run_ranks(_bench, world, sizes, args.kinds, timeout=3000)[0]
