@@ -30,6 +30,7 @@ killed, 1 if some survived, 2 on a usage or setup error.
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -411,6 +412,8 @@ def main():
         if (args.only is None or any(m.name.startswith(o) for o in args.only))
         and (args.family is None or m.family in args.family)
     ]
+    if not selected:
+        sys.exit("mutate: no mutation matches --only / --family (see --list)")
     if args.list:
         for m in selected:
             print(f"{m.name:40} {m.family:8} {m.file}  [{','.join(m.isas)}]  {m.why}")
@@ -441,6 +444,11 @@ def main():
             print(f"mutate: the unmutated tree fails ({fam}):\n{log}")
             sys.exit(2)
 
+    def terminate(signum, frame):  # SIGTERM / SIGHUP: unwind through the finally blocks
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGHUP, terminate)
     results = []
     try:
         for m in selected:
