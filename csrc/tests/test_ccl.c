@@ -1034,13 +1034,15 @@ static double wall_seconds(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* ---- test_ccl --bandwidth N [from to]: f32 all_reduce, all_gather and
- * reduce_scatter of `from` to `to` bytes (x4 steps; default 1 MiB to 256
- * MiB; the size is the message: all_reduce's buffer, all_gather's output,
- * reduce_scatter's input) over shared device buffers, staged (every rank
+/* ---- test_ccl --bandwidth N [from to]: f32 all_reduce, all_gather,
+ * reduce_scatter and all_to_all_v of `from` to `to` bytes (x4 steps;
+ * default 1 MiB to 256 MiB; the size is the message: all_reduce's buffer,
+ * all_gather's output, reduce_scatter's input, all_to_all_v's in and out,
+ * size / N to every rank) over shared device buffers, staged (every rank
  * with the direct path off) and direct, and memcpy of the same size in the
  * same process; rank 0 prints time and bus bandwidth (all_reduce: size /
- * time * 2(n-1)/n, the others (n-1)/n). ---- */
+ * time * 2(n-1)/n, the others (n-1)/n). TNCCL_BW_OPS=a,b,..: only those
+ * (0 all_reduce .. 3 all_to_all_v). ---- */
 static size_t g_bw_from = (size_t)1 << 20, g_bw_to = (size_t)256 << 20;
 
 static void *bw_alloc(size_t bytes, tnrt_block_t **b) {
@@ -1063,6 +1065,8 @@ static double bw_time(tnccl_comm_t *c, int op, size_t size, int direct, int iter
   enum { BATCHES = 5 };
   int per = iters / BATCHES > 0 ? iters / BATCHES : 1;
   double t[BATCHES];
+  size_t off[8], cnt[8];
+  for (int p = 0; p < n && p < 8; p++) cnt[p] = size / (size_t)n, off[p] = (size_t)p * cnt[p];
   tnccl_comm_set_direct(c, direct);
   for (int it = -1; it < BATCHES; it++) { /* one warm-up batch */
     if (tnccl_barrier(c) != TNRT_OK) abort();
@@ -1071,8 +1075,9 @@ static double bw_time(tnccl_comm_t *c, int op, size_t size, int direct, int iter
       tnrt_status_t st = op == 0 ? tnccl_all_reduce(c, a, (int64_t)(size / 4), TNK_F32, TNCCL_SUM)
                          : op == 1
                              ? tnccl_all_gather(c, a, b, size / (size_t)n)
-                             : tnccl_reduce_scatter(c, a, b, (int64_t)(size / 4 / (size_t)n),
-                                                    TNK_F32, TNCCL_SUM);
+                         : op == 2 ? tnccl_reduce_scatter(c, a, b, (int64_t)(size / 4 / (size_t)n),
+                                                          TNK_F32, TNCCL_SUM)
+                                   : tnccl_all_to_all_v(c, a, off, cnt, b, off, cnt);
       if (st != TNRT_OK) {
         fprintf(stderr, "rank %d: %s\n", g_rank, tnrt_last_error());
         abort();
@@ -1088,7 +1093,9 @@ static double bw_time(tnccl_comm_t *c, int op, size_t size, int direct, int iter
 
 static int run_bandwidth(tnccl_comm_t *c) {
   int n = g_nranks;
-  static const char *const names[] = {"all_reduce", "all_gather", "reduce_scatter"};
+  static const char *const names[] = {"all_reduce", "all_gather", "reduce_scatter",
+                                      "all_to_all_v"};
+  const char *ops = getenv("TNCCL_BW_OPS");
   tnrt_set_shared_segments(1);
   if (g_rank == 0)
     printf("%d ranks, f32; busbw in GB/s (1e9 B/s); time in us per call (median of 5 batches of back-to-back calls, barrier-bounded)\n"
@@ -1099,7 +1106,8 @@ static int run_bandwidth(tnccl_comm_t *c) {
     int iters = (int)((size_t)(1024u << 20) / size);
     if (iters < 3) iters = 3;
     if (iters > 300) iters = 300;
-    for (int op = 0; op < 3; op++) {
+    for (int op = 0; op < 4; op++) {
+      if (ops && !strchr(ops, '0' + op)) continue;
       tnrt_block_t *ba, *bb = NULL;
       size_t in_bytes = op == 1 ? size / (size_t)n : size, out_bytes = op == 2 ? size / (size_t)n : size;
       void *a = bw_alloc(in_bytes, &ba), *b = op ? bw_alloc(out_bytes, &bb) : NULL;
