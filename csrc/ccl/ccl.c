@@ -32,8 +32,12 @@
  * about 256 KiB, and from 512 KiB on direct is 1.3-2x faster. Below the
  * threshold the staged path's single round trip is kept. The threshold is
  * on the message as the descriptor fixes it (all_reduce and broadcast: the
- * buffer; all_gather: the output; reduce_scatter: the input), so every
- * rank decides the same. */
+ * buffer; all_gather: the output; reduce_scatter: the input; all_to_all_v:
+ * what its busiest rank receives from its peers, from the count matrix
+ * every rank has), so every rank decides the same. all_to_all_v's direct
+ * path adds no round (its count round is the announce round) and measured
+ * faster than staged down to 1 KiB per rank (2 ranks); it keeps the same
+ * threshold for now. */
 #ifdef TNCCL_DIRECT_MIN /* (a build for measuring it) */
 #define DIRECT_MIN ((size_t)TNCCL_DIRECT_MIN)
 #else
@@ -1064,11 +1068,28 @@ tnrt_status_t tnccl_reduce_scatter(tnccl_comm_t *c, const void *in, void *out, i
   return st;
 }
 
-/* The first round, besides the descriptors, exchanges every rank's counts:
- * [send_bytes (n)][recv_bytes (n)] as uint64 in its slot. Each rank checks
- * the whole matrix, so all reach the same verdict (run or fail) and the
- * same number of data rounds; a rank with invalid arguments still takes
- * part. Then each data round moves `region` bytes of every (source,
+/* The first round, besides the descriptors, exchanges every rank's counts
+ * and send offsets: [send_bytes (n)][recv_bytes (n)][send_off (n)] as
+ * uint64 in its slot, and its in's dsrc (the announce round of the direct
+ * path). Each rank checks the whole matrix, so all reach the same verdict
+ * (run or fail), the same path and the same number of data rounds; a rank
+ * with invalid arguments still takes part.
+ *
+ * Direct when some rank receives at least DIRECT_MIN bytes from its peers
+ * (the largest column sum of the matrix without its diagonal) and every
+ * rank that sends a peer any bytes published a valid dsrc. The column sum
+ * rather than the largest pair: the direct path saves a copy of every
+ * byte a rank receives (the staged path copies each block into the
+ * sender's slot and out of it), and the call lasts as long as its busiest
+ * receiver; it adds no round here (the count round is the announce round),
+ * only the final barrier, and the largest pair would keep staged e.g. 8
+ * ranks each receiving 7 x 100 KiB. Every rank computes it from the same
+ * matrix, so all decide alike. Rank p copies recv_bytes[q] from rank q's in
+ * + (q's send_off[p]) into out + recv_off[q], within round k, and the round
+ * ends with direct_end's barrier: no rank returns while a peer still reads
+ * its in (the slots holding the offsets are not reused before either).
+ *
+ * Staged: each data round moves `region` bytes of every (source,
  * destination) pair: the source's slot holds one region per destination. */
 tnrt_status_t tnccl_all_to_all_v(tnccl_comm_t *c, const void *in, const size_t *send_off,
                                  const size_t *send_bytes, void *out, const size_t *recv_off,
@@ -1076,7 +1097,7 @@ tnrt_status_t tnccl_all_to_all_v(tnccl_comm_t *c, const void *in, const size_t *
   if (!c) return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "all_to_all_v without a communicator");
   int n = c->nranks, me = c->rank;
   size_t region = SLOT_BYTES / (size_t)n / LINE * LINE;
-  if (region == 0 || 2 * (size_t)n * sizeof(uint64_t) > SLOT_BYTES)
+  if (region == 0 || 3 * (size_t)n * sizeof(uint64_t) > SLOT_BYTES)
     return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
                           "all_to_all_v supports at most %d ranks; this communicator has %d",
                           (int)(SLOT_BYTES / LINE), n);
@@ -1100,33 +1121,72 @@ tnrt_status_t tnccl_all_to_all_v(tnccl_comm_t *c, const void *in, const size_t *
   for (int p = 0; p < n; p++) {
     counts[p] = why[0] ? 0 : send_bytes[p];
     counts[n + p] = why[0] ? 0 : recv_bytes[p];
+    counts[2 * n + p] = why[0] ? 0 : send_off[p];
   }
+  dsrc_t *src = &ctrl_of(c, me)->dsrc[k & 1];
+  size_t src_off = 0;
+  uint64_t gen = 0;
+  src->valid = !why[0] && n > 1 && c->direct && in &&
+               tnrt_mem_shared_handle(in, &src->handle, &src_off, &gen) == TNRT_OK;
+  src->offset = src_off;
+  src->generation = gen;
   atomic_store_explicit(&ctrl_of(c, me)->posted, k, memory_order_release);
   if ((st = WAIT(c, posted, k, "the counts")) != TNRT_OK) return st;
   if ((st = check_desc(c, k, &desc, why)) != TNRT_OK) return st;
   /* every rank is in all_to_all_v with valid arguments: the first
    * mismatch, one of this rank's if any */
-  int ms = -1, md = -1;
-  uint64_t most = 0, ms_sent = 0, ms_want = 0;
-  for (int s = 0; s < n; s++) {
-    const uint64_t *vs = (const uint64_t *)slot_of(c, s, k);
-    for (int d = 0; d < n; d++) {
-      uint64_t sent = vs[d], want = ((const uint64_t *)slot_of(c, d, k))[n + s];
+  int ms = -1, md = -1, direct = n > 1;
+  uint64_t most = 0, ms_sent = 0, ms_want = 0, busiest = 0;
+  for (int d = 0; d < n; d++) {
+    uint64_t into = 0; /* what d receives from its peers */
+    for (int s = 0; s < n; s++) {
+      uint64_t sent = ((const uint64_t *)slot_of(c, s, k))[d],
+               want = ((const uint64_t *)slot_of(c, d, k))[n + s];
       if (s != d && sent > most) most = sent;
+      if (s != d) into = into + sent < into ? UINT64_MAX : into + sent;
+      if (s != d && sent && !ctrl_of(c, s)->dsrc[k & 1].valid) direct = 0;
       if (sent != want && (ms < 0 || ((s == me || d == me) && ms != me && md != me)))
         ms = s, md = d, ms_sent = sent, ms_want = want;
     }
+    if (into > busiest) busiest = into;
   }
-  finish_round(c, k);
-  if (ms >= 0)
+  if (ms >= 0) {
+    finish_round(c, k);
     return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
                           "all_to_all_v: rank %d sends %llu bytes to rank %d, which expects "
                           "%llu bytes from it (send_bytes[%d] on rank %d must equal "
                           "recv_bytes[%d] on rank %d); no data was moved",
                           ms, (unsigned long long)ms_sent, md, (unsigned long long)ms_want, md, ms,
                           ms, md);
+  }
   if (send_bytes[me])
     memcpy((char *)out + recv_off[me], (const char *)in + send_off[me], send_bytes[me]);
+  if (direct && busiest >= DIRECT_MIN) { /* round k stays open until direct_end */
+    tnrt_status_t mine = TNRT_OK;
+    for (int q = 0; q < n && mine == TNRT_OK; q++) {
+      if (q == me || !recv_bytes[q]) continue;
+      uint64_t at = ((const uint64_t *)slot_of(c, q, k))[2 * n + me]; /* q's send_off[me] */
+      char *from = NULL;
+      if (at > SIZE_MAX - recv_bytes[q])
+        mine = tnrt_set_error(TNRT_ERR_INTERNAL, "rank %d's send offset %llu to rank %d overflows",
+                              q, (unsigned long long)at, me);
+      else
+        mine = peer_buffer(c, q, &ctrl_of(c, q)->dsrc[k & 1], (size_t)at + recv_bytes[q], &from);
+      if (mine != TNRT_OK) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s", tnrt_last_error());
+        atomic_store_explicit(&ctrl_of(c, me)->failed, k, memory_order_relaxed);
+        mine = tnrt_set_error(mine,
+                              "rank %d's device memory cannot be mapped here (%s); the direct "
+                              "collective failed on every rank, its output is unspecified",
+                              q, msg);
+        break;
+      }
+      memcpy((char *)out + recv_off[q], from + at, recv_bytes[q]);
+    }
+    return direct_end(c, k, "all_to_all_v", mine);
+  }
+  finish_round(c, k);
   uint64_t rounds = most / region + (most % region != 0);
   for (uint64_t j = 0; j < rounds; j++) {
     size_t off = (size_t)j * region;

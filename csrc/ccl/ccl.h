@@ -39,11 +39,18 @@
  *     may be private); all_gather: every rank's input copied from where it
  *     is (an input in place is the block no other rank writes); broadcast:
  *     the root's buffer copied;
+ *   all_to_all_v: its count round is the announce round (it also carries
+ *     every rank's send offsets and source); direct when some rank
+ *     receives at least the threshold from its peers (the largest column
+ *     sum of the count matrix, self excluded: every rank has the matrix)
+ *     and every rank that sends a peer any bytes has a shared `in`; rank p
+ *     then copies recv_bytes[q] from rank q's in + (q's send_off[p])
+ *     straight into its out + recv_off[q] (out may be private);
  * and each ends with a barrier, so that no rank returns (its stream then
  * free to overwrite the buffer) while a peer still reads it. A rank that
  * cannot map a peer's buffer (out of mappings) makes every rank fail that
  * call (TNRT_ERR_INTERNAL, output unspecified); the communicator stays in
- * step. all_to_all_v stays staged.
+ * step.
  *
  * Point-to-point messages do not use the rounds: each rank's segment also
  * holds one outbox per peer (a ring of chunks, each carrying its byte count)
@@ -150,8 +157,13 @@ tnrt_status_t tnccl_barrier(tnccl_comm_t *comm);
  * send_bytes[p] differs from rank p's recv_bytes[rank], or whose arguments
  * are invalid, makes every rank return TNRT_ERR_INVALID_ARGUMENT without
  * moving data (the communicator stays usable, as for the other
- * collectives' argument check). Then ceil(max count / region) rounds, a
- * region being the 1/nranks of a slot each rank fills for one destination. */
+ * collectives' argument check). That round also carries each rank's send
+ * offsets and whether its in is shared device memory: when some rank
+ * receives at least 256 KiB from its peers and every rank that sends to a
+ * peer has a shared in, every rank reads its peers' in directly (the
+ * direct path, above: no more rounds, then a barrier; out may be private).
+ * Otherwise ceil(max count / region) rounds follow, a region being the
+ * 1/nranks of a slot each rank fills for one destination. */
 tnrt_status_t tnccl_all_to_all_v(tnccl_comm_t *comm, const void *in, const size_t *send_off,
                                  const size_t *send_bytes, void *out, const size_t *recv_off,
                                  const size_t *recv_bytes);

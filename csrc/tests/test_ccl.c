@@ -786,6 +786,8 @@ static int check_broadcast(tnccl_comm_t *c, size_t bytes, int root) {
   return fails != 0;
 }
 
+static int check_a2a_large(tnccl_comm_t *c); /* (below) */
+
 static int check_large(tnccl_comm_t *c) {
   int fails = 0, nr = g_nranks;
   static const int64_t sizes[] = {65536 + 3, 100003, (1 << 20) + 7}; /* f32: 256 KiB + 12 B .. 4 MiB */
@@ -818,6 +820,116 @@ static int check_large(tnccl_comm_t *c) {
            check_reduce_scatter(c, 70001, TNK_BF16, TNCCL_SUM) +
            check_reduce_scatter(c, 700001, TNK_F32, TNCCL_SUM);
   fails += check_broadcast(c, ((size_t)5 << 20) + 7, nr - 1) + check_broadcast(c, 262145, 0);
+  fails += check_a2a_large(c);
+  return fails;
+}
+
+/* all_to_all_v over the runtime's buffers: the bytes rank s sends rank d in
+ * variant v (above the threshold with remainders, zeros, uneven). */
+static size_t a2a_big_bytes(int s, int d, int v) {
+  int n = g_nranks;
+  switch (v) {
+    case 0: /* uneven, about a third zero */
+      return (s + 2 * d) % 3 == 0 ? 0 : (size_t)300000 + (size_t)(s * 1001 + d * 7);
+    case 1: /* one large pair per rank (to the next), the rest small or zero */
+      return d == (s + 1) % n ? DIRECT_MIN_BYTES + 13 + (size_t)s : (s + d) % 2 ? 0 : 1000 + (size_t)d;
+    case 2: /* every pair below the threshold: direct only when a column sums above it */
+      return (size_t)140000 + (size_t)(s * 3 + d);
+    case 3: /* only rank 0 receives much: every rank must still decide alike */
+      return d == 0 ? (size_t)300001 + (size_t)s : s == d ? 77 : (size_t)(s + d) % 2 * 999;
+    case 4: /* the last rank sends its peers nothing: its in is never read */
+      return s == n - 1 && d != s ? 0 : (size_t)270000 + (size_t)(s * 5 + d * 3);
+  }
+  return 0;
+}
+
+/* Whether rank r's buffers are shared (xalloc's rule on rank r). */
+static int shared_rank(int r) {
+  return g_mem == MEM_SHARED || (g_mem == MEM_MIXED && r != g_nranks - 1);
+}
+
+/* Variant v with send blocks in reverse rank order and gaps (left
+ * untouched); out private (malloc) when private_out; mismatch: the last
+ * rank sends rank 0 one byte more than rank 0 expects, so every rank must
+ * fail with no data moved and without taking the direct path. */
+static int check_a2a_direct(tnccl_comm_t *c, int v, int private_out, int mismatch) {
+  int me = g_rank, n = g_nranks, bump = mismatch && me == n - 1;
+  size_t so[8], sb[8], ro[8], rb[8], in_bytes = 3, out_bytes = 5;
+  for (int p = n - 1; p >= 0; p--) {
+    so[p] = in_bytes;
+    sb[p] = a2a_big_bytes(me, p, v);
+    in_bytes += sb[p] + 3;
+  }
+  for (int p = 0; p < n; p++) {
+    ro[p] = out_bytes;
+    rb[p] = a2a_big_bytes(p, me, v);
+    out_bytes += rb[p] + 5;
+  }
+  if (bump) sb[(me + 1) % n]++, in_bytes++;
+  unsigned char *in = xalloc(in_bytes), *out = private_out ? malloc(out_bytes) : xalloc(out_bytes);
+  memset(in, 0x5a, in_bytes);
+  memset(out, 0xee, out_bytes);
+  for (int p = 0; p < n; p++)
+    for (size_t i = 0; i < sb[p]; i++) in[so[p] + i] = pattern(me, p, i);
+  /* the path every rank must take: some rank receives the threshold from
+   * its peers and every rank sending to a peer has shared memory */
+  size_t busiest = 0;
+  int senders_shared = 1;
+  for (int d = 0; d < n; d++) {
+    size_t into = 0;
+    for (int s = 0; s < n; s++)
+      if (s != d) {
+        into += a2a_big_bytes(s, d, v);
+        if (a2a_big_bytes(s, d, v) && !shared_rank(s)) senders_shared = 0;
+      }
+    if (into > busiest) busiest = into;
+  }
+  int want = !mismatch && n > 1 && senders_shared && busiest >= DIRECT_MIN_BYTES;
+  uint64_t before = tnccl_comm_direct_calls(c);
+  tnrt_status_t st = tnccl_all_to_all_v(c, in, so, sb, out, ro, rb);
+  int bad = 0;
+  /* once the call has returned the caller may overwrite in (its stream
+   * does): no peer may still be reading it */
+  if (!mismatch) memset(in, 0xa5, in_bytes);
+  if (mismatch) {
+    int touched = 0;
+    for (size_t i = 0; i < out_bytes; i++) touched |= out[i] != 0xee;
+    for (int p = 0; p < n; p++)
+      for (size_t i = 0; i < sb[p]; i++) touched |= in[so[p] + i] != pattern(me, p, i);
+    if (st != TNRT_ERR_INVALID_ARGUMENT || touched || !strstr(tnrt_last_error(), "no data was moved")) {
+      fprintf(stderr, "rank %d: all_to_all_v direct mismatch: status %d touched %d: %s\n", me, st,
+              touched, tnrt_last_error());
+      bad = 1;
+    }
+  } else if (st != TNRT_OK) {
+    fprintf(stderr, "rank %d: all_to_all_v direct %d: %s\n", me, v, tnrt_last_error());
+    bad = 1;
+  }
+  uint64_t got = tnccl_comm_direct_calls(c) - before;
+  if (got != (uint64_t)want) {
+    fprintf(stderr, "rank %d: all_to_all_v variant %d (memory %d, busiest %zu) took the direct "
+            "path %llu times, not %d\n", me, v, g_mem, busiest, (unsigned long long)got, want);
+    bad = 1;
+  }
+  size_t pos = 0;
+  for (int p = 0; p < n && !bad && !mismatch; p++) {
+    for (; pos < ro[p]; pos++) bad += out[pos] != 0xee;
+    for (size_t i = 0; i < rb[p]; i++, pos++) bad += out[pos] != pattern(p, me, i);
+  }
+  for (; pos < out_bytes && !bad && !mismatch; pos++) bad += out[pos] != 0xee;
+  xfree(in);
+  if (private_out)
+    free(out);
+  else
+    xfree(out);
+  if (bad) fprintf(stderr, "rank %d: all_to_all_v direct variant %d: %d wrong\n", me, v, bad);
+  return bad != 0;
+}
+
+static int check_a2a_large(tnccl_comm_t *c) {
+  int fails = 0;
+  for (int v = 0; v < 5; v++) fails += check_a2a_direct(c, v, 0, 0);
+  fails += check_a2a_direct(c, 0, 1, 0) + check_a2a_direct(c, 3, 1, 0); /* out private */
   return fails;
 }
 
@@ -848,6 +960,9 @@ static int check_direct_mismatch(tnccl_comm_t *c) {
     xfree(out);
     fails += check_all_reduce(c, 100003, TNK_F32, TNCCL_SUM);
   }
+  /* all_to_all_v: one rank's send count differs from its receiver's */
+  fails += check_a2a_direct(c, 0, 0, 1);
+  fails += check_a2a_direct(c, 0, 0, 0);
   return fails;
 }
 
@@ -922,13 +1037,15 @@ static double wall_seconds(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* ---- test_ccl --bandwidth N [from to]: f32 all_reduce, all_gather and
- * reduce_scatter of `from` to `to` bytes (x4 steps; default 1 MiB to 256
- * MiB; the size is the message: all_reduce's buffer, all_gather's output,
- * reduce_scatter's input) over shared device buffers, staged (every rank
+/* ---- test_ccl --bandwidth N [from to]: f32 all_reduce, all_gather,
+ * reduce_scatter and all_to_all_v of `from` to `to` bytes (x4 steps;
+ * default 1 MiB to 256 MiB; the size is the message: all_reduce's buffer,
+ * all_gather's output, reduce_scatter's input, all_to_all_v's in and out,
+ * size / N to every rank) over shared device buffers, staged (every rank
  * with the direct path off) and direct, and memcpy of the same size in the
  * same process; rank 0 prints time and bus bandwidth (all_reduce: size /
- * time * 2(n-1)/n, the others (n-1)/n). ---- */
+ * time * 2(n-1)/n, the others (n-1)/n). TNCCL_BW_OPS=a,b,..: only those
+ * (0 all_reduce .. 3 all_to_all_v). ---- */
 static size_t g_bw_from = (size_t)1 << 20, g_bw_to = (size_t)256 << 20;
 
 static void *bw_alloc(size_t bytes, tnrt_block_t **b) {
@@ -951,6 +1068,8 @@ static double bw_time(tnccl_comm_t *c, int op, size_t size, int direct, int iter
   enum { BATCHES = 5 };
   int per = iters / BATCHES > 0 ? iters / BATCHES : 1;
   double t[BATCHES];
+  size_t off[8], cnt[8];
+  for (int p = 0; p < n && p < 8; p++) cnt[p] = size / (size_t)n, off[p] = (size_t)p * cnt[p];
   tnccl_comm_set_direct(c, direct);
   for (int it = -1; it < BATCHES; it++) { /* one warm-up batch */
     if (tnccl_barrier(c) != TNRT_OK) abort();
@@ -959,8 +1078,9 @@ static double bw_time(tnccl_comm_t *c, int op, size_t size, int direct, int iter
       tnrt_status_t st = op == 0 ? tnccl_all_reduce(c, a, (int64_t)(size / 4), TNK_F32, TNCCL_SUM)
                          : op == 1
                              ? tnccl_all_gather(c, a, b, size / (size_t)n)
-                             : tnccl_reduce_scatter(c, a, b, (int64_t)(size / 4 / (size_t)n),
-                                                    TNK_F32, TNCCL_SUM);
+                         : op == 2 ? tnccl_reduce_scatter(c, a, b, (int64_t)(size / 4 / (size_t)n),
+                                                          TNK_F32, TNCCL_SUM)
+                                   : tnccl_all_to_all_v(c, a, off, cnt, b, off, cnt);
       if (st != TNRT_OK) {
         fprintf(stderr, "rank %d: %s\n", g_rank, tnrt_last_error());
         abort();
@@ -976,7 +1096,9 @@ static double bw_time(tnccl_comm_t *c, int op, size_t size, int direct, int iter
 
 static int run_bandwidth(tnccl_comm_t *c) {
   int n = g_nranks;
-  static const char *const names[] = {"all_reduce", "all_gather", "reduce_scatter"};
+  static const char *const names[] = {"all_reduce", "all_gather", "reduce_scatter",
+                                      "all_to_all_v"};
+  const char *ops = getenv("TNCCL_BW_OPS");
   tnrt_set_shared_segments(1);
   if (g_rank == 0)
     printf("%d ranks, f32; busbw in GB/s (1e9 B/s); time in us per call (median of 5 batches of back-to-back calls, barrier-bounded)\n"
@@ -987,7 +1109,8 @@ static int run_bandwidth(tnccl_comm_t *c) {
     int iters = (int)((size_t)(1024u << 20) / size);
     if (iters < 3) iters = 3;
     if (iters > 300) iters = 300;
-    for (int op = 0; op < 3; op++) {
+    for (int op = 0; op < 4; op++) {
+      if (ops && !strchr(ops, '0' + op)) continue;
       tnrt_block_t *ba, *bb = NULL;
       size_t in_bytes = op == 1 ? size / (size_t)n : size, out_bytes = op == 2 ? size / (size_t)n : size;
       void *a = bw_alloc(in_bytes, &ba), *b = op ? bw_alloc(out_bytes, &bb) : NULL;
