@@ -606,7 +606,8 @@ def test_bad_arguments_and_a_dead_peer_raise(tmp_path):
 
 
 def _direct_path(rank, world):
-    """Large collectives (above ccl's 256 KiB threshold) on device memory the
+    """Large collectives (above ccl's 256 KiB threshold; all_to_all: what the
+    busiest rank receives) on device memory the
     peers read in place (the direct path) or, with shared device memory off,
     through the staged slots: the same results. Returns how many calls took
     the direct path and how many were made."""
@@ -637,7 +638,16 @@ def _direct_path(rank, world):
         t = xs[rank].to(dev)
         dist.broadcast(t, src=world - 1)
         close(t, xs[world - 1], f"broadcast {dtype}")
-        calls += 4
+        # uneven all_to_all: rank s sends (s + d + 1) * m elements to rank d
+        m = 70_000  # the busiest receiver gets >= 256 KiB even in bf16
+        sizes = [[(s + d + 1) * m for d in range(world)] for s in range(world)]
+        ins = [make(r, (sum(sizes[r]),), dtype, salt=9) for r in range(world)]
+        recv = [sizes[s][rank] for s in range(world)]
+        out = torch.empty(sum(recv), dtype=dtype, device=dev)
+        dist.all_to_all_single(out, ins[rank].to(dev), recv, sizes[rank])
+        want = torch.cat([ins[s].split(sizes[s])[rank] for s in range(world)])
+        close(out, want, f"all_to_all {dtype}")
+        calls += 5
     torch.neuron.synchronize()
     return backend._direct_calls() - before, calls
 
