@@ -37,7 +37,8 @@ def _bench(rank, world, sizes, kinds):
 
     def timed(fn, sync, nbytes):
         iters = max(3, min(200, int(2e8 // max(nbytes, 1))))
-        fn()
+        for _ in range(min(iters, 5)):  # warm: mappings, buffers, the first calls' set-up
+            fn()
         sync()
         dist.barrier()
         t0 = time.perf_counter()
