@@ -155,12 +155,12 @@ struct tnccl_comm {
   char *mine; /* this rank's segment */
   char **seg; /* every rank's segment as mapped here (seg[rank] = mine) */
   /* the direct path */
-  int direct;              /* this rank offers its buffers (tnccl_comm_set_direct) */
-  uint64_t direct_calls;   /* collectives that took it */
-  struct peer_maps *maps;  /* per rank: the peer's segments mapped here */
-  uint64_t tick;           /* the maps' LRU clock */
-  char **ptrs;             /* per rank: the call's source buffer as seen here */
-  const char **srcs;       /* reduce_n's inputs */
+  int direct;             /* this rank offers its buffers (tnccl_comm_set_direct) */
+  uint64_t direct_calls;  /* collectives that took it */
+  struct peer_maps *maps; /* per rank: the peer's segments mapped here */
+  uint64_t tick;          /* the maps' LRU clock */
+  char **ptrs;            /* per rank: the call's source buffer as seen here */
+  const char **srcs;      /* reduce_n's inputs */
 };
 
 /* A peer's shared segment mapped here, by its handle. */
@@ -692,8 +692,7 @@ static tnrt_status_t join_and_fail(tnccl_comm_t *c, const desc_t *mine, const ch
  * offset) is mapped here: a cached mapping of its segment, or a new one.
  * A peer whose generation changed has released shared segments since: its
  * cached mappings go first. */
-static tnrt_status_t peer_buffer(tnccl_comm_t *c, int r, const dsrc_t *d, size_t need,
-                                 char **out) {
+static tnrt_status_t peer_buffer(tnccl_comm_t *c, int r, const dsrc_t *d, size_t need, char **out) {
   peer_maps_t *m = &c->maps[r];
   if (m->generation != d->generation) {
     drop_maps(c, m);
@@ -732,8 +731,8 @@ static tnrt_status_t peer_buffer(tnccl_comm_t *c, int r, const dsrc_t *d, size_t
  * root's: 1 when the call goes direct (round k open, *kout = k), 0 when
  * staged (round k finished), -1 on an error (*st; the descriptors
  * differed, or a timeout). */
-static int direct_begin(tnccl_comm_t *c, const desc_t *d, const void *src, int root,
-                        uint64_t *kout, tnrt_status_t *st) {
+static int direct_begin(tnccl_comm_t *c, const desc_t *d, const void *src, int root, uint64_t *kout,
+                        tnrt_status_t *st) {
   uint64_t k = ++c->round;
   ctrl_t *me = ctrl_of(c, c->rank);
   if ((*st = WAIT(c, done, k >= 2 ? k - 2 : 0, "reuse of a slot")) != TNRT_OK) return -1;
@@ -741,7 +740,8 @@ static int direct_begin(tnccl_comm_t *c, const desc_t *d, const void *src, int r
   dsrc_t *mine = &me->dsrc[k & 1];
   size_t off = 0;
   uint64_t gen = 0;
-  mine->valid = c->direct && src && tnrt_mem_shared_handle(src, &mine->handle, &off, &gen) == TNRT_OK;
+  mine->valid =
+      c->direct && src && tnrt_mem_shared_handle(src, &mine->handle, &off, &gen) == TNRT_OK;
   mine->offset = off;
   mine->generation = gen;
   atomic_store_explicit(&me->posted, k, memory_order_release);

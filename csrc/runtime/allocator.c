@@ -248,9 +248,9 @@ static tnrt_status_t alloc_segment(device_alloc_t *a, int device, int pool, size
   void *p;
   tnrt_mem_handle_t handle;
   int shared = atomic_load(&g_shared_segments) && g_rt.hal->mem_alloc_shared;
-  tnrt_status_t st =
-      shared ? g_rt.hal->mem_alloc_shared(g_rt.hal->context, device, seg, &p, &handle)
-             : g_rt.hal->mem_alloc(g_rt.hal->context, device, seg, &p);
+  tnrt_status_t st = shared
+                         ? g_rt.hal->mem_alloc_shared(g_rt.hal->context, device, seg, &p, &handle)
+                         : g_rt.hal->mem_alloc(g_rt.hal->context, device, seg, &p);
   if (st != TNRT_OK) {
     atomic_fetch_sub(&g_host_reserved, seg);
     free(b);

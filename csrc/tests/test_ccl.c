@@ -781,7 +781,8 @@ static int check_broadcast(tnccl_comm_t *c, size_t bytes, int root) {
   fails += !fails && direct_wrong(c, before, bytes, "broadcast");
   g_mem = saved;
   for (size_t i = 0; i < bytes && !fails; i++) fails += bc[i] != (unsigned char)(i * 31 + 7);
-  if (fails) fprintf(stderr, "rank %d: broadcast of %zu bytes from %d wrong\n", g_rank, bytes, root);
+  if (fails)
+    fprintf(stderr, "rank %d: broadcast of %zu bytes from %d wrong\n", g_rank, bytes, root);
   xfree(bc);
   return fails != 0;
 }
@@ -790,7 +791,8 @@ static int check_a2a_large(tnccl_comm_t *c); /* (below) */
 
 static int check_large(tnccl_comm_t *c) {
   int fails = 0, nr = g_nranks;
-  static const int64_t sizes[] = {65536 + 3, 100003, (1 << 20) + 7}; /* f32: 256 KiB + 12 B .. 4 MiB */
+  static const int64_t sizes[] = {65536 + 3, 100003,
+                                  (1 << 20) + 7}; /* f32: 256 KiB + 12 B .. 4 MiB */
   for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
     fails += check_all_reduce(c, sizes[s], TNK_F32, TNCCL_SUM);
     fails += check_all_reduce(c, sizes[s], TNK_I32, TNCCL_SUM);
@@ -805,14 +807,15 @@ static int check_large(tnccl_comm_t *c) {
            check_all_reduce(c, 65535, TNK_F32, TNCCL_SUM); /* just under: staged */
   for (int h = 0; h < 2; h++) {
     int dtype = h ? TNK_F16 : TNK_BF16;
-    fails += check_half(c, 140001, dtype, TNCCL_SUM, 0) +
-             check_half(c, 140001, dtype, TNCCL_AVG, 0) +
-             check_half(c, 140001, dtype, TNCCL_MAX, 0) + check_half(c, 140003, dtype, TNCCL_SUM, 1) +
-             check_half(c, 140003, dtype, TNCCL_AVG, 1);
+    fails +=
+        check_half(c, 140001, dtype, TNCCL_SUM, 0) + check_half(c, 140001, dtype, TNCCL_AVG, 0) +
+        check_half(c, 140001, dtype, TNCCL_MAX, 0) + check_half(c, 140003, dtype, TNCCL_SUM, 1) +
+        check_half(c, 140003, dtype, TNCCL_AVG, 1);
   }
   fails += check_half(c, (1 << 20) + 5, TNK_BF16, TNCCL_SUM, 0); /* several pieces */
   fails += check_all_gather(c, 300007, 0) + check_all_gather(c, 300007, 1) +
-           check_all_gather(c, 262144 / (size_t)nr + 1, 1) + check_all_gather(c, (size_t)3 << 20, 0);
+           check_all_gather(c, 262144 / (size_t)nr + 1, 1) +
+           check_all_gather(c, (size_t)3 << 20, 0);
   fails += check_reduce_scatter(c, 70001, TNK_F32, TNCCL_SUM) +
            check_reduce_scatter(c, 70001, TNK_I32, TNCCL_SUM) +
            check_reduce_scatter(c, 70001, TNK_F32, TNCCL_AVG) +
@@ -832,7 +835,9 @@ static size_t a2a_big_bytes(int s, int d, int v) {
     case 0: /* uneven, about a third zero */
       return (s + 2 * d) % 3 == 0 ? 0 : (size_t)300000 + (size_t)(s * 1001 + d * 7);
     case 1: /* one large pair per rank (to the next), the rest small or zero */
-      return d == (s + 1) % n ? DIRECT_MIN_BYTES + 13 + (size_t)s : (s + d) % 2 ? 0 : 1000 + (size_t)d;
+      return d == (s + 1) % n ? DIRECT_MIN_BYTES + 13 + (size_t)s
+             : (s + d) % 2    ? 0
+                              : 1000 + (size_t)d;
     case 2: /* every pair below the threshold: direct only when a column sums above it */
       return (size_t)140000 + (size_t)(s * 3 + d);
     case 3: /* only rank 0 receives much: every rank must still decide alike */
@@ -896,7 +901,8 @@ static int check_a2a_direct(tnccl_comm_t *c, int v, int private_out, int mismatc
     for (size_t i = 0; i < out_bytes; i++) touched |= out[i] != 0xee;
     for (int p = 0; p < n; p++)
       for (size_t i = 0; i < sb[p]; i++) touched |= in[so[p] + i] != pattern(me, p, i);
-    if (st != TNRT_ERR_INVALID_ARGUMENT || touched || !strstr(tnrt_last_error(), "no data was moved")) {
+    if (st != TNRT_ERR_INVALID_ARGUMENT || touched ||
+        !strstr(tnrt_last_error(), "no data was moved")) {
       fprintf(stderr, "rank %d: all_to_all_v direct mismatch: status %d touched %d: %s\n", me, st,
               touched, tnrt_last_error());
       bad = 1;
@@ -907,8 +913,10 @@ static int check_a2a_direct(tnccl_comm_t *c, int v, int private_out, int mismatc
   }
   uint64_t got = tnccl_comm_direct_calls(c) - before;
   if (got != (uint64_t)want) {
-    fprintf(stderr, "rank %d: all_to_all_v variant %d (memory %d, busiest %zu) took the direct "
-            "path %llu times, not %d\n", me, v, g_mem, busiest, (unsigned long long)got, want);
+    fprintf(stderr,
+            "rank %d: all_to_all_v variant %d (memory %d, busiest %zu) took the direct "
+            "path %llu times, not %d\n",
+            me, v, g_mem, busiest, (unsigned long long)got, want);
     bad = 1;
   }
   size_t pos = 0;
@@ -950,10 +958,12 @@ static int check_direct_mismatch(tnccl_comm_t *c) {
     else /* another collective, small (staged) */
       st = tnccl_all_gather(c, in, out, 100);
     int touched = 0;
-    for (size_t i = 0; i < bytes * (size_t)g_nranks; i++) touched |= in[i] != 0x5a || out[i] != 0x5a;
-    if (st != TNRT_ERR_INVALID_ARGUMENT || touched || !strstr(tnrt_last_error(), "no data was moved")) {
-      fprintf(stderr, "rank %d: direct mismatch %d: status %d touched %d: %s\n", g_rank, variant, st,
-              touched, tnrt_last_error());
+    for (size_t i = 0; i < bytes * (size_t)g_nranks; i++)
+      touched |= in[i] != 0x5a || out[i] != 0x5a;
+    if (st != TNRT_ERR_INVALID_ARGUMENT || touched ||
+        !strstr(tnrt_last_error(), "no data was moved")) {
+      fprintf(stderr, "rank %d: direct mismatch %d: status %d touched %d: %s\n", g_rank, variant,
+              st, touched, tnrt_last_error());
       fails++;
     }
     xfree(in);
@@ -1063,7 +1073,8 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static double bw_time(tnccl_comm_t *c, int op, size_t size, int direct, int iters, void *a, void *b) {
+static double bw_time(tnccl_comm_t *c, int op, size_t size, int direct, int iters, void *a,
+                      void *b) {
   int n = g_nranks;
   enum { BATCHES = 5 };
   int per = iters / BATCHES > 0 ? iters / BATCHES : 1;
@@ -1075,9 +1086,8 @@ static double bw_time(tnccl_comm_t *c, int op, size_t size, int direct, int iter
     if (tnccl_barrier(c) != TNRT_OK) abort();
     double t0 = wall_seconds();
     for (int j = 0; j < per; j++) {
-      tnrt_status_t st = op == 0 ? tnccl_all_reduce(c, a, (int64_t)(size / 4), TNK_F32, TNCCL_SUM)
-                         : op == 1
-                             ? tnccl_all_gather(c, a, b, size / (size_t)n)
+      tnrt_status_t st = op == 0   ? tnccl_all_reduce(c, a, (int64_t)(size / 4), TNK_F32, TNCCL_SUM)
+                         : op == 1 ? tnccl_all_gather(c, a, b, size / (size_t)n)
                          : op == 2 ? tnccl_reduce_scatter(c, a, b, (int64_t)(size / 4 / (size_t)n),
                                                           TNK_F32, TNCCL_SUM)
                                    : tnccl_all_to_all_v(c, a, off, cnt, b, off, cnt);
@@ -1096,14 +1106,15 @@ static double bw_time(tnccl_comm_t *c, int op, size_t size, int direct, int iter
 
 static int run_bandwidth(tnccl_comm_t *c) {
   int n = g_nranks;
-  static const char *const names[] = {"all_reduce", "all_gather", "reduce_scatter",
-                                      "all_to_all_v"};
+  static const char *const names[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all_v"};
   const char *ops = getenv("TNCCL_BW_OPS");
   tnrt_set_shared_segments(1);
   if (g_rank == 0)
-    printf("%d ranks, f32; busbw in GB/s (1e9 B/s); time in us per call (median of 5 batches of back-to-back calls, barrier-bounded)\n"
-           "%-14s %10s | %10s %7s | %10s %7s | %10s %7s\n",
-           n, "collective", "size", "staged", "busbw", "direct", "busbw", "memcpy", "GB/s");
+    printf(
+        "%d ranks, f32; busbw in GB/s (1e9 B/s); time in us per call (median of 5 batches of "
+        "back-to-back calls, barrier-bounded)\n"
+        "%-14s %10s | %10s %7s | %10s %7s | %10s %7s\n",
+        n, "collective", "size", "staged", "busbw", "direct", "busbw", "memcpy", "GB/s");
   size_t step = getenv("TNCCL_BW_STEP") ? (size_t)atoi(getenv("TNCCL_BW_STEP")) : 4;
   for (size_t size = g_bw_from; size <= g_bw_to; size *= step) {
     int iters = (int)((size_t)(1024u << 20) / size);
@@ -1112,7 +1123,8 @@ static int run_bandwidth(tnccl_comm_t *c) {
     for (int op = 0; op < 4; op++) {
       if (ops && !strchr(ops, '0' + op)) continue;
       tnrt_block_t *ba, *bb = NULL;
-      size_t in_bytes = op == 1 ? size / (size_t)n : size, out_bytes = op == 2 ? size / (size_t)n : size;
+      size_t in_bytes = op == 1 ? size / (size_t)n : size,
+             out_bytes = op == 2 ? size / (size_t)n : size;
       void *a = bw_alloc(in_bytes, &ba), *b = op ? bw_alloc(out_bytes, &bb) : NULL;
       double staged = bw_time(c, op, size, 0, iters, a, b);
       double direct = bw_time(c, op, size, 1, iters, a, b);

@@ -634,7 +634,8 @@ int main(int argc, char **argv) {
     return REPORT("test_runtime --bad-hal");
   }
   if (argc > 2 && !strcmp(argv[1], "--import")) return import_child(argv[2]);
-  if (argc > 4 && !strcmp(argv[1], "--import-at")) return import_at_child(argv[2], argv[3], argv[4]);
+  if (argc > 4 && !strcmp(argv[1], "--import-at"))
+    return import_at_child(argv[2], argv[3], argv[4]);
   if (argc > 1 && !strcmp(argv[1], "--protect")) {
     RUN(test_protected_device_memory);
     RUN(test_shared_memory);
