@@ -192,40 +192,38 @@ static void seg_unregister(uintptr_t base) {
   pthread_mutex_unlock(&g_seg_mu);
 }
 
-/* One lookup under the registry's lock: a linear scan of the segments (a
- * process holds tens to a few hundred), no system call. */
+/* The registered segment holding p, or NULL; the caller holds g_seg_mu. A
+ * linear scan (a process holds tens to a few hundred segments), no system
+ * call. */
+static const segment_rec_t *seg_find(uintptr_t p) {
+  for (size_t i = 0; i < g_nsegs; i++)
+    if (p >= g_segs[i].base && p < g_segs[i].base + g_segs[i].size) return &g_segs[i];
+  return NULL;
+}
+
 tnrt_status_t tnrt_mem_shared_handle(const void *ptr, tnrt_mem_handle_t *handle, size_t *offset,
                                      uint64_t *generation) {
-  uintptr_t p = (uintptr_t)ptr;
   tnrt_status_t st = TNRT_ERR_NOT_SUPPORTED;
   if (!ptr) return st;
   pthread_mutex_lock(&g_seg_mu);
-  for (size_t i = 0; i < g_nsegs; i++)
-    if (p >= g_segs[i].base && p < g_segs[i].base + g_segs[i].size) {
-      if (g_segs[i].shared) {
-        if (handle) *handle = g_segs[i].handle;
-        if (offset) *offset = (size_t)(p - g_segs[i].base);
-        /* release_segment bumps it before the HAL frees a segment, so
-         * a later segment that reuses a freed one's name (its descriptor
-         * and inode) is always reported with a newer generation */
-        if (generation) *generation = atomic_load(&g_shared_generation);
-        st = TNRT_OK;
-      }
-      break;
-    }
+  const segment_rec_t *r = seg_find((uintptr_t)ptr);
+  if (r && r->shared) {
+    if (handle) *handle = r->handle;
+    if (offset) *offset = (size_t)((uintptr_t)ptr - r->base);
+    /* release_segment bumps it before the HAL frees a segment, so a later
+     * segment that reuses a freed one's name (its descriptor and inode) is
+     * always reported with a newer generation */
+    if (generation) *generation = atomic_load(&g_shared_generation);
+    st = TNRT_OK;
+  }
   pthread_mutex_unlock(&g_seg_mu);
   return st;
 }
 
 int tnrt_ptr_device(const void *ptr) {
-  uintptr_t p = (uintptr_t)ptr;
-  int dev = -1;
   pthread_mutex_lock(&g_seg_mu);
-  for (size_t i = 0; i < g_nsegs; i++)
-    if (p >= g_segs[i].base && p < g_segs[i].base + g_segs[i].size) {
-      dev = g_segs[i].device;
-      break;
-    }
+  const segment_rec_t *r = seg_find((uintptr_t)ptr);
+  int dev = r ? r->device : -1;
   pthread_mutex_unlock(&g_seg_mu);
   return dev;
 }
