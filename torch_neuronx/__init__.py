@@ -35,10 +35,11 @@ def _register():
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
-    from . import _ipc, distributed
+    from . import _compile, _ipc, distributed
 
     _ipc.install()
     distributed.register()
+    _compile.install()
 
 
 _register()

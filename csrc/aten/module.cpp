@@ -32,6 +32,7 @@ static py::dict device_properties(int index) {
 namespace torch_neuronx {
 void bind_memory_history(py::module &m);  // memory_history.cpp
 void bind_distributed(py::module &m);     // distributed.cpp
+void bind_compiled(py::module &m);        // compiled.cpp
 }  // namespace torch_neuronx
 
 PYBIND11_MODULE(_C, m) {
@@ -39,6 +40,7 @@ PYBIND11_MODULE(_C, m) {
   register_runtime();
   torch_neuronx::bind_memory_history(m);
   torch_neuronx::bind_distributed(m);
+  torch_neuronx::bind_compiled(m);
 
   m.def("_device_count", [] { return tnrt_device_count(); });
   m.def("_is_initialized", [] { return bool(tnrt_is_initialized()); });

@@ -1,0 +1,224 @@
+"""torch.compile for the neuron device: Dynamo's DeviceInterface, the
+Inductor backend (torch_neuronx._inductor) and the Dynamo backend "neuron".
+
+Importing Dynamo or Inductor costs more than a second, so ``import torch``
+does not: ``install()`` (run at autoload) registers each piece right after
+PyTorch itself imports the module it extends (an import hook on
+``torch._dynamo.device_interface`` and ``torch._inductor.codegen.common``),
+or at once when that module is already loaded.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+def _register_device_interface(module) -> None:
+    from torch._dynamo.device_interface import DeviceInterface
+
+    class NeuronInterface(DeviceInterface):
+        device = torch.neuron.device
+        Event = torch.neuron.Event
+        Stream = torch.neuron.Stream
+
+        class Worker:
+            # Inductor's compile workers ask these without touching the device.
+            @staticmethod
+            def set_device(device: int) -> None:
+                torch.neuron.set_device(device)
+
+            @staticmethod
+            def current_device() -> int:
+                return torch.neuron.current_device()
+
+            @staticmethod
+            def get_device_properties(device=None):
+                return torch.neuron.get_device_properties(device)
+
+        current_device = staticmethod(torch.neuron.current_device)
+        set_device = staticmethod(torch.neuron.set_device)
+        device_count = staticmethod(torch.neuron.device_count)
+        stream = staticmethod(torch.neuron.stream)
+        current_stream = staticmethod(torch.neuron.current_stream)
+        set_stream = staticmethod(torch.neuron.set_stream)
+        synchronize = staticmethod(torch.neuron.synchronize)
+        get_device_properties = staticmethod(torch.neuron.get_device_properties)
+        memory_allocated = staticmethod(torch.neuron.memory_allocated)
+        is_available = staticmethod(torch.neuron.is_available)
+
+        @staticmethod
+        def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
+            torch.neuron.set_stream(
+                torch.Stream(
+                    stream_id=stream_id, device_index=device_index, device_type=device_type
+                )
+            )
+
+        @staticmethod
+        def exchange_device(device: int) -> int:
+            prev = torch.neuron.current_device()
+            if device >= 0 and device != prev:
+                torch.neuron.set_device(device)
+            return prev
+
+        maybe_exchange_device = exchange_device
+
+        @staticmethod
+        def get_raw_stream(device_idx: int) -> int:
+            return torch.neuron.current_stream(device_idx).stream_id
+
+        @staticmethod
+        def get_compute_capability(device=None) -> str:
+            return ""
+
+        @staticmethod
+        def is_bf16_supported(including_emulation: bool = False) -> bool:
+            return True
+
+        @staticmethod
+        def is_triton_capable(device=None) -> bool:
+            return False
+
+        @staticmethod
+        def raise_if_triton_unavailable(device=None) -> None:
+            raise RuntimeError("the neuron device compiles with Inductor's C++ backend, not Triton")
+
+    module.register_interface_for_device("neuron", NeuronInterface)
+    for i in range(torch.neuron.device_count()):
+        module.register_interface_for_device(f"neuron:{i}", NeuronInterface)
+
+
+def _register_inductor(common) -> None:
+    # Runs while Inductor's own modules are still importing: the wrapper and
+    # the scheduling (which import the rest of Inductor) load on first use.
+    class NeuronDeviceOpOverrides(common.DeviceOpOverrides):
+        def import_get_raw_stream_as(self, name: str) -> str:
+            return f"def {name}(_):\n    return 0\n"
+
+        def set_device(self, device_idx: int) -> str:
+            return f"torch.neuron.set_device({device_idx})"
+
+        def synchronize(self) -> str:
+            return "torch.neuron.synchronize()"
+
+        def device_guard(self, device_idx: int) -> str:
+            return f"torch.neuron.device({device_idx})"
+
+        def cpp_kernel_type(self) -> str:
+            return "void*"
+
+    class NeuronWrapper:
+        supports_caching = True
+
+        @staticmethod
+        def create(*args, **kwargs):
+            from ._inductor import NeuronWrapperCodegen
+
+            return NeuronWrapperCodegen.create(*args, **kwargs)
+
+    class NeuronScheduling:
+        # Inductor wants a class here (it checks that it is not Triton's).
+        def __new__(cls, scheduler):
+            from torch._inductor.codegen.cpp import CppScheduling
+
+            return CppScheduling(scheduler)
+
+    common.register_backend_for_device("neuron", NeuronScheduling, NeuronWrapper)
+    common.register_device_op_overrides("neuron", NeuronDeviceOpOverrides())
+
+
+# Inductor equates "cpu" with its C++ code generation in its heuristics and
+# fusion rules (a node "is_cpu" when the C++ backend will compile it: loop
+# reindexing and reordering in fusion are off for it, its realisation
+# thresholds differ). Neuron graphs are compiled by that same backend, so
+# these two predicates answer for both devices. Decisions about memory
+# (pinned buffers, host-to-device copies) test device.type directly and are
+# left alone.
+def _patch_ir(ir) -> None:
+    original = ir.is_cpu
+
+    def is_cpu(x) -> bool:
+        return original(x) or ir.get_device_type(x) == "neuron"
+
+    ir.is_cpu = is_cpu
+
+
+def _patch_scheduler(scheduler) -> None:
+    def is_cpu(self) -> bool:
+        device = self.get_device()
+        return device is not None and device.type in ("cpu", "neuron")
+
+    scheduler.BaseSchedulerNode.is_cpu = is_cpu
+
+
+class _Loader(importlib.abc.Loader):
+    """Runs the real loader, then the callback on the executed module."""
+
+    def __init__(self, loader, callback: Callable[[Any], None]):
+        self._loader, self._callback = loader, callback
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self._loader.exec_module(module)
+        self._callback(module)
+
+    def __getattr__(self, name):  # get_source, get_code, is_package, ...
+        return getattr(self._loader, name)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    def __init__(self):
+        self._pending: dict[str, Callable[[Any], None]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, name: str, callback: Callable[[Any], None]) -> None:
+        with self._lock:
+            module = sys.modules.get(name)
+            if module is None:
+                self._pending[name] = callback
+        if module is not None:
+            callback(module)
+
+    def find_spec(self, name, path, target=None):
+        with self._lock:
+            callback = self._pending.pop(name, None)
+        if callback is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None:
+            spec.loader = _Loader(spec.loader, callback)
+        return spec
+
+
+_hooks = _AfterImport()
+
+
+def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
+    """The Dynamo backend "neuron": Inductor with the neuron device's code
+    generation (the same as the default backend on neuron tensors)."""
+    from torch._inductor.compile_fx import compile_fx
+
+    return compile_fx(gm, example_inputs, **kwargs)
+
+
+def install() -> None:
+    sys.meta_path.insert(0, _hooks)
+    _hooks.add("torch._dynamo.device_interface", _register_device_interface)
+    _hooks.add("torch._inductor.codegen.common", _register_inductor)
+    _hooks.add("torch._inductor.ir", _patch_ir)
+    _hooks.add("torch._inductor.scheduler", _patch_scheduler)
