@@ -10,10 +10,14 @@ or at once when that module is already loaded.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib.abc
+import os
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -129,7 +133,22 @@ def _register_inductor(common) -> None:
 
             return CppScheduling(scheduler)
 
-    common.register_backend_for_device("neuron", NeuronScheduling, NeuronWrapper)
+    from torch._inductor.custom_graph_pass import CustomGraphModulePass
+
+    class NeuronGraphPass(CustomGraphModulePass):
+        """The post-grad pass of neuron graphs. Its uuid enters Inductor's FX
+        graph cache key, so code cached by another version of this backend
+        (its Python code generation or its launcher in _C) is not reused."""
+
+        def __call__(self, gm: torch.fx.GraphModule) -> None:
+            pass
+
+        def uuid(self) -> str:
+            return _backend_version()
+
+    common.register_backend_for_device(
+        "neuron", NeuronScheduling, NeuronWrapper, device_custom_pass=NeuronGraphPass()
+    )
     common.register_device_op_overrides("neuron", NeuronDeviceOpOverrides())
 
 
@@ -155,6 +174,24 @@ def _patch_scheduler(scheduler) -> None:
         return device is not None and device.type in ("cpu", "neuron")
 
     scheduler.BaseSchedulerNode.is_cpu = is_cpu
+
+
+@functools.cache
+def _backend_version() -> str:
+    from . import _C
+
+    h = hashlib.sha256(torch_neuronx_version().encode())
+    for name in ("_compile.py", "_inductor.py"):
+        h.update((Path(__file__).parent / name).read_bytes())
+    st = os.stat(_C.__file__)
+    h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()
+
+
+def torch_neuronx_version() -> str:
+    from . import __version__
+
+    return __version__
 
 
 class _Loader(importlib.abc.Loader):

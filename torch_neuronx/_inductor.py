@@ -122,7 +122,11 @@ class _NeuronKernelCalls:
     wrapper and subgraph wrapper codegen)."""
 
     def define_kernel(self, kernel_name, kernel_body, metadata=None, gpu=True, cpp_definition=None):
-        if not gpu and "async_compile.cpp_pybinding(" in kernel_body:
+        if (
+            not gpu
+            and "async_compile.cpp_pybinding(" in kernel_body
+            and V.graph.get_current_device_or_throw().type == "neuron"
+        ):
             kernel_body = _rewrite_kernel_definition(kernel_name, kernel_body)
         super().define_kernel(
             kernel_name, kernel_body, metadata=metadata, gpu=gpu, cpp_definition=cpp_definition

@@ -28,16 +28,23 @@ namespace {
 
 using packed_fn = int (*)(const uint64_t *args, char *msg, size_t msg_size);
 
+// Header, then one slot per argument. An argument whose bit is set in
+// by_value is a one-element CPU tensor (Inductor passes CPU scalars, such as
+// an optimizer's step count, to device kernels): its slot holds the value,
+// copied at launch, because the host may change the tensor before the task
+// runs; the task passes the kernel a pointer to that copy.
 struct CompiledTask {
   packed_fn fn;
   tnrt_stream_t *stream;
   uint32_t origin;
   uint32_t nargs;
-  uint64_t args[(TNRT_TASK_ARGS_MAX - 24) / sizeof(uint64_t)];
+  uint64_t by_value[2];
+  uint64_t args[(TNRT_TASK_ARGS_MAX - 40) / sizeof(uint64_t)];
 };
-static_assert(offsetof(CompiledTask, args) == 24, "task header layout");
+static_assert(offsetof(CompiledTask, args) == 40, "task header layout");
 static_assert(sizeof(CompiledTask) <= TNRT_TASK_ARGS_MAX, "task fits inline");
 constexpr size_t kMaxArgs = sizeof(CompiledTask::args) / sizeof(uint64_t);
+static_assert(kMaxArgs <= 128, "by_value has a bit per argument");
 
 // A kernel's exception message outlives the task that reports it (the fault
 // keeps the pointer): interned for the process's lifetime.
@@ -59,15 +66,24 @@ void report(int rc, const char *msg, tnrt_stream_t *stream, uint32_t origin) {
 
 void run_compiled(void *p) {
   auto *t = static_cast<CompiledTask *>(p);
+  uint64_t values[kMaxArgs];
+  for (uint32_t i = 0; i < t->nargs; i++)
+    if (t->by_value[i / 64] >> (i % 64) & 1) {
+      values[i] = t->args[i];
+      t->args[i] = reinterpret_cast<uintptr_t>(&values[i]);
+    }
   char msg[256] = {0};
   int rc = t->fn(t->args, msg, sizeof msg - 1);
   report(rc, msg, t->stream, t->origin);
 }
 
-// Packs args by fmt: 'p' a tensor (its data pointer), 'i' an int, 'f' a
-// float (its float32 bits), 'u' an address given as an int. Returns the
-// device of the tensor arguments (-1 when there is none).
-c10::DeviceIndex pack(const std::string &fmt, const py::args &args, uint64_t *slots) {
+// Packs args by fmt: 'p' a tensor (its data pointer; a one-element CPU
+// tensor by value, or by address when by_value is null and the caller runs
+// the kernel at once; any other tensor must be on the device),
+// 'i' an int, 'f' a float (its float32 bits), 'u' an address given as an
+// int. Returns the device of the neuron tensor arguments (-1: none).
+c10::DeviceIndex pack(const std::string &fmt, const py::args &args, uint64_t *slots,
+                      uint64_t *by_value) {
   c10::DeviceIndex device = -1;
   for (size_t i = 0; i < fmt.size(); i++) {
     PyObject *o = args[i].ptr();
@@ -76,6 +92,16 @@ c10::DeviceIndex pack(const std::string &fmt, const py::args &args, uint64_t *sl
         TORCH_CHECK_TYPE(THPVariable_Check(o), "compiled neuron kernel: argument ", i,
                          " must be a tensor, got ", Py_TYPE(o)->tp_name);
         const at::Tensor &t = THPVariable_Unpack(o);
+        if (t.device().is_cpu() && t.numel() == 1 && t.element_size() <= 8) {
+          if (!by_value) {  // the caller runs the kernel now
+            slots[i] = reinterpret_cast<uintptr_t>(t.data_ptr());
+            break;
+          }
+          slots[i] = 0;
+          std::memcpy(&slots[i], t.data_ptr(), t.element_size());
+          by_value[i / 64] |= uint64_t{1} << (i % 64);
+          break;
+        }
         TORCH_CHECK(t.device().type() == kNeuron, "compiled neuron kernel: argument ", i, " is on ",
                     t.device(), "; every tensor of a neuron kernel must be on a neuron device");
         if (device < 0)
@@ -112,9 +138,9 @@ void launch_compiled(uintptr_t fn, const std::string &fmt, uintptr_t name, const
   task.origin = tnrt_thread_token();
   if (fmt.size() > kMaxArgs) {
     // More arguments than a task carries inline: run it here, after the
-    // stream's earlier work (correct, and rare: a fused kernel of >121 args).
+    // stream's earlier work (correct, and rare: a fused kernel of over 119 arguments).
     std::vector<uint64_t> slots(fmt.size());
-    c10::DeviceIndex device = pack(fmt, args, slots.data());
+    c10::DeviceIndex device = pack(fmt, args, slots.data(), nullptr);
     if (device < 0) device = current_device();
     check(tnrt_stream_synchronize(current_native_stream(device)), "compiled neuron kernel");
     char msg[256] = {0};
@@ -123,7 +149,8 @@ void launch_compiled(uintptr_t fn, const std::string &fmt, uintptr_t name, const
     TORCH_CHECK(rc == 0, "compiled neuron kernel: ", msg);
     return;
   }
-  c10::DeviceIndex device = pack(fmt, args, task.args);
+  task.by_value[0] = task.by_value[1] = 0;
+  c10::DeviceIndex device = pack(fmt, args, task.args, task.by_value);
   if (device < 0) device = current_device();
   task.stream = current_native_stream(device);
   launch(device, run_compiled, &task, offsetof(CompiledTask, args) + fmt.size() * sizeof(uint64_t),

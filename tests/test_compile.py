@@ -1,0 +1,290 @@
+"""torch.compile on neuron tensors: Inductor's C++ code generation for the
+device, kernels queued on the current stream, the "neuron" Dynamo backend.
+Every result is compared with the same function run eagerly on the CPU."""
+
+import copy
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch._dynamo
+import torch._dynamo.testing
+from torch._dynamo.utils import counters
+
+DEV = "neuron"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    counters.clear()
+    yield
+    torch._dynamo.reset()
+
+
+def close(a, b, atol=1e-5, rtol=1e-5):
+    torch.testing.assert_close(a.cpu(), b, atol=atol, rtol=rtol)
+
+
+def compiled_kernels(fn):
+    """Runs fn under a CompileCounter wrapping Inductor: (result, frames)."""
+    cnt = torch._dynamo.testing.CompileCounterWithBackend("inductor")
+    return torch.compile(fn, backend=cnt), cnt
+
+
+def test_pointwise_and_reduction_match_cpu():
+    def f(x, y):
+        z = (x.sin() + y * 3).relu()
+        return z.sum(-1), z.amax(0), torch.where(x > 0, x / (y.abs() + 1), -x)
+
+    x, y = torch.randn(37, 129), torch.randn(37, 129)
+    cf, cnt = compiled_kernels(f)
+    got = cf(x.to(DEV), y.to(DEV))
+    for g, e in zip(got, f(x, y)):
+        close(g, e)
+    assert cnt.frame_count == 1
+
+
+def test_outputs_are_neuron_tensors_and_inputs_unchanged():
+    def f(x):
+        x.mul_(2)
+        return x + 1
+
+    x = torch.randn(64)
+    xn = x.to(DEV)
+    out = torch.compile(f)(xn)
+    assert out.device.type == DEV and xn.device.type == DEV
+    close(xn, x * 2)
+    close(out, x * 2 + 1)
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(48, 96),
+        torch.nn.LayerNorm(96),
+        torch.nn.GELU(),
+        torch.nn.Dropout(0.0),
+        torch.nn.Linear(96, 7),
+    )
+
+
+def test_forward_backward_match_cpu():
+    ref = mlp()
+    model = copy.deepcopy(ref).to(DEV)
+    x = torch.randn(19, 48)
+    target = torch.randint(0, 7, (19,))
+    cm = torch.compile(model)
+    loss = torch.nn.functional.cross_entropy(cm(x.to(DEV)), target.to(DEV))
+    loss.backward()
+    ref_loss = torch.nn.functional.cross_entropy(ref(x), target)
+    ref_loss.backward()
+    close(loss, ref_loss)
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_dynamic_shapes_one_graph_for_many_sizes():
+    def f(a):
+        return (a * 2).softmax(-1).sum(0) + a.mean()
+
+    cf, cnt = compiled_kernels(f)
+    cf_dyn = torch.compile(f, dynamic=True)
+    for n in (5, 9, 17, 64):
+        a = torch.randn(n, 33)
+        close(cf_dyn(a.to(DEV)), f(a))
+    # mark_dynamic: one graph serves every size after the first.
+    for n in (6, 10, 18):
+        a = torch.randn(n, 33).to(DEV)
+        torch._dynamo.mark_dynamic(a, 0)
+        close(cf(a), f(a.cpu()))
+    assert cnt.frame_count == 1
+
+
+def test_graph_break_keeps_results():
+    def f(x):
+        y = x.cos() * 2
+        if y.sum().item() > 0:  # data-dependent branch: a graph break
+            y = y + 1
+        else:
+            y = y - 1
+        return y.exp()
+
+    x = torch.randn(50)
+    cf, cnt = compiled_kernels(f)
+    close(cf(x.to(DEV)), f(x))
+    close(cf(-x.abs().to(DEV) - 3), f(-x.abs() - 3))
+    assert cnt.frame_count >= 2
+
+
+def test_compiled_kernels_run_in_stream_order_with_eager_work():
+    """The eager copy is queued behind a 0.2 s task; a compiled kernel that
+    ran on the host at once would read the old values."""
+
+    def f(x):
+        return x * 2 + 1
+
+    cf = torch.compile(f)
+    x = torch.zeros(1000, device=DEV)
+    cf(x)  # compile first
+    torch.neuron.synchronize()
+    src = torch.arange(1000.0).to(DEV)
+    torch.neuron._sleep(200_000_000)
+    x.copy_(src)
+    out = cf(x)
+    close(out, torch.arange(1000.0) * 2 + 1)
+
+
+def test_compiled_kernels_run_on_the_current_stream():
+    def f(x):
+        return x.exp() - 1
+
+    cf = torch.compile(f)
+    x = torch.randn(4096)
+    cf(x.to(DEV))  # compile on the default stream
+    s = torch.neuron.Stream()
+    with torch.neuron.stream(s):
+        xs = x.to(DEV)
+        torch.neuron._sleep(100_000_000)
+        out = cf(xs)
+    # The default stream waits for s's work before reading out.
+    torch.neuron.current_stream().wait_stream(s)
+    close(out, f(x))
+    with torch.profiler.profile(
+        activities=[
+            torch.profiler.ProfilerActivity.CPU,
+            torch.profiler.ProfilerActivity.PrivateUse1,
+        ]
+    ) as prof:
+        cf(x.to(DEV))
+        torch.neuron.synchronize()
+    names = {e.name for e in prof.events()}
+    assert any(n.startswith("cpp_fused_") for n in names), sorted(names)
+
+
+def test_backend_neuron_is_registered():
+    assert "neuron" in torch._dynamo.list_backends()
+
+    def f(x):
+        return torch.nn.functional.silu(x) * x.sigmoid()
+
+    x = torch.randn(300)
+    close(torch.compile(f, backend="neuron")(x.to(DEV)), f(x))
+
+
+def test_compiled_optimizer_step_matches_cpu():
+    ref = mlp()
+    model = copy.deepcopy(ref).to(DEV)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2, weight_decay=0.1)
+
+    @torch.compile
+    def step():
+        opt.step()
+
+    x = torch.randn(8, 48)
+    for i in range(3):
+        for m, inp in ((model, x.to(DEV)), (ref, x)):
+            m.zero_grad()
+            m(inp).square().mean().backward()
+        if i == 2:
+            # Two steps queued behind a busy stream: Adam's step count is a
+            # CPU tensor the host increments before the first step's kernel
+            # runs; the kernel must see the count of its own step.
+            torch.neuron._sleep(200_000_000)
+            step()
+            ref_opt.step()
+        step()
+        ref_opt.step()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), atol=1e-5, rtol=1e-4)
+
+
+def test_compiler_disable_and_recompile_limit():
+    @torch.compiler.disable
+    def eager_part(x):
+        return x.to("cpu").mul(3).to(DEV)
+
+    def f(x):
+        return eager_part(x.sin()) + 1
+
+    x = torch.randn(40)
+    cf, cnt = compiled_kernels(f)
+    close(cf(x.to(DEV)), x.sin() * 3 + 1)
+    assert cnt.frame_count == 2  # the graph before eager_part and the one after
+
+    # Specialising on a Python int recompiles, up to the limit; then the
+    # function runs eagerly (still correct).
+    def g(x, k):
+        return x * k
+
+    cg, cnt2 = compiled_kernels(g)
+    with torch._dynamo.config.patch(recompile_limit=2, automatic_dynamic_shapes=False):
+        for k in range(5):
+            close(cg(x.to(DEV), k), x * k)
+    assert cnt2.frame_count == 2
+
+
+def test_integer_division_by_zero_raises_like_eager():
+    def f(a, b):
+        return a // b + 1
+
+    a = torch.tensor([7, 8, 9], device=DEV)
+    b = torch.tensor([2, 0, 3], device=DEV)
+    # CPU raises RuntimeError("ZeroDivisionError"), eager and compiled.
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        torch.tensor([7]) // torch.tensor([0])
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        (a // b).cpu()
+    with pytest.raises(RuntimeError, match="ZeroDivisionError.*compiled kernel"):
+        torch.compile(f)(a, b).cpu()
+    # The device stays usable.
+    b = torch.tensor([2, 1, 3], device=DEV)
+    close(torch.compile(f)(a, b), torch.tensor([4, 9, 4]))
+
+
+def test_cpu_and_neuron_tensors_in_one_graph():
+    def f(x, y):
+        return (x + 1).cpu() * y, (y.to(DEV) * 2).sum()
+
+    x, y = torch.randn(16), torch.randn(16)
+    got = torch.compile(f)(x.to(DEV), y)
+    exp = ((x + 1) * y, (y * 2).sum())
+    assert got[0].device.type == "cpu" and got[1].device.type == DEV
+    close(got[0], exp[0])
+    close(got[1], exp[1])
+
+
+FX_CACHE_SCRIPT = textwrap.dedent(
+    """
+    import torch
+    from torch._dynamo.utils import counters
+    def f(x):
+        return (x.tanh() * 3).sum(0)
+    x = torch.arange(120.0).reshape(10, 12) / 100
+    out = torch.compile(f)(x.to("neuron")).cpu()
+    assert torch.allclose(out, f(x), atol=1e-5), (out, f(x))
+    print("hit", counters["inductor"]["fxgraph_cache_hit"], "miss",
+          counters["inductor"]["fxgraph_cache_miss"])
+    """
+)
+
+
+def test_fx_graph_cache_across_processes(tmp_path):
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path), TORCHINDUCTOR_FX_GRAPH_CACHE="1")
+    outs = []
+    for _ in range(2):
+        r = subprocess.run(
+            [sys.executable, "-c", FX_CACHE_SCRIPT],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert r.returncode == 0, r.stderr[-3000:]
+        outs.append(r.stdout.strip().splitlines()[-1])
+    assert outs[0] == "hit 0 miss 1", outs
+    assert outs[1] == "hit 1 miss 0", outs
