@@ -168,6 +168,27 @@ def _patch_ir(ir) -> None:
     ir.is_cpu = is_cpu
 
 
+def _patch_utils(utils) -> None:
+    # The code generator in charge of the current device: "cpp" for neuron,
+    # as for the CPU (Inductor's default answer for a device it does not
+    # know is its CUDA backend, Triton). Modules that imported the function
+    # by name before this ran get the wrapper too.
+    original = utils.get_current_backend
+
+    def get_current_backend(device_type: str | None = None) -> str:
+        if device_type is None:
+            from torch._inductor.virtualized import V
+
+            device_type = V.graph.get_current_device_or_throw().type
+        return "cpp" if device_type == "neuron" else original(device_type)
+
+    utils.get_current_backend = get_current_backend
+    for name in ("codegen.common", "scheduler", "kernel.mm_common"):
+        module = sys.modules.get("torch._inductor." + name)
+        if module is not None and getattr(module, "get_current_backend", None) is original:
+            module.get_current_backend = get_current_backend
+
+
 def _patch_scheduler(scheduler) -> None:
     def is_cpu(self) -> bool:
         device = self.get_device()
@@ -257,5 +278,6 @@ def install() -> None:
     sys.meta_path.insert(0, _hooks)
     _hooks.add("torch._dynamo.device_interface", _register_device_interface)
     _hooks.add("torch._inductor.codegen.common", _register_inductor)
+    _hooks.add("torch._inductor.utils", _patch_utils)
     _hooks.add("torch._inductor.ir", _patch_ir)
     _hooks.add("torch._inductor.scheduler", _patch_scheduler)

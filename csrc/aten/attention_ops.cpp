@@ -9,6 +9,8 @@
 #include <ATen/native/transformers/sdp_utils_cpp.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace torch_neuronx {
@@ -53,6 +55,36 @@ at::Tensor as_f32(const at::Tensor &t) {
 // so the usual transpose(1, 2).reshape(B, L, H * E) that follows is free.
 at::Tensor bhle(int64_t b, int64_t h, int64_t l, int64_t e, const at::Tensor &like) {
   return at::empty({b, l, h, e}, like.options().dtype(at::kFloat)).permute({0, 2, 1, 3});
+}
+
+// An fp32 tensor shaped like `like` with last dimension e, in the layout
+// PyTorch's meta function gives the fused attention's output and gradients
+// (alloc_with_matching_layout / empty_like): compiled graphs assert it.
+at::Tensor matching_layout(const at::Tensor &like, int64_t e) {
+  auto opts = like.options().dtype(at::kFloat);
+  if (e == like.size(3)) return at::empty_like(like, opts);
+  std::array<int64_t, 4> order{0, 1, 2, 3};
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
+  std::array<int64_t, 4> sizes{like.size(0), like.size(1), like.size(2), e}, strides{};
+  int64_t st = 1;
+  for (int i = 3; i >= 0; i--) {
+    strides[order[i]] = st;
+    st *= sizes[order[i]];
+  }
+  return at::empty_strided(sizes, strides, opts);
+}
+
+// The kernels write rows with unit stride: a result whose last dimension is
+// not innermost is computed in a (b, l, h, e) buffer and copied.
+at::Tensor kernel_buffer(const at::Tensor &result) {
+  if (result.stride(3) == 1) return result;
+  return bhle(result.size(0), result.size(1), result.size(2), result.size(3), result);
+}
+
+at::Tensor finish(at::Tensor &result, const at::Tensor &buffer, const at::Tensor &like) {
+  if (!buffer.is_same(result)) result.copy_(buffer);
+  return like.scalar_type() == at::kFloat ? result : result.to(like.scalar_type());
 }
 
 void set_strides(const at::Tensor &t, int64_t *s) {
@@ -107,7 +139,8 @@ sdpa_overrideable(const at::Tensor &query, const at::Tensor &key, const at::Tens
   at::Tensor q = as_f32(query), k = as_f32(key), v = as_f32(value);
   at::Tensor mask = prepare_mask(attn_bias, q, k);
   int64_t b = q.size(0), h = q.size(1), lq = q.size(2);
-  at::Tensor o = bhle(b, h, lq, v.size(3), q);
+  at::Tensor result = matching_layout(query, v.size(3));
+  at::Tensor o = kernel_buffer(result);
   at::Tensor lse = at::empty({b, h, lq}, q.options().dtype(at::kFloat));
   tnk_sdpa_args_t a{};
   fill_common(&a, q, k, v, mask, is_causal, scale);
@@ -116,16 +149,18 @@ sdpa_overrideable(const at::Tensor &query, const at::Tensor &key, const at::Tens
   set_strides(o, a.so);
   launch(query.device().index(), sdpa_forward_task, &a, sizeof a,
          "aten::_scaled_dot_product_fused_attention_overrideable");
-  at::Tensor out = query.scalar_type() == at::kFloat ? o : o.to(query.scalar_type());
+  at::Tensor out = finish(result, o, query);
   at::Tensor none = at::empty({0}, query.options().dtype(at::kLong));
+  // No dropout, so no RNG state: 0-dim seed and offset, as the meta function.
+  at::Tensor no_rng = at::empty({}, query.options().dtype(at::kLong));
   return {out,
           lse,
           none,
           none,
           c10::SymInt(lq),
           c10::SymInt(key.size(2)),
-          none,
-          none,
+          no_rng,
+          no_rng,
           at::empty({0}, query.options())};
 }
 
@@ -145,10 +180,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_bac
   at::Tensor lse = logsumexp.contiguous();
   at::Tensor mask =
       prepare_mask(attn_bias.defined() ? std::optional<at::Tensor>(attn_bias) : std::nullopt, q, k);
-  int64_t b = q.size(0), h = q.size(1), hk = k.size(1);
-  at::Tensor gq = bhle(b, h, q.size(2), q.size(3), q);
-  at::Tensor gk = bhle(b, hk, k.size(2), k.size(3), q);
-  at::Tensor gv = bhle(b, hk, v.size(2), v.size(3), q);
+  at::Tensor rq = matching_layout(query, q.size(3)), rk = matching_layout(key, k.size(3)),
+             rv = matching_layout(value, v.size(3));
+  at::Tensor gq = kernel_buffer(rq), gk = kernel_buffer(rk), gv = kernel_buffer(rv);
   tnk_sdpa_args_t a{};
   fill_common(&a, q, k, v, mask, is_causal, scale);
   a.go = go.const_data_ptr<float>();
@@ -164,10 +198,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_bac
   set_strides(gv, a.sgv);
   launch(query.device().index(), sdpa_backward_task, &a, sizeof a,
          "aten::_scaled_dot_product_fused_attention_overrideable_backward");
-  auto back = [&](const at::Tensor &g, const at::Tensor &like) {
-    return like.scalar_type() == at::kFloat ? g : g.to(like.scalar_type());
-  };
-  return {back(gq, query), back(gk, key), back(gv, value), at::Tensor()};
+  return {finish(rq, gq, query), finish(rk, gk, key), finish(rv, gv, value), at::Tensor()};
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
