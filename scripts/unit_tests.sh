@@ -2,16 +2,18 @@
 # The fast unit tests (under two minutes on a 2-core machine): the C tests
 # of the runtime, kernel and collective libraries, then the per-family
 # Python tests of the kernels against PyTorch CPU, including the kernel edge
-# cases (tests/test_kernel_edges.py). Not here: the model sweeps (HF, zoo,
-# TorchTitan), the distributed and multi-process tests, OpInfo, the ISA
-# re-runs (test_isa_variants.py), lint and the sanitizer builds; those are
-# scripts/run_tests.sh. Arguments go to pytest (e.g. -k softmax, -x).
+# cases (tests/test_kernel_edges.py, tests/test_kernel_edges2.py). Not here:
+# the model sweeps (HF, zoo, TorchTitan), the distributed and multi-process
+# tests, OpInfo, the ISA re-runs (test_isa_variants.py), lint and the
+# sanitizer builds; those are scripts/run_tests.sh. Arguments go to pytest
+# (e.g. -k softmax, -x).
 # Needs a built extension (scripts/setup.sh); see docs/testing.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make -s -C csrc BUILD="$PWD/build/c" -j"${JOBS:-1}" test
 .venv/bin/python -m pytest -q -p no:cacheprovider \
   tests/test_kernel_edges.py \
+  tests/test_kernel_edges2.py \
   tests/test_nn_ops.py \
   tests/test_math_ops.py \
   tests/test_index_ops.py \

@@ -1,6 +1,8 @@
 """The Hugging Face libraries pick neuron with zero configuration: in each
-test the user code names no device. Where a run can be repeated on CPU
-(fp32, same seeds), the neuron results are compared with it."""
+test the user code names no device. Each run is compared with the same run
+on CPU (same seeds, model and data; the CPU run names its device): the
+training runs (Trainer, Accelerate, TRL) step by step, in bf16 as they run on
+neuron."""
 
 import copy
 
@@ -50,7 +52,46 @@ def test_library_detection():
     assert is_torch_neuronx_available()
 
 
-def test_trainer_bf16_picks_neuron():
+def logged(trainer, key):
+    """One value per optimizer step from the trainer's log (logging_steps=1)."""
+    return [h[key] for h in trainer.state.log_history if key in h and "train_loss" not in h]
+
+
+def params_of(model):
+    return {k: v.detach().float().cpu().clone() for k, v in model.named_parameters()}
+
+
+def assert_same_training(neuron, cpu, steps, loss_atol, grad_norm_rtol, update_rtol):
+    """Two runs of the same steps (bf16 autocast on both devices) from the
+    same initial parameters: each step's loss and gradient norm as CPU's
+    within bf16 noise (the Trainer run in fp32 agrees to 1e-6), and each
+    parameter's total update within update_rtol of CPU's in norm. bf16 makes
+    Adam's first steps flip the sign of some near-zero-gradient elements
+    (updates of +-lr), so the updates are compared in norm, not element by
+    element; an update of the wrong direction or size is off by about its
+    own norm, and Adam hides a gradient's scale, which the norms show."""
+    assert len(neuron["loss"]) == len(cpu["loss"]) == steps
+    for what, tol in (
+        ("loss", dict(rtol=0, atol=loss_atol)),
+        ("grad_norm", dict(rtol=grad_norm_rtol, atol=0)),
+    ):
+        torch.testing.assert_close(
+            torch.tensor(neuron[what]),
+            torch.tensor(cpu[what]),
+            msg=lambda m, what=what: f"{what} per step: {m}",
+            **tol,
+        )
+    before = neuron["before"]
+    assert before.keys() == cpu["before"].keys()
+    for k in before:
+        assert torch.equal(before[k], cpu["before"][k]), k  # the same start
+        un, uc = neuron["after"][k] - before[k], cpu["after"][k] - before[k]
+        assert uc.norm() > 0, k  # every parameter trained
+        rel = float((un - uc).norm() / uc.norm())
+        assert rel < update_rtol, (k, rel)
+
+
+def _trainer_run(on_cpu):
     from datasets import Dataset
     from transformers import Trainer, TrainingArguments
 
@@ -66,47 +107,89 @@ def test_trainer_bf16_picks_neuron():
         report_to=[],
         logging_steps=1,
         save_strategy="no",
+        **({"use_cpu": True} if on_cpu else {}),  # the oracle names its device
     )
-    assert args.device == torch.device("neuron:0")
-    before = model.model.embed_tokens.weight.detach().clone()
+    if not on_cpu:
+        assert args.device == torch.device("neuron:0")
+    before = params_of(model)
     trainer = Trainer(model=model, args=args, train_dataset=ds)
-    result = trainer.train()
-    assert next(model.parameters()).device.type == "neuron"
-    assert torch.isfinite(torch.tensor(result.training_loss))
-    assert not torch.equal(model.model.embed_tokens.weight.detach().cpu(), before)
-    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    assert len(losses) == 4
+    trainer.train()
+    dev = next(model.parameters()).device.type
+    assert dev == ("cpu" if on_cpu else "neuron")
+    return {
+        "loss": logged(trainer, "loss"),
+        "grad_norm": logged(trainer, "grad_norm"),
+        "before": before,
+        "after": params_of(model),
+    }
 
 
-def test_accelerate_bf16_places_everything_on_neuron():
+def test_trainer_bf16_picks_neuron_and_matches_cpu():
+    """Trainer with bf16=True and no device: neuron; its 4 steps as the same
+    Trainer run on CPU (bf16 autocast there too, same seeds and data order)."""
+    neuron = _trainer_run(on_cpu=False)
+    cpu = _trainer_run(on_cpu=True)
+    # measured: losses 6e-4 apart, gradient norms 1.4%, updates 8% (in norm)
+    assert_same_training(
+        neuron, cpu, steps=4, loss_atol=2e-3, grad_norm_rtol=3e-2, update_rtol=0.15
+    )
+
+
+def _accelerate_run(on_cpu):
     from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
 
-    acc = Accelerator(mixed_precision="bf16")
-    assert acc.device.type == "neuron"
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    data = torch.utils.data.TensorDataset(torch.randn(32, 8), torch.randn(32, 2))
-    dl = torch.utils.data.DataLoader(data, batch_size=8)
-    seen = []
-    model[0].register_forward_hook(lambda mod, inp, out: seen.append(out.dtype))
-    model, opt, dl = acc.prepare(model, opt, dl)
-    losses = []
-    for _ in range(5):
-        epoch = []
-        losses.append(epoch)
-        for x, y in dl:
-            assert x.device.type == "neuron" and y.device.type == "neuron"
-            with acc.autocast():
-                out = model(x)  # accelerate returns fp32 outputs
-                loss = torch.nn.functional.mse_loss(out.float(), y)
-            acc.backward(loss)
-            opt.step()
-            opt.zero_grad()
-            epoch.append(loss.item())
-    assert all(p.device.type == "neuron" for p in model.parameters())
-    assert seen and all(d == torch.bfloat16 for d in seen)  # inside: bf16 autocast on neuron
-    assert sum(losses[-1]) < sum(losses[0])  # it learns
+    AcceleratorState._reset_state(reset_partial_state=True)  # a fresh device choice
+    try:
+        acc = Accelerator(mixed_precision="bf16", **({"cpu": True} if on_cpu else {}))
+        assert acc.device.type == ("cpu" if on_cpu else "neuron")
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+        before = params_of(model)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        data = torch.utils.data.TensorDataset(
+            torch.randn(32, 8, generator=torch.Generator().manual_seed(1)),
+            torch.randn(32, 2, generator=torch.Generator().manual_seed(2)),
+        )
+        dl = torch.utils.data.DataLoader(data, batch_size=8)
+        seen = []
+        model[0].register_forward_hook(lambda mod, inp, out: seen.append(out.dtype))
+        model, opt, dl = acc.prepare(model, opt, dl)
+        losses, grad_norms = [], []
+        for _ in range(5):
+            for x, y in dl:
+                assert x.device.type == y.device.type == acc.device.type
+                with acc.autocast():
+                    out = model(x)  # accelerate returns fp32 outputs
+                    loss = torch.nn.functional.mse_loss(out.float(), y)
+                acc.backward(loss)
+                grad_norms.append(
+                    float(sum(p.grad.float().pow(2).sum() for p in model.parameters()) ** 0.5)
+                )
+                opt.step()
+                opt.zero_grad()
+                losses.append(loss.item())
+        assert all(p.device.type == acc.device.type for p in model.parameters())
+        assert seen and all(d == torch.bfloat16 for d in seen)  # inside: bf16 autocast
+        return {
+            "loss": losses,
+            "grad_norm": grad_norms,
+            "before": before,
+            "after": params_of(model),
+        }
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def test_accelerate_bf16_places_everything_on_neuron_and_matches_cpu():
+    """Accelerator(mixed_precision="bf16") with no device: everything on
+    neuron; its 20 steps as Accelerator(cpu=True) gives on CPU."""
+    neuron = _accelerate_run(on_cpu=False)
+    cpu = _accelerate_run(on_cpu=True)
+    # measured: losses, gradient norms and updates agree to 2e-7
+    assert_same_training(
+        neuron, cpu, steps=20, loss_atol=1e-4, grad_norm_rtol=1e-3, update_rtol=1e-2
+    )
 
 
 def _lora_run(device):
@@ -162,12 +245,13 @@ def _char_tokenizer():
     )
 
 
-def test_trl_sft_trainer_default_config():
+def _sft_run(on_cpu):
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
     tok = _char_tokenizer()
     model = tiny_llama(vocab=len(tok))
+    before = params_of(model)
     texts = [
         "the keeper lit the lamp",
         "gulls on the ledge",
@@ -184,18 +268,36 @@ def test_trl_sft_trainer_default_config():
         save_strategy="no",
         logging_steps=1,
         max_length=32,
+        # the oracle names its device, and bf16 (TRL's default on accelerators)
+        **({"use_cpu": True, "bf16": True} if on_cpu else {}),
     )
-    assert args.bf16  # TRL's default on accelerators
+    assert args.bf16
     trainer = SFTTrainer(
         model=model,
         args=args,
         train_dataset=Dataset.from_dict({"text": texts}),
         processing_class=tok,
     )
-    assert trainer.args.device.type == "neuron"
-    result = trainer.train()
-    assert next(trainer.model.parameters()).device.type == "neuron"
-    assert torch.isfinite(torch.tensor(result.training_loss))
+    assert trainer.args.device.type == ("cpu" if on_cpu else "neuron")
+    trainer.train()
+    assert next(trainer.model.parameters()).device.type == trainer.args.device.type
+    return {
+        "loss": logged(trainer, "loss"),
+        "grad_norm": logged(trainer, "grad_norm"),
+        "before": before,
+        "after": params_of(trainer.model),
+    }
+
+
+def test_trl_sft_trainer_default_config_matches_cpu():
+    """SFTTrainer with TRL's defaults (bf16 on accelerators) and no device:
+    neuron; its 3 steps as the same run on CPU."""
+    neuron = _sft_run(on_cpu=False)
+    cpu = _sft_run(on_cpu=True)
+    # measured: losses 8e-5 apart, gradient norms 1.2e-4, updates 9% (in norm)
+    assert_same_training(
+        neuron, cpu, steps=3, loss_atol=1e-3, grad_norm_rtol=2e-3, update_rtol=0.15
+    )
 
 
 def _unet():

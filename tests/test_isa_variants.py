@@ -1,10 +1,9 @@
 """The kernel library's ISA variants against PyTorch CPU: the element-wise,
 reduction, softmax/norm, GEMM, attention, convolution and pooling suites and
-the kernel edge cases (test_kernel_edges.py) run again in fresh
-interpreters with TORCH_NEURONX_ISA forcing the portable
-reference and AVX2 (the default run covers the best ISA the CPU has). The
-C suite compares the GEMM and vector-math variants with the reference
-directly."""
+the kernel edge cases (test_kernel_edges.py, test_kernel_edges2.py) run again
+in fresh interpreters with TORCH_NEURONX_ISA forcing the portable reference
+and AVX2 (the default run covers the best ISA the CPU has). The C suite
+compares the GEMM and vector-math variants with the reference directly."""
 
 import os
 import subprocess
@@ -23,6 +22,7 @@ SUITES = [
     "test_conv.py",
     "test_pooling.py",
     "test_kernel_edges.py",
+    "test_kernel_edges2.py",
 ]
 
 

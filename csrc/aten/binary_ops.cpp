@@ -532,6 +532,25 @@ at::Tensor minimum(const at::Tensor &a, const at::Tensor &b) {
              : at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(minimum)>::call(a, b);
 }
 
+// maximum.out / minimum.out (the for-loop Adam's amsgrad writes
+// torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)): the
+// result first, so an out that aliases an operand reads no partial update.
+#define NEURON_EXTREMUM_OUT(NAME)                                                                 \
+  at::Tensor &NAME##_out(const at::Tensor &a, const at::Tensor &b, at::Tensor &out) {             \
+    at::Tensor r = torch_neuronx::NAME(a, b);                                                     \
+    TORCH_CHECK(out.device() == r.device(),                                                       \
+                "Expected all tensors to be on the same device, "                                 \
+                "but found at least two devices, ",                                               \
+                r.device(), " and ", out.device(), "!");                                          \
+    TORCH_CHECK(at::canCast(r.scalar_type(), out.scalar_type()), "result type ", r.scalar_type(), \
+                " can't be cast to the desired output type ", out.scalar_type());                 \
+    resize_elementwise_out(out, r.sizes(), {&a, &b});                                             \
+    return out.copy_(r);                                                                          \
+  }
+NEURON_EXTREMUM_OUT(maximum)
+NEURON_EXTREMUM_OUT(minimum)
+#undef NEURON_EXTREMUM_OUT
+
 // ---------------------------------------------------- activation backward
 // grad_input = f'(saved) * grad_output, with the saved tensor the input or
 // the output as ATen's derivative formulas give it.
@@ -805,6 +824,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("div.out", div_out);
   m.impl("maximum", maximum);
   m.impl("minimum", minimum);
+  m.impl("maximum.out", maximum_out);
+  m.impl("minimum.out", minimum_out);
   m.impl("floor_divide", floor_divide);
   m.impl("floor_divide_.Tensor", floor_divide_);
   m.impl("floor_divide.out", floor_divide_out);

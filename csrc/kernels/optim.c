@@ -25,7 +25,9 @@ static void adam_range(void *p, int64_t begin, int64_t end) {
   if (dt == TNK_F32) { /* the common case without per-element dispatch */
     float *pa = a->param, *m = a->exp_avg, *v = a->exp_avg_sq, *vm = a->max_exp_avg_sq;
     const float *g = a->grad;
-    float fb1 = (float)b1, fb2 = (float)b2, fwd = (float)wd, feps = (float)eps;
+    /* 1 - beta in double, then rounded: 1 - (float)0.999 is 1.3e-5 off */
+    float omb1 = (float)(1.0 - b1), fb2 = (float)b2, omb2 = (float)(1.0 - b2);
+    float fwd = (float)wd, feps = (float)eps;
     float decay = (float)(1.0 - c->lr * wd), fss = (float)step_size;
     float fbc2 = (float)c->bc2_sqrt, fscale = (float)c->inv_scale;
     for (int64_t i = begin; i < end; i++) {
@@ -36,8 +38,8 @@ static void adam_range(void *p, int64_t begin, int64_t end) {
         pi *= decay;
       else if (wd != 0.0)
         gi += fwd * pi;
-      float mi = m[i] + (1.0f - fb1) * (gi - m[i]);
-      float vi = fb2 * v[i] + (1.0f - fb2) * gi * gi;
+      float mi = m[i] + omb1 * (gi - m[i]);
+      float vi = fb2 * v[i] + omb2 * gi * gi;
       m[i] = mi;
       v[i] = vi;
       float vd = vi;

@@ -481,14 +481,34 @@ static void to_hex(const tnrt_mem_handle_t *h, char *out) {
   for (int i = 0; i < TNRT_MEM_HANDLE_BYTES; i++) sprintf(out + 2 * i, "%02x", h->bytes[i]);
 }
 
-static int import_child(const char *hex) { /* the --import mode: exit status 0 on success */
-  tnrt_mem_handle_t h;
-  if (strlen(hex) != 2 * TNRT_MEM_HANDLE_BYTES) return 2;
+/* The handle written by to_hex; 0 on success. */
+static int from_hex(const char *hex, tnrt_mem_handle_t *h) {
+  if (strlen(hex) != 2 * TNRT_MEM_HANDLE_BYTES) return -1;
   for (int i = 0; i < TNRT_MEM_HANDLE_BYTES; i++) {
     unsigned v;
-    if (sscanf(hex + 2 * i, "%2x", &v) != 1) return 2;
-    h.bytes[i] = (unsigned char)v;
+    if (sscanf(hex + 2 * i, "%2x", &v) != 1) return -1;
+    h->bytes[i] = (unsigned char)v;
   }
+  return 0;
+}
+
+/* Runs this test binary again in a child process with argv (argv[0] its
+ * name, NULL-terminated) and waits for it: the child's exit status, or -1
+ * when it could not start or did not exit normally (a signal). */
+static int run_child(char *const argv[]) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    execv("/proc/self/exe", argv);
+    _exit(127);
+  }
+  int status = -1;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+static int import_child(const char *hex) { /* the --import mode: exit status 0 on success */
+  tnrt_mem_handle_t h;
+  if (from_hex(hex, &h)) return 2;
   void *q;
   size_t n;
   if (tnrt_mem_import(0, &h, &q, &n) != TNRT_OK || n != SHARED_BYTES) return 3;
@@ -518,14 +538,7 @@ static void test_shared_memory(void) {
   /* another process */
   char hex[2 * TNRT_MEM_HANDLE_BYTES + 1];
   to_hex(&h, hex);
-  pid_t pid = fork();
-  if (pid == 0) {
-    execl("/proc/self/exe", "test_runtime", "--import", hex, (char *)NULL);
-    _exit(127);
-  }
-  int status = -1;
-  CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(run_child((char *[]){"test_runtime", "--import", hex, NULL}) == 0);
   CHECK(tnrt_memcpy_d2h(0, out, p, sizeof out) == TNRT_OK);
   int bad = 0;
   for (int i = 0; i < 4096; i++) bad += out[i] != (unsigned char)(i * 3 + 1);
@@ -547,12 +560,7 @@ static void test_shared_memory(void) {
  * Only HAL transfers touch the memory, so it runs under --protect too. */
 static int import_at_child(const char *hex, const char *off_s, const char *bytes_s) {
   tnrt_mem_handle_t h;
-  if (strlen(hex) != 2 * TNRT_MEM_HANDLE_BYTES) return 2;
-  for (int i = 0; i < TNRT_MEM_HANDLE_BYTES; i++) {
-    unsigned v;
-    if (sscanf(hex + 2 * i, "%2x", &v) != 1) return 2;
-    h.bytes[i] = (unsigned char)v;
-  }
+  if (from_hex(hex, &h)) return 2;
   size_t off = (size_t)strtoull(off_s, NULL, 10), want = (size_t)strtoull(bytes_s, NULL, 10), n;
   void *q;
   if (tnrt_mem_import(0, &h, &q, &n) != TNRT_OK || n != want || off + 4096 > n) return 3;
@@ -596,14 +604,7 @@ static void test_shared_segments(void) {
   to_hex(&h, hex);
   snprintf(offs, sizeof offs, "%zu", off);
   snprintf(bytes, sizeof bytes, "%zu", (size_t)20 << 20); /* the large pool's segment */
-  pid_t pid = fork();
-  if (pid == 0) {
-    execl("/proc/self/exe", "test_runtime", "--import-at", hex, offs, bytes, (char *)NULL);
-    _exit(127);
-  }
-  int status = -1;
-  CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(run_child((char *[]){"test_runtime", "--import-at", hex, offs, bytes, NULL}) == 0);
   CHECK(tnrt_memcpy_d2h(0, out, at, sizeof out) == TNRT_OK);
   int bad = 0;
   for (int i = 0; i < 4096; i++) bad += out[i] != (unsigned char)(i * 11 + 2);
