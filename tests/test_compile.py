@@ -329,3 +329,68 @@ def test_attention_and_matmuls_run_neuron_kernels(transposed):
     names = {e.name for e in prof.events()}
     assert "aten::_scaled_dot_product_fused_attention_overrideable" in names, sorted(names)
     assert any(n in names for n in ("aten::mm", "aten::addmm")), sorted(names)
+
+
+def test_reduce_overhead_runs_as_default_and_says_so_once():
+    import torch_neuronx._compile as nc
+
+    nc._said_reduce_overhead = False
+
+    def f(x):
+        return x.tanh() + 1
+
+    x = torch.randn(10)
+    with pytest.warns(UserWarning, match="reduce-overhead"):
+        close(torch.compile(f, mode="reduce-overhead")(x.to(DEV)), f(x))
+
+    def g(x):
+        return x.sigmoid() * 2
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        close(torch.compile(g, mode="reduce-overhead")(x.to(DEV)), g(x))
+
+
+AOT_CACHE_SCRIPT = textwrap.dedent(
+    """
+    import torch
+    from torch._dynamo.utils import counters
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(12, 5)
+    x = torch.randn(7, 12)
+    ref = torch.nn.functional.gelu(lin(x)).sum()
+    ref.backward()
+    ref_grad = lin.weight.grad.clone()
+    lin.weight.grad = None
+    lin = lin.to("neuron")
+    out = torch.compile(lambda t: torch.nn.functional.gelu(lin(t)).sum())(x.to("neuron"))
+    out.backward()
+    assert torch.allclose(out.detach().cpu(), ref.detach(), atol=1e-5)
+    assert torch.allclose(lin.weight.grad.cpu(), ref_grad, atol=1e-5)
+    print("hit", counters["aot_autograd"]["autograd_cache_hit"], "miss",
+          counters["aot_autograd"]["autograd_cache_miss"])
+    """
+)
+
+
+def test_aot_autograd_cache_across_processes(tmp_path):
+    env = dict(
+        os.environ,
+        TORCHINDUCTOR_CACHE_DIR=str(tmp_path),
+        TORCHINDUCTOR_FX_GRAPH_CACHE="1",
+        TORCHINDUCTOR_AUTOGRAD_CACHE="1",
+    )
+    outs = []
+    for _ in range(2):
+        r = subprocess.run(
+            [sys.executable, "-c", AOT_CACHE_SCRIPT],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert r.returncode == 0, r.stderr[-3000:]
+        outs.append(r.stdout.strip().splitlines()[-1])
+    assert outs == ["hit 0 miss 1", "hit 1 miss 0"], outs

@@ -16,6 +16,7 @@ import importlib.abc
 import os
 import sys
 import threading
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -141,7 +142,7 @@ def _register_inductor(common) -> None:
         (its Python code generation or its launcher in _C) is not reused."""
 
         def __call__(self, gm: torch.fx.GraphModule) -> None:
-            pass
+            _note_reduce_overhead()
 
         def uuid(self) -> str:
             return _backend_version()
@@ -195,6 +196,24 @@ def _patch_scheduler(scheduler) -> None:
         return device is not None and device.type in ("cpu", "neuron")
 
     scheduler.BaseSchedulerNode.is_cpu = is_cpu
+
+
+_said_reduce_overhead = False
+
+
+def _note_reduce_overhead() -> None:
+    """Called for every neuron graph Inductor compiles; warns once."""
+    global _said_reduce_overhead
+    from torch._inductor import config
+
+    if config.triton.cudagraphs and not _said_reduce_overhead:
+        _said_reduce_overhead = True
+        warnings.warn(
+            "torch.compile(mode='reduce-overhead') on neuron: the software NeuronCore has no "
+            "graph capture for compiled code yet, so this mode runs as mode='default'",
+            UserWarning,
+            stacklevel=2,
+        )
 
 
 @functools.cache
