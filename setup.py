@@ -3,6 +3,7 @@ compiled by csrc/Makefile into a static archive, then linked into the thin
 C++ extension (csrc/aten). Build with --no-build-isolation against torch."""
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -21,6 +22,12 @@ class BuildWithCLibraries(BuildExtension):
     def run(self):
         jobs = str(os.cpu_count() or 1)
         subprocess.check_call(["make", "-C", str(ROOT / "csrc"), f"-j{jobs}", f"BUILD={C_BUILD}"])
+        # The kernel library's public headers, for users' C kernels
+        # (torch_neuronx.c_kernels): installed with the package.
+        for sub, name in (("kernels", "tnk.h"), ("runtime", "tnrt.h")):
+            dst = ROOT / "torch_neuronx" / "include" / sub
+            dst.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / "csrc" / sub / name, dst / name)
         super().run()
 
 
@@ -36,4 +43,8 @@ ext = CppExtension(
     libraries=["m", "mvec"],  # mvec: glibc's vector libm (csrc/kernels/unary.c)
 )
 
-setup(ext_modules=[ext], cmdclass={"build_ext": BuildWithCLibraries})
+setup(
+    ext_modules=[ext],
+    cmdclass={"build_ext": BuildWithCLibraries},
+    package_data={"torch_neuronx": ["include/*/*.h"]},
+)

@@ -221,7 +221,7 @@ def _backend_version() -> str:
     from . import _C
 
     h = hashlib.sha256(torch_neuronx_version().encode())
-    for name in ("_compile.py", "_inductor.py"):
+    for name in ("_compile.py", "_inductor.py", "_packed.py"):
         h.update((Path(__file__).parent / name).read_bytes())
     st = os.stat(_C.__file__)
     h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())

@@ -17,8 +17,6 @@ Inductor generates code for a neuron graph.
 from __future__ import annotations
 
 import ast
-import ctypes
-import functools
 import re
 
 import torch
@@ -26,71 +24,15 @@ from torch._inductor.codecache import LambdaFuture
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 from torch._inductor.virtualized import V
 
-from . import _C
+from ._packed import launcher, packed_entry
 
 _PYBINDING = re.compile(r"\s*async_compile\.cpp_pybinding\((\[.*?\]), r'''(.*)'''\)\s*$", re.S)
-
-# C++ argument type of a generated kernel -> (slot kind for _launch_compiled,
-# expression that turns the 64-bit slot a[i] back into the argument).
-_INT_TYPES = {"int64_t": "i", "long": "i", "int": "i", "bool": "i", "uintptr_t": "u"}
-
-
-def _slot(ctype: str, i: int) -> tuple[str, str]:
-    t = ctype.strip()
-    if t.endswith("*"):
-        return "p", f"reinterpret_cast<{t}>(static_cast<uintptr_t>(a[{i}]))"
-    base = t.removeprefix("const ").strip()
-    if base in _INT_TYPES:
-        return _INT_TYPES[base], f"static_cast<{base}>(a[{i}])"
-    if base in ("float", "double"):
-        return "f", f"static_cast<{base}>(neuron_slot_float(a[{i}]))"
-    raise NotImplementedError(
-        f"torch_neuronx: a generated kernel takes an argument of C++ type {ctype!r}, "
-        "which the neuron launcher cannot pass yet"
-    )
-
-
-def _packed_entry(argtypes: list[str]) -> tuple[str, str]:
-    """The launcher format and the C++ entry that unpacks it and calls kernel()."""
-    slots = [_slot(t, i) for i, t in enumerate(argtypes)]
-    fmt = "".join(k for k, _ in slots)
-    call = ", ".join(e for _, e in slots)
-    src = f"""
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <exception>
-static inline float neuron_slot_float(uint64_t v) {{
-    uint32_t bits = static_cast<uint32_t>(v);
-    float f;
-    std::memcpy(&f, &bits, sizeof f);
-    return f;
-}}
-extern "C" __attribute__((visibility("default")))
-int neuron_packed_kernel(const uint64_t* a, char* msg, size_t msg_size) {{
-    (void)a;
-    try {{
-        kernel({call});
-        return 0;
-    }} catch (const std::exception& e) {{
-        if (std::strstr(e.what(), "ZeroDivisionError") != nullptr) return 1;
-        std::snprintf(msg, msg_size, "%s", e.what());
-        return 2;
-    }} catch (...) {{
-        std::snprintf(msg, msg_size, "unknown C++ exception");
-        return 2;
-    }}
-}}
-"""
-    return fmt, src
 
 
 def _launcher(fn, fmt: str, name: str):
     """The callable the wrapper calls: queues the kernel of fn's module."""
     module = fn.__self__  # the extension module Inductor built and imported
-    lib = ctypes.CDLL(module.__file__)  # the same loaded library
-    addr = ctypes.cast(lib.neuron_packed_kernel, ctypes.c_void_p).value
-    return functools.partial(_C._launch_compiled, addr, fmt, _C._compiled_kernel_name(name))
+    return launcher(module.__file__, "neuron_packed_kernel", fmt, name)
 
 
 def neuron_kernel(compiled, fmt: str, name: str):
@@ -109,7 +51,7 @@ def _rewrite_kernel_definition(kernel_name: str, body: str) -> str:
             f"torch_neuronx: unexpected form of the C++ kernel definition {kernel_name}"
         )
     argtypes = ast.literal_eval(m.group(1))
-    fmt, entry = _packed_entry(argtypes)
+    fmt, entry = packed_entry(argtypes, "kernel", "neuron_packed_kernel", cxx=True)
     src = m.group(2) + entry
     return (
         f"neuron_kernel(async_compile.cpp_pybinding({argtypes!r}, r'''{src}'''), "
