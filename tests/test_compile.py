@@ -419,3 +419,17 @@ def test_op_without_kernel_falls_back_in_compiled_graph_as_in_eager():
             torch.compile(f)(x.to(DEV))
     finally:
         torch_neuronx.set_fallback_mode(prev)
+
+
+def test_random_ops_in_compiled_graph_follow_the_neuron_generator():
+    f = torch.compile(lambda x: torch.nn.functional.dropout(x, 0.3, training=True))
+    x = torch.ones(100_000, device=DEV)
+    y = f(x).cpu()
+    zero = (y == 0).float().mean().item()
+    assert 0.29 < zero < 0.31, zero  # binomial sd 0.0015
+    torch.testing.assert_close(y[y != 0].unique(), torch.tensor([1 / 0.7]))
+    assert not torch.equal(y, f(x).cpu())  # fresh numbers each call
+    torch.neuron.manual_seed(3)
+    a = f(x).cpu()
+    torch.neuron.manual_seed(3)
+    assert torch.equal(a, f(x).cpu())
