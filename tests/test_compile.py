@@ -433,3 +433,28 @@ def test_random_ops_in_compiled_graph_follow_the_neuron_generator():
     a = f(x).cpu()
     torch.neuron.manual_seed(3)
     assert torch.equal(a, f(x).cpu())
+
+
+def test_graphs_on_another_device_and_across_devices():
+    """Buffers are allocated on the current device inside the device guard
+    the wrapper enters, so a graph on neuron:1 (neuron:0 current) and one
+    that moves data between devices keep every tensor where it belongs."""
+    if torch.neuron.device_count() < 2:
+        pytest.fail("the default software NeuronCore model has several devices")
+    assert torch.neuron.current_device() == 0
+
+    def f(x):
+        return (x.sin() * 2).sum(0) + x[0]
+
+    def g(x, y):
+        return (x * 2).to("neuron:1") + y.cos(), (y.exp()).to("neuron:0") - x
+
+    x, y = torch.randn(8, 5), torch.randn(8, 5)
+    out = torch.compile(f)(x.to("neuron:1"))
+    assert out.device == torch.device("neuron:1")
+    close(out, f(x))
+    a, b = torch.compile(g)(x.to("neuron:0"), y.to("neuron:1"))
+    assert a.device == torch.device("neuron:1") and b.device == torch.device("neuron:0")
+    close(a, x * 2 + y.cos())
+    close(b, y.exp() - x)
+    assert torch.neuron.current_device() == 0

@@ -183,11 +183,25 @@ def _patch_utils(utils) -> None:
             device_type = V.graph.get_current_device_or_throw().type
         return "cpp" if device_type == "neuron" else original(device_type)
 
+    # The wrapper enters a device guard (torch.neuron.device(i)) around a
+    # device's code, as for CUDA: its buffers are allocated on the current
+    # device, which must be the tensors' (neuron:1 graphs while neuron:0 is
+    # current).
+    original_guard = utils.device_need_guard
+
+    def device_need_guard(device: str) -> bool:
+        return device == "neuron" or original_guard(device)
+
     utils.get_current_backend = get_current_backend
+    utils.device_need_guard = device_need_guard
     for name in ("codegen.common", "scheduler", "kernel.mm_common"):
         module = sys.modules.get("torch._inductor." + name)
-        if module is not None and getattr(module, "get_current_backend", None) is original:
+        if module is None:
+            continue
+        if getattr(module, "get_current_backend", None) is original:
             module.get_current_backend = get_current_backend
+        if getattr(module, "device_need_guard", None) is original_guard:
+            module.device_need_guard = device_need_guard
 
 
 def _patch_scheduler(scheduler) -> None:
