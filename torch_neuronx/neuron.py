@@ -480,10 +480,14 @@ from . import (  # noqa: E402  (torch.neuron.amp / torch.neuron.random)
     memory,  # noqa: E402  (torch.neuron.memory)
     random,
 )
+from .graphs import NeuronGraph, graph, is_current_stream_capturing  # noqa: E402,F401
 from .memory import MemPool, memory_snapshot, use_mem_pool  # noqa: E402,F401
 
 __all__ = [
     "MemPool",
+    "NeuronGraph",
+    "graph",
+    "is_current_stream_capturing",
     "OutOfMemoryError",
     "amp",
     "memory",

@@ -157,9 +157,38 @@ void launch_compiled(uintptr_t fn, const std::string &fmt, uintptr_t name, const
          reinterpret_cast<const char *>(name));
 }
 
+tnrt_stream_t *stream_of(int device, int64_t id) {
+  check_device_index(static_cast<c10::DeviceIndex>(device));
+  return native_stream(c10::Stream(c10::Stream::UNSAFE,
+                                   c10::Device(kNeuron, static_cast<c10::DeviceIndex>(device)),
+                                   static_cast<c10::StreamId>(id)));
+}
+
 }  // namespace
 
 void bind_compiled(py::module &m) {
+  // Graph capture (torch.neuron.NeuronGraph): a graph is an opaque address.
+  m.def("_graph_capture_begin", [](int device, int64_t stream) {
+    check(tnrt_stream_begin_capture(stream_of(device, stream)), "NeuronGraph capture_begin");
+  });
+  m.def("_graph_capture_end", [](int device, int64_t stream) {
+    tnrt_graph_t *g = nullptr;
+    check(tnrt_stream_end_capture(stream_of(device, stream), &g), "NeuronGraph capture_end");
+    return reinterpret_cast<uintptr_t>(g);
+  });
+  m.def("_graph_launch", [](uintptr_t g, int device, int64_t stream) {
+    check(tnrt_graph_launch(reinterpret_cast<tnrt_graph_t *>(g), stream_of(device, stream)),
+          "NeuronGraph replay");
+  });
+  m.def("_graph_task_count",
+        [](uintptr_t g) { return tnrt_graph_task_count(reinterpret_cast<tnrt_graph_t *>(g)); });
+  m.def("_graph_destroy", [](uintptr_t g) {
+    py::gil_scoped_release nogil;  // waits for a replay still queued
+    tnrt_graph_destroy(reinterpret_cast<tnrt_graph_t *>(g));
+  });
+  m.def("_stream_is_capturing", [](int device, int64_t stream) {
+    return bool(tnrt_stream_is_capturing(stream_of(device, stream)));
+  });
   m.def("_launch_compiled", &launch_compiled);
   m.def("_compiled_kernel_name", [](const std::string &name) {
     return reinterpret_cast<uintptr_t>(intern_message(name.c_str()));

@@ -80,6 +80,12 @@ const at::Generator &default_generator(c10::DeviceIndex device) {
 
 std::pair<uint64_t, uint64_t> philox_next(std::optional<at::Generator> gen,
                                           c10::DeviceIndex device) {
+  // A seed and offset baked into a captured graph would repeat the same
+  // numbers at every replay: refuse rather than return them silently.
+  TORCH_CHECK(!tnrt_stream_is_capturing(current_native_stream(device)),
+              "random number generation inside a NeuronGraph capture is not supported yet (every "
+              "replay would repeat the captured numbers); draw them before the capture into a "
+              "static tensor");
   at::Generator g = gen.has_value() && gen->defined() ? *gen : default_generator(device);
   TORCH_CHECK(g.device().type() == kNeuron,
               "expected a neuron generator for a neuron tensor, got a ", g.device(), " generator");

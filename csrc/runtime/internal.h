@@ -31,6 +31,9 @@ struct tnrt_stream {
   uint64_t last_work;
   struct tnrt_stream *tail_waits_on;
   int tail_waits;
+  /* The graph being captured (graph.c): while set, launches append to it
+   * instead of queueing. Guarded by tail_mu. */
+  struct tnrt_graph *capture;
 };
 
 /* Global runtime state, written once by tnrt_init under g_init_once. */
@@ -52,6 +55,10 @@ tnrt_status_t tnrt_set_error(tnrt_status_t status, const char *fmt, ...)
 /* TNRT_OK when the runtime is usable and device is in range. */
 tnrt_status_t tnrt_check_device(int device);
 tnrt_hal_queue_t *tnrt_stream_queue(tnrt_stream_t *s);
+/* Records a task in a graph being captured (graph.c; the caller holds the
+ * stream's tail_mu). */
+tnrt_status_t tnrt_graph_append(struct tnrt_graph *g, tnrt_task_fn fn, const void *args,
+                                size_t size, const char *name);
 
 /* Selects the HAL and reads its devices into rt (device.c). */
 tnrt_status_t tnrt_configure_devices(tnrt_runtime_t *rt);

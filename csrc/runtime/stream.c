@@ -237,6 +237,16 @@ static tnrt_status_t submit(tnrt_stream_t *s, tnrt_hal_queue_t *q, tnrt_task_fn 
                             const void *args, size_t args_size, const char *name,
                             tnrt_stream_t *waits_on, uint64_t *seq) {
   pthread_mutex_lock(&s->tail_mu);
+  if (s->capture) {
+    tnrt_status_t st =
+        waits_on ? tnrt_set_error(TNRT_ERR_NOT_SUPPORTED,
+                                  "a capturing stream cannot wait on another stream's pending "
+                                  "work (make it wait before the capture begins)")
+                 : tnrt_graph_append(s->capture, fn, args, args_size, name);
+    *seq = 0;
+    pthread_mutex_unlock(&s->tail_mu);
+    return st;
+  }
   tnrt_status_t st = g_rt.hal->queue_submit(q, fn, args, args_size, name, seq);
   if (st == TNRT_OK && !waits_on) {
     s->last_work = *seq;
@@ -258,7 +268,7 @@ static tnrt_status_t launch(tnrt_stream_t *s, tnrt_task_fn fn, const void *args,
   uint64_t seq;
   st = submit(s, q, fn, args, args_size, name, waits_on, &seq);
   if (st == TNRT_OK && out_seq) *out_seq = seq;
-  if (st == TNRT_OK && g_rt.launch_blocking) {
+  if (st == TNRT_OK && seq && g_rt.launch_blocking) {
     g_rt.hal->queue_wait(q, seq);
     st = stream_fault_status(s, seq);
   }
@@ -283,7 +293,15 @@ tnrt_status_t tnrt_stream_wait(tnrt_stream_t *s) {
   return TNRT_OK;
 }
 
+static tnrt_status_t not_while_capturing(const char *what, int device, int index) {
+  return tnrt_set_error(TNRT_ERR_NOT_SUPPORTED,
+                        "%s is not permitted while stream %d of device %d is capturing a graph",
+                        what, index, device);
+}
+
 tnrt_status_t tnrt_stream_synchronize(tnrt_stream_t *s) {
+  if (tnrt_stream_is_capturing(s))
+    return not_while_capturing("synchronizing the stream", s->device, s->index);
   tnrt_status_t st = tnrt_stream_wait(s);
   return st != TNRT_OK ? st : stream_fault_status(s, UINT64_MAX);
 }
@@ -318,6 +336,11 @@ tnrt_status_t tnrt_device_wait(int device) {
 }
 
 tnrt_status_t tnrt_device_synchronize(int device) {
+  if (tnrt_device_is_capturing(device)) {
+    for (int i = 0; i < TNRT_STREAMS_PER_DEVICE; i++)
+      if (tnrt_stream_is_capturing(&g_rt.streams[device * TNRT_STREAMS_PER_DEVICE + i]))
+        return not_while_capturing("synchronizing the device", device, i);
+  }
   tnrt_status_t st = tnrt_device_wait(device);
   return st != TNRT_OK ? st : device_fault_status(device);
 }
@@ -355,6 +378,8 @@ tnrt_status_t tnrt_event_record(tnrt_event_t *e, tnrt_stream_t *s) {
   tnrt_hal_queue_t *q;
   tnrt_status_t st = usable(s, &q);
   if (st != TNRT_OK) return st;
+  if (tnrt_stream_is_capturing(s))
+    return not_while_capturing("recording an event", s->device, s->index);
   uint64_t seq;
   if (e->flags & TNRT_EVENT_TIMING) {
     st = submit(s, q, marker_task, &e, sizeof e, "event_record", NULL, &seq);
@@ -373,6 +398,8 @@ tnrt_status_t tnrt_event_record_last(tnrt_event_t *e, tnrt_stream_t *s) {
   tnrt_hal_queue_t *q;
   tnrt_status_t st = usable(s, &q);
   if (st != TNRT_OK) return st;
+  if (tnrt_stream_is_capturing(s))
+    return not_while_capturing("recording an event", s->device, s->index);
   e->stream = s;
   e->seq = g_rt.hal->queue_submitted(q);
   return TNRT_OK;

@@ -209,6 +209,27 @@ tnrt_status_t tnrt_stream_query_status(tnrt_stream_t *s, int *idle);
 tnrt_status_t tnrt_stream_wait(tnrt_stream_t *s);
 tnrt_status_t tnrt_device_wait(int device);
 
+/* ---- graphs: capture and replay (graph.c) -----------------------------
+ * torch.cuda.CUDAGraph's model. Between begin and end capture, tasks
+ * launched on the stream (from any thread) are recorded, not run: the
+ * stream's queue does not advance. Synchronising the stream or its device,
+ * recording an event on it, or making it wait on another stream's pending
+ * work fails while it captures (TNRT_ERR_NOT_SUPPORTED), as in CUDA.
+ * tnrt_graph_launch queues the recording as one task on s (of the capture's
+ * device) that runs the tasks in order, each on a fresh copy of its
+ * arguments. Device-side faults of replayed tasks are reported on the
+ * stream they were captured on. Memory the tasks use must outlive the
+ * graph (the caller's concern). tnrt_graph_destroy waits for the graph's
+ * last replay. */
+typedef struct tnrt_graph tnrt_graph_t;
+tnrt_status_t tnrt_stream_begin_capture(tnrt_stream_t *s);
+tnrt_status_t tnrt_stream_end_capture(tnrt_stream_t *s, tnrt_graph_t **graph);
+int tnrt_stream_is_capturing(tnrt_stream_t *s);
+int tnrt_device_is_capturing(int device);
+tnrt_status_t tnrt_graph_launch(tnrt_graph_t *g, tnrt_stream_t *s);
+size_t tnrt_graph_task_count(const tnrt_graph_t *g);
+void tnrt_graph_destroy(tnrt_graph_t *g);
+
 /* ---- events ------------------------------------------------------------ */
 
 typedef struct tnrt_event tnrt_event_t;

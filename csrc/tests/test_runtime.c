@@ -268,6 +268,68 @@ static void test_wait_on_a_waiting_stream(void) {
   tnrt_event_destroy(e);
 }
 
+/* A task that consumes its arguments (as the compiled-kernel launcher
+ * rewrites its slots): a replay must hand it the captured values again. */
+static void consume_task(void *p) {
+  append_args_t *a = p;
+  a->log[(*a->n)++] = a->value;
+  a->value = -1;
+}
+
+static void test_graph_capture_and_replay(void) {
+  tnrt_stream_t *s = tnrt_stream_get(1, 3), *other = tnrt_stream_get(1, 4);
+  tnrt_stream_t *elsewhere = tnrt_stream_get(0, 3);
+  static int log[64];
+  static int n;
+  n = 0;
+  CHECK(tnrt_stream_synchronize(s) == TNRT_OK);
+  uint64_t before = tnrt_stream_submitted(s);
+  CHECK(tnrt_stream_begin_capture(s) == TNRT_OK);
+  CHECK(tnrt_stream_is_capturing(s) && tnrt_device_is_capturing(1) && !tnrt_device_is_capturing(0));
+  CHECK(tnrt_stream_begin_capture(s) == TNRT_ERR_INVALID_ARGUMENT); /* already */
+  for (int i = 0; i < 5; i++) {
+    append_args_t a = {log, &n, i};
+    CHECK(tnrt_launch(s, i == 2 ? consume_task : append_task, &a, sizeof a, "append") == TNRT_OK);
+  }
+  /* recorded, not run; what cannot be captured fails */
+  CHECK(tnrt_stream_submitted(s) == before && n == 0);
+  CHECK(tnrt_stream_synchronize(s) == TNRT_ERR_NOT_SUPPORTED);
+  CHECK(tnrt_device_synchronize(1) == TNRT_ERR_NOT_SUPPORTED);
+  CHECK(tnrt_device_synchronize(0) == TNRT_OK);
+  tnrt_event_t *e = tnrt_event_create(TNRT_EVENT_DEFAULT);
+  CHECK(tnrt_event_record(e, s) == TNRT_ERR_NOT_SUPPORTED);
+  int us = 20000;
+  CHECK(tnrt_launch(other, sleep_task, &us, sizeof us, "sleep") ==
+        TNRT_OK); /* other: not captured */
+  CHECK(tnrt_event_record(e, other) == TNRT_OK);
+  if (!tnrt_launch_blocking()) /* the sleep is still pending elsewhere */
+    CHECK(tnrt_stream_wait_event(s, e) == TNRT_ERR_NOT_SUPPORTED);
+  tnrt_graph_t *g = NULL;
+  CHECK(tnrt_stream_end_capture(s, &g) == TNRT_OK && g);
+  CHECK(!tnrt_stream_is_capturing(s));
+  CHECK(tnrt_stream_end_capture(s, &g) == TNRT_ERR_INVALID_ARGUMENT); /* not capturing */
+  CHECK(tnrt_graph_task_count(g) == 5);
+  CHECK(tnrt_stream_synchronize(other) == TNRT_OK);
+  /* two replays, one on another stream of the device, queued behind a sleep */
+  CHECK(tnrt_launch(s, sleep_task, &us, sizeof us, "sleep") == TNRT_OK);
+  CHECK(tnrt_graph_launch(g, s) == TNRT_OK);
+  CHECK(tnrt_stream_synchronize(s) == TNRT_OK);
+  CHECK(tnrt_graph_launch(g, other) == TNRT_OK);
+  CHECK(tnrt_stream_synchronize(other) == TNRT_OK);
+  CHECK(n == 10);
+  int ordered = 1;
+  for (int i = 0; i < 10; i++) ordered &= log[i] == i % 5;
+  CHECK(ordered);
+  CHECK(tnrt_graph_launch(g, elsewhere) == TNRT_ERR_INVALID_ARGUMENT); /* other device */
+  /* destroy waits for a replay still queued */
+  CHECK(tnrt_launch(s, sleep_task, &us, sizeof us, "sleep") == TNRT_OK);
+  CHECK(tnrt_graph_launch(g, s) == TNRT_OK);
+  tnrt_graph_destroy(g);
+  CHECK(n == 15);
+  CHECK(tnrt_stream_synchronize(s) == TNRT_OK);
+  tnrt_event_destroy(e);
+}
+
 typedef struct sum_ctx {
   long long *partial;
 } sum_ctx_t;
@@ -655,6 +717,7 @@ int main(int argc, char **argv) {
   RUN(test_stream_order_and_sync);
   RUN(test_events);
   RUN(test_wait_on_a_waiting_stream);
+  RUN(test_graph_capture_and_replay);
   RUN(test_pool);
   RUN(test_pool_concurrent_callers);
   RUN(test_pinned);

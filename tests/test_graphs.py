@@ -1,0 +1,121 @@
+"""torch.neuron.NeuronGraph / torch.neuron.graph: capture and replay, compared
+with the same computation on the CPU; what cannot be captured raises."""
+
+import pytest
+import torch
+
+DEV = "neuron"
+
+
+def make_block(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    w1, b1 = torch.randn(64, 96, generator=g), torch.randn(96, generator=g)
+    w2 = torch.randn(96, 32, generator=g)
+    return w1, b1, w2
+
+
+def block(x, w1, b1, w2):
+    h = torch.nn.functional.gelu(x @ w1 + b1)
+    return torch.softmax(h @ w2, -1), h.sum()
+
+
+def test_capture_records_and_replay_recomputes_from_static_inputs():
+    params = make_block()
+    dparams = [p.to(DEV) for p in params]
+    static_x = torch.zeros(5, 64, device=DEV)
+    block(static_x, *dparams)  # warm-up outside the capture
+    g = torch.neuron.NeuronGraph()
+    with torch.neuron.graph(g):
+        static_out, static_sum = block(static_x, *dparams)
+    assert g.num_tasks() >= 6
+    for seed in range(3):
+        x = torch.randn(5, 64, generator=torch.Generator().manual_seed(10 + seed))
+        static_x.copy_(x)
+        g.replay()
+        out, s = block(x, *params)
+        torch.testing.assert_close(static_out.cpu(), out, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(static_sum.cpu(), s, atol=1e-3, rtol=1e-5)
+
+
+def test_capture_does_not_run_the_work_and_replay_follows_stream_order():
+    x = torch.ones(1000, device=DEV)
+    y = torch.zeros(1000, device=DEV)
+    g = torch.neuron.NeuronGraph()
+    with torch.neuron.graph(g):
+        y.add_(x * 2)
+    torch.neuron.synchronize()
+    assert torch.equal(y.cpu(), torch.zeros(1000))  # captured, not run
+    src = torch.full((1000,), 3.0, device=DEV)
+    torch.neuron._sleep(200_000_000)
+    x.copy_(src)  # queued behind the sleep; the replay must see it
+    g.replay()
+    g.replay()
+    assert torch.equal(y.cpu(), torch.full((1000,), 12.0))
+
+
+def test_compiled_code_and_c_kernels_can_be_captured(tmp_path, monkeypatch):
+    import torch._dynamo
+
+    import torch_neuronx.c_kernels as ck
+
+    monkeypatch.setenv("TORCH_NEURONX_KERNEL_CACHE", str(tmp_path))
+    torch._dynamo.reset()
+    lib = ck.load_inline(
+        "axpy_graph",
+        "#include <stdint.h>\nvoid axpy(float a, const float *x, float *y, int64_t n)"
+        " { for (int64_t i = 0; i < n; i++) y[i] += a * x[i]; }\n",
+        {"axpy": ["float", "const float*", "float*", "int64_t"]},
+    )
+    f = torch.compile(lambda t: (t.sin() * 3).cumsum(0) + t.exp())
+    static_x = torch.randn(300, device=DEV)
+    acc = torch.zeros(300, device=DEV)
+    f(static_x)  # compile outside the capture
+    g = torch.neuron.NeuronGraph()
+    with torch.neuron.graph(g):
+        out = f(static_x)
+        lib.axpy(0.5, out, acc, 300)
+    x = torch.randn(300)
+    static_x.copy_(x.to(DEV))
+    g.replay()
+    g.replay()
+    expect = (x.sin() * 3).cumsum(0) + x.exp()
+    torch.testing.assert_close(out.cpu(), expect, atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(acc.cpu(), expect, atol=1e-4, rtol=1e-5)  # 2 x 0.5
+    torch._dynamo.reset()
+
+
+def test_what_cannot_be_captured_raises_and_leaves_nothing_behind():
+    x = torch.randn(10, device=DEV)
+    for bad, match in (
+        (lambda: (x * 2).sum().item(), "capturing a graph"),
+        (lambda: torch.neuron.synchronize(), "capturing a graph"),
+        (lambda: torch.rand(3, device=DEV), "random number generation"),
+        (lambda: torch.neuron.current_stream().record_event(), "capturing a graph"),
+    ):
+        g = torch.neuron.NeuronGraph()
+        with pytest.raises(RuntimeError, match=match):
+            with torch.neuron.graph(g):
+                bad()
+        assert not torch.neuron.is_current_stream_capturing()
+        with pytest.raises(RuntimeError, match="replay before a capture"):
+            g.replay()
+    # the device is usable afterwards
+    torch.testing.assert_close((x * 2).cpu(), x.cpu() * 2)
+
+
+def test_graphs_share_a_pool_and_outputs_survive_until_reset():
+    a = torch.arange(16.0, device=DEV)
+    g1, g2 = torch.neuron.NeuronGraph(), torch.neuron.NeuronGraph()
+    with torch.neuron.graph(g1):
+        o1 = a * 2
+    with torch.neuron.graph(g2, pool=g1.pool()):
+        o2 = o1 + 1
+    assert g2.pool() is g1.pool()
+    a.copy_(torch.full((16,), 5.0, device=DEV))
+    g1.replay()
+    g2.replay()
+    assert torch.equal(o2.cpu(), torch.full((16,), 11.0))
+    g1.reset()
+    g2.reset()
+    with pytest.raises(RuntimeError, match="replay before a capture"):
+        g1.replay()
