@@ -223,8 +223,9 @@ def _note_reduce_overhead() -> None:
     if config.triton.cudagraphs and not _said_reduce_overhead:
         _said_reduce_overhead = True
         warnings.warn(
-            "torch.compile(mode='reduce-overhead') on neuron: the software NeuronCore has no "
-            "graph capture for compiled code yet, so this mode runs as mode='default'",
+            "torch.compile(mode='reduce-overhead') on neuron runs as mode='default': compiled "
+            "graphs are not captured automatically yet; capture a static-shape step yourself "
+            "with torch.neuron.graph (torch.cuda.graph's API)",
             UserWarning,
             stacklevel=2,
         )
