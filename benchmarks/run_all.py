@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def sync(dev):
-    if dev in ("neuron", "memcpy"):
+    if dev != "cpu":  # "neuron", "memcpy" and the neuron variants of compile_rows
         torch.neuron.synchronize()
 
 
@@ -348,10 +348,193 @@ def model_rows(rows, quick):
     )
 
 
+def compile_rows(rows, quick):
+    """torch.compile (Inductor) of the Llama-style model: the training step
+    and greedy decoding compiled on neuron next to compiled on the CPU, and
+    compiled next to eager on neuron. Compile times are cold (the FX graph
+    cache is off for these rows)."""
+    import torch._dynamo
+    import torch._inductor.config as inductor_config
+
+    sys.path.insert(0, HERE)
+    import bench_train_step as bts
+
+    args = argparse.Namespace(layers=4, d_model=512, seq=128 if quick else 256, batch=4, vocab=8000)
+    base = bts.build(args)
+    ids = torch.randint(
+        0, args.vocab, (args.batch, args.seq), generator=torch.Generator().manual_seed(1)
+    )
+    torch._dynamo.reset()
+    with inductor_config.patch(fx_graph_cache=False, autotune_local_cache=False):
+        models, opts, compiled, compile_s = {}, {}, {}, {}
+        for d in ("neuron", "cpu"):
+            models[d] = copy.deepcopy(base).to(d)
+            opts[d] = torch.optim.AdamW(models[d].parameters(), lr=1e-4)
+            compiled[d] = torch.compile(models[d])
+            sync(d)
+            t0 = time.perf_counter()
+            bts.train_step(compiled[d], opts[d], ids.to(d))  # compiles forward and backward
+            sync(d)
+            compile_s[d] = time.perf_counter() - t0
+        eager = {"neuron": models["neuron"]}
+        samples = interleaved(
+            {
+                "neuron": lambda: bts.train_step(
+                    compiled["neuron"], opts["neuron"], ids.to("neuron")
+                ),
+                "cpu": lambda: bts.train_step(compiled["cpu"], opts["cpu"], ids),
+                "eager": lambda: bts.train_step(eager["neuron"], opts["neuron"], ids.to("neuron")),
+            },
+            rounds=2 if quick else 5,
+            reps=1,
+            warmup=1,
+        )
+    t = {d: statistics.median(v) for d, v in samples.items()}
+    name = f"Llama-style 4 layers d512 seq {args.seq} batch 4"
+    rows.append(
+        (
+            f"train step compiled ({name}; fwd+bwd compiled, AdamW eager)",
+            f"{t['neuron'] * 1e3:.0f} ms",
+            f"{t['cpu'] * 1e3:.0f} ms (Inductor)",
+            f"{t['cpu'] / t['neuron']:.2f}x",
+            "speed ratio neuron/CPU, both compiled",
+        )
+    )
+    rows.append(
+        (
+            "train step: compiled vs eager on neuron",
+            f"{t['neuron'] * 1e3:.0f} ms compiled",
+            f"{t['eager'] * 1e3:.0f} ms eager (neuron)",
+            f"{t['eager'] / t['neuron']:.2f}x",
+            "speed ratio compiled/eager on neuron",
+        )
+    )
+    rows.append(
+        (
+            "compile time of the train step (first step, cold)",
+            f"{compile_s['neuron']:.1f} s",
+            f"{compile_s['cpu']:.1f} s",
+            f"{compile_s['cpu'] / compile_s['neuron']:.2f}x",
+            "CPU Inductor's time / neuron's",
+        )
+    )
+    # Greedy decoding at batch 1, compiled as Transformers recommends: a
+    # static KV cache (fixed shapes; the dynamic cache grows every token and
+    # recompiles until Dynamo's limit) and the forward compiled. Eager uses
+    # the default dynamic cache.
+    prompt = ids[:1, :16]
+    tok = 16 if quick else 32
+    torch._dynamo.reset()
+    gens = {}
+    for label, d, mode in (
+        ("neuron", "neuron", None),
+        ("cpu", "cpu", None),
+        ("eager", "neuron", "eager"),
+        ("reduce-overhead", "neuron", "reduce-overhead"),
+    ):
+        m = copy.deepcopy(base).to(d).eval()
+        extra = {}
+        if mode != "eager":
+            m.forward = torch.compile(m.forward, mode=mode)
+            extra = {"cache_implementation": "static"}
+
+        def gen(m=m, d=d, extra=extra):
+            return m.generate(
+                prompt.to(d), max_new_tokens=tok, min_new_tokens=tok, do_sample=False, **extra
+            )
+
+        gens[label] = gen
+    with inductor_config.patch(fx_graph_cache=False):
+        samples = interleaved(gens, rounds=2 if quick else 3, reps=1, warmup=1)
+    t = {d: statistics.median(v) for d, v in samples.items()}
+    rows.append(
+        (
+            "greedy decode compiled (forward, static KV cache), batch 1",
+            f"{tok / t['neuron']:.1f} tok/s",
+            f"{tok / t['cpu']:.1f} tok/s (Inductor)",
+            f"{t['cpu'] / t['neuron']:.2f}x",
+            "speed ratio neuron/CPU, both compiled",
+        )
+    )
+    rows.append(
+        (
+            "greedy decode: compiled and reduce-overhead vs eager on neuron",
+            f"{tok / t['neuron']:.1f} / {tok / t['reduce-overhead']:.1f} tok/s",
+            f"{tok / t['eager']:.1f} tok/s eager (neuron)",
+            f"{t['eager'] / t['neuron']:.2f}x / {t['eager'] / t['reduce-overhead']:.2f}x",
+            "speed ratio compiled/eager, reduce-overhead/eager (neuron)",
+        )
+    )
+
+
+def graph_rows(rows, quick):
+    """Launch overhead at batch 1: a chain of small ops (8 x Linear 256 +
+    GELU) eager, compiled, and replayed from a NeuronGraph capture, next to
+    PyTorch CPU eager and compiled."""
+    import torch._dynamo
+
+    torch.manual_seed(0)
+    base = torch.nn.Sequential(
+        *[torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.GELU()) for _ in range(8)]
+    ).eval()
+    x = torch.randn(1, 256)
+    m = {d: copy.deepcopy(base).to(d) for d in ("neuron", "cpu")}
+    xs = {d: x.to(d) for d in m}
+    torch._dynamo.reset()
+    compiled = {d: torch.compile(m[d]) for d in m}
+    with torch.no_grad():
+        for d in m:
+            compiled[d](xs[d])
+        m["neuron"](xs["neuron"])
+        g = torch.neuron.NeuronGraph()
+        with torch.neuron.graph(g):
+            m["neuron"](xs["neuron"])
+        reps = 50 if quick else 200
+        samples = interleaved(
+            {
+                "neuron": lambda: m["neuron"](xs["neuron"]),
+                "compiled": lambda: compiled["neuron"](xs["neuron"]),
+                "graph": g.replay,
+                "cpu": lambda: m["cpu"](xs["cpu"]),
+                "cpu-compiled": lambda: compiled["cpu"](xs["cpu"]),
+            },
+            rounds=3 if quick else 5,
+            reps=reps,
+        )
+    t = {d: statistics.median(v) for d, v in samples.items()}
+    us = {d: f"{v * 1e6:.0f} us" for d, v in t.items()}
+    rows.append(
+        (
+            "8 x (Linear 256 + GELU), batch 1: eager / compiled / NeuronGraph replay",
+            f"{us['neuron']} / {us['compiled']} / {us['graph']}",
+            f"{us['cpu']} / {us['cpu-compiled']} (eager / compiled)",
+            f"{t['cpu'] / t['graph']:.2f}x",
+            "CPU eager / neuron replay; replay is "
+            f"{t['neuron'] / t['graph']:.1f}x neuron eager, {t['compiled'] / t['graph']:.1f}x compiled",
+        )
+    )
+
+
+SECTIONS = {
+    "gemm": None,  # filled in main (needs the peak)
+    "sdpa": sdpa_rows,
+    "memory": lambda rows, quick: memory_rows(rows),
+    "activation": activation_rows,
+    "model": model_rows,
+    "compile": compile_rows,
+    "graph": graph_rows,
+}
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--write", help="markdown file for the results table")
     p.add_argument("--quick", action="store_true", help="smaller sizes, fewer rounds")
+    p.add_argument(
+        "--sections",
+        default="gemm,sdpa,memory,activation,model",
+        help=f"comma-separated, of {','.join(SECTIONS)} (compile: torch.compile rows)",
+    )
     args = p.parse_args()
     torch.manual_seed(0)
     ghz, per_cycle = _C._measure_fma_peak()
@@ -359,16 +542,18 @@ def main():
     peak = ghz * per_cycle * threads
     isa = _C._isa()
     rows = []
-    gemm_rows(rows, peak, args.quick)
-    sdpa_rows(rows, args.quick)
-    memory_rows(rows)
-    activation_rows(rows, args.quick)
-    model_rows(rows, args.quick)
+    for section in args.sections.split(","):
+        if section not in SECTIONS:
+            p.error(f"unknown section {section!r}; choose from {', '.join(SECTIONS)}")
+        if section == "gemm":
+            gemm_rows(rows, peak, args.quick)
+        else:
+            SECTIONS[section](rows, args.quick)
     lanes = {"avx512": 16, "avx2": 8}.get(isa, 1)
     lines = [
         "# Kernel-library benchmarks: neuron vs PyTorch CPU",
         "",
-        "Generated by `python benchmarks/run_all.py --write docs/benchmarks/results.md`. Neuron and",
+        f"Generated by `python benchmarks/run_all.py --sections {args.sections} --write FILE`. Neuron and",
         "PyTorch CPU eager run side by side in one process on the same threads, in",
         "alternating rounds (medians). Ratios above 1.00x mean neuron is faster. Each",
         f"timing starts after a {SETTLE_S * 1e3:.0f} ms pause: PyTorch CPU's OpenMP workers spin for a few ms",
