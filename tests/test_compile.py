@@ -458,3 +458,31 @@ def test_graphs_on_another_device_and_across_devices():
     close(a, x * 2 + y.cos())
     close(b, y.exp() - x)
     assert torch.neuron.current_device() == 0
+
+
+LATE_IMPORT_SCRIPT = textwrap.dedent(
+    """
+    import torch
+    import torch._inductor.compile_fx  # Inductor first, the backend after
+    import torch._dynamo.device_interface as di
+    import torch_neuronx
+    assert di.get_interface_for_device("neuron").__name__ == "NeuronInterface"
+    f = torch.compile(lambda e, i: (e[i] * 2).sum(-1))
+    e, i = torch.randn(50, 8), torch.randint(0, 50, (4, 3))
+    out = f(e.to("neuron"), i.to("neuron"))
+    assert torch.allclose(out.cpu(), (e[i] * 2).sum(-1), atol=1e-5)
+    print("ok")
+    """
+)
+
+
+def test_backend_registers_when_inductor_was_imported_first():
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    r = subprocess.run(
+        [sys.executable, "-c", LATE_IMPORT_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
