@@ -223,9 +223,9 @@ def _note_reduce_overhead() -> None:
     if config.triton.cudagraphs and not _said_reduce_overhead:
         _said_reduce_overhead = True
         warnings.warn(
-            "torch.compile(mode='reduce-overhead') on neuron runs as mode='default': compiled "
-            "graphs are not captured automatically yet; capture a static-shape step yourself "
-            "with torch.neuron.graph (torch.cuda.graph's API)",
+            "torch.compile's graph capture (mode='reduce-overhead', 'max-autotune') is not "
+            "applied to neuron graphs yet: they run as without it; capture a static-shape "
+            "step yourself with torch.neuron.graph (torch.cuda.graph's API)",
             UserWarning,
             stacklevel=2,
         )
