@@ -24,6 +24,17 @@
 namespace py = pybind11;
 
 namespace torch_neuronx {
+
+// A fault's message outlives the task that reports it (the fault keeps the
+// pointer): interned for the process's lifetime. Also used by
+// distributed.cpp and random_ops.cpp.
+const char *intern_message(const std::string &msg) {
+  static std::mutex mu;
+  static auto *strings = new std::set<std::string>();
+  std::lock_guard<std::mutex> g(mu);
+  return strings->insert(msg).first->c_str();
+}
+
 namespace {
 
 using packed_fn = int (*)(const uint64_t *args, char *msg, size_t msg_size);
@@ -46,22 +57,12 @@ static_assert(sizeof(CompiledTask) <= TNRT_TASK_ARGS_MAX, "task fits inline");
 constexpr size_t kMaxArgs = sizeof(CompiledTask::args) / sizeof(uint64_t);
 static_assert(kMaxArgs <= 128, "by_value has a bit per argument");
 
-// A kernel's exception message outlives the task that reports it (the fault
-// keeps the pointer): interned for the process's lifetime.
-const char *intern_message(const char *msg) {
-  static std::mutex mu;
-  static auto *strings = new std::set<std::string>();
-  std::lock_guard<std::mutex> g(mu);
-  return strings->insert(msg).first->c_str();
-}
-
 void report(int rc, const char *msg, tnrt_stream_t *stream, uint32_t origin) {
   if (rc == 1)
     tnrt_stream_fault(stream, TNRT_FAULT_ZERO_DIVISION, "compiled kernel", 0, 0, origin);
   else if (rc != 0)
     tnrt_stream_fault(stream, TNRT_FAULT_MESSAGE,
-                      intern_message((std::string("compiled kernel: ") + msg).c_str()), 0, 0,
-                      origin);
+                      intern_message(std::string("compiled kernel: ") + msg), 0, 0, origin);
 }
 
 void run_compiled(void *p) {
@@ -190,9 +191,8 @@ void bind_compiled(py::module &m) {
     return bool(tnrt_stream_is_capturing(stream_of(device, stream)));
   });
   m.def("_launch_compiled", &launch_compiled);
-  m.def("_compiled_kernel_name", [](const std::string &name) {
-    return reinterpret_cast<uintptr_t>(intern_message(name.c_str()));
-  });
+  m.def("_compiled_kernel_name",
+        [](const std::string &name) { return reinterpret_cast<uintptr_t>(intern_message(name)); });
 }
 
 }  // namespace torch_neuronx

@@ -50,16 +50,11 @@ extern "C" {
 namespace py = pybind11;
 
 namespace torch_neuronx {
-namespace {
-
 // A message for tnrt_stream_fault, which keeps the pointer: interned for the
-// process's lifetime (messages name ranks and sizes, so there are few).
-const char *intern(const std::string &s) {
-  static std::mutex mu;
-  static auto *strings = new std::set<std::string>();
-  std::lock_guard<std::mutex> g(mu);
-  return strings->insert(s).first->c_str();
-}
+// process's lifetime (compiled.cpp).
+const char *intern_message(const std::string &msg);
+
+namespace {
 
 bool blocking_wait() {
   static const bool on = [] {
@@ -320,7 +315,7 @@ void run_job(void *p) {
       std::lock_guard<std::mutex> g(j->done->mu);
       if (j->done->error.empty()) j->done->error = msg;
     }
-    tnrt_stream_fault(j->stream, TNRT_FAULT_MESSAGE, intern(msg), 0, 0, j->origin);
+    tnrt_stream_fault(j->stream, TNRT_FAULT_MESSAGE, intern_message(msg), 0, 0, j->origin);
   }
 }
 

@@ -21,9 +21,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <mutex>
-#include <set>
 #include <string>
+
+namespace torch_neuronx {
+// Messages outlive the ops that raise them (the fault keeps a pointer):
+// interned for the process's lifetime (compiled.cpp).
+const char *intern_message(const std::string &msg);
+}  // namespace torch_neuronx
 
 namespace torch_neuronx {
 
@@ -311,14 +315,6 @@ at::Tensor &exponential_(at::Tensor &self, double lambd, std::optional<at::Gener
 
 void assert_task(void *p) { tnk_assert(static_cast<tnk_assert_args_t *>(p)); }
 
-// Messages outlive the ops that raise them (the fault keeps a pointer).
-const char *intern(c10::string_view msg) {
-  static std::mutex mu;
-  static std::set<std::string> strings;
-  std::lock_guard<std::mutex> lock(mu);
-  return strings.emplace(msg).first->c_str();
-}
-
 }  // namespace
 
 // Raises msg (RuntimeError) at the next synchronisation covering this point
@@ -330,8 +326,8 @@ void assert_async(const at::Tensor &cond, c10::string_view msg) {
   at::Tensor flag = cond.to(at::kBool).reshape({});
   tnk_assert_args_t a{};
   a.flag = flag.const_data_ptr();
-  a.fault = {tnrt_stream_fault, current_native_stream(flag.device().index()), intern(msg),
-             TNRT_FAULT_MESSAGE, tnrt_thread_token()};
+  a.fault = {tnrt_stream_fault, current_native_stream(flag.device().index()),
+             intern_message(std::string(msg)), TNRT_FAULT_MESSAGE, tnrt_thread_token()};
   launch(flag.device().index(), assert_task, &a, sizeof a, "aten::_assert_async");
 }
 
