@@ -486,3 +486,23 @@ def test_backend_registers_when_inductor_was_imported_first():
         timeout=300,
     )
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
+
+
+def test_dynamo_device_interface():
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    iface = get_interface_for_device("neuron")
+    assert iface is get_interface_for_device(torch.device("neuron", 1))
+    assert iface.is_available() and iface.device_count() == torch.neuron.device_count()
+    assert iface.current_device() == torch.neuron.current_device()
+    s = torch.neuron.Stream()
+    with iface.stream(s):
+        assert iface.current_stream() == s
+        assert iface.get_raw_stream(0) == s.stream_id
+    prev = iface.exchange_device(1)
+    assert torch.neuron.current_device() == 1
+    iface.exchange_device(prev)
+    assert torch.neuron.current_device() == prev
+    props = iface.Worker.get_device_properties("neuron:1")
+    assert props.name == torch.neuron.get_device_properties(1).name
+    assert iface.is_bf16_supported() and not iface.is_triton_capable()

@@ -33,18 +33,33 @@ def _register_device_interface(module) -> None:
         Stream = torch.neuron.Stream
 
         class Worker:
-            # Inductor's compile workers ask these without touching the device.
+            # Inductor's compile workers (forked or spawned processes) ask
+            # these: answered from values the parent cached, as CUDA's are,
+            # so a worker never initialises the runtime.
             @staticmethod
             def set_device(device: int) -> None:
-                torch.neuron.set_device(device)
+                module.caching_worker_current_devices["neuron"] = device
 
             @staticmethod
             def current_device() -> int:
-                return torch.neuron.current_device()
+                cached = module.caching_worker_current_devices.get("neuron")
+                return cached if cached is not None else torch.neuron.current_device()
 
             @staticmethod
             def get_device_properties(device=None):
-                return torch.neuron.get_device_properties(device)
+                if isinstance(device, str):
+                    device = torch.device(device)
+                index = device.index if isinstance(device, torch.device) else device
+                if index is None:
+                    index = NeuronInterface.Worker.current_device()
+                props = module.caching_worker_device_properties.get("neuron")
+                if props is None:
+                    props = [
+                        torch.neuron.get_device_properties(i)
+                        for i in range(torch.neuron.device_count())
+                    ]
+                    module.caching_worker_device_properties["neuron"] = props
+                return props[index]
 
         current_device = staticmethod(torch.neuron.current_device)
         set_device = staticmethod(torch.neuron.set_device)
