@@ -16,7 +16,6 @@ import importlib.abc
 import os
 import sys
 import threading
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -157,7 +156,7 @@ def _register_inductor(common) -> None:
         (its Python code generation or its launcher in _C) is not reused."""
 
         def __call__(self, gm: torch.fx.GraphModule) -> None:
-            _note_reduce_overhead()
+            pass
 
         def uuid(self) -> str:
             return _backend_version()
@@ -227,23 +226,27 @@ def _patch_scheduler(scheduler) -> None:
     scheduler.BaseSchedulerNode.is_cpu = is_cpu
 
 
-_said_reduce_overhead = False
+def _patch_output_code(output_code) -> None:
+    # mode="reduce-overhead" (and "max-autotune") ask for CUDA graphs;
+    # Inductor applies them to CUDA graphs only. After its post_compile, a
+    # neuron graph that asked for them is wrapped to replay from a
+    # NeuronGraph capture (torch_neuronx/_reduce_overhead.py).
+    cls = output_code.CompiledFxGraph
+    original = cls.post_compile
 
+    def post_compile(self, example_inputs, constants, graph_kwargs):
+        # (Inductor has already turned graph_kwargs["cudagraphs"] off for a
+        # graph that is not CUDA's; the mode's request is in the config.)
+        from torch._inductor import config
 
-def _note_reduce_overhead() -> None:
-    """Called for every neuron graph Inductor compiles; warns once."""
-    global _said_reduce_overhead
-    from torch._inductor import config
+        wanted = config.triton.cudagraphs
+        original(self, example_inputs, constants, graph_kwargs)
+        if wanted and "neuron" in self.device_types and "cuda" not in self.device_types:
+            from . import _reduce_overhead
 
-    if config.triton.cudagraphs and not _said_reduce_overhead:
-        _said_reduce_overhead = True
-        warnings.warn(
-            "torch.compile's graph capture (mode='reduce-overhead', 'max-autotune') is not "
-            "applied to neuron graphs yet: they run as without it; capture a static-shape "
-            "step yourself with torch.neuron.graph (torch.cuda.graph's API)",
-            UserWarning,
-            stacklevel=2,
-        )
+            _reduce_overhead.wrap(self, graph_kwargs)
+
+    cls.post_compile = post_compile
 
 
 @functools.cache
@@ -251,7 +254,7 @@ def _backend_version() -> str:
     from . import _C
 
     h = hashlib.sha256(torch_neuronx_version().encode())
-    for name in ("_compile.py", "_inductor.py", "_packed.py"):
+    for name in ("_compile.py", "_inductor.py", "_packed.py", "_reduce_overhead.py"):
         h.update((Path(__file__).parent / name).read_bytes())
     st = os.stat(_C.__file__)
     h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
@@ -330,3 +333,4 @@ def install() -> None:
     _hooks.add("torch._inductor.utils", _patch_utils)
     _hooks.add("torch._inductor.ir", _patch_ir)
     _hooks.add("torch._inductor.scheduler", _patch_scheduler)
+    _hooks.add("torch._inductor.output_code", _patch_output_code)
