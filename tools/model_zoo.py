@@ -3,6 +3,7 @@ transformers, built from a tiny random config, run on CPU and on neuron with
 the same weights and inputs, and compared.
 
     python tools/model_zoo.py [--only llama,gpt2] [--out docs/model-coverage]
+    python tools/model_zoo.py --compile [--only ...] [--out docs/model-coverage-compile]
 
 Per architecture: forward logits and loss; one backward (every parameter
 gradient); greedy generate of 8 tokens with the KV cache; one AdamW step (from the
@@ -10,6 +11,13 @@ CPU run's gradients) then a second forward; and the ops that fell back to
 the CPU. Results: a markdown
 table and a JSON file. Nothing is downloaded: configs come from the library's
 defaults, shrunk.
+
+With --compile (check_compiled): forward logits and loss, one backward
+(every parameter gradient), one AdamW step (from the CPU run's gradients)
+and a second forward, with the model wrapped in torch.compile: once with the
+default backend (Inductor) and once with backend="neuron", each on neuron and
+compared with the same steps run eagerly on the CPU. Greedy generation is left
+out (its step-by-step shapes recompile at every token).
 """
 
 import argparse
@@ -18,6 +26,7 @@ import inspect
 import json
 import os
 import platform
+import signal
 import sys
 import time
 import traceback
@@ -661,18 +670,488 @@ def write(rows, out_prefix):
     return count
 
 
+# ---------------------------------------------------------------------------
+# The compiled mode (--compile)
+
+# The backends each architecture is compiled with: None is torch.compile's
+# default (Inductor); "neuron" is the Dynamo backend this package registers.
+COMPILE_BACKENDS = (None, "neuron")
+# Seconds one backend may take on one architecture (compile and run): a
+# model whose compile hangs or crawls fails with a timeout, the sweep goes on.
+COMPILE_LIMIT_S = 300.0
+
+# What the failures of the last sweep were traced to (shown with them in the
+# markdown). "CPU too": torch.compile of the same model on the CPU fails the
+# same check by the same amount, so the cause is upstream of neuron.
+COMPILE_NOTES = {
+    "falcon": "upstream Inductor, CPU too (aot_eager and aot_eager_decomp_partition are "
+    "exact): wrong gradient through an advanced index feeding a broadcasting 4-D matmul "
+    "(Falcon's multi-query split `qkv[..., [-2], :]`, one KV head against 4 query heads)",
+    "cpmant": "rounding, CPU too: Inductor's fused kernels round differently from eager "
+    "(2.8e-4 on logits up to 31, i.e. 1e-5 relative; the loss agrees to 4e-6)",
+    "bailing_hybrid": "time limit only (150 s per backend, first compile of a hybrid model on "
+    "a 2-core machine shared with other work); backend neuron then passed",
+}
+
+
+def _backend_name(backend):
+    return "inductor" if backend is None else backend
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Timeout("the time limit per backend ran out")
+
+
+def _inputs(model, ids, device):
+    x = ids.to(device)
+    extra = {}
+    if getattr(model.config, "zoo_pixels", False):
+        size = model.config.vision_config.image_size
+        px = torch.randn(x.shape[0], 3, size, size, generator=torch.Generator().manual_seed(3))
+        extra["pixel_values"] = px.to(device)
+    # A training pass: no cache (see run_on).
+    if "use_cache" in inspect.signature(model.forward).parameters:
+        extra["use_cache"] = False
+    return x, extra
+
+
+def run_compiled(model, device, ids, backend=None, eager=False, step_grads=None, labels=None):
+    """Forward (logits and loss), backward, an AdamW step (with step_grads
+    when given, as in run_on), then a second forward with the same arguments
+    (parameters are inputs of the compiled graph: no recompile).
+
+    eager: run the model itself (the CPU oracle); otherwise
+    torch.compile(model, backend=backend), timed from the first call through
+    the first backward (Dynamo, AOTAutograd and Inductor for both graphs)."""
+    model = model.to(device)
+    model.train(bool(getattr(model.config, "zoo_train_mode", False)))
+    x, extra = _inputs(model, ids, device)
+    y = x if labels is None else labels.to(device)
+    if eager:
+        fn = model
+    elif backend is None:
+        fn = torch.compile(model)
+    else:
+        fn = torch.compile(model, backend=backend)
+    t0 = time.perf_counter()
+    out = fn(input_ids=x, labels=y, **extra)
+    loss, logits = out.loss, _logits(out)
+    loss.backward()
+    if device == "neuron":
+        torch.neuron.synchronize()
+    first_s = time.perf_counter() - t0
+    grads = {
+        n: (p.grad.detach().cpu() if p.grad is not None else None)
+        for n, p in model.named_parameters()
+    }
+    if step_grads is not None:
+        for n, p in model.named_parameters():
+            g = step_grads.get(n)
+            p.grad = None if g is None else g.to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    t0 = time.perf_counter()
+    out2 = fn(input_ids=x, labels=y, **extra)
+    logits2 = _logits(out2).detach().cpu()
+    second_s = time.perf_counter() - t0
+    return {
+        "loss": loss.detach().cpu(),
+        "logits": logits.detach().cpu(),
+        "grads": grads,
+        "logits2": logits2,
+        "first_s": first_s,
+        "second_s": second_s,
+    }
+
+
+def _compare(got, ref):
+    """The eager mode's tolerances: forward 1e-4, gradients rtol 1e-3 /
+    atol 1e-4, second forward 1e-3; a gradient that is None on the CPU may
+    be all zeros compiled. A list of (check, max error)."""
+    failures = []
+    if not (_close(got["logits"], ref["logits"]) and _close(got["loss"], ref["loss"])):
+        failures.append(
+            (
+                "forward",
+                max(_max_err(got["logits"], ref["logits"]), _max_err(got["loss"], ref["loss"])),
+            )
+        )
+    worst, bad = 0.0, False
+    for name, g in ref["grads"].items():
+        h = got["grads"].get(name)
+        # A parameter that only feeds an output the loss does not use (a
+        # pooler): eager leaves its gradient None, AOTAutograd's backward
+        # gets zero tangents for that output and gives zeros. Equal here.
+        if g is None and h is not None and not h.any():
+            continue
+        if (g is None) != (h is None):
+            bad, worst = True, float("inf")
+        elif g is not None and not _close(h, g, rtol=1e-3, atol=1e-4):
+            bad, worst = True, max(worst, _max_err(h, g))
+    if bad:
+        failures.append(("backward", worst))
+    if not _close(got["logits2"], ref["logits2"], rtol=1e-3, atol=1e-3):
+        failures.append(("optimizer", _max_err(got["logits2"], ref["logits2"])))
+    return failures
+
+
+def _dynamo_stats():
+    from torch._dynamo.utils import counters
+
+    return {
+        "graphs": int(counters["stats"]["unique_graphs"]),
+        "graph_breaks": int(sum(counters["graph_break"].values())),
+        "fx_cache_hits": int(counters["inductor"]["fxgraph_cache_hit"]),
+        "fx_cache_misses": int(counters["inductor"]["fxgraph_cache_miss"]),
+    }
+
+
+def _check_backend(base, ids, labels, ref, backend, limit):
+    """One backend on one architecture: a dict for the row's "backends"."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    res = {"status": "", "detail": "", "compile_s": None, "fallbacks": {}}
+    torch._dynamo.reset()
+    counters.clear()
+    torch_neuronx.clear_op_tracking()
+    t0 = time.perf_counter()
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        got = run_compiled(
+            copy.deepcopy(base), "neuron", ids, backend, step_grads=ref["grads"], labels=labels
+        )
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    except BaseException as e:  # _Timeout, or anything the compile raises
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        res.update(status="error", detail=_first_line(e))
+        res["trace"] = traceback.format_exc(limit=-4)
+        got = None
+    finally:
+        signal.signal(signal.SIGALRM, old)
+        try:
+            torch.neuron.synchronize()
+        except Exception:
+            pass
+    res["seconds"] = round(time.perf_counter() - t0, 2)
+    res["fallbacks"] = torch_neuronx.get_fallback_ops()
+    res.update(_dynamo_stats())
+    if got is None:
+        return res
+    res["compile_s"] = round(got["first_s"], 2)
+    res["second_forward_s"] = round(got["second_s"], 3)
+    failures = _compare(got, ref)
+    if failures:
+        res.update(
+            status="mismatch", detail="; ".join(f"{c} (max err {e:.2e})" for c, e in failures)
+        )
+    else:
+        res["status"] = "pass"
+    return res
+
+
+def check_compiled(model_type, backends=COMPILE_BACKENDS, limit=COMPILE_LIMIT_S):
+    """One row of the compiled sweep: the architecture's CPU eager run (the
+    oracle), then each backend's compiled run on neuron."""
+    import torch._dynamo
+
+    row = {"model_type": model_type, "status": "", "detail": "", "backends": {}, "seconds": 0.0}
+    t0 = time.time()
+    if model_type in STANDALONE_IMPOSSIBLE:
+        row.update(
+            status="skipped", detail=f"cannot run alone: {STANDALONE_IMPOSSIBLE[model_type]}"
+        )
+        return row
+    ref = None
+    for variant in (0, 1):  # the first tiny config that runs on CPU
+        try:
+            base = build(model_type, variant)
+        except Exception as e:
+            row.update(status="skipped", detail=f"cannot build a tiny config: {_first_line(e)}")
+            continue
+        books = getattr(base.config, "num_codebooks", None)
+        rows = BATCH * (books or 1)
+        seq = getattr(base.config, "zoo_seq", SEQ)
+        ids = torch.randint(3, VOCAB, (rows, seq), generator=torch.Generator().manual_seed(1))
+        labels = ids.view(BATCH, books, seq).transpose(1, 2) if books else None
+        try:
+            ref = run_compiled(copy.deepcopy(base), "cpu", ids, eager=True, labels=labels)
+            break
+        except Exception as e:
+            row.update(status="skipped", detail=f"fails on CPU too: {_first_line(e)}")
+    if ref is None:
+        row["seconds"] = round(time.time() - t0, 2)
+        return row
+    row.update(status="", detail="")
+    for backend in backends:
+        row["backends"][_backend_name(backend)] = _check_backend(
+            base, ids, labels, ref, backend, limit
+        )
+    torch._dynamo.reset()
+    statuses = [b["status"] for b in row["backends"].values()]
+    bad = [
+        f"{name}: {b['status']}: {b['detail']}"
+        for name, b in row["backends"].items()
+        if b["status"] != "pass"
+    ]
+    row["status"] = (
+        "pass"
+        if all(s == "pass" for s in statuses)
+        else "error"
+        if "error" in statuses
+        else "mismatch"
+    )
+    row["detail"] = " / ".join(bad)
+    row["seconds"] = round(time.time() - t0, 2)
+    return row
+
+
+def _past(stop_at):
+    if not stop_at:
+        return False
+    hh, mm = (int(v) for v in stop_at.split(":"))
+    now = time.gmtime()
+    return (now.tm_hour, now.tm_min) >= (hh, mm)
+
+
+def sweep_compiled(
+    model_types, limit=COMPILE_LIMIT_S, stop_at=None, out_prefix=None, progress=True
+):
+    """check_compiled over model_types. With out_prefix the files are
+    rewritten after every architecture (a sweep cut short leaves its
+    results); past stop_at (UTC "HH:MM") the remaining architectures are
+    listed as "not run"."""
+    rows = []
+    for i, mt in enumerate(model_types):
+        if _past(stop_at):
+            rows += [
+                {"model_type": t, "status": "not run", "detail": "", "backends": {}, "seconds": 0.0}
+                for t in model_types[i:]
+            ]
+            break
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            row = check_compiled(mt, limit=limit)
+        rows.append(row)
+        if progress:
+            times = " ".join(
+                f"{n}={b['compile_s']}s" for n, b in row["backends"].items() if b["compile_s"]
+            )
+            print(
+                f"{mt:28s} {row['status']:8s} {row['seconds']:6.1f}s  {times}  {row['detail'][:120]}",
+                flush=True,
+            )
+        if out_prefix:
+            pending = [
+                {"model_type": t, "status": "not run", "detail": "", "backends": {}, "seconds": 0.0}
+                for t in model_types[i + 1 :]
+            ]
+            write_compiled(rows + pending, out_prefix, in_progress=bool(pending))
+    if out_prefix:
+        write_compiled(rows, out_prefix)
+    return rows
+
+
+def write_compiled(rows, out_prefix, in_progress=False, note=None):
+    import transformers
+
+    names = [_backend_name(b) for b in COMPILE_BACKENDS]
+    done = [r for r in rows if r["status"] != "not run"]
+    not_run = [r["model_type"] for r in rows if r["status"] == "not run"]
+    skipped = [r for r in done if r["status"] == "skipped"]
+    runnable = len(done) - len(skipped)
+    count = {
+        s: sum(r["status"] == s for r in rows) for s in ("pass", "mismatch", "error", "skipped")
+    }
+    per = {
+        n: {
+            s: sum(r["backends"].get(n, {}).get("status") == s for r in done)
+            for s in ("pass", "mismatch", "error")
+        }
+        for n in names
+    }
+
+    def pct(k, n):
+        return f"{100 * k / n:.1f}%" if n else "n/a"
+
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    n_all = len(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+    def cached(b):  # every graph came from Inductor's FX graph cache
+        return b.get("fx_cache_misses", 0) == 0 and b.get("fx_cache_hits", 0) > 0
+
+    def ctimes(n, hit):
+        return sorted(
+            r["backends"][n]["compile_s"]
+            for r in done
+            if n in r["backends"]
+            and r["backends"][n]["compile_s"] is not None
+            and cached(r["backends"][n]) == hit
+        )
+
+    def median(v):
+        return f"{v[len(v) // 2]:.1f} ({len(v)})" if v else "n/a"
+
+    lines = [
+        "# Causal-LM model coverage on neuron under torch.compile",
+        "",
+        f"Generated by `python tools/model_zoo.py --compile --out {os.path.relpath(out_prefix)}` "
+        f"on {time.strftime('%Y-%m-%d')}: transformers {transformers.__version__}, torch "
+        f"{torch.__version__}, {platform.machine()}. Each architecture is built as in "
+        "[the eager sweep](model-coverage.md) (default config shrunk to 2 layers and width 64, "
+        "same weights and inputs) and wrapped in `torch.compile` twice: with the default "
+        'backend (`inductor`) and with `backend="neuron"` (`neuron`), `fullgraph=False`, '
+        "`torch._dynamo.reset()` before each. Checks against the same steps run eagerly on the "
+        "CPU, with the eager sweep's tolerances: forward logits and loss (1e-4), every parameter "
+        "gradient after one backward (rtol 1e-3, atol 1e-4; a gradient that eager leaves None "
+        "may be all zeros compiled: AOTAutograd's backward gets zero tangents for outputs the "
+        "loss does not use, such as a pooler's), one AdamW step taken from the CPU "
+        "run's gradients then a second compiled forward (1e-3). Greedy generation is not "
+        "checked in this mode. Compile time: the first compiled forward and backward, in "
+        "seconds (Dynamo, AOTAutograd and Inductor for both graphs, and the run), on a "
+        '2-core machine shared with other work; `backend="neuron"` is the same Inductor '
+        "path as the default, so its compile is mostly an FX-graph-cache hit (the hits are "
+        "counted in the JSON). Each backend has a time limit per architecture; one past it "
+        "is an error.",
+        "",
+    ]
+    if in_progress:
+        lines += ["**This sweep is still running: the rows below are partial.**", ""]
+    if note:
+        lines += [note, ""]
+    if len(rows) < n_all or not_run:
+        covered = ", ".join(r["model_type"] for r in done)
+        lines += [
+            f"**Coverage: {len(done)} of the {n_all} causal-LM architectures of this "
+            f"transformers release were run**: {covered}."
+            + (f" Not run (out of time): {', '.join(not_run)}." if not_run else ""),
+            "",
+        ]
+    lines += [
+        f"**Summary: {count['pass']} / {len(done)} passed with both backends** "
+        f"({pct(count['pass'], runnable)} of the {runnable} that run on CPU); "
+        f"{count['mismatch']} mismatch, {count['error']} error, {count['skipped']} skipped "
+        "(fail on CPU too, or cannot run alone).",
+        "",
+        "| backend | pass | mismatch | error | pass rate | median compile s, compiled (n) "
+        "| median compile s, FX-graph-cache hit (n) | max compile s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for n in names:
+        c = per[n]
+        lines.append(
+            f"| {n} | {c['pass']} | {c['mismatch']} | {c['error']} | "
+            f"{pct(c['pass'], runnable)} | {median(ctimes(n, False))} | "
+            f"{median(ctimes(n, True))} | {max(ctimes(n, False) + ctimes(n, True), default='n/a')} |"
+        )
+    lines += [
+        "",
+        "| architecture | "
+        + " | ".join(f"{n} | {n} compile s" for n in names)
+        + " | graphs / breaks | CPU-fallback ops (kinds / calls) |",
+        "|---|" + "---|---|" * len(names) + "---|---|",
+    ]
+    for r in done:
+        cells = []
+        for n in names:
+            b = r["backends"].get(n)
+            if b is None:
+                cells += [r["status"], ""]
+            elif b["compile_s"] is None:
+                cells += [b["status"], ""]
+            else:
+                cells += [b["status"], f"{b['compile_s']}" + (" (cache hit)" if cached(b) else "")]
+        first = next(iter(r["backends"].values()), None)
+        gb = f"{first['graphs']} / {first['graph_breaks']}" if first else ""
+        fb = {}
+        for b in r["backends"].values():
+            for k, v in b["fallbacks"].items():
+                fb[k] = fb.get(k, 0) + v
+        lines.append(
+            f"| {r['model_type']} | "
+            + " | ".join(cells)
+            + f" | {gb} | {len(fb)} / {sum(fb.values())} |"
+        )
+    bad = [r for r in done if r["status"] != "pass"]
+    if bad:
+        lines += ["", "## Failures and skips", ""]
+        for r in bad:
+            if not r["backends"]:
+                lines.append(f"- **{r['model_type']}** ({r['status']}): {r['detail']}")
+                continue
+            for n, b in r["backends"].items():
+                if b["status"] != "pass":
+                    why = b["detail"].replace("|", "/")
+                    lines.append(f"- **{r['model_type']}**, {n} ({b['status']}): {why}")
+            if r["model_type"] in COMPILE_NOTES:
+                lines.append(f"  - cause: {COMPILE_NOTES[r['model_type']]}")
+    with_fb = [r for r in done if any(b["fallbacks"] for b in r["backends"].values())]
+    if with_fb:
+        lines += ["", "## CPU-fallback ops", ""]
+        for r in with_fb:
+            for n, b in r["backends"].items():
+                if b["fallbacks"]:
+                    ops = ", ".join(f"{k} ({v})" for k, v in sorted(b["fallbacks"].items()))
+                    lines.append(f"- {r['model_type']}, {n}: {ops}")
+    os.makedirs(os.path.dirname(out_prefix) or ".", exist_ok=True)
+    with open(out_prefix + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    summary = {"both": count, "per_backend": per, "covered": len(done), "not_run": not_run}
+    for n in names:
+        summary["per_backend"][n]["compile_s"] = {
+            "compiled": ctimes(n, False),
+            "fx_cache_hit": ctimes(n, True),
+        }
+    with open(out_prefix + ".json", "w") as f:
+        json.dump(
+            {"summary": summary, "total": len(rows), "rows": rows}, f, indent=1, sort_keys=True
+        )
+    return count
+
+
 def main(argv=None):
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", help="comma-separated model types")
     p.add_argument("--out", help="write <out>.md and <out>.json")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="the compiled mode: torch.compile with the default and the neuron backend",
+    )
+    p.add_argument(
+        "--limit",
+        type=float,
+        default=COMPILE_LIMIT_S,
+        help="with --compile: seconds allowed per backend and architecture",
+    )
+    p.add_argument(
+        "--stop-at",
+        help="with --compile: UTC time HH:MM after which no further architecture starts "
+        "(those left are listed as not covered)",
+    )
     args = p.parse_args(argv)
     torch_neuronx.set_fallback_mode("silent")
     types = list(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
     if args.only:
         wanted = args.only.split(",")
         types = [t for t in types if t in wanted]
+    if args.compile:
+        rows = sweep_compiled(types, args.limit, args.stop_at, args.out)
+        done = [r for r in rows if r["status"] != "not run"]
+        n = sum(r["status"] == "pass" for r in done)
+        print(f"passed {n} / {len(done)} (of {len(types)} selected)")
+        return 0
     rows = sweep(types)
     if args.out:
         count = write(rows, args.out)
