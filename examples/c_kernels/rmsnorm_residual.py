@@ -58,8 +58,10 @@ def rmsnorm_residual(
 def _neuron(x, residual, weight, eps):
     torch._check(
         x.shape == residual.shape and weight.shape == x.shape[-1:],
-        lambda: f"rmsnorm_residual: x {tuple(x.shape)}, residual {tuple(residual.shape)} "
-        f"and weight {tuple(weight.shape)} do not match",
+        lambda: (
+            f"rmsnorm_residual: x {tuple(x.shape)}, residual {tuple(residual.shape)} "
+            f"and weight {tuple(weight.shape)} do not match"
+        ),
     )
     if x.dtype != torch.float32:  # the kernel is fp32: compute there, return x's dtype
         y, h = _neuron(x.float(), residual.float(), weight.float(), eps)
