@@ -273,19 +273,23 @@ FX_CACHE_SCRIPT = textwrap.dedent(
 )
 
 
-def test_fx_graph_cache_across_processes(tmp_path):
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path), TORCHINDUCTOR_FX_GRAPH_CACHE="1")
+def last_lines_of_two_runs(script, **env):
+    """Runs script in two fresh processes sharing env; each one's last line."""
+    env = dict(os.environ, **env)
     outs = []
     for _ in range(2):
         r = subprocess.run(
-            [sys.executable, "-c", FX_CACHE_SCRIPT],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
         )
         assert r.returncode == 0, r.stderr[-3000:]
         outs.append(r.stdout.strip().splitlines()[-1])
+    return outs
+
+
+def test_fx_graph_cache_across_processes(tmp_path):
+    outs = last_lines_of_two_runs(
+        FX_CACHE_SCRIPT, TORCHINDUCTOR_CACHE_DIR=str(tmp_path), TORCHINDUCTOR_FX_GRAPH_CACHE="1"
+    )
     assert outs[0] == "hit 0 miss 1", outs
     assert outs[1] == "hit 1 miss 0", outs
 
@@ -425,23 +429,12 @@ AOT_CACHE_SCRIPT = textwrap.dedent(
 
 
 def test_aot_autograd_cache_across_processes(tmp_path):
-    env = dict(
-        os.environ,
+    outs = last_lines_of_two_runs(
+        AOT_CACHE_SCRIPT,
         TORCHINDUCTOR_CACHE_DIR=str(tmp_path),
         TORCHINDUCTOR_FX_GRAPH_CACHE="1",
         TORCHINDUCTOR_AUTOGRAD_CACHE="1",
     )
-    outs = []
-    for _ in range(2):
-        r = subprocess.run(
-            [sys.executable, "-c", AOT_CACHE_SCRIPT],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert r.returncode == 0, r.stderr[-3000:]
-        outs.append(r.stdout.strip().splitlines()[-1])
     assert outs == ["hit 0 miss 1", "hit 1 miss 0"], outs
 
 
