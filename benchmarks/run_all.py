@@ -75,54 +75,123 @@ def cpu_name():
     return platform.processor() or "unknown"
 
 
-def gemm_rows(rows, peak, quick):
-    shapes = [
-        (2048, 2048, 2048, "square"),
-        (512, 2048, 2048, "model: 512x2048 @ 2048x2048"),
-        (2048, 512, 2048, "model: 2048x512 @ 512x2048"),
-        (1, 4096, 4096, "decode: 1x4096 @ (4096x4096)^T"),
-    ]
-    for m, k, n, label in shapes:
-        g = torch.Generator().manual_seed(0)
-        a, b = (
-            torch.randn(m, k, generator=g),
-            torch.randn(n, k, generator=g) if m == 1 else torch.randn(k, n, generator=g),
-        )
+class Peaks:
+    """The machine's compute limits, measured by instruction throughput on the
+    kernel threads (_C._measure_peak: 12 independent accumulator chains per
+    thread, all threads at once): the best of three runs per instruction."""
 
-        def make(d, a=a, b=b, m=m):
-            x, y = a.to(d), b.to(d)
-            return (lambda: x @ y.t()) if m == 1 else (lambda: x @ y)
+    def __init__(self):
+        isa = _C._isa()
+        self.fp32_kind = {"avx512": "fp32-fma512", "avx2": "fp32-fma256"}.get(isa)
+        self.bf16_kind = "bf16-dot512" if "avx512-bf16" in _C._cpu_features() else None
+        self.fp32 = self._best(self.fp32_kind)
+        # without a bf16 dot instruction bf16 GEMMs run on fp32 FMAs
+        self.bf16 = self._best(self.bf16_kind) if self.bf16_kind else self.fp32
 
-        t = side_by_side(make, rounds=3 if quick else 5, reps=3 if m > 1 else 50)
-        fl = 2.0 * m * n * k
-        gn, gc = fl / t["neuron"] / 1e9, fl / t["cpu"] / 1e9
-        rows.append(
-            (
-                f"fp32 GEMM {m}x{k}x{n} ({label})",
-                f"{gn:.0f} GFLOPS",
-                f"{gc:.0f} GFLOPS",
-                f"{gn / gc:.2f}x",
-                f"{100 * gn / peak:.0f}% of FMA peak" if m > 1 else "memory-bound (weights)",
+    @staticmethod
+    def _best(kind):
+        return max(_C._measure_peak(kind) for _ in range(3)) / 1e9 if kind else 0.0
+
+    def pct(self, gflops, dtype):
+        peak = self.fp32 if dtype == torch.float32 else self.bf16
+        return f"{100 * gflops / peak:.0f}%" if peak else "n/a"
+
+    def describe(self):
+        lines = [
+            f"- fp32 peak: {self.fp32:.0f} GFLOPS ({self.fp32_kind}: independent FMA chains, "
+            "all threads at once)"
+            if self.fp32_kind
+            else "- fp32 peak: not measured (no vector FMA ISA)"
+        ]
+        if self.bf16_kind:
+            lines.append(
+                f"- bf16 peak: {self.bf16:.0f} GFLOPS ({self.bf16_kind}: independent AVX512-BF16 "
+                f"dot-product chains, {self.bf16 / max(self.fp32, 1e-9):.2f}x the fp32 peak)"
             )
-        )
-    # bf16 against our own fp32 and PyTorch CPU's bf16
-    g = torch.Generator().manual_seed(1)
-    a, b = torch.randn(1024, 1024, generator=g), torch.randn(1024, 1024, generator=g)
-    t32 = side_by_side(lambda d: lambda x=a.to(d), y=b.to(d): x @ y, rounds=3, reps=3)
-    t16 = side_by_side(
-        lambda d: lambda x=a.to(d, torch.bfloat16), y=b.to(d, torch.bfloat16): x @ y,
-        rounds=3,
-        reps=3,
-    )
-    fl = 2.0 * 1024**3
+        else:
+            lines.append("- bf16 peak: the fp32 peak (no bf16 dot-product instruction on this CPU)")
+        amx = "present (no kernel uses it yet)" if "amx-bf16" in _C._cpu_features() else "absent"
+        lines.append(f"- AMX bf16 tiles: {amx}")
+        return lines
+
+
+def openblas():
+    """numpy's bundled OpenBLAS on the benchmark's thread count, or None
+    (label, matmul function); the second GEMM anchor beside PyTorch CPU."""
+    try:
+        import ctypes
+        import glob
+
+        import numpy as np
+    except ImportError:
+        return None
+    threads = torch.get_num_threads()
+    libs = glob.glob(os.path.join(os.path.dirname(np.__file__), "..", "numpy.libs", "*openblas*"))
+    for path in libs:
+        lib = ctypes.CDLL(path)  # the handle numpy already loaded
+        for name in ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads"):
+            if hasattr(lib, name):
+                getattr(lib, name)(threads)
+                return f"OpenBLAS (numpy {np.__version__}, {threads} threads)", np.matmul
+    return None
+
+
+GEMM_SHAPES = [  # m, k, n, label
+    (2048, 2048, 2048, "square"),
+    (512, 2048, 2048, "model: 512x2048 @ 2048x2048"),
+    (2048, 512, 2048, "model: 2048x512 @ 512x2048"),
+    (1024, 512, 1344, "model: Llama MLP up, 1024 tokens"),
+    (1024, 1344, 512, "model: Llama MLP down, 1024 tokens"),
+    (256, 512, 1536, "skinny: small-batch training, 256 tokens"),
+]
+
+
+def gemm_rows(rows, peaks, quick):
+    anchor = openblas()
+    for dtype in (torch.float32, torch.bfloat16):
+        name = "fp32" if dtype == torch.float32 else "bf16"
+        for m, k, n, label in GEMM_SHAPES[:3] if quick else GEMM_SHAPES:
+            g = torch.Generator().manual_seed(0)
+            a, b = torch.randn(m, k, generator=g), torch.randn(k, n, generator=g)
+            fns = {}
+            for d in ("neuron", "cpu"):
+                x, y = a.to(d, dtype), b.to(d, dtype)
+                fns[d] = lambda x=x, y=y: x @ y
+            if anchor and dtype == torch.float32:
+                xa, ya = a.numpy(), b.numpy()
+                fns["openblas"] = lambda x=xa, y=ya: anchor[1](x, y)
+            t = interleaved(fns, rounds=3 if quick else 5, reps=3)
+            fl = 2.0 * m * n * k / 1e9
+            gf = {d: fl / statistics.median(v) for d, v in t.items()}
+            note = f"{peaks.pct(gf['neuron'], dtype)} of {name} peak"
+            if "openblas" in gf:
+                note += (
+                    f"; OpenBLAS {gf['openblas']:.0f} GFLOPS ({gf['neuron'] / gf['openblas']:.2f}x)"
+                )
+            rows.append(
+                (
+                    f"{name} GEMM {m}x{k}x{n} ({label})",
+                    f"{gf['neuron']:.0f} GFLOPS",
+                    f"{gf['cpu']:.0f} GFLOPS",
+                    f"{gf['neuron'] / gf['cpu']:.2f}x",
+                    note,
+                )
+            )
+    # decode: one token against a transposed weight, bound by streaming the weight
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(1, 4096, generator=g), torch.randn(4096, 4096, generator=g)
+    fns = {d: (lambda a=x.to(d), b=w.to(d): a @ b.t()) for d in ("neuron", "cpu")}
+    fns["memcpy"] = memcpy_anchor(w.numel() * 4)
+    t = {d: statistics.median(v) for d, v in interleaved(fns, rounds=5, reps=20).items()}
+    mc = 2 * w.numel() * 4 / t["memcpy"] / 1e9  # read + write traffic
+    gbs = {d: w.numel() * 4 / t[d] / 1e9 for d in ("neuron", "cpu")}
     rows.append(
         (
-            "bf16 GEMM 1024^3",
-            f"{fl / t16['neuron'] / 1e9:.0f} GFLOPS",
-            f"{fl / t16['cpu'] / 1e9:.0f} GFLOPS",
-            f"{t16['cpu'] / t16['neuron']:.2f}x",
-            f"{t32['neuron'] / t16['neuron']:.2f}x of neuron fp32 "
-            f"({fl / t32['neuron'] / 1e9:.0f} GFLOPS)",
+            "fp32 GEMV 1x4096 @ (4096x4096)^T (decode)",
+            f"{gbs['neuron']:.1f} GB/s of weights",
+            f"{gbs['cpu']:.1f} GB/s",
+            f"{t['cpu'] / t['neuron']:.2f}x",
+            f"{100 * gbs['neuron'] / mc:.0f}% of memcpy's {mc:.1f} GB/s (read + write traffic)",
         )
     )
 
@@ -310,6 +379,25 @@ def model_rows(rows, quick):
             "speed ratio neuron/CPU",
         )
     )
+
+    # the same step under bf16 autocast (fp32 master weights and AdamW state)
+    def autocast_step(d):
+        def run():
+            with torch.autocast(d, dtype=torch.bfloat16):
+                bts.train_step(models[d], opts[d], ids.to(d))
+
+        return run
+
+    t16 = side_by_side(autocast_step, rounds=2 if quick else 5, reps=1, warmup=1)
+    rows.append(
+        (
+            "train step, same model, bf16 autocast",
+            f"{t16['neuron'] * 1e3:.0f} ms",
+            f"{t16['cpu'] * 1e3:.0f} ms",
+            f"{t16['cpu'] / t16['neuron']:.2f}x",
+            f"{t['neuron'] / t16['neuron']:.2f}x neuron's fp32 step",
+        )
+    )
     # peak memory of the step above its starting point
     torch.neuron.synchronize()
     start = torch.neuron.memory_allocated()
@@ -336,14 +424,22 @@ def model_rows(rows, quick):
             prompt.to(d), max_new_tokens=tok, min_new_tokens=tok, do_sample=False
         )
 
-    t = side_by_side(gen, rounds=2 if quick else 3, reps=1)
+    fns = {d: gen(d) for d in ("neuron", "cpu")}
+    wbytes = sum(p.numel() * p.element_size() for p in base.parameters())
+    fns["memcpy"] = memcpy_anchor(wbytes // 4 * 4)
+    t = {d: statistics.median(v) for d, v in interleaved(fns, 2 if quick else 3, 1).items()}
+    # every token streams every weight once: the bound is the weights at
+    # memcpy's bandwidth (read + write traffic), per token
+    bound = t["memcpy"] / 2
     rows.append(
         (
             "greedy decode, same model, batch 1",
             f"{tok / t['neuron']:.1f} tok/s",
             f"{tok / t['cpu']:.1f} tok/s",
             f"{t['cpu'] / t['neuron']:.2f}x",
-            "speed ratio neuron/CPU",
+            f"{1e3 * t['neuron'] / tok:.2f} ms/token; {100 * bound * tok / t['neuron']:.0f}% of "
+            f"the weight-streaming bound ({wbytes / 2**20:.0f} MiB at memcpy speed: "
+            f"{1e3 * bound:.2f} ms)",
         )
     )
 
@@ -537,19 +633,17 @@ def main():
     )
     args = p.parse_args()
     torch.manual_seed(0)
-    ghz, per_cycle = _C._measure_fma_peak()
     threads = torch.get_num_threads()
-    peak = ghz * per_cycle * threads
+    peaks = Peaks()
     isa = _C._isa()
     rows = []
     for section in args.sections.split(","):
         if section not in SECTIONS:
             p.error(f"unknown section {section!r}; choose from {', '.join(SECTIONS)}")
         if section == "gemm":
-            gemm_rows(rows, peak, args.quick)
+            gemm_rows(rows, peaks, args.quick)
         else:
             SECTIONS[section](rows, args.quick)
-    lanes = {"avx512": 16, "avx2": 8}.get(isa, 1)
     lines = [
         "# Kernel-library benchmarks: neuron vs PyTorch CPU",
         "",
@@ -566,9 +660,8 @@ def main():
         "",
         f"- Machine: {cpu_name()}, {os.cpu_count()} cores visible, {threads} threads used; "
         f"torch {torch.__version__}; kernel ISA chosen: {isa}",
-        f"- FMA peak: {ghz:.2f} GHz (timed chain of dependent adds) x {per_cycle:.1f} fp32 "
-        f"flops/cycle/core (timed independent {isa} FMA chains: {lanes} lanes x 2 flops x "
-        f"{per_cycle / (2 * lanes):.1f} FMA/cycle) x {threads} cores = {peak:.0f} GFLOPS",
+        f"- CPU flags used: {', '.join(_C._cpu_features())}",
+        *peaks.describe(),
         "",
         "| benchmark | neuron | PyTorch CPU | neuron/CPU | note |",
         "|---|---|---|---|---|",

@@ -58,3 +58,20 @@ def test_suites_under_forced_isa(isa):
         cwd=here,
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+
+
+def test_measured_peak_follows_the_cpu_features():
+    """The benchmarks' compute anchor: a rate for each instruction the CPU
+    has, 0 for one it lacks, and a ValueError naming the kinds for a typo."""
+    features = torch_neuronx._C._cpu_features()
+    have = {
+        "fp32-fma256": "avx2+fma" in features,
+        "fp32-fma512": "avx512" in features,
+        "bf16-dot512": "avx512-bf16" in features,
+    }
+    for kind, present in have.items():
+        rate = torch_neuronx._C._measure_peak(kind)
+        # any x86 core sustains well over 1 GFLOPS with a vector FMA unit
+        assert (rate > 1e9) if present else (rate == 0.0), (kind, rate)
+    with pytest.raises(ValueError, match="fp32-fma256, fp32-fma512 or bf16-dot512"):
+        torch_neuronx._C._measure_peak("fp32")

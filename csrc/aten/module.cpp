@@ -162,10 +162,33 @@ PYBIND11_MODULE(_C, m) {
     return d;
   });
   m.def("_isa", [] { return std::string(tnk_isa_name(tnk_isa())); });
-  m.def("_measure_fma_peak", [] {
-    double ghz = 0;
-    double per_cycle = tnk_measure_fma_peak(tnk_isa(), &ghz);
-    return std::make_pair(ghz, per_cycle);
+  // The benchmarks' compute anchor: peak flops/s of one instruction kind
+  // (tnk.h), measured on the current stream's threads; 0 without it.
+  m.def("_measure_peak", [](const std::string &kind) {
+    static const std::pair<const char *, int> kinds[] = {{"fp32-fma256", TNK_PEAK_F32_FMA256},
+                                                         {"fp32-fma512", TNK_PEAK_F32_FMA512},
+                                                         {"bf16-dot512", TNK_PEAK_BF16_DOT512}};
+    int k = -1;
+    for (const auto &e : kinds)
+      if (kind == e.first) k = e.second;
+    TORCH_CHECK_VALUE(k >= 0, "_measure_peak: kind must be fp32-fma256, fp32-fma512 or ",
+                      "bf16-dot512, got '", kind, "'");
+    struct PeakArgs {
+      int kind;
+      double *out;
+    };
+    double result = 0;
+    PeakArgs a{k, &result};
+    c10::DeviceIndex device = current_device();
+    launch(
+        device,
+        [](void *p) {
+          auto *m = static_cast<PeakArgs *>(p);
+          *m->out = tnk_measure_peak(m->kind);
+        },
+        &a, sizeof a, "measure_peak");
+    check(tnrt_stream_synchronize(current_native_stream(device)), "measure_peak");
+    return result;
   });
   // The benchmarks' bandwidth anchor: a plain libc memcpy split over the
   // pool, launched on the current stream so that it runs on the same
@@ -191,6 +214,7 @@ PYBIND11_MODULE(_C, m) {
     if (f & TNK_ISA_AVX2) out.append("avx2+fma");
     if (f & TNK_ISA_AVX512) out.append("avx512");
     if (f & TNK_FEAT_AVX512BF16) out.append("avx512-bf16");
+    if (f & TNK_FEAT_AMX_BF16) out.append("amx-bf16");
     return out;
   });
 }

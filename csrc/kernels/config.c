@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int detect(void) {
   int f = 0;
@@ -16,6 +17,8 @@ static int detect(void) {
       __builtin_cpu_supports("avx512vl"))
     f |= TNK_ISA_AVX512;
   if ((f & TNK_ISA_AVX512) && __builtin_cpu_supports("avx512bf16")) f |= TNK_FEAT_AVX512BF16;
+  if (__builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16"))
+    f |= TNK_FEAT_AMX_BF16;
 #endif
   return f;
 }
@@ -47,6 +50,30 @@ static int choose_isa(void) {
   return chosen;
 }
 
+static int64_t cache_size(int name) {
+  long v = sysconf(name);
+  return v > 0 ? (int64_t)v : 0;
+}
+
+void tnk_fit_gemm_to_caches(tnk_gemm_config_t *g, int64_t l2, int64_t l3) {
+  if (!g->f32 || g->mr <= 0 || g->nr <= 0) return;
+  if (l2 > 0) {
+    int64_t mc = l2 / 2 / (g->kc * 4) / g->mr * g->mr;
+    if (mc < g->mr) mc = g->mr;
+    if (mc < g->mc) g->mc = mc;
+    if (g->bf16) {
+      int64_t kc = l2 * 3 / 4 / (g->mc * 2) / 2 * 2;
+      if (kc < 64) kc = 64;
+      if (kc < g->bf16_kc) g->bf16_kc = kc;
+    }
+  }
+  if (l3 > 0) {
+    int64_t nc = l3 / 2 / (g->kc * 4) / g->nr * g->nr;
+    if (nc < g->nr) nc = g->nr;
+    if (nc < g->nc) g->nc = nc;
+  }
+}
+
 int tnk_config_for_isa(int isa, tnk_config_t *out) {
   int f = tnk_cpu_features();
   if (isa != TNK_ISA_REFERENCE && !(f & isa)) return -1;
@@ -60,6 +87,10 @@ int tnk_config_for_isa(int isa, tnk_config_t *out) {
 #else
   if (isa != TNK_ISA_REFERENCE) return -1; /* no per-ISA directories built here */
 #endif
+  out->cache_l1d = cache_size(_SC_LEVEL1_DCACHE_SIZE);
+  out->cache_l2 = cache_size(_SC_LEVEL2_CACHE_SIZE);
+  out->cache_l3 = cache_size(_SC_LEVEL3_CACHE_SIZE);
+  tnk_fit_gemm_to_caches(&out->gemm, out->cache_l2, out->cache_l3);
   return 0;
 }
 

@@ -86,6 +86,9 @@ typedef struct tnk_vmath_config {
 typedef struct tnk_config {
   int isa;      /* TNK_ISA_*: the variant every entry comes from */
   int features; /* what the CPU has (tnk_cpu_features()) */
+  /* data cache sizes in bytes (0: not reported); the GEMM blocking is
+   * capped to them (tnk_fit_gemm_to_caches) */
+  int64_t cache_l1d, cache_l2, cache_l3;
   tnk_vmath_config_t vmath;
   tnk_gemm_config_t gemm;
   const tnk_eltwise_loops_t *loops;
@@ -96,6 +99,13 @@ const tnk_config_t *tnk_config(void);
 /* The configuration of one variant, for tests and benchmarks: 0 and *out
  * filled, or -1 when this CPU (or build) cannot run it. */
 int tnk_config_for_isa(int isa, tnk_config_t *out);
+
+/* Caps the GEMM blocking of g to the given cache sizes (0: unknown, no
+ * cap): a packed fp32 A block (mc x kc) fills at most half of L2 and a
+ * bf16 one (mc x bf16_kc) three quarters, a packed B panel (kc x nc) at
+ * most half of L3. The variants' sizes were tuned on 1 MiB L2 parts; the
+ * caps shrink them on CPUs with smaller caches and never grow them. */
+void tnk_fit_gemm_to_caches(tnk_gemm_config_t *g, int64_t l2, int64_t l3);
 
 /* Fillers: the reference, then each ISA's overrides on top. */
 void tnk_config_init_ref(tnk_config_t *c);

@@ -1,7 +1,8 @@
-/* The machine's limits, measured rather than looked up (a VM does not
- * report its boost clock): the fp32 FMA peak, from the clock of a dependent
- * add chain and the FMA throughput of 12 independent accumulator chains per
- * ISA; and a plain libc memcpy timing, the benchmarks' bandwidth anchor. */
+/* The machine's limits, measured rather than derived (a VM does not report
+ * its boost clock, and a clock estimate times a nominal issue rate was off
+ * by 2x): peak arithmetic by instruction throughput, every kernel thread
+ * at once timing 12 independent accumulator chains of one instruction;
+ * and a plain libc memcpy timing, the benchmarks' bandwidth anchor. */
 #include <string.h>
 #include <time.h>
 
@@ -16,18 +17,21 @@ static double seconds(void) {
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define FMA_CHAINS(VT, SET1, FMA, RED, LANES)                                         \
-  VT acc[12], b = SET1(1.0000001f), c = SET1(1e-9f);                                  \
-  for (int j = 0; j < 12; j++) acc[j] = SET1((float)j);                               \
-  double t = seconds();                                                               \
-  for (long i = 0; i < iters; i++) {                                                  \
-    _Pragma("GCC unroll 12") for (int j = 0; j < 12; j++) acc[j] = FMA(acc[j], b, c); \
-  }                                                                                   \
-  t = seconds() - t;                                                                  \
-  volatile float sink = 0;                                                            \
-  for (int j = 0; j < 12; j++) sink += RED(acc[j]);                                   \
-  (void)sink;                                                                         \
-  return (double)iters * 12.0 * (LANES) * 2.0 / t;
+/* 12 chains of OP over ITERS steps; returns flops per second, FLOPS being
+ * the flops of one instruction. Twelve chains cover the latency (4-5
+ * cycles) times the issue width (2 per cycle) of the FMA and dot units. */
+#define CHAINS(VT, INIT, OP, RED, FLOPS)                                       \
+  VT acc[12];                                                                  \
+  for (int j = 0; j < 12; j++) acc[j] = INIT((float)j);                        \
+  double t = seconds();                                                        \
+  for (long i = 0; i < iters; i++) {                                           \
+    _Pragma("GCC unroll 12") for (int j = 0; j < 12; j++) acc[j] = OP(acc[j]); \
+  }                                                                            \
+  t = seconds() - t;                                                           \
+  volatile float sink = 0;                                                     \
+  for (int j = 0; j < 12; j++) sink += RED(acc[j]);                            \
+  (void)sink;                                                                  \
+  return (double)iters * 12.0 * (FLOPS) / t;
 
 static float red256(__m256 v) __attribute__((target("avx2,fma")));
 static float red256(__m256 v) {
@@ -36,37 +40,81 @@ static float red256(__m256 v) {
   return x[0] + x[7];
 }
 
-__attribute__((target("avx2,fma"))) static double fma_avx2(long iters) {
-  FMA_CHAINS(__m256, _mm256_set1_ps, _mm256_fmadd_ps, red256, 8)
+#define FMA256(x) _mm256_fmadd_ps(x, _mm256_set1_ps(1.0000001f), _mm256_set1_ps(1e-9f))
+#define FMA512(x) _mm512_fmadd_ps(x, _mm512_set1_ps(1.0000001f), _mm512_set1_ps(1e-9f))
+/* bf16 pairs of 1.0: each lane adds two products of two bf16 values */
+#define DOT512(x)                                              \
+  _mm512_dpbf16_ps(x, (__m512bh)_mm512_set1_epi32(0x3f803f80), \
+                   (__m512bh)_mm512_set1_epi32(0x3c003c00))
+
+__attribute__((target("avx2,fma"))) static double chains_fma256(long iters) {
+  CHAINS(__m256, _mm256_set1_ps, FMA256, red256, 8 * 2)
 }
 
-__attribute__((target("avx512f"))) static double fma_avx512(long iters) {
-  FMA_CHAINS(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_reduce_add_ps, 16)
+__attribute__((target("avx512f"))) static double chains_fma512(long iters) {
+  CHAINS(__m512, _mm512_set1_ps, FMA512, _mm512_reduce_add_ps, 16 * 2)
 }
 
-double tnk_measure_fma_peak(int isa, double *ghz) {
-  long n = 100000000;
-  unsigned long x = 0;
-  double t = seconds();
-  for (long i = 0; i < n; i++) __asm__ volatile("add $1, %0" : "+r"(x));
-  t = seconds() - t;
-  *ghz = (double)n / t / 1e9;
-  double flops;
-  if (isa == TNK_ISA_AVX512)
-    flops = fma_avx512(20000000);
-  else if (isa == TNK_ISA_AVX2)
-    flops = fma_avx2(20000000);
-  else
-    return 0.0;
-  return flops / (*ghz * 1e9);
+__attribute__((target("avx512f,avx512bf16"))) static double chains_dot512(long iters) {
+  CHAINS(__m512, _mm512_set1_ps, DOT512, _mm512_reduce_add_ps, 16 * 2 * 2)
+}
+
+static int peak_supported(int kind) {
+  int f = tnk_cpu_features();
+  switch (kind) {
+    case TNK_PEAK_F32_FMA256: return (f & TNK_ISA_AVX2) != 0;
+    case TNK_PEAK_F32_FMA512: return (f & TNK_ISA_AVX512) != 0;
+    case TNK_PEAK_BF16_DOT512: return (f & TNK_FEAT_AVX512BF16) != 0;
+    default: return 0;
+  }
+}
+
+static double chains(int kind, long iters) {
+  if (kind == TNK_PEAK_F32_FMA256) return chains_fma256(iters);
+  if (kind == TNK_PEAK_F32_FMA512) return chains_fma512(iters);
+  return chains_dot512(iters);
 }
 #else
-double tnk_measure_fma_peak(int isa, double *ghz) {
-  (void)isa;
-  *ghz = 0.0;
+static int peak_supported(int kind) {
+  (void)kind;
+  return 0;
+}
+static double chains(int kind, long iters) {
+  (void)kind;
+  (void)iters;
   return 0.0;
 }
 #endif
+
+enum { PEAK_MAX_THREADS = 256 };
+
+typedef struct peak_ctx {
+  int kind;
+  long iters;
+  double rate[PEAK_MAX_THREADS];
+} peak_ctx_t;
+
+static void peak_parts(void *p, int64_t begin, int64_t end) {
+  peak_ctx_t *c = p;
+  for (int64_t i = begin; i < end; i++) c->rate[i] = chains(c->kind, c->iters);
+}
+
+double tnk_measure_peak(int kind) {
+  if (!peak_supported(kind)) return 0.0;
+  static const double step_flops[] = {12 * 8 * 2, 12 * 16 * 2, 12 * 16 * 4}; /* per iteration */
+  int64_t threads = tnk_num_threads();
+  if (threads > PEAK_MAX_THREADS) threads = PEAK_MAX_THREADS;
+  static peak_ctx_t c; /* benchmarks only: one caller at a time */
+  c.kind = kind;
+  /* about 0.25 s per thread, sized from a short calibration run */
+  double rate = chains(kind, 1000000);
+  c.iters = rate > 0 ? (long)(0.25 * rate / step_flops[kind]) : 1000000;
+  if (c.iters < 1000000) c.iters = 1000000;
+  tnk_parallel_for(threads, 1, peak_parts, &c);
+  double sum = 0;
+  for (int64_t i = 0; i < threads; i++) sum += c.rate[i];
+  return sum;
+}
 
 typedef struct memcpy_ctx {
   char *dst;

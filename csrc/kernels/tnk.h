@@ -40,14 +40,19 @@ enum { TNK_ISA_REFERENCE = 0, TNK_ISA_AVX2 = 1, TNK_ISA_AVX512 = 2 };
 /* Extra feature bit of tnk_cpu_features(): AVX512-BF16 dot products (the
  * bf16 GEMM micro-kernel, used with the avx512 ISA). */
 enum { TNK_FEAT_AVX512BF16 = 4 };
+/* AMX with bf16 tiles (Intel Sapphire Rapids and later): detected and
+ * reported; no kernel uses it yet. */
+enum { TNK_FEAT_AMX_BF16 = 8 };
 int tnk_cpu_features(void);
 int tnk_isa(void);
 const char *tnk_isa_name(int isa);
-/* Measures the calling core, for benchmarks (about 0.3 s): *ghz from a chain
- * of dependent integer adds (one per cycle) and, returned, the fp32 flops
- * per cycle that independent FMA chains of the ISA's vector width sustain
- * (0 for the reference ISA or off x86). Peak = ghz * flops/cycle. */
-double tnk_measure_fma_peak(int isa, double *ghz);
+/* Peak arithmetic rate, measured by instruction throughput (benchmarks,
+ * about 0.3 s): every kernel thread at once runs 12 independent
+ * accumulator chains of one instruction; returns the threads' flops per
+ * second summed, 0 where the CPU lacks the instruction. Call it from a
+ * stream task so that it runs on the kernels' threads. */
+enum { TNK_PEAK_F32_FMA256 = 0, TNK_PEAK_F32_FMA512 = 1, TNK_PEAK_BF16_DOT512 = 2 };
+double tnk_measure_peak(int kind);
 /* Seconds one libc memcpy of `bytes` takes, split evenly over the kernel
  * threads as the kernels split their work: the memory-bandwidth anchor the
  * benchmarks compare memory-bound kernels with. */

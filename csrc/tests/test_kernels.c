@@ -578,9 +578,15 @@ static void test_gemm_variants(void) {
       {1, 1, 1},      {5, 7, 3},      {6, 16, 8},     {13, 33, 17}, {64, 64, 64},
       {100, 70, 300}, {130, 257, 40}, {1, 300, 260},  {3, 50, 37},  {4, 600, 64},
       {37, 45, 531},  {300, 700, 37}, {260, 530, 600}}; /* column split */
-  tnk_config_t cfg[3];
-  int have[3];
+  tnk_config_t cfg[4];
+  int have[4];
   for (int v = 0; v < 3; v++) have[v] = tnk_config_for_isa(v, &cfg[v]) == 0;
+  /* the widest variant with its blocking fitted to small caches (256 KiB
+   * L2, 2 MiB L3): several A blocks and B panels on the larger shapes */
+  cfg[3] = cfg[have[2] ? 2 : 1];
+  have[3] = have[2] || have[1];
+  tnk_fit_gemm_to_caches(&cfg[3].gemm, 256 << 10, 2 << 20);
+  if (have[3]) CHECK(cfg[3].gemm.mc < cfg[have[2] ? 2 : 1].gemm.mc && cfg[3].gemm.nc <= 512);
   int bad = 0;
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
@@ -614,7 +620,7 @@ static void test_gemm_variants(void) {
       memcpy(C1, C0, sizeof(float) * m * n);
       g.c = C0;
       tnk_gemm_with(&cfg[0], &g);
-      for (int v = 1; v < 3; v++) {
+      for (int v = 1; v < 4; v++) {
         if (!have[v]) continue;
         float *Cv = malloc(sizeof(float) * m * n);
         memcpy(Cv, C1, sizeof(float) * m * n);

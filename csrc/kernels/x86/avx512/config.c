@@ -29,7 +29,7 @@ void tnk_config_init_avx512(tnk_config_t *c) {
     g->bf16 = tnk_ukernel_bf16_avx512;
     g->bf16_mr = 12;
     g->bf16_nr = 32;
-    g->bf16_kc = 1024; /* bf16 panels are half the bytes */
+    g->bf16_kc = 2048; /* bf16 panels are half the bytes */
   }
 
   c->loops = &tnk_eltwise_loops_avx512;
