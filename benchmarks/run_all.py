@@ -36,9 +36,9 @@ def sync(dev):
 SETTLE_S = 0.03
 
 
-def timeit(fn, dev, reps):
+def timeit(fn, dev, reps, settle=SETTLE_S):
     sync(dev)
-    time.sleep(SETTLE_S)
+    time.sleep(settle)
     t = time.perf_counter()
     for _ in range(reps):
         fn()
@@ -46,15 +46,15 @@ def timeit(fn, dev, reps):
     return (time.perf_counter() - t) / reps
 
 
-def interleaved(fns, rounds=5, reps=3, warmup=1):
+def interleaved(fns, rounds=5, reps=3, warmup=1, settle=SETTLE_S):
     """Seconds per call of each callable in `fns` (device name or label ->
     callable), one sample per round; the rounds alternate between them."""
     for d, f in fns.items():
-        timeit(f, d, warmup)  # warm-up: caches, lazy state
+        timeit(f, d, warmup, settle)  # warm-up: caches, lazy state
     samples = {d: [] for d in fns}
     for _ in range(rounds):
         for d, f in fns.items():
-            samples[d].append(timeit(f, d, reps))
+            samples[d].append(timeit(f, d, reps, settle))
     return samples
 
 
@@ -160,7 +160,9 @@ def gemm_rows(rows, peaks, quick):
             if anchor and dtype == torch.float32:
                 xa, ya = a.numpy(), b.numpy()
                 fns["openblas"] = lambda x=xa, y=ya: anchor[1](x, y)
-            t = interleaved(fns, rounds=3 if quick else 5, reps=3)
+            # OpenBLAS's idle workers spin far longer than OpenMP's (about
+            # 2^28 cycles): a longer pause keeps them off the next timing
+            t = interleaved(fns, rounds=3 if quick else 5, reps=3, settle=0.3)
             fl = 2.0 * m * n * k / 1e9
             gf = {d: fl / statistics.median(v) for d, v in t.items()}
             note = f"{peaks.pct(gf['neuron'], dtype)} of {name} peak"
