@@ -819,3 +819,41 @@ def test_sgd_matches_cpu(cfg, impl):
         for k in a:
             torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6)
     native()
+
+
+# ---- fp32 <-> bf16 casts (kernels/copy.c: the configuration's vectorised
+# contiguous loops, the generic table for strided views) ----------------------
+
+
+def _cast_inputs(n):
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(n, generator=g) * 10.0 ** torch.randint(-45, 39, (n,), generator=g)
+    special = torch.tensor(
+        [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1e-40, -3e-39, 3.4e38, -3.4e38]
+    )
+    bits = torch.tensor(  # exact ties: round to the even bf16 (down, then up)
+        [0x3F808000, 0x3F818000, 0x7F7F8000, 0x00008000, 0x00018000], dtype=torch.int32
+    ).view(torch.float32)
+    extra = torch.cat([special, bits])
+    x[: min(n, extra.numel())] = extra[:n]
+    return x
+
+
+def _same_bits(got, want):
+    """Bitwise equal, except that NaN only has to stay NaN (PyTorch CPU
+    writes one canonical NaN; the sign and payload are not specified)."""
+    nan = torch.isnan(want)
+    assert torch.equal(torch.isnan(got), nan)
+    int_t = torch.int16 if want.dtype == torch.bfloat16 else torch.int32
+    assert torch.equal(got[~nan].view(int_t), want[~nan].view(int_t))
+
+
+@pytest.mark.parametrize("n", [1, 9, 15, 16, 17, 31, 33, 64, 65, 1000, 70001])
+def test_f32_bf16_casts_bitwise_as_cpu(n):
+    x = _cast_inputs(n)
+    _same_bits(x.to("neuron").to(torch.bfloat16).cpu(), x.to(torch.bfloat16))
+    b = x.to(torch.bfloat16)
+    _same_bits(b.to("neuron").to(torch.float32).cpu(), b.to(torch.float32))
+    # offset start (not vector aligned) and a strided view take other paths
+    _same_bits(x.to("neuron")[1:].to(torch.bfloat16).cpu(), x[1:].to(torch.bfloat16))
+    _same_bits(x.to("neuron")[::3].to(torch.bfloat16).cpu(), x[::3].to(torch.bfloat16))

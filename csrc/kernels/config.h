@@ -31,6 +31,10 @@ typedef struct tnk_eltwise_loops {
   tnk_uloop_fn unary[TNK_UNARY_OP_COUNT][TNK_DTYPE_COUNT];
   tnk_uloop_fn int_neg[TNK_DTYPE_COUNT], int_abs[TNK_DTYPE_COUNT];
   tnk_bloop_fn binary[TNK_BINARY_OP_COUNT][TNK_DTYPE_COUNT];
+  /* contiguous fp32 <-> bf16 conversion (autocast's casts), rounding as
+   * tnk_f32_to_bf16: y[i] = convert(x[i]) for i < n */
+  void (*f32_to_bf16)(uint16_t *y, const float *x, int64_t n);
+  void (*bf16_to_f32)(float *y, const uint16_t *x, int64_t n);
 } tnk_eltwise_loops_t;
 
 /* fp32 GEMM micro-kernel: T[mr][nr] = sum over k of A[r][k] * B[k][:], A[r][k]

@@ -474,7 +474,18 @@ FLOAT_OPS(xlogy, OP_XLOGY)
 
 #define FROW(OPN) \
   {[TNK_F16] = f16_##OPN, [TNK_BF16] = bf16_##OPN, [TNK_F32] = f32_##OPN, [TNK_F64] = f64_##OPN}
+/* Plain loops the compiler vectorises at this file's ISA (integer
+ * rounding, no bf16 instruction: VCVTNEPS2BF16 flushes subnormals). */
+static void cvt_f32_to_bf16(uint16_t *restrict y, const float *restrict x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = tnk_f32_to_bf16(x[i]);
+}
+static void cvt_bf16_to_f32(float *restrict y, const uint16_t *restrict x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = tnk_bf16_to_f32(x[i]);
+}
+
 const tnk_eltwise_loops_t TNK_ELTWISE_LOOPS = {
+    .f32_to_bf16 = cvt_f32_to_bf16,
+    .bf16_to_f32 = cvt_bf16_to_f32,
     .unary = {UNARY_OPS(TABLE_ROW)},
     .int_neg = {[TNK_U8] = neg_u8,
                 [TNK_I8] = neg_i8,
