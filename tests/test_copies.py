@@ -206,3 +206,45 @@ def test_large_copies_stream_exactly():
     m = x[: 2098 * 2049].view(2098, 2049)
     assert torch.equal(m.neuron()[:, 1:].contiguous().cpu(), m[:, 1:].contiguous())
     assert torch.equal(m.neuron().t().contiguous().cpu(), m.t().contiguous())
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+def test_cat_layouts_and_formats_match_cpu(dim):
+    """cat's output shape, dtype and memory format are computed in C++ for
+    inputs of one rank and dtype (the KV-cache case) and by ATen's meta cat
+    otherwise: both against CPU, for values and strides."""
+    g = torch.Generator().manual_seed(dim + 10)
+    base = torch.randn(2, 3, 4, 5, generator=g)
+    cases = [
+        [base, base * 2],  # contiguous
+        [base.transpose(1, 2).contiguous().transpose(1, 2), base],  # one permuted input
+        [
+            base.contiguous(memory_format=torch.channels_last),
+            (base + 1).contiguous(memory_format=torch.channels_last),
+        ],
+        [base.contiguous(memory_format=torch.channels_last), base],  # mixed formats
+        [base[:, :, :, ::2].expand(2, 3, 4, 3), base[:, :, :, :3]],  # strided, expanded
+        [base, base.to(torch.float64)],  # mixed dtypes: promotion (meta path)
+        [base.to(torch.bfloat16), base.to(torch.bfloat16)],
+    ]
+    for inputs in cases:
+        want = torch.cat(inputs, dim)
+        got = torch.cat([t.to("neuron") for t in inputs], dim)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.stride() == want.stride()
+        assert torch.equal(got.cpu(), want)
+        out = torch.empty(0, dtype=want.dtype, device="neuron")
+        torch.cat([t.to("neuron") for t in inputs], dim, out=out)
+        assert torch.equal(out.cpu(), want)
+
+
+def test_cat_bad_input_raises_as_cpu():
+    a, b = torch.ones(2, 3), torch.ones(2, 4)
+    for inputs, dim in [([a, b], 0), ([a, torch.ones(2, 3, 1)], 0), ([a, a], 2)]:
+        with pytest.raises(Exception) as cpu_err:
+            torch.cat(inputs, dim)
+        with pytest.raises(type(cpu_err.value)):
+            torch.cat([t.to("neuron") for t in inputs], dim)
+    # the legacy empty 1-D input is skipped, as on CPU
+    legacy = [a, torch.empty(0), a]
+    assert torch.equal(torch.cat([t.to("neuron") for t in legacy], 0).cpu(), torch.cat(legacy, 0))
