@@ -487,8 +487,7 @@ std::optional<CatShape> simple_cat_shape(
   return out;
 }
 
-CatShape cat_shape(const std::vector<std::reference_wrapper<const at::Tensor>> &list,
-                   int64_t dim) {
+CatShape cat_shape(const std::vector<std::reference_wrapper<const at::Tensor>> &list, int64_t dim) {
   if (auto fast = simple_cat_shape(list, dim)) return *fast;
   std::vector<at::Tensor> metas;
   for (const at::Tensor &t : list)
@@ -519,7 +518,8 @@ at::Tensor &cat_out(const at::ITensorListRef &tensors, int64_t dim, at::Tensor &
   int64_t offset = 0;
   for (const at::Tensor &t : list) {
     const at::Tensor &x = t;
-    if (x.dim() == 1 && x.numel() == 0 && static_cast<int64_t>(shape.sizes.size()) != 1) continue;  // legacy
+    if (x.dim() == 1 && x.numel() == 0 && static_cast<int64_t>(shape.sizes.size()) != 1)
+      continue;  // legacy
     int64_t n = x.size(d);
     if (n) out.narrow(d, offset, n).copy_(x);
     offset += n;
