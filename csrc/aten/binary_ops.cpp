@@ -58,7 +58,10 @@ void launch_ternary(const at::Tensor &out, const at::Tensor &a, const at::Tensor
                     const at::Tensor &c, tnk_ternary_op_t op, double value, const char *name) {
   if (out.numel() == 0) return;
   at::assert_no_internal_overlap(out);
-  at::Tensor keep[3] = {readable_input(out, a), readable_input(out, b), readable_input(out, c)};
+  at::Tensor holders[3];
+  const at::Tensor *keep[3] = {&readable_input(out, a, holders[0]),
+                               &readable_input(out, b, holders[1]),
+                               &readable_input(out, c, holders[2])};
   tnk_ternary_args_t x{};
   x.shape.ndim = static_cast<int32_t>(out.dim());
   for (int64_t d = 0; d < out.dim(); d++) x.shape.sizes[d] = out.size(d);
@@ -68,7 +71,7 @@ void launch_ternary(const at::Tensor &out, const at::Tensor &a, const at::Tensor
   fill_strides(out, out.sizes(), x.out.strides);
   tnk_view_t *views[3] = {&x.a, &x.b, &x.c};
   for (int i = 0; i < 3; i++) {
-    const at::Tensor &t = keep[i].defined() ? keep[i] : keep[1];
+    const at::Tensor &t = keep[i]->defined() ? *keep[i] : *keep[1];
     *views[i] = {const_cast<void *>(t.const_data_ptr()), x.dtype, 0, {}};
     fill_strides(t, out.sizes(), views[i]->strides);
   }
@@ -214,7 +217,7 @@ bool launch_binary(const at::Tensor &out, const at::Tensor &a0, const at::Tensor
   task.scalar_slot = -1;
   // Converted operands must outlive the launch: freed earlier, their blocks
   // could be handed to the other operand's conversion, queued before us.
-  at::Tensor keep[2];
+  at::Tensor keep[2], converted[2];
   auto operand = [&](const at::Tensor &t, tnk_view_t *v, int slot) {
     v->dtype = dt;
     if (is_cpu_scalar(t)) {  // read now: host memory, no device work
@@ -232,10 +235,14 @@ bool launch_binary(const at::Tensor &out, const at::Tensor &a0, const at::Tensor
       for (int d = 0; d < TNRT_MAX_DIMS; d++) v->strides[d] = 0;
       return;
     }
-    at::Tensor c = readable_input(out, t.scalar_type() == common ? t : t.to(common));
+    const at::Tensor *src = &t;
+    if (t.scalar_type() != common) {
+      converted[slot - 1] = t.to(common);
+      src = &converted[slot - 1];
+    }
+    const at::Tensor &c = readable_input(out, *src, keep[slot - 1]);
     v->data = c.numel() ? const_cast<void *>(c.const_data_ptr()) : nullptr;
     broadcast_strides(c, out.sizes(), v->strides);
-    keep[slot - 1] = c;
   };
   // Only one CPU scalar can travel inline; two means both are scalars and
   // the caller never gets here (the op would not dispatch to neuron).
@@ -264,7 +271,9 @@ bool launch_binary(const at::Tensor &out, const at::Tensor &a0, const at::Tensor
 }
 
 c10::ScalarType promoted(const at::Tensor &a, const at::Tensor &b, tnk_binary_op_t op) {
-  c10::ScalarType t = at::result_type(a, b);
+  // One dtype promotes to itself whatever the operands' ranks: skip the
+  // result_type operator's dispatch (a tenth of a small add's host time).
+  c10::ScalarType t = a.scalar_type() == b.scalar_type() ? a.scalar_type() : at::result_type(a, b);
   if ((op == TNK_DIV || op == TNK_ATAN2 || op == TNK_XLOGY) && c10::isIntegralType(t, true))
     t = c10::typeMetaToScalarType(c10::get_default_dtype());
   return t;

@@ -74,7 +74,12 @@ void resize_elementwise_out(at::Tensor &out, at::IntArrayRef shape,
 // one memory location (checked by the kernel families' launchers), and an
 // input must not partially overlap it. Returns the input to read: itself, or
 // a copy where the overlap is one ATen cannot classify (it reads it as is).
-inline at::Tensor readable_input(const at::Tensor &out, const at::Tensor &in) {
+// This form returns `in` itself or `holder`, which then holds the copy: no
+// at::Tensor copy of `in` on the eager hot path (copying a tensor that Python
+// also holds takes the GIL, released by the binding, to keep its PyObject
+// alive: about a third of a one-element add's host time).
+inline const at::Tensor &readable_input(const at::Tensor &out, const at::Tensor &in,
+                                        at::Tensor &holder) {
   if (!in.defined() || !out.numel() || !in.numel() || in.is_same(out) ||
       !in.storage().is_alias_of(out.storage()))
     return in;
@@ -83,8 +88,14 @@ inline at::Tensor readable_input(const at::Tensor &out, const at::Tensor &in) {
     case at::MemOverlapStatus::Full: return in;
     default: break;
   }
-  return in.const_data_ptr() == out.const_data_ptr() && in.strides() == out.strides() ? in
-                                                                                      : in.clone();
+  if (in.const_data_ptr() == out.const_data_ptr() && in.strides() == out.strides()) return in;
+  holder = in.clone();
+  return holder;
+}
+
+inline at::Tensor readable_input(const at::Tensor &out, const at::Tensor &in) {
+  at::Tensor holder;
+  return readable_input(out, in, holder);
 }
 
 // Raises CPU's "value cannot be converted to type T without overflow" when a

@@ -131,7 +131,8 @@ void launch_unary(const at::Tensor &out, const at::Tensor &in0, tnk_unary_op_t o
                   const char *name, double p1 = 0, double p2 = 0) {
   if (out.numel() == 0) return;
   at::assert_no_internal_overlap(out);
-  at::Tensor in = readable_input(out, in0);
+  at::Tensor holder;
+  const at::Tensor &in = readable_input(out, in0, holder);
   tnk_unary_args_t a = map_args(out, in, op);
   a.dtype = a.out.dtype;
   a.p0 = p0;
@@ -225,7 +226,8 @@ void complex_task(void *p) { tnk_complex_unary(static_cast<tnk_unary_args_t *>(p
 void launch_complex(const at::Tensor &out, const at::Tensor &in0, int op, const char *name) {
   if (out.numel() == 0) return;
   at::assert_no_internal_overlap(out);
-  at::Tensor in = readable_input(out, in0);
+  at::Tensor holder;
+  const at::Tensor &in = readable_input(out, in0, holder);
   tnk_unary_args_t a = map_args(out, in, op);
   launch(out.device().index(), complex_task, &a, sizeof a, name);
 }
