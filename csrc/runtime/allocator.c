@@ -50,7 +50,34 @@ typedef struct device_alloc {
   uint64_t limit; /* 0: the capacity; else set_per_process_memory_fraction's */
   double fraction;
   tnrt_memory_stats_t stats;
+  /* block headers of merged blocks, reused by splits (linked by fnext):
+   * an allocation that splits a cached block and its free used to cost a
+   * calloc and a free each */
+  tnrt_block_t *spare;
+  int nspare;
 } device_alloc_t;
+
+enum { MAX_SPARE_HEADERS = 4096 };
+
+/* A zeroed block header (a->mu held). */
+static tnrt_block_t *header_get(device_alloc_t *a) {
+  tnrt_block_t *h = a->spare;
+  if (!h) return calloc(1, sizeof *h);
+  a->spare = h->fnext;
+  a->nspare--;
+  memset(h, 0, sizeof *h);
+  return h;
+}
+
+static void header_put(device_alloc_t *a, tnrt_block_t *h) {
+  if (a->nspare >= MAX_SPARE_HEADERS) {
+    free(h);
+    return;
+  }
+  h->fnext = a->spare;
+  a->spare = h;
+  a->nspare++;
+}
 
 static device_alloc_t *g_alloc;
 static int g_alloc_devices;
@@ -295,7 +322,7 @@ static void cache_block(device_alloc_t *a, tnrt_block_t *b) {
     p->size += b->size;
     p->next = b->next;
     if (b->next) b->next->prev = p;
-    free(b);
+    header_put(a, b);
     b = p;
   }
   tnrt_block_t *n = b->next;
@@ -304,7 +331,7 @@ static void cache_block(device_alloc_t *a, tnrt_block_t *b) {
     b->size += n->size;
     b->next = n->next;
     if (n->next) n->next->prev = b;
-    free(n);
+    header_put(a, n);
   }
   free_list_insert(a, b);
 }
@@ -443,7 +470,7 @@ tnrt_status_t tnrt_malloc(int device, size_t bytes, tnrt_stream_t *s, void **ptr
   size_t remaining = b->size - size;
   if ((pool == TNRT_POOL_SMALL && remaining >= MIN_BLOCK) ||
       (pool == TNRT_POOL_LARGE && remaining > SMALL_MAX)) {
-    tnrt_block_t *r = calloc(1, sizeof *r);
+    tnrt_block_t *r = header_get(a);
     if (r) {
       *r = (tnrt_block_t){.device = device,
                           .pool = pool,
