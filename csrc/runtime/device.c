@@ -150,6 +150,10 @@ static void do_init(void) {
 }
 
 tnrt_status_t tnrt_init(void) {
+  /* every op asks (through the device checks): answer without pthread_once */
+  if (atomic_load_explicit(&g_initialized, memory_order_acquire) &&
+      !atomic_load_explicit(&g_bad_fork, memory_order_relaxed))
+    return TNRT_OK;
   if (atomic_load(&g_bad_fork))
     return tnrt_set_error(TNRT_ERR_FORKED,
                           "the neuron runtime cannot be re-initialised in a "
