@@ -430,6 +430,21 @@ static void pack_a_bf16(const f32_problem_t *p, int64_t ic, int64_t mc, int64_t 
   for (int64_t i0 = 0; i0 < mc; i0 += 12) {
     int64_t h = mc - i0 < 12 ? mc - i0 : 12;
     uint32_t *d = dst + i0 * kp;
+    if (p->sa_c == 1) { /* rows hold their k-pairs as consecutive 32-bit words */
+      int64_t full = kc / 2;
+      for (int64_t r = 0; r < h; r++) {
+        const uint16_t *src = p->a16 + (ic + i0 + r) * p->sa_r + pc;
+        for (int64_t q = 0; q < full; q++) {
+          uint32_t w;
+          memcpy(&w, src + 2 * q, sizeof w);
+          d[q * 12 + r] = w;
+        }
+        if (kc & 1) d[full * 12 + r] = src[2 * full];
+      }
+      for (int64_t r = h; r < 12; r++)
+        for (int64_t q = 0; q < kp; q++) d[q * 12 + r] = 0;
+      continue;
+    }
     for (int64_t q = 0; q < kp; q++) {
       int second = 2 * q + 1 < kc;
       const uint16_t *src = p->a16 + (ic + i0) * p->sa_r + (pc + 2 * q) * p->sa_c;

@@ -1386,9 +1386,10 @@ static void test_scan_logsumexp(void) {
 static void test_gemm_bf16_variants(void) {
   const int64_t shapes[][3] = {
       {13, 7, 33},   {25, 64, 70}, {12, 1101, 32}, {3, 5, 2},
-      {40, 300, 64}, {36, 33, 96}, {270, 40, 530}}; /* last: column split */
+      {40, 300, 64}, {36, 33, 96}, {270, 40, 530}, /* column split */
+      {14, 2101, 40}}; /* two packed blocks of depth (bf16 kc 2048), odd remainder */
   int bad = 0;
-  for (int s = 0; s < 7; s++)
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
     for (int trans = 0; trans < 4; trans++) {
       int64_t m = shapes[s][0], k = shapes[s][1], n = shapes[s][2];
       uint16_t *A = malloc(2 * m * k), *B = malloc(2 * k * n), *C0 = malloc(2 * m * n),
