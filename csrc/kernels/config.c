@@ -87,7 +87,6 @@ int tnk_config_for_isa(int isa, tnk_config_t *out) {
 #else
   if (isa != TNK_ISA_REFERENCE) return -1; /* no per-ISA directories built here */
 #endif
-  out->cache_l1d = cache_size(_SC_LEVEL1_DCACHE_SIZE);
   out->cache_l2 = cache_size(_SC_LEVEL2_CACHE_SIZE);
   out->cache_l3 = cache_size(_SC_LEVEL3_CACHE_SIZE);
   tnk_fit_gemm_to_caches(&out->gemm, out->cache_l2, out->cache_l3);

@@ -90,9 +90,9 @@ typedef struct tnk_vmath_config {
 typedef struct tnk_config {
   int isa;      /* TNK_ISA_*: the variant every entry comes from */
   int features; /* what the CPU has (tnk_cpu_features()) */
-  /* data cache sizes in bytes (0: not reported); the GEMM blocking is
-   * capped to them (tnk_fit_gemm_to_caches) */
-  int64_t cache_l1d, cache_l2, cache_l3;
+  /* L2 and L3 data cache sizes in bytes (0: not reported); the GEMM
+   * blocking is capped to them (tnk_fit_gemm_to_caches) */
+  int64_t cache_l2, cache_l3;
   tnk_vmath_config_t vmath;
   tnk_gemm_config_t gemm;
   const tnk_eltwise_loops_t *loops;

@@ -14,6 +14,9 @@ static double seconds(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* flops of one instruction of each kind (tnk.h's TNK_PEAK_* order) */
+static const double k_instr_flops[] = {8 * 2, 16 * 2, 16 * 2 * 2};
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -42,21 +45,22 @@ static float red256(__m256 v) {
 
 #define FMA256(x) _mm256_fmadd_ps(x, _mm256_set1_ps(1.0000001f), _mm256_set1_ps(1e-9f))
 #define FMA512(x) _mm512_fmadd_ps(x, _mm512_set1_ps(1.0000001f), _mm512_set1_ps(1e-9f))
-/* bf16 pairs of 1.0: each lane adds two products of two bf16 values */
+/* each lane adds the two products of a bf16 pair (1, 1) with a pair
+ * (2^-7, 2^-7): a multiply and an add per product */
 #define DOT512(x)                                              \
   _mm512_dpbf16_ps(x, (__m512bh)_mm512_set1_epi32(0x3f803f80), \
                    (__m512bh)_mm512_set1_epi32(0x3c003c00))
 
 __attribute__((target("avx2,fma"))) static double chains_fma256(long iters) {
-  CHAINS(__m256, _mm256_set1_ps, FMA256, red256, 8 * 2)
+  CHAINS(__m256, _mm256_set1_ps, FMA256, red256, k_instr_flops[TNK_PEAK_F32_FMA256])
 }
 
 __attribute__((target("avx512f"))) static double chains_fma512(long iters) {
-  CHAINS(__m512, _mm512_set1_ps, FMA512, _mm512_reduce_add_ps, 16 * 2)
+  CHAINS(__m512, _mm512_set1_ps, FMA512, _mm512_reduce_add_ps, k_instr_flops[TNK_PEAK_F32_FMA512])
 }
 
 __attribute__((target("avx512f,avx512bf16"))) static double chains_dot512(long iters) {
-  CHAINS(__m512, _mm512_set1_ps, DOT512, _mm512_reduce_add_ps, 16 * 2 * 2)
+  CHAINS(__m512, _mm512_set1_ps, DOT512, _mm512_reduce_add_ps, k_instr_flops[TNK_PEAK_BF16_DOT512])
 }
 
 static int peak_supported(int kind) {
@@ -101,14 +105,13 @@ static void peak_parts(void *p, int64_t begin, int64_t end) {
 
 double tnk_measure_peak(int kind) {
   if (!peak_supported(kind)) return 0.0;
-  static const double step_flops[] = {12 * 8 * 2, 12 * 16 * 2, 12 * 16 * 4}; /* per iteration */
   int64_t threads = tnk_num_threads();
   if (threads > PEAK_MAX_THREADS) threads = PEAK_MAX_THREADS;
   static peak_ctx_t c; /* benchmarks only: one caller at a time */
   c.kind = kind;
   /* about 0.25 s per thread, sized from a short calibration run */
   double rate = chains(kind, 1000000);
-  c.iters = rate > 0 ? (long)(0.25 * rate / step_flops[kind]) : 1000000;
+  c.iters = rate > 0 ? (long)(0.25 * rate / (12 * k_instr_flops[kind])) : 1000000;
   if (c.iters < 1000000) c.iters = 1000000;
   tnk_parallel_for(threads, 1, peak_parts, &c);
   double sum = 0;
