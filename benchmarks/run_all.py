@@ -83,7 +83,10 @@ class Peaks:
     def __init__(self):
         isa = _C._isa()
         self.fp32_kind = {"avx512": "fp32-fma512", "avx2": "fp32-fma256"}.get(isa)
-        self.bf16_kind = "bf16-dot512" if "avx512-bf16" in _C._cpu_features() else None
+        # the bf16 dot kernel belongs to the avx512 variant (TORCH_NEURONX_ISA
+        # may force another): it sets the bf16 peak only where it runs
+        has_dot = isa == "avx512" and "avx512-bf16" in _C._cpu_features()
+        self.bf16_kind = "bf16-dot512" if has_dot else None
         self.fp32 = self._best(self.fp32_kind)
         # without a bf16 dot instruction bf16 GEMMs run on fp32 FMAs
         self.bf16 = self._best(self.bf16_kind) if self.bf16_kind else self.fp32
