@@ -483,7 +483,35 @@ static void cvt_bf16_to_f32(float *restrict y, const uint16_t *restrict x, int64
   for (int64_t i = 0; i < n; i++) y[i] = tnk_bf16_to_f32(x[i]);
 }
 
+/* Contiguous fp32 addcmul / addcdiv / lerp (the optimizers' steps; o may
+ * be a, in place: each element is read before it is written), computed
+ * as ternary.c's generic loop does. */
+static void ternary_f32(int op, float *restrict o, const float *restrict a, const float *restrict b,
+                        const float *restrict c, float v, int64_t n) {
+  switch (op) {
+    case TNK_ADDCMUL:
+      for (int64_t i = 0; i < n; i++) o[i] = a[i] + v * b[i] * c[i];
+      break;
+    case TNK_ADDCDIV:
+      for (int64_t i = 0; i < n; i++) o[i] = a[i] + v * (b[i] / c[i]);
+      break;
+    case TNK_LERP_TENSOR:
+      for (int64_t i = 0; i < n; i++) {
+        float w = c[i], d = b[i] - a[i];
+        o[i] = w < 0.5f ? a[i] + w * d : b[i] - d * (1 - w);
+      }
+      break;
+    default:
+      if (v < 0.5f)
+        for (int64_t i = 0; i < n; i++) o[i] = a[i] + v * (b[i] - a[i]);
+      else
+        for (int64_t i = 0; i < n; i++) o[i] = b[i] - (b[i] - a[i]) * (1 - v);
+      break;
+  }
+}
+
 const tnk_eltwise_loops_t TNK_ELTWISE_LOOPS = {
+    .ternary_f32 = ternary_f32,
     .f32_to_bf16 = cvt_f32_to_bf16,
     .bf16_to_f32 = cvt_bf16_to_f32,
     .unary = {UNARY_OPS(TABLE_ROW)},

@@ -1,6 +1,7 @@
 /* Elementwise ternary arithmetic used by optimizers (addcmul, addcdiv,
  * lerp) on strided, broadcast views of floating dtypes. Generic loops over
  * a coalesced shape; values go through tnk_val_t (fp32 or fp64 compute). */
+#include "config.h"
 #include "dtype.h"
 #include "iter.h"
 #include "tnk.h"
@@ -47,7 +48,8 @@ static void tern_generic(const tern_ctx_t *c, char **p, const int64_t *e, int64_
   }
 }
 
-/* fp32, all views contiguous: the optimizer's case, as plain loops. */
+/* fp32, all views contiguous: the optimizer's case, in the configuration's
+ * per-ISA loops (config.h). */
 static void tern_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t index) {
   const tern_ctx_t *c = p;
   if (!c->contiguous) {
@@ -56,30 +58,9 @@ static void tern_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t
     tern_generic(c, ptrs, e, n);
     return;
   }
-  float *restrict o = (float *)ptrs[0];
-  const float *restrict a = (const float *)ptrs[1], *restrict b = (const float *)ptrs[2],
-                        *restrict cc = (const float *)ptrs[3];
-  float v = (float)c->value;
-  switch (c->op) {
-    case TNK_ADDCMUL:
-      for (int64_t i = 0; i < n; i++) o[i] = a[i] + v * b[i] * cc[i];
-      break;
-    case TNK_ADDCDIV:
-      for (int64_t i = 0; i < n; i++) o[i] = a[i] + v * (b[i] / cc[i]);
-      break;
-    case TNK_LERP_TENSOR:
-      for (int64_t i = 0; i < n; i++) {
-        float w = cc[i], d = b[i] - a[i];
-        o[i] = w < 0.5f ? a[i] + w * d : b[i] - d * (1 - w);
-      }
-      break;
-    default:
-      if (v < 0.5f)
-        for (int64_t i = 0; i < n; i++) o[i] = a[i] + v * (b[i] - a[i]);
-      else
-        for (int64_t i = 0; i < n; i++) o[i] = b[i] - (b[i] - a[i]) * (1 - v);
-      break;
-  }
+  tnk_config()->loops->ternary_f32(c->op, (float *)ptrs[0], (const float *)ptrs[1],
+                                   (const float *)ptrs[2], (const float *)ptrs[3], (float)c->value,
+                                   n);
 }
 
 void tnk_ternary(const tnk_ternary_args_t *a) {
