@@ -683,10 +683,10 @@ static tnrt_status_t join_and_fail(tnccl_comm_t *c, const desc_t *mine, const ch
  * take the same path: direct when every rank whose buffer is read (all of
  * them; broadcast: the root) published a valid one, which finishes in
  * round k; otherwise round k ends there and the staged rounds follow. In
- * round k the direct work runs between posted and done (all_reduce also
- * uses reduced as its middle barrier), and every rank waits for all
- * ranks' done = k before it returns: no rank hands its buffer back to its
- * stream while a peer still reads it. */
+ * round k the direct work runs between posted and done, and every rank
+ * waits for all ranks' done = k before it returns: no rank hands its
+ * buffer back to its stream while a peer still reads or (all_reduce)
+ * writes it. */
 
 /* Where rank r's published buffer (d, at least need bytes from its
  * offset) is mapped here: a cached mapping of its segment, or a new one.
@@ -803,9 +803,11 @@ static tnrt_status_t direct_end(tnccl_comm_t *c, uint64_t k, const char *name, t
 }
 
 /* out = op over ranks of c->ptrs[r] + at elements, n of them, in pieces
- * (c->srcs). out may be c->ptrs[rank] + at. */
+ * (c->srcs). out may be c->ptrs[rank] + at. With copies, each piece is
+ * then copied from out (still in the cache) to the same place in every
+ * other rank's buffer. */
 static void reduce_direct(tnccl_comm_t *c, char *out, int64_t at, int64_t n, int dtype,
-                          tnccl_op_t op) {
+                          tnccl_op_t op, int copies) {
   size_t esz = tnk_dtype_size(dtype);
   int64_t piece = (int64_t)(DIRECT_PIECE / esz);
   for (int64_t i = 0; i < n; i += piece) {
@@ -813,14 +815,20 @@ static void reduce_direct(tnccl_comm_t *c, char *out, int64_t at, int64_t n, int
     for (int j = 0; j < c->nranks; j++)
       c->srcs[j] = c->ptrs[(c->rank + j) % c->nranks] + (at + i) * (int64_t)esz;
     reduce_n(c, out + i * (int64_t)esz, c->srcs, m, dtype, op);
+    for (int j = 1; copies && j < c->nranks; j++)
+      memcpy(c->ptrs[(c->rank + j) % c->nranks] + (at + i) * (int64_t)esz, out + i * (int64_t)esz,
+             (size_t)m * esz);
   }
 }
 
-/* Rank r reduces share r of every rank's buf into its own buf's share r
- * (the only part of its buf it writes before the middle barrier, and the
- * only part of it no peer reads before then); after the barrier it copies
- * every other share q from rank q's buf, which q no longer writes. Shares
- * are whole cache lines but the last. */
+/* One pass: rank r reduces share r of every rank's buf, a piece at a time,
+ * into its own buf and copies each reduced piece into share r of every
+ * peer's buf. Share r of any buf is read and written by rank r only, so
+ * no barrier is needed before the end (direct_end's, after which no rank
+ * writes another's buf). Each rank reads and writes its share n times: 2N
+ * bytes of memory traffic for 2 ranks and N bytes, where reducing and then
+ * gathering the shares in a second pass took 2.5N. Shares are whole cache
+ * lines but the last. */
 static tnrt_status_t all_reduce_direct(tnccl_comm_t *c, uint64_t k, void *buf, int64_t count,
                                        int dtype, tnccl_op_t op) {
   int n = c->nranks, me = c->rank;
@@ -830,18 +838,7 @@ static tnrt_status_t all_reduce_direct(tnccl_comm_t *c, uint64_t k, void *buf, i
   tnrt_status_t mine = map_sources(c, k, 0, n, buf, (size_t)count * esz);
   int64_t lo = share * me, hi = lo + share < count ? lo + share : count;
   if (mine == TNRT_OK && lo < hi)
-    reduce_direct(c, c->ptrs[me] + lo * (int64_t)esz, lo, hi - lo, dtype, op);
-  atomic_store_explicit(&ctrl_of(c, me)->reduced, k, memory_order_release);
-  tnrt_status_t st = WAIT(c, reduced, k, "the reduced shares");
-  if (st != TNRT_OK) return st;
-  int failed = mine != TNRT_OK;
-  for (int r = 0; r < n; r++)
-    failed |= atomic_load_explicit(&ctrl_of(c, r)->failed, memory_order_relaxed) == k;
-  for (int q = 0; q < n && !failed; q++) {
-    int64_t a = share * q, b = a + share < count ? a + share : count;
-    if (q != me && a < b)
-      memcpy(c->ptrs[me] + a * (int64_t)esz, c->ptrs[q] + a * (int64_t)esz, (size_t)(b - a) * esz);
-  }
+    reduce_direct(c, c->ptrs[me] + lo * (int64_t)esz, lo, hi - lo, dtype, op, 1);
   return direct_end(c, k, "all_reduce", mine);
 }
 
@@ -1036,7 +1033,7 @@ tnrt_status_t tnccl_reduce_scatter(tnccl_comm_t *c, const void *in, void *out, i
     if (r < 0) return st;
     if (r > 0) { /* block `rank` of every rank's in, reduced into out */
       tnrt_status_t mine = map_sources(c, k, 0, n, in, (size_t)count * esz * (size_t)n);
-      if (mine == TNRT_OK) reduce_direct(c, out, (int64_t)c->rank * count, count, dtype, op);
+      if (mine == TNRT_OK) reduce_direct(c, out, (int64_t)c->rank * count, count, dtype, op, 0);
       return direct_end(c, k, "reduce_scatter", mine);
     }
   }
