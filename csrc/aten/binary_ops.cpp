@@ -295,7 +295,7 @@ c10::Device device_of_pair(const at::Tensor &a, const at::Tensor &b) {
     c10::ScalarType common = promoted(a, b, OP);                                                  \
     if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, ALPHA_VALUE);             \
     auto shape = at::infer_size_dimvector(a.sizes(), b.sizes());                                  \
-    at::Tensor out = at::empty(shape, a.options().device(dev).dtype(common));                     \
+    at::Tensor out = empty_neuron(shape, common, dev);                                            \
     if (launch_binary(out, a, b, OP, ALPHA_VALUE, "aten::" #NAME)) return out;                    \
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_FN)>::call(            \
         a, b ALPHA_ARG);                                                                          \

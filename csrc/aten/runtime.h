@@ -52,6 +52,11 @@ inline tnrt_stream_t *current_native_stream(c10::DeviceIndex device) {
 int current_stream_index(int device) noexcept;
 
 c10::DeviceAllocator *device_allocator();
+// A new neuron tensor on dev (its index, or the current device), made as
+// empty.memory_format makes it but without the dispatcher's round trip (CPU
+// kernels call empty_cpu the same way): the launchers' outputs.
+at::Tensor empty_neuron(at::IntArrayRef size, c10::ScalarType dtype, c10::Device dev,
+                        std::optional<c10::MemoryFormat> mf = std::nullopt);
 c10::Allocator *host_allocator();
 // Registers hooks, guard and allocator with PyTorch (called once at import).
 void register_runtime();

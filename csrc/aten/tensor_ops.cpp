@@ -86,10 +86,7 @@ at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<c10::ScalarTy
   TORCH_CHECK(layout.value_or(at::kStrided) == at::kStrided,
               "neuron supports only strided tensors, got layout ", *layout);
   c10::ScalarType st = dtype.value_or(c10::get_default_dtype_as_scalartype());
-  check_dtype_supported(st);
-  c10::DeviceGuard guard(c10::Device(kNeuron, device_of(device)));
-  return at::detail::empty_generic(size, device_allocator(),
-                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), st, mf);
+  return empty_neuron(size, st, c10::Device(kNeuron, device_of(device)), mf);
 }
 
 at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
@@ -110,6 +107,17 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
 void copy_task(void *p) { tnk_copy(static_cast<tnk_copy_args_t *>(p)); }
 
 }  // namespace
+
+at::Tensor empty_neuron(at::IntArrayRef size, c10::ScalarType dtype, c10::Device dev,
+                        std::optional<c10::MemoryFormat> mf) {
+  TORCH_INTERNAL_ASSERT(dev.type() == kNeuron);
+  check_dtype_supported(dtype);
+  c10::DispatchKeySet keys(c10::DispatchKey::PrivateUse1);
+  if (!dev.has_index() || dev.index() == current_device())
+    return at::detail::empty_generic(size, device_allocator(), keys, dtype, mf);
+  c10::DeviceGuard guard(dev);
+  return at::detail::empty_generic(size, device_allocator(), keys, dtype, mf);
+}
 
 HostViews::HostViews() : addressable_(tnrt_host_addressable() != 0) {}
 

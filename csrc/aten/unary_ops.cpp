@@ -143,7 +143,8 @@ void launch_unary(const at::Tensor &out, const at::Tensor &in0, tnk_unary_op_t o
 
 at::Tensor unary_functional(const at::Tensor &x, tnk_unary_op_t op, double p0, const char *name,
                             double p1 = 0, double p2 = 0) {
-  at::Tensor out = at::empty_like(x);
+  at::Tensor out =
+      x.is_contiguous() ? empty_neuron(x.sizes(), x.scalar_type(), x.device()) : at::empty_like(x);
   launch_unary(out, x, op, p0, name, p1, p2);
   return out;
 }
