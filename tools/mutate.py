@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Mutation check of the kernel tests: plants small realistic bugs in the C
-kernels (csrc/kernels), one at a time, rebuilds only what the change needs,
+kernels (csrc/kernels) and the runtime (csrc/runtime), one at a time, rebuilds only what the change needs,
 runs only that kernel family's tests, restores the file and reports which
 mutations survive (the tests still pass: a hole in the tests).
 
@@ -13,7 +13,8 @@ It works in a separate git worktree, never in the checkout people use:
     git worktree remove /work/wt-mut
 
 --level c builds the worktree's C library and csrc/tests/test_kernels.c
-(make -C csrc, into <worktree>/build/c) and runs that binary per mutation.
+(make -C csrc, into <worktree>/build/c) and runs that binary per mutation
+(the runtime mutations are python level only).
 --level python builds the extension in the worktree once (make -C csrc and
 setup.py build_ext --inplace: minutes the first time), then per mutation
 recompiles the one kernel object, relinks the extension and runs the
@@ -38,9 +39,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 E = "tests/test_kernel_edges.py"
+E2 = "tests/test_kernel_edges2.py"
 
 # The pytest selections of each kernel family: its unit tests in the
-# family's own files plus the edge cases of tests/test_kernel_edges.py.
+# family's own files plus the edge cases of tests/test_kernel_edges.py or
+# tests/test_kernel_edges2.py (the -k expression also matches the module
+# name: "attention" selects all of tests/test_attention.py).
 FAMILIES = {
     "softmax": [
         "tests/test_nn_ops.py",
@@ -79,6 +83,38 @@ FAMILIES = {
         "sum or mean or reductions",
         E,
     ],
+    "norm": [
+        "tests/test_nn_ops.py",
+        "tests/test_composite_ops.py",
+        "-k",
+        "layer_norm or rms_norm or group_norm or batch_norm",
+        E2,
+    ],
+    "attention": [
+        "tests/test_attention.py",
+        "-k",
+        "attention or sdpa",
+        E2,
+    ],
+    "conv": [
+        "tests/test_conv.py",
+        "-k",
+        "conv or unfold or fold",
+        E2,
+    ],
+    "pool": [
+        "tests/test_pooling.py",
+        "-k",
+        "pool",
+        E2,
+    ],
+    "optim": [
+        "tests/test_optim.py",
+        "-k",
+        "adam or sgd or optim",
+        E2,
+    ],
+    "allocator": ["tests/test_memory.py"],
 }
 
 # pytest -k applies to every path given; the family's paths and keyword
@@ -259,6 +295,123 @@ MUTATIONS = [
         isas=["avx2"],
         why="exp(NaN) comes out finite (the clamps swallow the NaN)",
     ),
+    # ---- layer norm ----
+    Mutation(
+        "layer-norm-f32-one-pass-variance",
+        "csrc/kernels/layer_norm.c",
+        "float var = tnk_vsumsqdev_f32(x, a->n, mean) / (float)a->n;",
+        "float var = tnk_vsumsqdev_f32(x, a->n, 0.0f) / (float)a->n - mean * mean;",
+        "norm",
+        why="fp32 rows take E[x^2] - mean^2, which cancels for rows far from 0",
+    ),
+    Mutation(
+        "layer-norm-weight-grad-skips-row-0",
+        "csrc/kernels/layer_norm.c",
+        "    for (int64_t r = 0; r < a->rows; r++) {\n      double g = tnk_ldf(a->g, dt, r * a->n + j);",
+        "    for (int64_t r = 1; r < a->rows; r++) {\n      double g = tnk_ldf(a->g, dt, r * a->n + j);",
+        "norm",
+        why="the weight / bias gradient column pass starts at row 1",
+    ),
+    Mutation(
+        "layer-norm-backward-drops-xhat-term",
+        "csrc/kernels/layer_norm.c",
+        "tnk_stf(a->gx, dt, base + j, rstd * (gw - s1 - xh * s2));",
+        "tnk_stf(a->gx, dt, base + j, rstd * (gw - s1));",
+        "norm",
+        why="the input gradient forgets the mean of g*w*xhat",
+    ),
+    # ---- attention ----
+    Mutation(
+        "sdpa-no-accumulator-rescale",
+        "csrc/kernels/attention.c",
+        "        if (alpha != 1.0f)\n          for (int64_t e = 0; e < a->ev; e++) acc[r * a->ev + e] *= alpha;\n",
+        "",
+        "attention",
+        why="the output accumulator is not rescaled when a later key tile raises the row max",
+    ),
+    Mutation(
+        "sdpa-causal-masks-diagonal",
+        "csrc/kernels/attention.c",
+        "for (int64_t c = i - j0 + 1 < 0 ? 0 : i - j0 + 1; c < kn; c++) row[c] = -INFINITY;",
+        "for (int64_t c = i - j0 < 0 ? 0 : i - j0; c < kn; c++) row[c] = -INFINITY;",
+        "attention",
+        why="the causal mask also hides the key at the query's own position",
+    ),
+    Mutation(
+        "sdpa-backward-drops-partial-last-tile",
+        "csrc/kernels/attention.c",
+        "        for (int64_t j0 = 0; j0 < kend; j0 += KB) {",
+        "        for (int64_t j0 = 0; j0 + KB <= kend; j0 += KB) {",
+        "attention",
+        why="the backward skips a last key tile shorter than 128 keys",
+    ),
+    # ---- convolution / pooling ----
+    Mutation(
+        "max-pool-ignores-nan",
+        "csrc/kernels/spatial.c",
+        "if (v > best || v != v) {",
+        "if (v > best) {",
+        "pool",
+        why="a NaN in the window does not win (CPU propagates it)",
+    ),
+    Mutation(
+        "avg-pool-window-past-padding",
+        "csrc/kernels/spatial.c",
+        "  if (e > in + g->p[ax]) e = in + g->p[ax];\n",
+        "",
+        "pool",
+        why="ceil_mode windows running past the right padding count those taps in the divisor",
+    ),
+    Mutation(
+        "im2col-ignores-width-dilation",
+        "csrc/kernels/conv.c",
+        "int64_t ix = ox * a->sw - a->pw + k.kx * a->dw;\n          if (ix < 0 || ix >= a->w)\n",
+        "int64_t ix = ox * a->sw - a->pw + k.kx;\n          if (ix < 0 || ix >= a->w)\n",
+        "conv",
+        why="the forward's column gather steps the kernel width by 1 whatever the dilation",
+    ),
+    # ---- optimizers ----
+    Mutation(
+        "adam-f32-no-amsgrad-max",
+        "csrc/kernels/optim.c",
+        "        vd = vm[i] > vi ? vm[i] : vi;",
+        "        vd = vi;",
+        "optim",
+        why="fp32 amsgrad divides by the current second moment, not the running maximum",
+    ),
+    Mutation(
+        "adam-f32-ignores-maximize",
+        "csrc/kernels/optim.c",
+        "      if (a->maximize) gi = -gi;\n      float pi = pa[i];",
+        "      float pi = pa[i];",
+        "optim",
+        why="the fp32 loop descends when asked to maximize",
+    ),
+    Mutation(
+        "adam-f32-one-minus-beta2-in-float",
+        "csrc/kernels/optim.c",
+        "omb2 = (float)(1.0 - b2);",
+        "omb2 = 1.0f - fb2;",
+        "optim",
+        why="1 - beta2 taken after rounding beta2 to float (1.3e-5 relative off for 0.999)",
+    ),
+    # ---- runtime: the caching allocator ----
+    Mutation(
+        "free-ignores-recorded-streams",
+        "csrc/runtime/allocator.c",
+        "  if (kept) {\n    b->pending_next = a->pending;",
+        "  if (0) {\n    b->pending_next = a->pending;",
+        "allocator",
+        why="a freed block returns to the cache while a recorded stream still uses it",
+    ),
+    Mutation(
+        "record-stream-not-recorded",
+        "csrc/runtime/allocator.c",
+        "        b->uses[b->n_uses++] = s;",
+        "        (void)s;",
+        "allocator",
+        why="record_stream forgets the stream (only the overflow path is kept)",
+    ),
 ]
 
 
@@ -412,11 +565,17 @@ def main():
         if (args.only is None or any(m.name.startswith(o) for o in args.only))
         and (args.family is None or m.family in args.family)
     ]
+    if args.level == "c" and not args.list:
+        # the C level runs csrc/tests/test_kernels.c only: no runtime test
+        runtime = [m.name for m in selected if m.file.startswith("csrc/runtime/")]
+        if runtime:
+            print(f"mutate: --level c leaves out the runtime mutations: {', '.join(runtime)}")
+        selected = [m for m in selected if not m.file.startswith("csrc/runtime/")]
     if not selected:
         sys.exit("mutate: no mutation matches --only / --family (see --list)")
     if args.list:
         for m in selected:
-            print(f"{m.name:40} {m.family:8} {m.file}  [{','.join(m.isas)}]  {m.why}")
+            print(f"{m.name:40} {m.family:9} {m.file}  [{','.join(m.isas)}]  {m.why}")
         return 0
     if args.worktree is None:
         ap.error("the worktree is required")
@@ -464,7 +623,7 @@ def main():
             finally:
                 path.write_text(original)
             results.append((m, status, time.time() - t0))
-            print(f"  {status:11} {m.name:40} {m.family:8} {time.time() - t0:6.1f}s", flush=True)
+            print(f"  {status:11} {m.name:40} {m.family:9} {time.time() - t0:6.1f}s", flush=True)
     finally:
         # the unmutated tree's build again (files are restored above)
         dirty = sh(["git", "status", "--porcelain", "--untracked-files=no"], wt).stdout
