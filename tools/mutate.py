@@ -415,6 +415,12 @@ MUTATIONS = [
 ]
 
 
+def die(msg):
+    """A usage or setup error: the message, exit status 2 (1 means a mutation survived)."""
+    print(msg, file=sys.stderr)
+    sys.exit(2)
+
+
 def sh(cmd, cwd, env=None, timeout=None, quiet=True):
     return subprocess.run(
         cmd,
@@ -430,14 +436,14 @@ def sh(cmd, cwd, env=None, timeout=None, quiet=True):
 def check_worktree(wt: Path, allow_main: bool):
     r = sh(["git", "status", "--porcelain", "--untracked-files=no"], wt)
     if r.returncode != 0:
-        sys.exit(f"mutate: {wt} is not a git checkout:\n{r.stdout}")
+        die(f"mutate: {wt} is not a git checkout:\n{r.stdout}")
     if r.stdout.strip():
-        sys.exit(f"mutate: refusing a dirty tree ({wt}):\n{r.stdout}")
+        die(f"mutate: refusing a dirty tree ({wt}):\n{r.stdout}")
     git_dir = sh(["git", "rev-parse", "--absolute-git-dir"], wt).stdout.strip()
     common = sh(["git", "rev-parse", "--git-common-dir"], wt).stdout.strip()
     common = str((wt / common).resolve()) if not os.path.isabs(common) else common
     if os.path.realpath(git_dir) == os.path.realpath(common) and not allow_main:
-        sys.exit(
+        die(
             f"mutate: {wt} is a main checkout, not a linked worktree; make one with "
             f"`git worktree add /work/wt-mut HEAD` (or pass --allow-main-checkout)"
         )
@@ -497,7 +503,7 @@ class Runner:
         )
         where = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stdout
         if r.returncode != 0 or not os.path.realpath(where).startswith(os.path.realpath(self.wt)):
-            sys.exit(f"mutate: torch_neuronx does not import from the worktree: {r.stdout}")
+            die(f"mutate: torch_neuronx does not import from the worktree: {r.stdout}")
 
     def pytest_args(self, family):
         args = FAMILIES[family]
@@ -572,7 +578,7 @@ def main():
             print(f"mutate: --level c leaves out the runtime mutations: {', '.join(runtime)}")
         selected = [m for m in selected if not m.file.startswith("csrc/runtime/")]
     if not selected:
-        sys.exit("mutate: no mutation matches --only / --family (see --list)")
+        die("mutate: no mutation matches --only / --family (see --list)")
     if args.list:
         for m in selected:
             print(f"{m.name:40} {m.family:9} {m.file}  [{','.join(m.isas)}]  {m.why}")
@@ -584,7 +590,7 @@ def main():
     for m in selected:  # every snippet must apply before anything is touched
         text = (wt / m.file).read_text()
         if text.count(m.old) != 1:
-            sys.exit(f"mutate: {m.name}: snippet found {text.count(m.old)} times in {m.file}")
+            die(f"mutate: {m.name}: snippet found {text.count(m.old)} times in {m.file}")
 
     builder = Builder(wt, args.level, args.python, args.jobs)
     runner = Runner(wt, args.level, args.python, args.timeout, args.skip_tests_in)
