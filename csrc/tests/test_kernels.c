@@ -1587,6 +1587,26 @@ static void test_config_variants(void) {
           bad += nb;
           checked++;
         }
+        /* contiguous fp32 addcmul / addcdiv / lerp, out of place and in place
+         * (c = b: addcdiv divides by b's zeros too) */
+        for (int op = 0; op < TNK_TERNARY_OP_COUNT && dt == TNK_F32 && !strided; op++)
+          for (int inplace = 0; inplace < 2; inplace++) {
+            float *fa = (float *)(void *)a, *fb = (float *)(void *)b;
+            float *r1 = inplace ? (float *)(void *)o1 : fa,
+                  *r2 = inplace ? (float *)(void *)o2 : fa;
+            if (inplace) {
+              memcpy(o1, a, VN * sizeof(float));
+              memcpy(o2, a, VN * sizeof(float));
+            }
+            ref.loops->ternary_f32(op, (float *)(void *)o1, r1, fb, fb, 0.75f, VN);
+            v.loops->ternary_f32(op, (float *)(void *)o2, r2, fb, fb, 0.75f, VN);
+            int nb = compare_outputs(o2, o1, st, dt, dt);
+            if (nb)
+              fprintf(stderr, "  %s ternary op %d in place %d: %d differ\n", tnk_isa_name(isa), op,
+                      inplace, nb);
+            bad += nb;
+            checked++;
+          }
         free(a);
         free(b);
         free(o1);
