@@ -414,12 +414,33 @@ static void pack_b_bf16_panels(void *vp, int64_t begin, int64_t end) {
   for (int64_t j0 = begin * 32; j0 < c->nc && j0 < end * 32; j0 += 32) {
     int64_t w = c->nc - j0 < 32 ? c->nc - j0 : 32;
     uint32_t *d = c->dst + j0 * kp;
+    if (p->sb_r == 1) { /* columns of B hold their k-pairs as consecutive 32-bit words */
+      int64_t full = c->kc / 2;
+      for (int64_t j = 0; j < w; j++) {
+        const uint16_t *src = p->b16 + c->pc + (c->jc + j0 + j) * p->sb_c;
+        for (int64_t q = 0; q < full; q++) {
+          uint32_t v;
+          memcpy(&v, src + 2 * q, sizeof v);
+          d[q * 32 + j] = v;
+        }
+        if (c->kc & 1) d[full * 32 + j] = src[2 * full];
+      }
+      for (int64_t q = 0; q < kp; q++)
+        for (int64_t j = w; j < 32; j++) d[q * 32 + j] = 0;
+      continue;
+    }
     for (int64_t q = 0; q < kp; q++) {
       int64_t k = c->pc + 2 * q;
       int second = 2 * q + 1 < c->kc;
       const uint16_t *src = p->b16 + k * p->sb_r + (c->jc + j0) * p->sb_c;
-      for (int64_t j = 0; j < w; j++) d[q * 32 + j] = bf16_pair(src + j * p->sb_c, p->sb_r, second);
-      for (int64_t j = w; j < 32; j++) d[q * 32 + j] = 0;
+      uint32_t *dq = d + q * 32;
+      if (p->sb_c == 1 && second) { /* rows k and k+1 side by side: the compiler vectorises */
+        const uint16_t *r1 = src + p->sb_r;
+        for (int64_t j = 0; j < w; j++) dq[j] = (uint32_t)src[j] | (uint32_t)r1[j] << 16;
+      } else {
+        for (int64_t j = 0; j < w; j++) dq[j] = bf16_pair(src + j * p->sb_c, p->sb_r, second);
+      }
+      for (int64_t j = w; j < 32; j++) dq[j] = 0;
     }
   }
 }
@@ -448,8 +469,14 @@ static void pack_a_bf16(const f32_problem_t *p, int64_t ic, int64_t mc, int64_t 
     for (int64_t q = 0; q < kp; q++) {
       int second = 2 * q + 1 < kc;
       const uint16_t *src = p->a16 + (ic + i0) * p->sa_r + (pc + 2 * q) * p->sa_c;
-      for (int64_t r = 0; r < h; r++) d[q * 12 + r] = bf16_pair(src + r * p->sa_r, p->sa_c, second);
-      for (int64_t r = h; r < 12; r++) d[q * 12 + r] = 0;
+      uint32_t *dq = d + q * 12;
+      if (p->sa_r == 1 && second && h == 12) { /* columns k and k+1 side by side */
+        const uint16_t *c1 = src + p->sa_c;
+        for (int64_t r = 0; r < 12; r++) dq[r] = (uint32_t)src[r] | (uint32_t)c1[r] << 16;
+        continue;
+      }
+      for (int64_t r = 0; r < h; r++) dq[r] = bf16_pair(src + r * p->sa_r, p->sa_c, second);
+      for (int64_t r = h; r < 12; r++) dq[r] = 0;
     }
   }
 }
