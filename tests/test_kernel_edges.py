@@ -494,12 +494,13 @@ def test_vector_unary_backward_lengths(op, n):
     native(op.split("_")[0])
 
 
+# name -> (op, its arguments after self given b and c, keyword arguments)
 TERNARY = {
-    "addcmul": lambda a, b, c: torch.addcmul(a, b, c, value=-0.3),
-    "addcdiv": lambda a, b, c: torch.addcdiv(a, b, c, value=0.7),
-    "lerp_low": lambda a, b, c: torch.lerp(a, b, 0.25),
-    "lerp_high": lambda a, b, c: torch.lerp(a, b, 0.75),
-    "lerp_tensor": lambda a, b, c: torch.lerp(a, b, c),
+    "addcmul": ("addcmul", lambda b, c: (b, c), {"value": -0.3}),
+    "addcdiv": ("addcdiv", lambda b, c: (b, c), {"value": 0.7}),
+    "lerp_low": ("lerp", lambda b, c: (b, 0.25), {}),
+    "lerp_high": ("lerp", lambda b, c: (b, 0.75), {}),
+    "lerp_tensor": ("lerp", lambda b, c: (b, c), {}),
 }
 
 
@@ -509,27 +510,18 @@ def test_vector_ternary_lengths_and_specials(op, n):
     """The optimizers' addcmul / addcdiv / lerp on contiguous fp32 (the
     per-ISA loops), out of place, in place and one element off, with the
     special values in the vector bodies and the remainders."""
-    f = TERNARY[op]
+    name, args, kw = TERNARY[op]
     a, b = elt_input(n, seed=n), elt_input(n, seed=n + 1).flip(0)
     c = torch.rand(n, generator=gen(n + 2)) * 1.5 - 0.25  # weights on both sides of 0.5
     if op == "addcdiv":
         c[::5] = 0.0  # division by zero: inf / nan as on CPU
     an, bn, cn = a.neuron(), b.neuron(), c.neuron()
     tol = dict(rtol=1.3e-6, atol=1e-6, equal_nan=True)
-    assert_same(f(an, bn, cn), f(a, b, c), **tol)
-    assert_same(f(an[1:], bn[1:], cn[1:]), f(a[1:], b[1:], c[1:]), **tol)
-    name, *rest = op.split("_")
-    inplace = getattr(an.clone(), name + "_")
-    ref = getattr(a.clone(), name + "_")
-    args = {
-        "addcmul": ((bn, cn), (b, c), {"value": -0.3}),
-        "addcdiv": ((bn, cn), (b, c), {"value": 0.7}),
-    }
-    if name == "lerp":
-        w = {"low": 0.25, "high": 0.75}.get(rest[0])
-        args["lerp"] = ((bn, cn if w is None else w), (b, c if w is None else w), {})
-    nargs, cargs, kw = args[name]
-    assert_same(inplace(*nargs, **kw), ref(*cargs, **kw), **tol)
+    f = getattr(torch, name)
+    assert_same(f(an, *args(bn, cn), **kw), f(a, *args(b, c), **kw), **tol)
+    assert_same(f(an[1:], *args(bn[1:], cn[1:]), **kw), f(a[1:], *args(b[1:], c[1:]), **kw), **tol)
+    inplace = getattr(an.clone(), name + "_")(*args(bn, cn), **kw)
+    assert_same(inplace, getattr(a.clone(), name + "_")(*args(b, c), **kw), **tol)
     native(name)
 
 
