@@ -40,3 +40,22 @@ def test_compiled_architecture_matches_cpu(model_type):
     for b in row["backends"].values():
         assert b["fallbacks"] == {}
         assert b["compile_s"] is not None and b["graphs"] >= 1
+
+
+def test_merge_takes_rows_that_ran_over_earlier_files(tmp_path):
+    import json
+
+    def part(name, rows):
+        path = tmp_path / name
+        path.write_text(json.dumps({"rows": [{"model_type": t, "status": s} for t, s in rows]}))
+        return str(path)
+
+    a = part("a.json", [("llama", "pass"), ("gpt2", "mismatch"), ("opt", "not run")])
+    b = part("b.json", [("gpt2", "pass"), ("opt", "not run"), ("llama", "not run")])
+    rows = zoo.merge_compiled(["opt", "gpt2", "llama", "phi"], [a, b])
+    assert [(r["model_type"], r["status"]) for r in rows] == [
+        ("opt", "not run"),
+        ("gpt2", "pass"),
+        ("llama", "pass"),
+        ("phi", "not run"),
+    ]

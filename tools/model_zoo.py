@@ -960,6 +960,20 @@ def sweep_compiled(
     return rows
 
 
+def merge_compiled(model_types, paths):
+    """The rows of several compiled-sweep results files, one per architecture
+    of model_types in that order: a row that was run replaces an earlier
+    file's row of the same architecture; one never run stays "not run"."""
+    by_type = {}
+    for path in paths:
+        with open(path) as f:
+            for r in json.load(f)["rows"]:
+                if r["status"] != "not run" or r["model_type"] not in by_type:
+                    by_type[r["model_type"]] = r
+    empty = {"status": "not run", "detail": "", "backends": {}, "seconds": 0.0}
+    return [by_type.get(t, {"model_type": t, **empty}) for t in model_types]
+
+
 def write_compiled(rows, out_prefix, in_progress=False, note=None):
     import transformers
 
@@ -1140,9 +1154,25 @@ def main(argv=None):
         help="with --compile: UTC time HH:MM after which no further architecture starts "
         "(those left are listed as not covered)",
     )
+    p.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="JSON",
+        help="with --compile and --out: no sweep; merge the rows of these results files (a "
+        "row run in a later file replaces the same architecture's row of an earlier one)",
+    )
+    p.add_argument("--note", help="with --merge: a paragraph on how the parts were run")
     args = p.parse_args(argv)
     torch_neuronx.set_fallback_mode("silent")
     types = list(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+    if args.merge:
+        if not (args.compile and args.out):
+            p.error("--merge needs --compile and --out")
+        rows = merge_compiled(types, args.merge)
+        write_compiled(rows, args.out, note=args.note)
+        done = [r for r in rows if r["status"] != "not run"]
+        print(f"merged: {sum(r['status'] == 'pass' for r in done)} / {len(done)} passed")
+        return 0
     if args.only:
         wanted = args.only.split(",")
         types = [t for t in types if t in wanted]
