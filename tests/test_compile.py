@@ -3,6 +3,7 @@ device, kernels queued on the current stream, the "neuron" Dynamo backend.
 Every result is compared with the same function run eagerly on the CPU."""
 
 import copy
+import functools
 import os
 import subprocess
 import sys
@@ -548,3 +549,83 @@ def test_dynamo_device_interface():
     props = iface.Worker.get_device_properties("neuron:1")
     assert props.name == torch.neuron.get_device_properties(1).name
     assert iface.is_bf16_supported() and not iface.is_triton_capable()
+
+
+def _kernel_libraries():
+    """Paths of the generated kernel libraries behind the loaded wrappers."""
+    from torch._inductor.codecache import PyCodeCache
+
+    return {
+        a._library._name
+        for m in list(PyCodeCache.modules)
+        for a in vars(m).values()
+        if isinstance(a, functools.partial) and hasattr(a, "_library")
+    }
+
+
+@pytest.mark.parametrize("on_pool", [True, False])
+def test_parallel_kernels_match_cpu_on_the_pool_and_on_libgomp(monkeypatch, on_pool):
+    """Large enough for Inductor's parallel regions: per-thread reduction
+    buffers, Welford, arg-reductions and single constructs. On the pool
+    (default) the kernel libraries import no OpenMP symbol: their regions are
+    the runtime's teams. A kernel with another construct keeps libgomp."""
+    from torch._inductor.utils import fresh_cache
+
+    import torch_neuronx._inductor as neuron_inductor
+
+    if not on_pool:
+        monkeypatch.setattr(neuron_inductor, "runs_on_pool", lambda src: False)
+
+    def f(x):
+        y = x.sin() * 2 + x
+        v, m = torch.var_mean(y, 0)
+        # argmax of the input: sin's last bit differs between Inductor and ATen
+        return y.sum(), v, m, y.amax(-1), x.argmax(0), torch.softmax(y, -1)
+
+    x = torch.randn(512, 4099)
+    with fresh_cache():  # not a kernel built the other way; removed on exit
+        got = torch.compile(f)(x.to(DEV))
+        libs = _kernel_libraries()
+        imports = {
+            path: subprocess.run(
+                ["nm", "-D", "--undefined-only", path], capture_output=True, text=True, check=True
+            ).stdout
+            for path in libs
+        }
+    for g, e in zip(got, f(x)):
+        torch.testing.assert_close(g.cpu(), e, atol=1e-3, rtol=1e-4)
+    assert libs
+    for path, names in imports.items():
+        uses_libgomp = "GOMP_" in names or "omp_get_" in names
+        assert uses_libgomp != on_pool, (path, names)
+
+
+def test_only_supported_openmp_constructs_run_on_the_pool():
+    from torch_neuronx._inductor import runs_on_pool
+
+    ok = """
+    #pragma omp parallel num_threads(2)
+    {
+        int tid = omp_get_thread_num();
+        #pragma omp for
+        for (int i = 0; i < n; i++) {}
+        #pragma omp for collapse(2) nowait
+        for (int i = 0; i < n; i++) for (int j = 0; j < n; j++) {}
+        #pragma omp single
+        {}
+        #pragma omp barrier
+    }
+    #pragma omp parallel
+    {}
+    """
+    assert runs_on_pool(ok)
+    assert runs_on_pool("int x = 0;")  # no OpenMP at all
+    for bad in (
+        "#pragma omp for schedule(dynamic)",
+        "#pragma omp critical",
+        "#pragma omp task",
+        "#pragma omp parallel for reduction(+:s)",
+        "double t = omp_get_wtime();",
+        "omp_set_num_threads(3);",
+    ):
+        assert not runs_on_pool(ok + bad), bad

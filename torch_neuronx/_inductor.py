@@ -32,7 +32,7 @@ _PYBINDING = re.compile(r"\s*async_compile\.cpp_pybinding\((\[.*?\]), r'''(.*)''
 def _launcher(fn, fmt: str, name: str):
     """The callable the wrapper calls: queues the kernel of fn's module."""
     module = fn.__self__  # the extension module Inductor built and imported
-    return launcher(module.__file__, "neuron_packed_kernel", fmt, name)
+    return launcher(module.__file__, "neuron_packed_kernel", fmt, name, team=True)
 
 
 def neuron_kernel(compiled, fmt: str, name: str):
@@ -44,6 +44,67 @@ def neuron_kernel(compiled, fmt: str, name: str):
     return _launcher(compiled, fmt, name)
 
 
+# The OpenMP constructs of Inductor's C++ kernels, which GCC turns into calls
+# to GOMP_parallel, GOMP_barrier, GOMP_single_start, omp_get_thread_num and
+# omp_get_num_threads (static loop schedules are computed inline).
+_OMP_PRAGMA = re.compile(r"^\s*#\s*pragma\s+omp\s+(.*?)\s*$", re.M)
+_OMP_SUPPORTED = re.compile(
+    r"(parallel( for)?( num_threads\(\d+\))?"
+    r"|for( nowait| collapse\(\d+\)| schedule\(static(,\s*\d+)?\))*"
+    r"|single|barrier|simd.*|declare simd.*)"
+    r"( schedule\(static(,\s*\d+)?\))?( nowait)?"
+)
+_OMP_CALL = re.compile(r"\bomp_[A-Za-z_]+(?=\s*\()")
+_OMP_CALLS = {"omp_get_thread_num", "omp_get_num_threads", "omp_get_max_threads"}
+
+# Binds those calls, inside the kernel's own library (hidden symbols win over
+# libgomp's), to the runtime's teams (tnrt_team_*): the kernel's parallel
+# regions run on the device's thread pool, whose threads are placed one per
+# CPU, instead of an OpenMP team started by the stream worker. That team
+# would inherit the worker's CPU, and its threads spin between kernels on
+# the CPUs the pool's next kernel needs.
+_TEAM_SHIM = r"""
+namespace {
+struct tn_team_ops {
+    uint32_t size;
+    void (*run)(void (*)(void*), void*, unsigned);
+    void (*barrier)();
+    int (*single_start)();
+    int (*thread_num)();
+    int (*num_threads)();
+    int (*max_threads)();
+};
+const tn_team_ops* tn_team = nullptr;
+}
+#define TN_HIDDEN __attribute__((visibility("hidden")))
+extern "C" {
+__attribute__((visibility("default"))) int neuron_set_team(const void* ops) {
+    const tn_team_ops* t = static_cast<const tn_team_ops*>(ops);
+    if (t == nullptr || t->size != sizeof(tn_team_ops)) return 1;
+    tn_team = t;
+    return 0;
+}
+TN_HIDDEN void GOMP_parallel(void (*fn)(void*), void* data, unsigned n, unsigned flags) {
+    (void)flags;
+    tn_team->run(fn, data, n);
+}
+TN_HIDDEN void GOMP_barrier(void) { tn_team->barrier(); }
+TN_HIDDEN bool GOMP_single_start(void) { return tn_team->single_start() != 0; }
+TN_HIDDEN int omp_get_thread_num(void) noexcept { return tn_team->thread_num(); }
+TN_HIDDEN int omp_get_num_threads(void) noexcept { return tn_team->num_threads(); }
+TN_HIDDEN int omp_get_max_threads(void) noexcept { return tn_team->max_threads(); }
+}
+"""
+
+
+def runs_on_pool(src: str) -> bool:
+    """Whether the kernel source uses only the OpenMP constructs that
+    _TEAM_SHIM provides (anything else keeps libgomp)."""
+    if not all(_OMP_SUPPORTED.fullmatch(p) for p in _OMP_PRAGMA.findall(src)):
+        return False
+    return set(_OMP_CALL.findall(src)) <= _OMP_CALLS
+
+
 def _rewrite_kernel_definition(kernel_name: str, body: str) -> str:
     m = _PYBINDING.match(body)
     if m is None:
@@ -52,7 +113,8 @@ def _rewrite_kernel_definition(kernel_name: str, body: str) -> str:
         )
     argtypes = ast.literal_eval(m.group(1))
     fmt, entry = packed_entry(argtypes, "kernel", "neuron_packed_kernel", cxx=True)
-    src = m.group(2) + entry
+    src = m.group(2)
+    src += (_TEAM_SHIM if runs_on_pool(src) else "") + entry
     return (
         f"neuron_kernel(async_compile.cpp_pybinding({argtypes!r}, r'''{src}'''), "
         f"{fmt!r}, {kernel_name!r})"

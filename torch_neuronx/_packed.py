@@ -100,12 +100,26 @@ int {entry}(const uint64_t* a, char* msg, size_t msg_size) {{
     return fmt, head + body
 
 
-def launcher(path: str, entry: str, fmt: str, name: str):
+@functools.cache
+def team_ops() -> int:
+    """The address of the runtime's team table (tnrt_team_ops)."""
+    from . import _C
+
+    fn = ctypes.CDLL(_C.__file__).tnrt_team_ops
+    fn.restype = ctypes.c_void_p
+    return fn()
+
+
+def launcher(path: str, entry: str, fmt: str, name: str, team: bool = False):
     """The callable that queues the kernel behind entry in the shared
-    library at path (already loaded or not)."""
+    library at path (already loaded or not). team: the library may bind its
+    OpenMP regions to the runtime's teams (``neuron_set_team``)."""
     from . import _C
 
     lib = ctypes.CDLL(path)
+    if team and hasattr(lib, "neuron_set_team"):
+        if lib.neuron_set_team(ctypes.c_void_p(team_ops())) != 0:
+            raise RuntimeError(f"torch_neuronx: {path} was built for another runtime's team table")
     addr = ctypes.cast(getattr(lib, entry), ctypes.c_void_p).value
     fn = functools.partial(_C._launch_compiled, addr, fmt, _C._compiled_kernel_name(name))
     fn._library = lib  # keeps the library loaded as long as the launcher lives

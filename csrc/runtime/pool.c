@@ -30,15 +30,18 @@ static struct {
   atomic_llong next, remaining;
   int active; /* workers inside the job, guarded by g_mu */
   int closed; /* all chunks done: late workers must not join (g_mu) */
+  int one;    /* a team: each thread runs at most one chunk (one member) */
 } g_job;
 
-static void run_chunks(tnrt_range_fn fn, void *ctx, int64_t n, int64_t chunk, int64_t chunks) {
+static void run_chunks(tnrt_range_fn fn, void *ctx, int64_t n, int64_t chunk, int64_t chunks,
+                       int one) {
   for (;;) {
     int64_t c = atomic_fetch_add(&g_job.next, 1);
     if (c >= chunks) return;
     int64_t b = c * chunk, e = b + chunk < n ? b + chunk : n;
     fn(ctx, b, e);
     atomic_fetch_sub(&g_job.remaining, 1);
+    if (one) return;
   }
 }
 
@@ -96,9 +99,10 @@ static void *pool_worker(void *arg) {
     tnrt_range_fn fn = g_job.fn;
     void *ctx = g_job.ctx;
     int64_t n = g_job.n, chunk = g_job.chunk, chunks = g_job.chunks;
+    int one = g_job.one;
     g_job.active++;
     pthread_mutex_unlock(&g_mu);
-    run_chunks(fn, ctx, n, chunk, chunks);
+    run_chunks(fn, ctx, n, chunk, chunks, one);
     pthread_mutex_lock(&g_mu);
     g_job.active--;
     pthread_cond_broadcast(&g_idle);
@@ -144,6 +148,37 @@ int tnrt_num_threads(void) {
   return g_threads;
 }
 
+/* Posts a job (the caller holds g_busy); chunks from `first` on are the
+ * helpers' to take. */
+static void post_job(tnrt_range_fn fn, void *ctx, int64_t n, int64_t chunk, int64_t chunks,
+                     int64_t first, int one) {
+  pthread_mutex_lock(&g_mu);
+  g_job.fn = fn;
+  g_job.ctx = ctx;
+  g_job.n = n;
+  g_job.chunk = chunk;
+  g_job.chunks = chunks;
+  g_job.one = one;
+  atomic_store(&g_job.next, first);
+  atomic_store(&g_job.remaining, chunks);
+  g_job.closed = 0;
+  g_job.generation++;
+  atomic_store_explicit(&g_generation, g_job.generation, memory_order_release);
+  pthread_cond_broadcast(&g_work);
+  pthread_mutex_unlock(&g_mu);
+}
+
+/* Waits for every chunk, then for workers that joined late to leave, so the
+ * job can be reused; releases g_busy. */
+static void finish_job(void) {
+  while (atomic_load(&g_job.remaining) > 0) sched_yield();
+  pthread_mutex_lock(&g_mu);
+  g_job.closed = 1;
+  while (g_job.active) pthread_cond_wait(&g_idle, &g_mu);
+  pthread_mutex_unlock(&g_mu);
+  atomic_flag_clear(&g_busy);
+}
+
 void tnrt_parallel_for(int64_t n, int64_t grain, tnrt_range_fn fn, void *ctx) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
@@ -156,26 +191,109 @@ void tnrt_parallel_for(int64_t n, int64_t grain, tnrt_range_fn fn, void *ctx) {
   if (chunks > threads) chunks = threads;
   int64_t chunk = (n + chunks - 1) / chunks;
   chunks = (n + chunk - 1) / chunk;
-  pthread_mutex_lock(&g_mu);
-  g_job.fn = fn;
-  g_job.ctx = ctx;
-  g_job.n = n;
-  g_job.chunk = chunk;
-  g_job.chunks = chunks;
-  atomic_store(&g_job.next, 0);
-  atomic_store(&g_job.remaining, chunks);
-  g_job.closed = 0;
-  g_job.generation++;
-  atomic_store_explicit(&g_generation, g_job.generation, memory_order_release);
-  pthread_cond_broadcast(&g_work);
-  pthread_mutex_unlock(&g_mu);
-
-  run_chunks(fn, ctx, n, chunk, chunks);
-  while (atomic_load(&g_job.remaining) > 0) sched_yield();
-  /* Workers that joined late must leave before the job can be reused. */
-  pthread_mutex_lock(&g_mu);
-  g_job.closed = 1;
-  while (g_job.active) pthread_cond_wait(&g_idle, &g_mu);
-  pthread_mutex_unlock(&g_mu);
-  atomic_flag_clear(&g_busy);
+  post_job(fn, ctx, n, chunk, chunks, 0, 0);
+  run_chunks(fn, ctx, n, chunk, chunks, 0);
+  finish_job();
 }
+
+/* ---- teams ----------------------------------------------------------------
+ * A team is a job of one chunk per member in which a thread runs at most one
+ * chunk, so its members run at once and can meet at barriers: the caller
+ * runs member 0, and the pool has a helper for each other member because a
+ * team is never larger than the pool and the caller holds the pool. */
+
+typedef struct team {
+  void (*fn)(void *);
+  void *data;
+  int n;
+  atomic_int arrived;
+  atomic_uint phase;   /* barriers passed */
+  atomic_uint singles; /* single constructs taken */
+} team_t;
+
+static _Thread_local team_t *tl_team;
+static _Thread_local int tl_num;
+static _Thread_local unsigned tl_singles;
+
+static void run_member(team_t *t, int num) {
+  team_t *outer = tl_team;
+  int outer_num = tl_num;
+  unsigned outer_singles = tl_singles;
+  tl_team = t;
+  tl_num = num;
+  tl_singles = 0;
+  t->fn(t->data);
+  tl_team = outer;
+  tl_num = outer_num;
+  tl_singles = outer_singles;
+}
+
+static void team_members(void *ctx, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; i++) run_member(ctx, (int)i);
+}
+
+int tnrt_team_max_threads(void) {
+  int n = tnrt_num_threads();
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus > 0 && n > cpus ? (int)cpus : n;
+}
+
+void tnrt_team_run(void (*fn)(void *), void *data, unsigned nthreads) {
+  int pool = tnrt_num_threads();
+  int n = nthreads ? (nthreads < (unsigned)pool ? (int)nthreads : pool) : tnrt_team_max_threads();
+  team_t t = {.fn = fn, .data = data, .n = n};
+  if (n <= 1 || tl_team || tnrt_in_bad_fork() || atomic_flag_test_and_set(&g_busy)) {
+    t.n = 1;
+    run_member(&t, 0);
+    return;
+  }
+  post_job(team_members, &t, n, 1, n, 1, 1);
+  run_member(&t, 0);
+  atomic_fetch_sub(&g_job.remaining, 1);
+  finish_job();
+}
+
+void tnrt_team_barrier(void) {
+  team_t *t = tl_team;
+  if (!t || t->n <= 1) return;
+  unsigned phase = atomic_load_explicit(&t->phase, memory_order_acquire);
+  if (atomic_fetch_add_explicit(&t->arrived, 1, memory_order_acq_rel) == t->n - 1) {
+    atomic_store_explicit(&t->arrived, 0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->phase, 1, memory_order_release);
+    return;
+  }
+  /* Members run on distinct CPUs: spin briefly, then yield (a member may
+   * have been preempted by another process). */
+  for (int spins = 0; atomic_load_explicit(&t->phase, memory_order_acquire) == phase; spins++) {
+    if (spins >= 1024) sched_yield();
+#if defined(__x86_64__) || defined(__i386__)
+    else
+      __builtin_ia32_pause();
+#endif
+  }
+}
+
+int tnrt_team_single_start(void) {
+  team_t *t = tl_team;
+  if (!t || t->n <= 1) return 1;
+  /* Every member meets the team's single constructs in the same order: the
+   * k-th one goes to the first member to move the count from k - 1 to k. */
+  unsigned mine = ++tl_singles, expected = mine - 1;
+  return atomic_compare_exchange_strong(&t->singles, &expected, mine);
+}
+
+int tnrt_team_thread_num(void) { return tl_team ? tl_num : 0; }
+
+int tnrt_team_num_threads(void) { return tl_team ? tl_team->n : 1; }
+
+static const tnrt_team_ops_t g_team_ops = {
+    .size = sizeof(tnrt_team_ops_t),
+    .run = tnrt_team_run,
+    .barrier = tnrt_team_barrier,
+    .single_start = tnrt_team_single_start,
+    .thread_num = tnrt_team_thread_num,
+    .num_threads = tnrt_team_num_threads,
+    .max_threads = tnrt_team_max_threads,
+};
+
+const tnrt_team_ops_t *tnrt_team_ops(void) { return &g_team_ops; }

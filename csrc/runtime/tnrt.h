@@ -347,6 +347,35 @@ typedef void (*tnrt_range_fn)(void *ctx, int64_t begin, int64_t end);
 void tnrt_parallel_for(int64_t n, int64_t grain, tnrt_range_fn fn, void *ctx);
 int tnrt_num_threads(void);
 
+/* Teams: OpenMP-style parallel regions on the same pool, for kernels that
+ * torch.compile generates (their OpenMP calls are bound to these, see
+ * torch_neuronx/_inductor.py), so generated and hand-written kernels share
+ * one set of threads placed one per CPU. tnrt_team_run runs fn(data) on a
+ * team of threads at once: the caller is thread 0, pool helpers the others.
+ * nthreads 0 asks for the default team (the pool, at most one thread per
+ * online CPU); a team never exceeds the pool. A nested call, or one that
+ * finds the pool busy, runs a team of one: never a deadlock. Inside fn the
+ * team's barrier, single construct and thread numbers are below; outside a
+ * team they act as for a team of one. */
+void tnrt_team_run(void (*fn)(void *), void *data, unsigned nthreads);
+void tnrt_team_barrier(void);
+int tnrt_team_single_start(void); /* 1 for the first thread to arrive */
+int tnrt_team_thread_num(void);
+int tnrt_team_num_threads(void);
+int tnrt_team_max_threads(void); /* the default team's size */
+
+/* The team functions as a table, for code that reaches them by address. */
+typedef struct tnrt_team_ops {
+  uint32_t size; /* sizeof(tnrt_team_ops_t) */
+  void (*run)(void (*fn)(void *), void *data, unsigned nthreads);
+  void (*barrier)(void);
+  int (*single_start)(void);
+  int (*thread_num)(void);
+  int (*num_threads)(void);
+  int (*max_threads)(void);
+} tnrt_team_ops_t;
+const tnrt_team_ops_t *tnrt_team_ops(void);
+
 /* ---- tracing (profiler) ------------------------------------------------ */
 
 typedef struct tnrt_trace_record {

@@ -4,6 +4,7 @@
 #include "tnrt.h"
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -372,6 +373,95 @@ static void test_pool_concurrent_callers(void) {
   CHECK(bad[0] == 0 && bad[1] == 0);
 }
 
+/* Teams (the parallel regions of compiled kernels): members run at once,
+ * meet at barriers, take each single construct once, and nest as teams of
+ * one. */
+typedef struct team_check {
+  int seen[256];
+  atomic_int count, singles, bad, rounds;
+} team_check_t;
+
+static void team_inner(void *p) {
+  team_check_t *c = p;
+  if (tnrt_team_num_threads() != 1 || tnrt_team_thread_num() != 0) atomic_fetch_add(&c->bad, 1);
+  tnrt_team_barrier(); /* a team of one passes at once */
+}
+
+static void team_body(void *p) {
+  team_check_t *c = p;
+  int me = tnrt_team_thread_num(), n = tnrt_team_num_threads();
+  if (me < 0 || me >= n || n > 256) {
+    atomic_fetch_add(&c->bad, 1);
+    return;
+  }
+  c->seen[me]++;
+  for (int k = 0; k < atomic_load(&c->rounds); k++) {
+    atomic_fetch_add(&c->count, 1);
+    tnrt_team_barrier();
+    /* every member added before anyone passed */
+    if (atomic_load(&c->count) != n * (k + 1)) atomic_fetch_add(&c->bad, 1);
+    if (tnrt_team_single_start()) atomic_fetch_add(&c->singles, 1);
+    tnrt_team_barrier();
+  }
+  tnrt_team_run(team_inner, c, 4);
+  if (tnrt_team_thread_num() != me || tnrt_team_num_threads() != n) atomic_fetch_add(&c->bad, 1);
+}
+
+static int run_team(unsigned want, int rounds) {
+  team_check_t c;
+  memset(&c, 0, sizeof c);
+  atomic_store(&c.rounds, rounds);
+  tnrt_team_run(team_body, &c, want);
+  int n = 0;
+  while (n < 256 && c.seen[n] == 1) n++;
+  for (int i = n; i < 256; i++) CHECK(c.seen[i] == 0);
+  CHECK(atomic_load(&c.bad) == 0);
+  CHECK(atomic_load(&c.count) == n * rounds);
+  CHECK(atomic_load(&c.singles) == rounds);
+  return n;
+}
+
+static void test_team(void) {
+  CHECK(tnrt_team_thread_num() == 0 && tnrt_team_num_threads() == 1);
+  CHECK(tnrt_team_single_start() == 1);
+  tnrt_team_barrier(); /* outside a team: nothing to wait for */
+  int pool = tnrt_num_threads(), def = tnrt_team_max_threads();
+  CHECK(def >= 1 && def <= pool);
+  CHECK(run_team(0, 200) == def);
+  CHECK(run_team(1, 50) == 1);
+  CHECK(run_team(2, 50) == (pool < 2 ? pool : 2));
+  CHECK(run_team(1000, 50) == pool); /* never more than the pool */
+  const tnrt_team_ops_t *ops = tnrt_team_ops();
+  CHECK(ops->size == sizeof(tnrt_team_ops_t) && ops->run == tnrt_team_run &&
+        ops->max_threads() == def);
+}
+
+/* A team and parallel_for callers at once: one holds the pool, the others
+ * run serially, every result is right. */
+static void *team_hammer(void *arg) {
+  int *bad = arg;
+  for (int rep = 0; rep < 300; rep++) {
+    team_check_t c;
+    memset(&c, 0, sizeof c);
+    atomic_store(&c.rounds, 3);
+    tnrt_team_run(team_body, &c, 0);
+    if (atomic_load(&c.bad) || atomic_load(&c.singles) != 3) (*bad)++;
+    long long total = 0;
+    sum_ctx_t s = {&total};
+    tnrt_parallel_for(1000, 100, sum_range, &s);
+    if (total != 1000LL * 999 / 2) (*bad)++;
+  }
+  return NULL;
+}
+
+static void test_team_concurrent_callers(void) {
+  pthread_t t[3];
+  int bad[3] = {0, 0, 0};
+  for (int i = 0; i < 3; i++) pthread_create(&t[i], NULL, team_hammer, &bad[i]);
+  for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+  CHECK(bad[0] == 0 && bad[1] == 0 && bad[2] == 0);
+}
+
 static void test_pinned(void) {
   char *p = tnrt_host_alloc(1000);
   CHECK(p != NULL);
@@ -720,6 +810,8 @@ int main(int argc, char **argv) {
   RUN(test_graph_capture_and_replay);
   RUN(test_pool);
   RUN(test_pool_concurrent_callers);
+  RUN(test_team);
+  RUN(test_team_concurrent_callers);
   RUN(test_pinned);
   RUN(test_trace);
   RUN(test_device_faults);
