@@ -59,6 +59,7 @@ static void run_chunks(tnrt_range_fn fn, void *ctx, int64_t n, int64_t chunk, in
  * 64 MiB softmax in three taking 8.7 ms instead of 4.4 after a pause).
  * TORCH_NEURONX_PIN_THREADS=0 leaves placement to the scheduler. */
 static int g_pin, g_ncpus, g_cpu_ids[256];
+static long g_online; /* online CPUs (what os.cpu_count() says) */
 static void pool_init(void);
 
 static void pin_to_slot(int slot) {
@@ -111,6 +112,7 @@ static void *pool_worker(void *arg) {
 }
 
 static void pool_init(void) {
+  g_online = sysconf(_SC_NPROCESSORS_ONLN);
   const char *v = getenv("TORCH_NEURONX_NUM_THREADS");
   int n = 0;
   if (v && *v) n = atoi(v);
@@ -233,9 +235,8 @@ static void team_members(void *ctx, int64_t begin, int64_t end) {
 }
 
 int tnrt_team_max_threads(void) {
-  int n = tnrt_num_threads();
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return cpus > 0 && n > cpus ? (int)cpus : n;
+  int n = tnrt_num_threads(); /* sets g_online (sysconf reads a file: 7 us) */
+  return g_online > 0 && n > g_online ? (int)g_online : n;
 }
 
 void tnrt_team_run(void (*fn)(void *), void *data, unsigned nthreads) {
