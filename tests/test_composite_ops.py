@@ -4,6 +4,7 @@ and backward, with no CPU fallback."""
 
 import pytest
 import torch
+import torch._dynamo
 import torch.nn.functional as F
 from conftest import assert_same
 
@@ -335,6 +336,30 @@ def test_solve_triangular(upper, left, unit):
         B,
         tol={"rtol": 1e-4, "atol": 1e-5},
     )
+
+
+@pytest.mark.parametrize("left", [True, False])
+def test_solve_triangular_layout_matches_cpu_and_compiled_graphs(left):
+    """The result is batches of column-major matrices, as on CPU and as the
+    meta function says: a compiled graph checks it (olmo_hybrid's gated
+    delta rule failed on 'expected stride' before)."""
+    g = torch.Generator().manual_seed(3)
+    A = torch.randn(2, 1, 6, 6, generator=g).tril() + 3 * torch.eye(6)
+    B = torch.randn(3, 6, 4, generator=g) if left else torch.randn(3, 4, 6, generator=g)
+    kw = {"upper": False, "left": left}
+    cpu = torch.linalg.solve_triangular(A, B, **kw)
+    got = torch.linalg.solve_triangular(A.neuron(), B.neuron(), **kw)
+    assert got.stride() == cpu.stride()
+    torch.testing.assert_close(got.cpu(), cpu, rtol=1e-5, atol=1e-5)
+    for out_shape in ((0,), cpu.shape):  # resized by the op / kept as given
+        out_cpu, out = torch.empty(out_shape), torch.empty(out_shape, device="neuron")
+        torch.linalg.solve_triangular(A, B, **kw, out=out_cpu)
+        r = torch.linalg.solve_triangular(A.neuron(), B.neuron(), **kw, out=out)
+        assert r is out and out.stride() == out_cpu.stride()
+        torch.testing.assert_close(out.cpu(), cpu, rtol=1e-5, atol=1e-5)
+    torch._dynamo.reset()
+    f = torch.compile(lambda a, b: torch.linalg.solve_triangular(a, b, **kw) * 2, fullgraph=True)
+    torch.testing.assert_close(f(A.neuron(), B.neuron()).cpu(), cpu * 2, rtol=1e-5, atol=1e-5)
 
 
 def test_solve_triangular_errors_and_float64():

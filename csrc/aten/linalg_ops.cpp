@@ -20,39 +20,43 @@
 namespace torch_neuronx {
 
 // linalg.solve_triangular: A X = B (left) by substitution on the device;
-// X A = B is the transposed problem A^T X^T = B^T.
+// X A = B is the transposed problem A^T X^T = B^T. The result has the
+// layout of ATen's (and of its meta function, which compiled graphs check):
+// batches of column-major (F-contiguous) matrices.
 namespace {
 void trsm_task(void *p) { tnk_trsm(static_cast<tnk_trsm_args_t *>(p)); }
 
-at::Tensor solve_triangular_left(const at::Tensor &A, const at::Tensor &B, bool upper, bool unit) {
-  int64_t n = A.size(-1), k = B.size(-1);
-  TORCH_CHECK(B.size(-2) == n, "Incompatible shapes of A and B for the equation AX = B (",
-              A.size(-2), "x", n, " and ", B.size(-2), "x", k, ")");
-  auto batch = at::infer_size(A.sizes().slice(0, A.dim() - 2), B.sizes().slice(0, B.dim() - 2));
-  std::vector<int64_t> as(batch), bs(batch);
+// Solves A x = x in place: x [..., n, k] holds B, its batch dimensions
+// collapse to one (it was made here); A broadcasts to x's batch.
+void solve_in_place(const at::Tensor &A, const at::Tensor &x, bool upper, bool unit) {
+  int64_t n = x.size(-2), k = x.size(-1);
+  std::vector<int64_t> as(x.sizes().begin(), x.sizes().end() - 2);
   as.insert(as.end(), {n, n});
-  bs.insert(bs.end(), {n, k});
   at::Tensor a = A.expand(as).reshape({-1, n, n});
-  at::Tensor x = B.expand(bs).reshape({-1, n, k}).clone(at::MemoryFormat::Contiguous);
-  if (x.numel()) {
-    tnk_trsm_args_t t{};
-    t.batch = x.size(0);
-    t.n = n;
-    t.k = k;
-    t.a = a.const_data_ptr();
-    t.x = x.data_ptr();
-    t.sa_b = a.stride(0);
-    t.sa_r = a.stride(1);
-    t.sa_c = a.stride(2);
-    t.sx_b = x.stride(0);
-    t.sx_r = x.stride(1);
-    t.sx_c = x.stride(2);
-    t.dtype = A.scalar_type() == at::kDouble ? TNK_F64 : TNK_F32;
-    t.upper = upper;
-    t.unit = unit;
-    launch(A.device().index(), trsm_task, &t, sizeof t, "aten::linalg_solve_triangular");
-  }
-  return x.view(bs);
+  at::Tensor x3 = x.view({-1, n, k});
+  tnk_trsm_args_t t{};
+  t.batch = x3.size(0);
+  t.n = n;
+  t.k = k;
+  t.a = a.const_data_ptr();
+  t.x = x3.data_ptr();
+  t.sa_b = a.stride(0);
+  t.sa_r = a.stride(1);
+  t.sa_c = a.stride(2);
+  t.sx_b = x3.stride(0);
+  t.sx_r = x3.stride(1);
+  t.sx_c = x3.stride(2);
+  t.dtype = A.scalar_type() == at::kDouble ? TNK_F64 : TNK_F32;
+  t.upper = upper;
+  t.unit = unit;
+  launch(A.device().index(), trsm_task, &t, sizeof t, "aten::linalg_solve_triangular");
+}
+
+// x resized to shape as batches of column-major matrices.
+void resize_f_contiguous(at::Tensor &x, std::vector<int64_t> shape) {
+  std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
+  x.resize_(shape);
+  x.transpose_(-2, -1);
 }
 }  // namespace
 
@@ -72,16 +76,31 @@ at::Tensor &linalg_solve_triangular_out(const at::Tensor &A, const at::Tensor &B
               "linalg.solve_triangular: A must be batches of square "
               "matrices, but they are ",
               A.size(-2), " by ", A.size(-1), " matrices");
-  if (A.numel() == 0 || B.numel() == 0) {  // empty systems (backward of cholesky, qr...)
-    auto batch = at::infer_size(A.sizes().slice(0, A.dim() - 2), B.sizes().slice(0, B.dim() - 2));
-    batch.push_back(B.size(-2));
-    batch.push_back(B.size(-1));
-    at::native::resize_output(out, batch);
-    return out;
+  int64_t n = A.size(-1), side = left ? B.size(-2) : B.size(-1);
+  TORCH_CHECK(side == n, "Incompatible shapes of A and B for the equation ",
+              left ? "AX = B (" : "XA = B (", A.size(-2), "x", n, " and ", B.size(-2), "x",
+              B.size(-1), ")");
+  auto shape = at::infer_size(A.sizes().slice(0, A.dim() - 2), B.sizes().slice(0, B.dim() - 2));
+  shape.push_back(B.size(-2));
+  shape.push_back(B.size(-1));
+  bool fresh = at::native::resize_output_check(out, shape);
+  at::Tensor x = out;  // a fresh out is solved in place
+  if (fresh) {
+    resize_f_contiguous(out, shape);
+  } else {
+    x = at::empty({0}, out.options());
+    resize_f_contiguous(x, shape);
   }
-  at::Tensor r = left ? solve_triangular_left(A, B, upper, unit)
-                      : solve_triangular_left(A.mT(), B.mT(), !upper, unit).mT();
-  return assign_result(out, r);
+  if (x.numel() == 0) return out;  // empty systems (backward of cholesky, qr...)
+  x.copy_(B.expand(shape));
+  if (A.numel()) {
+    if (left)
+      solve_in_place(A, x, upper, unit);
+    else
+      solve_in_place(A.mT(), x.mT(), !upper, unit);
+  }
+  if (!fresh) out.copy_(x);
+  return out;
 }
 
 at::Tensor linalg_solve_triangular(const at::Tensor &A, const at::Tensor &B, bool upper, bool left,
