@@ -326,7 +326,61 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     return compile_fx(gm, example_inputs, **kwargs)
 
 
+def _fused_adam_applies(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, kwargs) -> bool:
+    import torch
+
+    if kwargs["differentiable"] or kwargs["has_complex"] or not params:
+        return False
+    dtypes = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+    lists = [params, grads, exp_avgs, exp_avg_sqs]
+    if kwargs["amsgrad"]:
+        lists.append(max_exp_avg_sqs)
+    for i, p in enumerate(params):
+        if p.device.type != "neuron" or p.dtype not in dtypes:
+            return False
+        for ts in lists:
+            t = ts[i]
+            if t.device != p.device or t.dtype != p.dtype or not t.is_contiguous():
+                return False
+    return True
+
+
+def _use_fused_adam_in_compiled_steps() -> None:
+    """A rewrite to a hand-written kernel: a compiled Adam/AdamW step on
+    neuron parameters whose implementation is foreach (the default) calls
+    the fused Adam kernel instead of tracing the foreach ops into a generated
+    kernel. Measured on the Llama-style model's 20.6M parameters: fused 15.3
+    ms, generated 20.5 ms (docs/benchmarks/compile.md). PyTorch runs fused
+    optimizers outside the graph (a graph break), as it does for fused=True.
+    Eager steps and other devices are untouched."""
+    import torch
+    import torch.optim.adam as adam_module
+
+    foreach_adam = adam_module._multi_tensor_adam
+    # run by the step's Python code between graphs, as PyTorch runs fused=True
+    fused_adam = torch._disable_dynamo(adam_module._fused_adam)
+    if getattr(foreach_adam, "_neuron_rewrite", False):
+        return
+
+    @functools.wraps(foreach_adam)
+    def multi_tensor_adam(
+        params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *args, **kwargs
+    ):
+        fn = foreach_adam
+        if torch.compiler.is_compiling() and _fused_adam_applies(
+            params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, kwargs
+        ):
+            fn = fused_adam
+        return fn(
+            params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *args, **kwargs
+        )
+
+    multi_tensor_adam._neuron_rewrite = True
+    adam_module._multi_tensor_adam = multi_tensor_adam
+
+
 def install() -> None:
+    _use_fused_adam_in_compiled_steps()
     sys.meta_path.insert(0, _hooks)
     _hooks.add("torch._dynamo.device_interface", _register_device_interface)
     _hooks.add("torch._inductor.codegen.common", _register_inductor)
