@@ -595,9 +595,10 @@ def test_parallel_kernels_match_cpu_on_the_pool_and_on_libgomp(monkeypatch, on_p
     for g, e in zip(got, f(x)):
         torch.testing.assert_close(g.cpu(), e, atol=1e-3, rtol=1e-4)
     assert libs
-    for path, names in imports.items():
-        uses_libgomp = "GOMP_" in names or "omp_get_" in names
-        assert uses_libgomp != on_pool, (path, names)
+    uses_libgomp = {p: "GOMP_" in n or "omp_get_" in n for p, n in imports.items()}
+    # on the pool no library imports OpenMP; on libgomp the parallel ones do
+    # (a kernel too small for a parallel region imports nothing either way)
+    assert any(uses_libgomp.values()) != on_pool, uses_libgomp
 
 
 def test_only_supported_openmp_constructs_run_on_the_pool():
