@@ -93,12 +93,10 @@ at::Tensor &linalg_solve_triangular_out(const at::Tensor &A, const at::Tensor &B
   }
   if (x.numel() == 0) return out;  // empty systems (backward of cholesky, qr...)
   x.copy_(B.expand(shape));
-  if (A.numel()) {
-    if (left)
-      solve_in_place(A, x, upper, unit);
-    else
-      solve_in_place(A.mT(), x.mT(), !upper, unit);
-  }
+  if (left)  // x is not empty, so neither is A (x's batch and one side are A's)
+    solve_in_place(A, x, upper, unit);
+  else
+    solve_in_place(A.mT(), x.mT(), !upper, unit);
   if (!fresh) out.copy_(x);
   return out;
 }
