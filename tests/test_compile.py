@@ -583,7 +583,11 @@ def test_parallel_kernels_match_cpu_on_the_pool_and_on_libgomp(monkeypatch, on_p
         return y.sum(), v, m, y.amax(-1), x.argmax(0), torch.softmax(y, -1)
 
     x = torch.randn(512, 4099)
-    with fresh_cache():  # not a kernel built the other way; removed on exit
+    # fresh_cache: not a kernel built the other way (removed on exit).
+    # Inductor writes no parallel region for one thread (a host or CI runner
+    # with one CPU): ask for two, whatever this host has (a team never
+    # exceeds the pool, so on one CPU the pool runs it as a team of one).
+    with fresh_cache(), torch._inductor.config.patch({"cpp.threads": 2}):
         got = torch.compile(f)(x.to(DEV))
         libs = _kernel_libraries()
         imports = {
