@@ -677,3 +677,48 @@ def test_compiled_adam_step_runs_the_fused_kernel(opt_cls):
     for name in runs:
         for a, b in zip(models["cpu eager"].parameters(), models[name].parameters()):
             torch.testing.assert_close(b.detach().cpu(), a.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_flattened_arg_reductions_of_permuted_inputs_match_cpu():
+    """argmax/argmin over several dimensions of a non-contiguous input return
+    the index in the tensor's logical order (the C++ generator's logical
+    index, which CPU Inductor enables; it used to be the memory order)."""
+
+    def f(x, y):
+        return (
+            x.t().argmax(),
+            x.t().argmin(),
+            y.permute(2, 0, 1).argmax(),
+            y.transpose(0, 2).argmin(dim=None, keepdim=True),
+            x.t().contiguous().t().argmax(),
+        )
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(37, 53, generator=g), torch.randn(5, 7, 9, generator=g)
+    got = torch.compile(f, fullgraph=True)(x.to(DEV), y.to(DEV))
+    for a, e in zip(got, f(x, y)):
+        assert a.shape == e.shape
+        assert torch.equal(a.cpu(), e), (a, e)
+
+
+def test_concatenation_and_padding_compile_as_on_cpu():
+    """cat and right-padding take CPU Inductor's lowering (a ConcatKernel, no
+    masked pointwise concatenation). The masked form failed to compile this
+    graph (HF prophetnet's position embeddings: clamped cumsum positions
+    feeding a cat) with a sympy error in Inductor's loop simplification."""
+    import torch.nn.functional as F
+
+    def f(w, x, n):
+        mask = torch.ones(x.shape[:2], dtype=torch.long, device=x.device)
+        pos = (torch.cumsum(mask, dim=1) * mask).clamp(0, 127)
+        main = x + F.embedding(pos, w)
+        pred = F.embedding(pos + 1, w)
+        out = torch.cat([main, n[0] + pred, n[1] + pred], 1)
+        return out, F.pad(out.sin(), (0, 3), value=0.5), torch.cat([x.cos(), x], 2)
+
+    g = torch.Generator().manual_seed(0)
+    args = (torch.randn(129, 16, generator=g), torch.randn(2, 8, 16, generator=g))
+    args += (torch.randn(2, 16, generator=g),)
+    got = torch.compile(f, fullgraph=True)(*(a.to(DEV) for a in args))
+    for a, e in zip(got, f(*args)):
+        torch.testing.assert_close(a.cpu(), e)

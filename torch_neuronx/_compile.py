@@ -226,6 +226,55 @@ def _patch_scheduler(scheduler) -> None:
     scheduler.BaseSchedulerNode.is_cpu = is_cpu
 
 
+# Lowering choices Inductor ties to its C++ code generation by testing
+# device.type == "cpu" (or "triton or cpu+cpp"): neuron graphs are written by
+# the same generator, so they take the CPU's branch. Left on the other branch
+# they were wrong or failed: a flattened argmax/argmin of a transposed input
+# returned the index in memory order, and the masked concatenation CPU never
+# uses (pointwise_cat) hit a sympy error in Inductor's loop simplification
+# (HF prophetnet).
+def _patch_lowering(lowering) -> None:
+    ir = lowering.ir
+
+    def on_neuron(x) -> bool:
+        return ir.get_device_type(x) == "neuron"
+
+    # cat: CPU always builds a ConcatKernel unless config.force_pointwise_cat
+    # (pointwise_cat is called only where the CPU's branch would have made one)
+    pointwise_cat = lowering.pointwise_cat
+
+    def neuron_pointwise_cat(inputs, dim=0):
+        if on_neuron(inputs[0]) and not lowering.config.force_pointwise_cat:
+            return lowering.TensorBox(ir.ConcatKernel.create(inputs, dim))
+        return pointwise_cat(inputs, dim)
+
+    # right-padding as a cat: skipped on CPU, whose cat never fuses the fill
+    pad_as_cat = lowering._pad_as_cat
+
+    def neuron_pad_as_cat(x, padding, fill_value):
+        return None if on_neuron(x) else pad_as_cat(x, padding, fill_value)
+
+    # arg-reductions over several dimensions of a non-contiguous input: the
+    # C++ generator computes the logical linear index (as Triton does), and
+    # the predicate that enables it reads "is_triton(x) or cpu with cpp";
+    # lowering's is_triton answers yes for neuron during this call only
+    make_reduction_inner = lowering._make_reduction_inner
+    is_triton = lowering.is_triton
+
+    def neuron_make_reduction_inner(x, **kwargs):
+        if not on_neuron(x):
+            return make_reduction_inner(x, **kwargs)
+        lowering.is_triton = lambda node: on_neuron(node) or is_triton(node)
+        try:
+            return make_reduction_inner(x, **kwargs)
+        finally:
+            lowering.is_triton = is_triton
+
+    lowering.pointwise_cat = neuron_pointwise_cat
+    lowering._pad_as_cat = neuron_pad_as_cat
+    lowering._make_reduction_inner = neuron_make_reduction_inner
+
+
 def _patch_output_code(output_code) -> None:
     # mode="reduce-overhead" (and "max-autotune") ask for CUDA graphs;
     # Inductor applies them to CUDA graphs only. After its post_compile, a
@@ -387,4 +436,5 @@ def install() -> None:
     _hooks.add("torch._inductor.utils", _patch_utils)
     _hooks.add("torch._inductor.ir", _patch_ir)
     _hooks.add("torch._inductor.scheduler", _patch_scheduler)
+    _hooks.add("torch._inductor.lowering", _patch_lowering)
     _hooks.add("torch._inductor.output_code", _patch_output_code)
