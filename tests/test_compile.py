@@ -722,3 +722,31 @@ def test_concatenation_and_padding_compile_as_on_cpu():
     got = torch.compile(f, fullgraph=True)(*(a.to(DEV) for a in args))
     for a, e in zip(got, f(*args)):
         torch.testing.assert_close(a.cpu(), e)
+
+
+def test_pointwise_and_reduction_lowerings_match_cpu_inductor():
+    """The CPU's lowering choices for numerics: division by a constant stays a
+    division (x * (1/c) differs from eager by an ulp, and stays finite where
+    c overflows fp32); a CPU scalar times a neuron tensor is a neuron tensor,
+    as in eager; var takes CPU Inductor's two-pass form (bit-identical to it);
+    scatter_reduce(sum) runs ATen's kernel, as on CPU."""
+
+    def f(x, s, y, z, idx):
+        out = torch.zeros(4, 100, device=x.device)
+        return x / 3.0, y / 1e39, s * x + 1, x.var(-1), out.scatter_reduce(0, idx, z, "sum")
+
+    g = torch.Generator().manual_seed(0)
+    x, s, y = torch.randn(64, 100, generator=g), torch.tensor(2.0), torch.tensor([3e38, 1.0])
+    z, idx = torch.randn(50, 100, generator=g), torch.randint(0, 4, (50, 100), generator=g)
+    eager = f(x, s, y, z, idx)
+    cpu_inductor = torch.compile(f)(x, s, y, z, idx)
+    torch._dynamo.reset()
+    compiled = torch.compile(f)
+    args = (x.to(DEV), s, y.to(DEV), z.to(DEV), idx.to(DEV))
+    got = compiled(*args)
+    for a, e, c in zip(got, eager, cpu_inductor):
+        assert a.device.type == DEV
+        torch.testing.assert_close(a.cpu(), e, rtol=1e-6, atol=1e-6)
+        assert torch.equal(a.cpu(), c)
+    assert torch.equal(got[0].cpu(), eager[0]) and torch.equal(got[1].cpu(), eager[1])
+    assert "aten::scatter_reduce_" in _ops_in(lambda: compiled(*args))

@@ -691,9 +691,12 @@ COMPILE_NOTES = {
     "(2.8e-4 on logits up to 31, i.e. 1e-5 relative; the loss agrees to 4e-6)",
     "bailing_hybrid": "time limit only (150 s per backend, first compile of a hybrid model on "
     "a 2-core machine shared with other work); backend neuron then passed",
-    "prophetnet": "neuron only, not yet understood: Inductor's loop simplification "
-    "(sizevars._simplify_loops, stride_vars) raises a sympy comparison error while building "
-    "the scheduler nodes of the neuron graph; CPU Inductor compiles the same model",
+    "prophetnet": "upstream AOTAutograd cache, CPU too: the first compile passes (the "
+    "neuron-only sympy error in Inductor's loop simplification was the masked concatenation "
+    "CPU Inductor never uses; neuron now lowers cat as CPU does); a compile served from the "
+    "warm AOTAutograd/FX graph cache (here backend neuron, after the default backend filled "
+    "it) fails replaying an output alias's view metadata with garbage sizes ('invalid shape "
+    "dimension'), and so does the same model compiled on CPU in a second process",
 }
 
 

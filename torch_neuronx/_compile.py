@@ -226,18 +226,24 @@ def _patch_scheduler(scheduler) -> None:
     scheduler.BaseSchedulerNode.is_cpu = is_cpu
 
 
-# Lowering choices Inductor ties to its C++ code generation by testing
-# device.type == "cpu" (or "triton or cpu+cpp"): neuron graphs are written by
-# the same generator, so they take the CPU's branch. Left on the other branch
-# they were wrong or failed: a flattened argmax/argmin of a transposed input
-# returned the index in memory order, and the masked concatenation CPU never
-# uses (pointwise_cat) hit a sympy error in Inductor's loop simplification
-# (HF prophetnet).
+# Lowering choices Inductor ties to its C++ code generation, or to the CPU's
+# numerics, by testing device.type == "cpu" (or "triton or cpu+cpp"): neuron
+# graphs are written by the same generator and must match the CPU, so they
+# take the CPU's branch. On the other branch they were wrong or failed: a
+# flattened argmax/argmin of a transposed input returned the index in memory
+# order; x / c became x * (1/c) (1-ulp differences from eager, and a finite
+# result where c overflows fp32); the masked concatenation CPU never uses
+# (pointwise_cat) hit a sympy error in Inductor's loop simplification (HF
+# prophetnet). And a CPU scalar tensor as the first operand of a pointwise op
+# made the output a CPU tensor: Inductor puts a mixed op on the accelerator
+# only for its GPU device types. (Audited against every device test in
+# torch/_inductor of the pinned torch; memory placement, pinned buffers and
+# the CPU-only oneDNN/CPP-template paths stay keyed to "cpu".)
 def _patch_lowering(lowering) -> None:
     ir = lowering.ir
 
     def on_neuron(x) -> bool:
-        return ir.get_device_type(x) == "neuron"
+        return isinstance(x, ir.IRNode) and ir.get_device_type(x) == "neuron"
 
     # cat: CPU always builds a ConcatKernel unless config.force_pointwise_cat
     # (pointwise_cat is called only where the CPU's branch would have made one)
@@ -270,9 +276,42 @@ def _patch_lowering(lowering) -> None:
         finally:
             lowering.is_triton = is_triton
 
+    # division by a constant stays a division (CPU keeps it for precision)
+    get_constant_value = lowering.get_constant_value
+
+    def neuron_get_constant_value(x):
+        return None if on_neuron(x) else get_constant_value(x)
+
+    # the device of a pointwise op over a CPU scalar and a neuron tensor
+    is_gpu = lowering.is_gpu
+
+    def neuron_is_gpu(device_type) -> bool:
+        return device_type == "neuron" or is_gpu(device_type)
+
+    # var/var_mean: the two-pass form up to CPU's threshold, not Welford's
+    use_two_step_variance = lowering.use_two_step_variance
+
+    def neuron_use_two_step_variance(x, axis, keepdim, input_dtype):
+        if not on_neuron(x):
+            return use_two_step_variance(x, axis, keepdim, input_dtype)
+        threshold = lowering.config.cpp.use_two_step_variance_threshold
+        with lowering.config.patch(unroll_reductions_threshold=threshold):
+            return use_two_step_variance(x, axis, keepdim, input_dtype)
+
+    # scatter_reduce(sum): ATen's kernel, as on CPU, not atomic adds
+    use_scatter_fallback = lowering.use_scatter_fallback
+
+    def neuron_use_scatter_fallback(op, reduction_type, self_dtype, src_dtype, device_type, *a):
+        device_type = "cpu" if device_type == "neuron" else device_type
+        return use_scatter_fallback(op, reduction_type, self_dtype, src_dtype, device_type, *a)
+
     lowering.pointwise_cat = neuron_pointwise_cat
     lowering._pad_as_cat = neuron_pad_as_cat
     lowering._make_reduction_inner = neuron_make_reduction_inner
+    lowering.get_constant_value = neuron_get_constant_value
+    lowering.is_gpu = neuron_is_gpu
+    lowering.use_two_step_variance = neuron_use_two_step_variance
+    lowering.use_scatter_fallback = neuron_use_scatter_fallback
 
 
 def _patch_output_code(output_code) -> None:
