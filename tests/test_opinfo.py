@@ -22,6 +22,7 @@ exception type, fails. See docs/opinfo.md.
 """
 
 import functools
+import itertools
 import json
 import os
 import sys
@@ -175,15 +176,25 @@ VARIANTS = {
     "noncontiguous": [op for op in op_db if not op.is_factory_function],
     "out": [op for op in op_db if op.supports_out],
     "grad": [op for op in op_db if op.supports_autograd],
+    "compiled": op_db,
 }
+# The compiled variant (torch.compile of the op on neuron, against CPU eager):
+# its first samples only, each compiled afresh (Inductor's C++ compile takes
+# seconds); in the sample mode, one op in COMPILED_SAMPLE_EVERY by stable hash.
+COMPILED_SAMPLES = 3
+COMPILED_SAMPLE_EVERY = 8
 
 
 def _selected(op, variant, mode=MODE):
-    """The dtypes a run covers for (op, variant). Gradients: float32 only.
+    """The dtypes a run covers for (op, variant). Gradients and the compiled
+    variant: float32 only (compiled, sample mode: a stable-hash eighth of the ops).
     Full: every supported dtype. Sample: the function variant on float32
     plus one other dtype picked by a stable hash of the op name; every other
     variant on one dtype, float32 or that other one, also by stable hash."""
     supported = {d for d in op.supported_dtypes("cpu") if d not in UNSUPPORTED_DTYPES}
+    if variant == "compiled":
+        chosen = mode == "full" or _stable_hash(op.full_name, variant) % COMPILED_SAMPLE_EVERY == 0
+        return supported & {torch.float32} if chosen else set()
     if variant == "grad":
         return supported & set(op.supported_backward_dtypes("cpu")) & {torch.float32}
     if mode == "full":
@@ -547,14 +558,18 @@ class TestNeuronOpInfo(TestCase):
             for a, e, x in zip(tree_leaves(actual), expected_leaves, exact_leaves)
         )
 
-    def _compare(self, op, fn, sample, cpu_sample, process=True):
+    def _compare(self, op, fn, sample, cpu_sample, process=True, neuron_fn=None):
         """Runs fn on the neuron sample and on its CPU copy and compares the
         results (and the samples' tensors afterwards: in-place and out= ops
         write there): structure, dtypes, shapes and devices, then values,
-        unless neuron's are no less accurate than the CPU's."""
+        unless neuron's are no less accurate than the CPU's. neuron_fn (the
+        compiled variant): what runs on neuron instead of fn; a sample the
+        CPU rejects is left to the eager variants."""
         wide_sample = _widened(cpu_sample)  # now: in-place ops write the inputs
         expected, cpu_exc = _call(fn, cpu_sample)
-        actual, neuron_exc = _call(fn, sample)
+        if cpu_exc is not None and neuron_fn is not None:
+            return
+        actual, neuron_exc = _call(neuron_fn or fn, sample)
         if cpu_exc is not None or neuron_exc is not None:
             _assert_same_error(neuron_exc, cpu_exc)
             return
@@ -662,6 +677,19 @@ class TestNeuronOpInfo(TestCase):
 
         samples = _samples(op, device, dtype, requires_grad=False)
         self._run(op, dtype, "out", lambda: self._each_sample(samples, check))
+
+    @neuron_ops(VARIANTS["compiled"], "compiled")
+    def test_compiled(self, device, dtype, op):
+        """torch.compile(op) on neuron (Inductor's C++ kernels for the device,
+        the neuron backend's lowering choices) against the op on the CPU."""
+
+        def check(sample):
+            torch._dynamo.reset()  # each sample compiled afresh, never recompile-limited
+            compiled = torch.compile(lambda *args, **kwargs: op.op(*args, **kwargs))
+            self._compare(op, op, sample, _cpu_copy(sample), neuron_fn=compiled)
+
+        samples = list(itertools.islice(_samples(op, device, dtype, False), COMPILED_SAMPLES))
+        self._run(op, dtype, "compiled", lambda: self._each_sample(samples, check))
 
     @neuron_ops(VARIANTS["grad"], "grad")
     def test_grad(self, device, dtype, op):

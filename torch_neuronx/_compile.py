@@ -113,6 +113,19 @@ def _register_device_interface(module) -> None:
         module.register_interface_for_device(f"neuron:{i}", NeuronInterface)
 
 
+# Setting a generator's state is a side effect Dynamo must not trace:
+# torch.neuron.set_rng_state clones the state tensor before handing it to the
+# generator, and traced inside a region that turned dispatch off (PyTorch's
+# freeze_rng_state, around every seeded op of its test suite) the clone
+# failed the compile. Run eagerly, between graphs, as CUDA's runs.
+def _keep_rng_state_out_of_graphs(decorators) -> None:
+    from . import neuron
+
+    neuron.set_rng_state = decorators.disable(
+        neuron.set_rng_state, reason="sets a generator's state (a side effect)"
+    )
+
+
 def _register_inductor(common) -> None:
     # Runs while Inductor's own modules are still importing: the wrapper and
     # the scheduling (which import the rest of Inductor) load on first use.
@@ -471,6 +484,7 @@ def install() -> None:
     _use_fused_adam_in_compiled_steps()
     sys.meta_path.insert(0, _hooks)
     _hooks.add("torch._dynamo.device_interface", _register_device_interface)
+    _hooks.add("torch._dynamo.decorators", _keep_rng_state_out_of_graphs)
     _hooks.add("torch._inductor.codegen.common", _register_inductor)
     _hooks.add("torch._inductor.utils", _patch_utils)
     _hooks.add("torch._inductor.ir", _patch_ir)
