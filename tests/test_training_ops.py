@@ -259,6 +259,38 @@ def test_fft_family(no_fallback, dtype, norm):
         assert_same(f(x.to(N), z.to(N)), f(x, z), **tol)
 
 
+@pytest.mark.parametrize("perm", [(0, 1, 2), (2, 0, 1), (1, 2, 0)])
+def test_fft_output_layout_matches_the_meta_function(perm):
+    """The strides of every FFT's output are those PyTorch's meta function
+    gives (batch dims by the input's strides, then the transformed dims):
+    FakeTensor and compiled graphs assume them (Inductor asserts them), and
+    the matrix-product DFT leaves another layout. Values against the CPU."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    g = torch.Generator().manual_seed(0)
+    real = torch.randn(4, 6, 5, generator=g).permute(*perm)
+    cplx = torch.complex(real, real * 0.5)
+    cases = [
+        (torch.fft.fft, cplx, dict(dim=1)),
+        (torch.fft.ifft, cplx, dict(dim=0, n=7)),
+        (torch.fft.fftn, cplx, dict(dim=(2, 0))),
+        (torch.fft.fft, cplx, dict(dim=1, n=2100)),  # longer than the DFT takes: CPU's
+        (torch.fft.rfft, real, dict(dim=1)),
+        (torch.fft.rfftn, real, dict(dim=(0, 2))),
+        (torch.fft.ihfft, real, dict(dim=0)),
+        (torch.fft.irfft, cplx, dict(dim=1)),
+        (torch.fft.irfftn, cplx, dict(dim=(2, 0))),
+        (torch.fft.hfft, cplx, dict(dim=0)),
+    ]
+    for f, x, kw in cases:
+        xn = x.to(N)
+        got = f(xn, **kw)
+        with FakeTensorMode() as mode:
+            meta = f(mode.from_tensor(xn), **kw)
+        assert got.stride() == meta.stride(), (f.__name__, kw, got.stride(), meta.stride())
+        assert_same(got, f(x, **kw), atol=1e-4, rtol=1e-4)
+
+
 def test_fft_gradient(no_fallback):
     x = torch.randn(4, 16, requires_grad=True)
     loss = lambda t: (torch.fft.rfft(t).real.pow(2) + torch.fft.rfft(t).imag).sum()  # noqa: E731

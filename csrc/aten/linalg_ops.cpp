@@ -13,9 +13,11 @@
 #include <ATen/ops/addr_native.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 namespace torch_neuronx {
 
@@ -571,6 +573,51 @@ at::Tensor normalized(const at::Tensor &y, const at::Tensor &x, at::IntArrayRef 
   return r.to(out);
 }
 
+// The output layout PyTorch's meta functions give an FFT on a device other
+// than CUDA (_exec_fft in torch/_meta_registrations.py, after the CPU's
+// kernels): the batch dimensions outermost, ordered by the input's strides
+// (largest first), then the transformed ones in the order of dims,
+// contiguous. FakeTensor, and so every compiled graph, expects it; the DFT
+// below leaves its result in whatever layout its matrix products give.
+std::vector<int64_t> fft_strides(at::IntArrayRef in_strides, at::IntArrayRef out_sizes,
+                                 const std::vector<int64_t> &dims) {
+  auto ndim = static_cast<int64_t>(out_sizes.size());
+  std::vector<bool> transformed(ndim, false);
+  for (int64_t d : dims) transformed[d] = true;
+  std::vector<int64_t> batch;
+  for (int64_t d = 0; d < ndim; d++)
+    if (!transformed[d]) batch.push_back(d);
+  std::stable_sort(batch.begin(), batch.end(),
+                   [&](int64_t a, int64_t b) { return in_strides[a] > in_strides[b]; });
+  std::vector<int64_t> strides(ndim);
+  int64_t inner = 1;  // contiguous strides of [batch, out_sizes[dims]...]
+  for (auto i = static_cast<int64_t>(dims.size()) - 1; i >= 0; i--) {
+    strides[dims[i]] = inner;
+    inner *= std::max<int64_t>(out_sizes[dims[i]], 1);
+  }
+  int64_t batch_numel = 1;
+  for (auto i = static_cast<int64_t>(batch.size()) - 1; i >= 0; i--) {
+    strides[batch[i]] = batch_numel * inner;
+    batch_numel *= out_sizes[batch[i]];
+  }
+  return strides;
+}
+
+// dims sorted by the input's strides, largest first (all but the last one
+// when keep_last), as the meta functions order them
+std::vector<int64_t> sorted_dims(const at::Tensor &x, at::IntArrayRef dim, bool keep_last) {
+  std::vector<int64_t> d(dim.begin(), dim.end());
+  auto end = d.end() - (keep_last && !d.empty() ? 1 : 0);
+  std::stable_sort(d.begin(), end, [&](int64_t a, int64_t b) { return x.stride(a) > x.stride(b); });
+  return d;
+}
+
+at::Tensor with_strides(const at::Tensor &y, const std::vector<int64_t> &strides) {
+  if (y.strides() == at::IntArrayRef(strides)) return y;
+  at::Tensor out = at::empty_strided(y.sizes(), strides, y.options());
+  return out.copy_(y);
+}
+
 c10::ScalarType complex_of(c10::ScalarType t) {
   return t == at::kDouble || t == at::kComplexDouble ? at::kComplexDouble : at::kComplexFloat;
 }
@@ -580,7 +627,9 @@ at::Tensor fft_c2c(const at::Tensor &self, at::IntArrayRef dim, int64_t normaliz
   if (!dft_ok(self, dim) ||
       (self.scalar_type() != at::kComplexFloat && self.scalar_type() != at::kComplexDouble))
     return FALLBACK(_fft_c2c, self, dim, normalization, forward);
-  return normalized(dft(self, dim, forward), self, dim, normalization, self.scalar_type());
+  if (dim.empty()) return self.clone();  // (never the input itself)
+  at::Tensor y = normalized(dft(self, dim, forward), self, dim, normalization, self.scalar_type());
+  return with_strides(y, fft_strides(self.strides(), y.sizes(), sorted_dims(self, dim, false)));
 }
 
 at::Tensor fft_r2c(const at::Tensor &self, at::IntArrayRef dim, int64_t normalization,
@@ -591,9 +640,10 @@ at::Tensor fft_r2c(const at::Tensor &self, at::IntArrayRef dim, int64_t normaliz
       normalized(dft(self, dim, true), self, dim, normalization, complex_of(self.scalar_type()));
   if (onesided && !dim.empty()) {
     int64_t last = dim.back();
-    y = y.narrow(last, 0, self.size(last) / 2 + 1).contiguous();
+    y = y.narrow(last, 0, self.size(last) / 2 + 1);
   }
-  return y;
+  if (!at::hasMKL()) return y.contiguous();  // the meta function's layout without MKL
+  return with_strides(y, fft_strides(self.strides(), y.sizes(), sorted_dims(self, dim, true)));
 }
 
 // Inverse of a onesided spectrum: the complex inverse over the other dims
@@ -630,7 +680,16 @@ at::Tensor fft_c2r(const at::Tensor &self, at::IntArrayRef dim, int64_t normaliz
     y = y / std::sqrt(count);
   else if (normalization == 2)
     y = y / count;
-  return y.to(out);
+  y = y.to(out);
+  if (!at::hasMKL()) return y.contiguous();  // the meta function's layout without MKL
+  // the meta function's: the complex transform over the other dims first
+  // (c2c's layout), then the last dim's over that
+  std::vector<int64_t> in_strides = self.strides().vec();
+  if (dim.size() > 1) {
+    auto rest = dim.slice(0, dim.size() - 1);
+    in_strides = fft_strides(self.strides(), self.sizes(), sorted_dims(self, rest, false));
+  }
+  return with_strides(y, fft_strides(in_strides, y.sizes(), {last}));
 }
 
 }  // namespace
