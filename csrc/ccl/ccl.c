@@ -680,13 +680,13 @@ static tnrt_status_t join_and_fail(tnccl_comm_t *c, const desc_t *mine, const ch
  * rank publishes its descriptor and its source buffer's dsrc (no data),
  * posts k and, once every peer has, checks the descriptors as a staged
  * call's first round does. Every rank then sees the same dsrcs, so all
- * take the same path: direct when every rank whose buffer is read (all of
- * them; broadcast: the root) published a valid one, which finishes in
- * round k; otherwise round k ends there and the staged rounds follow. In
+ * take the same path: direct when every rank whose buffer is read or
+ * written (all of them; all_to_all_v: see there) published a valid one,
+ * which finishes in round k; otherwise round k ends there and the staged rounds follow. In
  * round k the direct work runs between posted and done, and every rank
  * waits for all ranks' done = k before it returns: no rank hands its
- * buffer back to its stream while a peer still reads or (all_reduce)
- * writes it. */
+ * buffer back to its stream while a peer still reads or (all_reduce,
+ * broadcast) writes it. */
 
 /* Where rank r's published buffer (d, at least need bytes from its
  * offset) is mapped here: a cached mapping of its segment, or a new one.
@@ -726,12 +726,12 @@ static tnrt_status_t peer_buffer(tnccl_comm_t *c, int r, const dsrc_t *d, size_t
   return TNRT_OK;
 }
 
-/* The announce round (above) of a call whose source buffer here is src
- * (NULL: none) and whose buffers read are every rank's (root < 0) or the
- * root's: 1 when the call goes direct (round k open, *kout = k), 0 when
- * staged (round k finished), -1 on an error (*st; the descriptors
- * differed, or a timeout). */
-static int direct_begin(tnccl_comm_t *c, const desc_t *d, const void *src, int root, uint64_t *kout,
+/* The announce round (above) of a call whose buffer here is src (NULL:
+ * none), read or written by peers: 1 when the call goes direct (every
+ * rank's buffer shared; round k open, *kout = k), 0 when staged (round k
+ * finished), -1 on an error (*st; the descriptors differed, or a
+ * timeout). */
+static int direct_begin(tnccl_comm_t *c, const desc_t *d, const void *src, uint64_t *kout,
                         tnrt_status_t *st) {
   uint64_t k = ++c->round;
   ctrl_t *me = ctrl_of(c, c->rank);
@@ -748,8 +748,7 @@ static int direct_begin(tnccl_comm_t *c, const desc_t *d, const void *src, int r
   if ((*st = WAIT(c, posted, k, "the arguments")) != TNRT_OK) return -1;
   if ((*st = check_desc(c, k, d, "")) != TNRT_OK) return -1;
   int direct = 1;
-  for (int r = 0; r < c->nranks; r++)
-    if (root < 0 || r == root) direct &= ctrl_of(c, r)->dsrc[k & 1].valid != 0;
+  for (int r = 0; r < c->nranks; r++) direct &= ctrl_of(c, r)->dsrc[k & 1].valid != 0;
   if (!direct) {
     finish_round(c, k);
     return 0;
@@ -881,7 +880,7 @@ tnrt_status_t tnccl_all_reduce(tnccl_comm_t *c, void *buf, int64_t count, int dt
   tnrt_status_t st = TNRT_OK;
   if (n > 1 && (size_t)count * esz >= DIRECT_MIN) {
     uint64_t k;
-    int r = direct_begin(c, &d, buf, -1, &k, &st);
+    int r = direct_begin(c, &d, buf, &k, &st);
     if (r < 0) return st;
     if (r > 0) return all_reduce_direct(c, k, buf, count, dtype, op);
   }
@@ -919,6 +918,21 @@ tnrt_status_t tnccl_all_reduce(tnccl_comm_t *c, void *buf, int64_t count, int dt
   return st;
 }
 
+/* A direct broadcast's work for this rank: its share (cache-line aligned)
+ * of the root's buffer, copied into every other rank's, a piece at a time so
+ * that the copies after the first read it from the cache. All ranks work at
+ * once, where the receivers alone used to copy the whole buffer (2 ranks:
+ * the root idle while its peer copied everything). */
+static void broadcast_share(tnccl_comm_t *c, int root, size_t bytes) {
+  size_t n = (size_t)c->nranks, share = ((bytes + n - 1) / n + 63) & ~(size_t)63;
+  size_t lo = share * (size_t)c->rank, hi = lo + share < bytes ? lo + share : bytes;
+  for (size_t at = lo; at < hi; at += DIRECT_PIECE) {
+    size_t m = hi - at < DIRECT_PIECE ? hi - at : DIRECT_PIECE;
+    for (int r = 0; r < c->nranks; r++)
+      if (r != root) memcpy(c->ptrs[r] + at, c->ptrs[root] + at, m);
+  }
+}
+
 /* broadcast, and barrier (kind K_BARRIER: 0 bytes from rank 0). */
 static tnrt_status_t broadcast(tnccl_comm_t *c, void *buf, size_t bytes, int root, int kind) {
   if (!c)
@@ -942,12 +956,11 @@ static tnrt_status_t broadcast(tnccl_comm_t *c, void *buf, size_t bytes, int roo
   ctrl_t *me = ctrl_of(c, c->rank);
   if (!barrier && c->nranks > 1 && bytes >= DIRECT_MIN) {
     uint64_t k;
-    int r = direct_begin(c, &d, c->rank == root ? buf : NULL, root, &k, &st);
+    int r = direct_begin(c, &d, buf, &k, &st);
     if (r < 0) return st;
-    if (r > 0) { /* the root's buf, read in place */
-      tnrt_status_t mine = TNRT_OK;
-      if (c->rank != root && (mine = map_sources(c, k, root, root + 1, buf, bytes)) == TNRT_OK)
-        memcpy(buf, c->ptrs[root], bytes);
+    if (r > 0) { /* every rank, the root too, copies a share of the root's buf */
+      tnrt_status_t mine = map_sources(c, k, 0, c->nranks, buf, bytes);
+      if (mine == TNRT_OK) broadcast_share(c, root, bytes);
       return direct_end(c, k, "broadcast", mine);
     }
   }
@@ -987,7 +1000,7 @@ tnrt_status_t tnccl_all_gather(tnccl_comm_t *c, const void *in, void *out, size_
   int n = c->nranks;
   if (n > 1 && bytes * (size_t)n >= DIRECT_MIN) {
     uint64_t k;
-    int r = direct_begin(c, &d, in, -1, &k, &st);
+    int r = direct_begin(c, &d, in, &k, &st);
     if (r < 0) return st;
     if (r > 0) { /* every rank's in, read in place: a peer in place writes
                     only the other blocks of its out */
@@ -1029,7 +1042,7 @@ tnrt_status_t tnccl_reduce_scatter(tnccl_comm_t *c, const void *in, void *out, i
   tnrt_status_t st = TNRT_OK;
   if (n > 1 && (size_t)count * esz * (size_t)n >= DIRECT_MIN) {
     uint64_t k;
-    int r = direct_begin(c, &d, in, -1, &k, &st);
+    int r = direct_begin(c, &d, in, &k, &st);
     if (r < 0) return st;
     if (r > 0) { /* block `rank` of every rank's in, reduced into out */
       tnrt_status_t mine = map_sources(c, k, 0, n, in, (size_t)count * esz * (size_t)n);

@@ -776,10 +776,7 @@ static int check_broadcast(tnccl_comm_t *c, size_t bytes, int root) {
   for (size_t i = 0; i < bytes; i++) bc[i] = g_rank == root ? (unsigned char)(i * 31 + 7) : 0;
   uint64_t before = tnccl_comm_direct_calls(c);
   fails += report(g_rank, "broadcast", tnccl_broadcast(c, bc, bytes, root));
-  int saved = g_mem; /* only the root's memory counts */
-  if (g_mem == MEM_MIXED && root != g_nranks - 1) g_mem = MEM_SHARED;
-  fails += !fails && direct_wrong(c, before, bytes, "broadcast");
-  g_mem = saved;
+  fails += !fails && direct_wrong(c, before, bytes, "broadcast"); /* every rank writes peers' */
   for (size_t i = 0; i < bytes && !fails; i++) fails += bc[i] != (unsigned char)(i * 31 + 7);
   if (fails)
     fprintf(stderr, "rank %d: broadcast of %zu bytes from %d wrong\n", g_rank, bytes, root);
@@ -1051,11 +1048,11 @@ static double wall_seconds(void) {
  * reduce_scatter and all_to_all_v of `from` to `to` bytes (x4 steps;
  * default 1 MiB to 256 MiB; the size is the message: all_reduce's buffer,
  * all_gather's output, reduce_scatter's input, all_to_all_v's in and out,
- * size / N to every rank) over shared device buffers, staged (every rank
+ * size / N to every rank) and broadcast (from rank 0) over shared device buffers, staged (every rank
  * with the direct path off) and direct, and memcpy of the same size in the
  * same process; rank 0 prints time and bus bandwidth (all_reduce: size /
- * time * 2(n-1)/n, the others (n-1)/n). TNCCL_BW_OPS=a,b,..: only those
- * (0 all_reduce .. 3 all_to_all_v). ---- */
+ * time * 2(n-1)/n, broadcast 1, the others (n-1)/n). TNCCL_BW_OPS=a,b,..:
+ * only those (0 all_reduce .. 3 all_to_all_v, 4 broadcast). ---- */
 static size_t g_bw_from = (size_t)1 << 20, g_bw_to = (size_t)256 << 20;
 
 static void *bw_alloc(size_t bytes, tnrt_block_t **b) {
@@ -1090,7 +1087,8 @@ static double bw_time(tnccl_comm_t *c, int op, size_t size, int direct, int iter
                          : op == 1 ? tnccl_all_gather(c, a, b, size / (size_t)n)
                          : op == 2 ? tnccl_reduce_scatter(c, a, b, (int64_t)(size / 4 / (size_t)n),
                                                           TNK_F32, TNCCL_SUM)
-                                   : tnccl_all_to_all_v(c, a, off, cnt, b, off, cnt);
+                         : op == 3 ? tnccl_all_to_all_v(c, a, off, cnt, b, off, cnt)
+                                   : tnccl_broadcast(c, a, size, 0);
       if (st != TNRT_OK) {
         fprintf(stderr, "rank %d: %s\n", g_rank, tnrt_last_error());
         abort();
@@ -1106,7 +1104,8 @@ static double bw_time(tnccl_comm_t *c, int op, size_t size, int direct, int iter
 
 static int run_bandwidth(tnccl_comm_t *c) {
   int n = g_nranks;
-  static const char *const names[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all_v"};
+  static const char *const names[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all_v",
+                                      "broadcast"};
   const char *ops = getenv("TNCCL_BW_OPS");
   tnrt_set_shared_segments(1);
   if (g_rank == 0)
@@ -1120,12 +1119,12 @@ static int run_bandwidth(tnccl_comm_t *c) {
     int iters = (int)((size_t)(1024u << 20) / size);
     if (iters < 3) iters = 3;
     if (iters > 300) iters = 300;
-    for (int op = 0; op < 4; op++) {
+    for (int op = 0; op < 5; op++) {
       if (ops && !strchr(ops, '0' + op)) continue;
       tnrt_block_t *ba, *bb = NULL;
       size_t in_bytes = op == 1 ? size / (size_t)n : size,
              out_bytes = op == 2 ? size / (size_t)n : size;
-      void *a = bw_alloc(in_bytes, &ba), *b = op ? bw_alloc(out_bytes, &bb) : NULL;
+      void *a = bw_alloc(in_bytes, &ba), *b = op % 4 ? bw_alloc(out_bytes, &bb) : NULL;
       double staged = bw_time(c, op, size, 0, iters, a, b);
       double direct = bw_time(c, op, size, 1, iters, a, b);
       tnrt_free(ba);
@@ -1147,7 +1146,7 @@ static int run_bandwidth(tnccl_comm_t *c) {
         free(y);
       }
       if (tnccl_barrier(c) != TNRT_OK) abort();
-      double f = op == 0 ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
+      double f = op == 0 ? 2.0 * (n - 1) / n : op == 4 ? 1.0 : (double)(n - 1) / n;
       if (g_rank == 0) {
         char sz[32];
         if (size >= (1u << 20))
