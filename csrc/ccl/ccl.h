@@ -25,8 +25,8 @@
  * source buffer's handle, offset and generation, or that it has none (a
  * private buffer, host memory, tnccl_comm_set_direct(comm, 0)); every rank
  * sees the same announcements, so all choose the same path: direct when
- * every buffer that is read is shared (all ranks' source; broadcast: the
- * root's), else the staged rounds follow. Peers' segments are mapped once
+ * every rank's buffer is shared (peers read or write it), else the staged
+ * rounds follow. Peers' segments are mapped once
  * (tnrt_mem_import) and cached per peer, by handle, up to 64 (the least
  * recently used is unmapped), all dropped when the peer's generation
  * changes (it has released shared segments since) and at destroy.
@@ -38,7 +38,8 @@
  *   reduce_scatter: block r of every rank's input reduced into out (out
  *     may be private); all_gather: every rank's input copied from where it
  *     is (an input in place is the block no other rank writes); broadcast:
- *     the root's buffer copied;
+ *     every rank, the root too, copies its share (1/N, whole cache lines)
+ *     of the root's buffer into every receiver's, a piece at a time;
  *   all_to_all_v: its count round is the announce round (it also carries
  *     every rank's send offsets and source); direct when some rank
  *     receives at least the threshold from its peers (the largest column
