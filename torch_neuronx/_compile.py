@@ -327,6 +327,47 @@ def _patch_lowering(lowering) -> None:
     lowering.use_scatter_fallback = neuron_use_scatter_fallback
 
 
+# Convolution: Inductor peels the bias off into a separate add on every
+# device but the CPU (kernel/conv.py: "cudnn is slower with it"), which in
+# bf16/fp16 rounds the result twice (1 ulp off eager) and costs a pass over
+# the output in fp32. Neuron's kernel adds the bias before its single
+# rounding, as the CPU's does: the lowering sees neuron as "cpu" (its only
+# other uses of the device type pick Triton template configs and an XPU
+# rewrite, neither of which applies).
+def _patch_conv(conv) -> None:
+    from torch._inductor.lowering import lowerings
+
+    ir = conv.ir
+
+    class _NeuronAsCpu:
+        def __getattr__(self, name):
+            return getattr(ir, name)
+
+        @staticmethod
+        def get_device_type(x):
+            device_type = ir.get_device_type(x)
+            return "cpu" if device_type == "neuron" else device_type
+
+    as_cpu = _NeuronAsCpu()
+
+    def wrap(lowering):
+        def convolution(x, *args, **kwargs):
+            if ir.get_device_type(x) != "neuron":
+                return lowering(x, *args, **kwargs)
+            conv.ir = as_cpu
+            try:
+                return lowering(x, *args, **kwargs)
+            finally:
+                conv.ir = ir
+
+        return convolution
+
+    aten = torch.ops.aten
+    for op in (aten.convolution, aten.convolution.default):
+        if op in lowerings:
+            lowerings[op] = wrap(lowerings[op])
+
+
 def _patch_output_code(output_code) -> None:
     # mode="reduce-overhead" (and "max-autotune") ask for CUDA graphs;
     # Inductor applies them to CUDA graphs only. After its post_compile, a
@@ -490,4 +531,5 @@ def install() -> None:
     _hooks.add("torch._inductor.ir", _patch_ir)
     _hooks.add("torch._inductor.scheduler", _patch_scheduler)
     _hooks.add("torch._inductor.lowering", _patch_lowering)
+    _hooks.add("torch._inductor.kernel.conv", _patch_conv)
     _hooks.add("torch._inductor.output_code", _patch_output_code)
