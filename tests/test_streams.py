@@ -58,6 +58,33 @@ def test_in_order_on_one_stream():
     assert x.cpu().eq(49).all()
 
 
+def test_small_ops_keep_stream_order_in_place_or_queued():
+    """Element-wise kernels over a few elements run at once on the calling
+    thread when their stream is idle, and are queued behind pending work
+    otherwise; either way they see every earlier write of the stream, and
+    later work sees theirs."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(256, 256, generator=g)
+    b = torch.randn(16, generator=g)
+    s2 = torch.neuron.Stream()
+    for round in range(20):
+        x = busy(50) if round % 2 else torch.zeros(1000, 1000, device="neuron")
+        x.fill_(float(round))  # large: queued behind busy() or alone
+        y = x[0, :16] * 2 + torch.tensor(b, device="neuron")  # small, right after
+        z = y.abs().neg_()  # small, stream maybe idle by now
+        m = torch.tensor(a, device="neuron") @ torch.tensor(a, device="neuron")
+        w = m[:2, :8].sum(0) + z[:8]  # small, behind the matmul
+        s2.wait_stream(torch.neuron.current_stream())
+        with torch.neuron.stream(s2):
+            v = w + 1  # small, on a stream that waits on pending work
+        torch.neuron.current_stream().wait_stream(s2)
+        y_cpu = torch.full((16,), float(round)) * 2 + b
+        z_cpu = y_cpu.abs().neg()
+        w_cpu = (a @ a)[:2, :8].sum(0) + z_cpu[:8]
+        torch.testing.assert_close(z.cpu(), z_cpu)
+        torch.testing.assert_close(v.cpu(), w_cpu + 1, rtol=1e-5, atol=1e-3)  # 256-long dots
+
+
 def test_event_record_query_wait_elapsed():
     start = torch.neuron.Event(enable_timing=True)
     end = torch.neuron.Event(enable_timing=True)

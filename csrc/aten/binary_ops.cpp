@@ -77,7 +77,7 @@ void launch_ternary(const at::Tensor &out, const at::Tensor &a, const at::Tensor
   }
   x.op = op;
   x.value = value;
-  launch(out.device().index(), ternary_task, &x, sizeof x, name);
+  launch(out.device().index(), ternary_task, &x, sizeof x, name, out.numel());
 }
 
 }  // namespace
@@ -266,7 +266,7 @@ bool launch_binary(const at::Tensor &out, const at::Tensor &a0, const at::Tensor
   task.args.beta = beta;
   task.args.gamma = gamma;
   if (out.numel() == 0) return true;
-  launch(out.device().index(), binary_task, &task, sizeof task, name);
+  launch(out.device().index(), binary_task, &task, sizeof task, name, out.numel());
   return true;
 }
 

@@ -66,6 +66,8 @@ static c10::DeviceIndex initial_device() {
 }
 static thread_local c10::DeviceIndex t_device = initial_device();
 static thread_local std::array<int8_t, 128> t_stream{};  // index per device
+// t_stream's runtime streams, filled on first use (set_current_stream clears)
+static thread_local std::array<tnrt_stream_t *, 128> t_native{};
 
 c10::DeviceIndex current_device() { return t_device; }
 
@@ -85,6 +87,16 @@ void set_current_stream(const c10::Stream &stream) {
               stream.device());
   check_device_index(stream.device_index());
   t_stream[stream.device_index()] = static_cast<int8_t>(stream.id());
+  t_native[stream.device_index()] = nullptr;
+}
+
+tnrt_stream_t *current_native_stream(c10::DeviceIndex device) {
+  if (device < 0) device = t_device;
+  tnrt_stream_t *s = t_native[device];
+  if (s) return s;
+  s = native_stream(current_stream(device));  // validates device
+  t_native[device] = s;
+  return s;
 }
 
 tnrt_stream_t *native_stream(const c10::Stream &stream) {
@@ -94,16 +106,31 @@ tnrt_stream_t *native_stream(const c10::Stream &stream) {
   return s;
 }
 
+namespace {
+std::atomic<int64_t> g_small_kernel_elems{2048};
+}
+
+int64_t small_kernel_elems() { return g_small_kernel_elems.load(std::memory_order_relaxed); }
+
+int64_t set_small_kernel_elems(int64_t n) { return g_small_kernel_elems.exchange(n); }
+
 void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void *args, size_t size,
-            const char *name) {
+            const char *name, int64_t elems) {
   tnrt_stream_t *s = current_native_stream(device);
+  // A kernel over a few elements takes less time than handing it to the
+  // stream's worker on another core; on an idle stream it runs in place.
+  bool small = elems >= 0 && elems <= small_kernel_elems();
   if (!profiler_recording()) {
-    check(tnrt_launch(s, fn, args, size, name), "neuron kernel launch");
+    check(small ? tnrt_launch_small(s, fn, args, size, name, nullptr)
+                : tnrt_launch(s, fn, args, size, name),
+          "neuron kernel launch");
     return;
   }
   int64_t t0 = tnrt_now_ns();
   uint64_t seq = 0;
-  check(tnrt_launch_seq(s, fn, args, size, name, &seq), "neuron kernel launch");
+  check(small ? tnrt_launch_small(s, fn, args, size, name, &seq)
+              : tnrt_launch_seq(s, fn, args, size, name, &seq),
+        "neuron kernel launch");
   profiler_note_launch(s, seq, t0, tnrt_now_ns(), name);
 }
 

@@ -161,6 +161,9 @@ PYBIND11_MODULE(_C, m) {
     d["comm_streams"] = TNRT_COMM_STREAMS;
     return d;
   });
+  // Largest element-wise kernel run in place on an idle stream (0: none);
+  // returns the old value. For measuring the in-place path against queueing.
+  m.def("_set_small_kernel_elems", [](int64_t n) { return set_small_kernel_elems(n); });
   m.def("_isa", [] { return std::string(tnk_isa_name(tnk_isa())); });
   // The benchmarks' compute anchor: peak flops/s of one instruction kind
   // (tnk.h), measured on the current stream's threads; 0 without it.

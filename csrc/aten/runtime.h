@@ -44,9 +44,9 @@ void set_current_device_unchecked(c10::DeviceIndex index) noexcept;
 c10::Stream current_stream(c10::DeviceIndex device);
 void set_current_stream(const c10::Stream &stream);
 tnrt_stream_t *native_stream(const c10::Stream &stream);
-inline tnrt_stream_t *current_native_stream(c10::DeviceIndex device) {
-  return native_stream(current_stream(device));
-}
+// The runtime stream of current_stream(device) (-1: the current device),
+// cached per thread: every launch asks for it.
+tnrt_stream_t *current_native_stream(c10::DeviceIndex device);
 // The current stream's index on device, read without validation or
 // initialisation (the allocator's free path).
 int current_stream_index(int device) noexcept;
@@ -61,8 +61,14 @@ c10::Allocator *host_allocator();
 // Registers hooks, guard and allocator with PyTorch (called once at import).
 void register_runtime();
 
+// Queues fn(args) on the device's current stream. elems: the elements the
+// kernel touches when it is an element-wise kernel (-1: unknown); at most
+// small_kernel_elems() (2048 by default) and the stream idle, it runs at
+// once on this thread.
+int64_t small_kernel_elems();
+int64_t set_small_kernel_elems(int64_t n);  // returns the old value (benchmarks)
 void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void *args, size_t size,
-            const char *name);
+            const char *name, int64_t elems = -1);
 // Memory history (memory_history.cpp): allocations and frees while
 // torch.neuron.memory._record_memory_history is on.
 bool memory_history_enabled();

@@ -294,7 +294,7 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blo
       tnrt_event_destroy(e);
       device_allocator()->recordStream(src.storage().data_ptr(), current_stream(dd));
     }
-    launch(dd, copy_task, &a, sizeof a, "aten::copy_");
+    launch(dd, copy_task, &a, sizeof a, "aten::copy_", dst.numel());
     if (dd != sd) {  // and the source device's later work after the copy
       tnrt_event_t *e = tnrt_event_create(TNRT_EVENT_DEFAULT);
       check(tnrt_event_record(e, current_native_stream(dd)), "event record");
@@ -433,7 +433,7 @@ at::Tensor &fill_scalar(at::Tensor &self, const c10::Scalar &value) {
               "resolve_conj() first");
   set_shape(&a.shape, self.sizes());
   a.value = to_scalar(value);
-  launch(self.device().index(), fill_task, &a, sizeof a, "aten::fill_");
+  launch(self.device().index(), fill_task, &a, sizeof a, "aten::fill_", self.numel());
   return self;
 }
 

@@ -138,7 +138,7 @@ void launch_unary(const at::Tensor &out, const at::Tensor &in0, tnk_unary_op_t o
   a.p0 = p0;
   a.p1 = p1;
   a.p2 = p2;
-  launch(out.device().index(), unary_task, &a, sizeof a, name);
+  launch(out.device().index(), unary_task, &a, sizeof a, name, out.numel());
 }
 
 at::Tensor unary_functional(const at::Tensor &x, tnk_unary_op_t op, double p0, const char *name,

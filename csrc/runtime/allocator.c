@@ -45,6 +45,7 @@ struct tnrt_block {
 typedef struct device_alloc {
   pthread_mutex_t mu;
   tnrt_block_t *bins[TNRT_POOL_COUNT][NBINS];
+  uint64_t nonempty[TNRT_POOL_COUNT][NBINS / 64]; /* bit per bin with a free block */
   tnrt_block_t *pending; /* freed by client, waiting for recorded streams */
   uint64_t reserved;
   uint64_t limit; /* 0: the capacity; else set_per_process_memory_fraction's */
@@ -145,6 +146,7 @@ static void free_list_insert(device_alloc_t *a, tnrt_block_t *b) {
   b->fnext = *head;
   if (*head) (*head)->fprev = b;
   *head = b;
+  a->nonempty[b->pool][b->bin / 64] |= 1ull << (b->bin % 64);
   b->in_free_list = 1;
   if (is_split(b)) {
     stat_update(a->stats.inactive_split, b->pool, 1);
@@ -155,8 +157,8 @@ static void free_list_insert(device_alloc_t *a, tnrt_block_t *b) {
 static void free_list_remove(device_alloc_t *a, tnrt_block_t *b) {
   if (b->fprev)
     b->fprev->fnext = b->fnext;
-  else
-    a->bins[b->pool][b->bin] = b->fnext;
+  else if (!(a->bins[b->pool][b->bin] = b->fnext))
+    a->nonempty[b->pool][b->bin / 64] &= ~(1ull << (b->bin % 64));
   if (b->fnext) b->fnext->fprev = b->fprev;
   b->fprev = b->fnext = NULL;
   b->in_free_list = 0;
@@ -170,9 +172,19 @@ static void free_list_remove(device_alloc_t *a, tnrt_block_t *b) {
  * (tnrt_mempool_begin); 0 is the default pool. */
 static _Thread_local uint64_t t_mempool[TNRT_MAX_DEVICES];
 
+/* The first bin from `bin` on that holds a free block, NBINS if none. */
+static int next_nonempty(const device_alloc_t *a, int pool, int bin) {
+  for (int w = bin / 64; w < NBINS / 64 && bin < NBINS; w++, bin = w * 64) {
+    uint64_t bits = a->nonempty[pool][w] & (~0ull << (bin % 64));
+    if (bits) return w * 64 + __builtin_ctzll(bits);
+  }
+  return NBINS;
+}
+
 static tnrt_block_t *find_free(device_alloc_t *a, int pool, size_t size, tnrt_stream_t *s,
                                uint64_t mempool) {
-  for (int bin = size_bin(size); bin < NBINS; bin++) {
+  for (int bin = next_nonempty(a, pool, size_bin(size)); bin < NBINS;
+       bin = next_nonempty(a, pool, bin + 1)) {
     tnrt_block_t *best = NULL;
     for (tnrt_block_t *b = a->bins[pool][bin]; b; b = b->fnext)
       if (b->stream == s && b->mempool == mempool && b->size >= size &&

@@ -67,6 +67,12 @@ typedef struct tnrt_hal {
   /* Copies args; returns the task's sequence number in *seq. */
   tnrt_status_t (*queue_submit)(tnrt_hal_queue_t *q, tnrt_task_fn fn, const void *args, size_t size,
                                 const char *name, uint64_t *seq);
+  /* optional: runs fn(args) at once on the calling thread, as the queue's
+   * next task (*seq), when nothing is queued or running, and returns 1;
+   * returns 0, having run nothing, otherwise. NULL: the device never runs
+   * tasks on host threads (a real device). */
+  int (*queue_run_inline)(tnrt_hal_queue_t *q, tnrt_task_fn fn, const void *args, const char *name,
+                          uint64_t *seq);
   uint64_t (*queue_completed)(tnrt_hal_queue_t *q);
   uint64_t (*queue_submitted)(tnrt_hal_queue_t *q);
   /* Blocks until every task with sequence number <= seq has run. */

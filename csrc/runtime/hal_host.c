@@ -56,8 +56,18 @@ struct tnrt_hal_queue {
   _Atomic uint64_t completed; /* sequence number of the last finished task */
   _Atomic uint64_t busy_ns;   /* time spent running tasks */
   atomic_int worker_sleeping, full_waiters, done_waiters;
+  atomic_int wstate; /* W_BUSY, W_IDLE or W_INLINE (below) */
   pthread_t thread;
 };
+
+/* The worker's state, for running a small task in place on the submitting
+ * thread (host_queue_run_inline). W_BUSY: the worker owns the queue (it runs
+ * a task or is about to). W_IDLE: it has nothing to run and is waiting; a
+ * submitter may then take the queue by moving it to W_INLINE, run its task
+ * and publish it as already done, and hand it back. The worker moves the
+ * queue from W_IDLE to W_BUSY with a compare-and-swap before it touches a
+ * slot, so the two never run tasks of one queue at once and order holds. */
+enum { W_BUSY = 0, W_IDLE = 1, W_INLINE = 2 };
 
 int64_t tnrt_now_ns(void) {
   struct timespec ts;
@@ -148,6 +158,22 @@ static void device_exit(void) {
   pthread_mutex_unlock(&g_access_mu);
 }
 
+/* The worker waits until the queue holds a task that is not being run in
+ * place: it spins, then sleeps. */
+static void wait_for_work(tnrt_hal_queue_t *q) {
+  int64_t spin_until = tnrt_now_ns() + SPIN_NS;
+  int spins = 0;
+  for (;;) {
+    if (atomic_load(&q->tail) != atomic_load(&q->head) && atomic_load(&q->wstate) == W_IDLE) return;
+    if (spin_turn(++spins) && tnrt_now_ns() > spin_until) break;
+  }
+  pthread_mutex_lock(&q->mu);
+  atomic_store(&q->worker_sleeping, 1);
+  while (atomic_load(&q->tail) == atomic_load(&q->head)) pthread_cond_wait(&q->not_empty, &q->mu);
+  atomic_store(&q->worker_sleeping, 0);
+  pthread_mutex_unlock(&q->mu);
+}
+
 static void *queue_worker(void *arg) {
   pthread_setname_np(pthread_self(), "neuron-queue"); /* a device stream's worker */
   tnrt_pin_queue_worker();
@@ -155,16 +181,14 @@ static void *queue_worker(void *arg) {
   uint64_t head = 0;
   for (;;) {
     if (atomic_load(&q->tail) == head) {
-      int64_t spin_until = tnrt_now_ns() + SPIN_NS;
-      int spins = 0;
-      while (atomic_load(&q->tail) == head)
-        if (spin_turn(++spins) && tnrt_now_ns() > spin_until) break;
-      if (atomic_load(&q->tail) == head) {
-        pthread_mutex_lock(&q->mu);
-        atomic_store(&q->worker_sleeping, 1);
-        while (atomic_load(&q->tail) == head) pthread_cond_wait(&q->not_empty, &q->mu);
-        atomic_store(&q->worker_sleeping, 0);
-        pthread_mutex_unlock(&q->mu);
+      atomic_store(&q->wstate, W_IDLE); /* submitters may now run tasks in place */
+      for (;;) {
+        wait_for_work(q);
+        int idle = W_IDLE;
+        if (!atomic_compare_exchange_strong(&q->wstate, &idle, W_BUSY)) continue;
+        head = atomic_load(&q->head); /* tasks run in place moved it */
+        if (atomic_load(&q->tail) != head) break;
+        atomic_store(&q->wstate, W_IDLE);
       }
     }
     task_slot_t *slot = &q->ring[head % RING_SLOTS];
@@ -246,6 +270,46 @@ static tnrt_status_t host_queue_submit(tnrt_hal_queue_t *q, tnrt_task_fn fn, con
   if (atomic_load(&q->worker_sleeping)) wake(q, &q->not_empty, 0);
   *seq = tail + 1;
   return TNRT_OK;
+}
+
+/* Runs fn(args) at once on the calling thread when the queue is idle (no
+ * task queued or running), as task number *seq; returns 0, having run
+ * nothing, when it is not. A small kernel costs less than handing it to the
+ * worker on another core, and the queue's order is kept: no earlier task
+ * is pending, and later submitters wait on submit_mu. */
+static int host_queue_run_inline(tnrt_hal_queue_t *q, tnrt_task_fn fn, const void *args,
+                                 const char *name, uint64_t *seq) {
+  if (atomic_load_explicit(&q->wstate, memory_order_relaxed) != W_IDLE) return 0;
+  pthread_mutex_lock(&q->submit_mu);
+  int idle = W_IDLE;
+  if (!atomic_compare_exchange_strong(&q->wstate, &idle, W_INLINE)) {
+    pthread_mutex_unlock(&q->submit_mu);
+    return 0;
+  }
+  uint64_t tail = atomic_load(&q->tail);
+  if (atomic_load(&q->head) != tail) { /* queued work the worker has not taken yet */
+    atomic_store(&q->wstate, W_IDLE);
+    pthread_mutex_unlock(&q->submit_mu);
+    return 0;
+  }
+  int64_t t0 = tnrt_now_ns();
+  device_enter();
+  fn((void *)args);
+  device_exit();
+  int64_t t1 = tnrt_now_ns();
+  atomic_fetch_add_explicit(&q->busy_ns, (uint64_t)(t1 - t0), memory_order_relaxed);
+  if (atomic_load_explicit(&g_trace_enabled, memory_order_relaxed)) {
+    tnrt_trace_record_t rec = {name, q->device, q->index, tail + 1, t0, t1};
+    tnrt_trace_push(&rec);
+  }
+  atomic_store(&q->tail, tail + 1);
+  atomic_store(&q->head, tail + 1);
+  atomic_store(&q->completed, tail + 1);
+  atomic_store(&q->wstate, W_IDLE);
+  pthread_mutex_unlock(&q->submit_mu);
+  if (atomic_load(&q->done_waiters)) wake(q, &q->done, 1);
+  *seq = tail + 1;
+  return 1;
 }
 
 static uint64_t host_queue_completed(tnrt_hal_queue_t *q) {
@@ -559,6 +623,7 @@ static const tnrt_hal_t k_host_hal = {
     .memset_d = host_memset,
     .queue_create = host_queue_create,
     .queue_submit = host_queue_submit,
+    .queue_run_inline = host_queue_run_inline,
     .queue_completed = host_queue_completed,
     .queue_submitted = host_queue_submitted,
     .queue_wait = host_queue_wait,

@@ -235,8 +235,16 @@ static tnrt_status_t device_fault_status(int device) {
  * for any other task (the tail record tnrt_stream_wait_event reads). */
 static tnrt_status_t submit(tnrt_stream_t *s, tnrt_hal_queue_t *q, tnrt_task_fn fn,
                             const void *args, size_t args_size, const char *name,
-                            tnrt_stream_t *waits_on, uint64_t *seq) {
+                            tnrt_stream_t *waits_on, uint64_t *seq, int small) {
   pthread_mutex_lock(&s->tail_mu);
+  if (small && !s->capture && g_rt.hal->queue_run_inline &&
+      g_rt.hal->queue_run_inline(q, fn, args, name, seq)) {
+    s->last_work = *seq;
+    s->tail_waits = 0;
+    s->tail_waits_on = NULL;
+    pthread_mutex_unlock(&s->tail_mu);
+    return TNRT_OK;
+  }
   if (s->capture) {
     tnrt_status_t st =
         waits_on ? tnrt_set_error(TNRT_ERR_NOT_SUPPORTED,
@@ -261,12 +269,13 @@ static tnrt_status_t submit(tnrt_stream_t *s, tnrt_hal_queue_t *q, tnrt_task_fn 
 }
 
 static tnrt_status_t launch(tnrt_stream_t *s, tnrt_task_fn fn, const void *args, size_t args_size,
-                            const char *name, tnrt_stream_t *waits_on, uint64_t *out_seq) {
+                            const char *name, tnrt_stream_t *waits_on, uint64_t *out_seq,
+                            int small) {
   tnrt_hal_queue_t *q;
   tnrt_status_t st = usable(s, &q);
   if (st != TNRT_OK) return st;
   uint64_t seq;
-  st = submit(s, q, fn, args, args_size, name, waits_on, &seq);
+  st = submit(s, q, fn, args, args_size, name, waits_on, &seq, small);
   if (st == TNRT_OK && out_seq) *out_seq = seq;
   if (st == TNRT_OK && seq && g_rt.launch_blocking) {
     g_rt.hal->queue_wait(q, seq);
@@ -277,12 +286,17 @@ static tnrt_status_t launch(tnrt_stream_t *s, tnrt_task_fn fn, const void *args,
 
 tnrt_status_t tnrt_launch_seq(tnrt_stream_t *s, tnrt_task_fn fn, const void *args, size_t args_size,
                               const char *name, uint64_t *out_seq) {
-  return launch(s, fn, args, args_size, name, NULL, out_seq);
+  return launch(s, fn, args, args_size, name, NULL, out_seq, 0);
 }
 
 tnrt_status_t tnrt_launch(tnrt_stream_t *s, tnrt_task_fn fn, const void *args, size_t args_size,
                           const char *name) {
-  return launch(s, fn, args, args_size, name, NULL, NULL);
+  return launch(s, fn, args, args_size, name, NULL, NULL, 0);
+}
+
+tnrt_status_t tnrt_launch_small(tnrt_stream_t *s, tnrt_task_fn fn, const void *args,
+                                size_t args_size, const char *name, uint64_t *out_seq) {
+  return launch(s, fn, args, args_size, name, NULL, out_seq, 1);
 }
 
 tnrt_status_t tnrt_stream_wait(tnrt_stream_t *s) {
@@ -382,9 +396,9 @@ tnrt_status_t tnrt_event_record(tnrt_event_t *e, tnrt_stream_t *s) {
     return not_while_capturing("recording an event", s->device, s->index);
   uint64_t seq;
   if (e->flags & TNRT_EVENT_TIMING) {
-    st = submit(s, q, marker_task, &e, sizeof e, "event_record", NULL, &seq);
+    st = submit(s, q, marker_task, &e, sizeof e, "event_record", NULL, &seq, 0);
   } else {
-    st = submit(s, q, nop_task, NULL, 0, "event_record", NULL, &seq);
+    st = submit(s, q, nop_task, NULL, 0, "event_record", NULL, &seq, 0);
   }
   if (st != TNRT_OK) return st;
   e->stream = s;
@@ -438,7 +452,7 @@ tnrt_status_t tnrt_stream_wait_event(tnrt_stream_t *s, tnrt_event_t *e) {
     inherit_fault(s, e->stream, a.seq, tnrt_stream_submitted(s) + 1);
     return TNRT_OK;
   }
-  return launch(s, wait_task, &a, sizeof a, "stream_wait_event", e->stream, NULL);
+  return launch(s, wait_task, &a, sizeof a, "stream_wait_event", e->stream, NULL, 0);
 }
 
 int tnrt_event_query(tnrt_event_t *e) {

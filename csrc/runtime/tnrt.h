@@ -165,6 +165,13 @@ tnrt_status_t tnrt_launch(tnrt_stream_t *s, tnrt_task_fn fn, const void *args, s
  * profiler links the launch to the task's trace record with it). */
 tnrt_status_t tnrt_launch_seq(tnrt_stream_t *s, tnrt_task_fn fn, const void *args, size_t args_size,
                               const char *name, uint64_t *seq);
+/* tnrt_launch of a task that takes less time than handing it to the device
+ * costs (a kernel over a few elements): a device that can (the software
+ * NeuronCore) runs it at once on the calling thread when s has nothing
+ * queued or running, which keeps the stream's order; otherwise it is
+ * queued as by tnrt_launch. *seq as for tnrt_launch_seq (may be NULL). */
+tnrt_status_t tnrt_launch_small(tnrt_stream_t *s, tnrt_task_fn fn, const void *args,
+                                size_t args_size, const char *name, uint64_t *seq);
 /* Waits until every task launched on s so far has run. */
 tnrt_status_t tnrt_stream_synchronize(tnrt_stream_t *s);
 /* 1 when every task launched on s so far has run. */

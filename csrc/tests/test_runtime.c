@@ -238,6 +238,112 @@ static void test_events(void) {
   tnrt_event_destroy(end);
 }
 
+/* Small tasks (tnrt_launch_small): on an idle stream they run at once on
+ * the caller's thread; behind queued work they wait their turn; several
+ * host threads launching small and ordinary tasks on one stream keep each
+ * thread's order and never run two of its tasks at once. */
+typedef struct {
+  pthread_t *who;
+  atomic_int *running, *overlap;
+  int *log, *n, value;
+} small_args_t;
+static void small_task(void *p) {
+  small_args_t *a = p;
+  if (atomic_fetch_add(a->running, 1) != 0) atomic_store(a->overlap, 1);
+  if (a->who) *a->who = pthread_self();
+  if (a->log) a->log[(*a->n)++] = a->value;
+  atomic_fetch_sub(a->running, 1);
+}
+static void gate_task(void *p) { /* holds the stream until the gate opens (bounded) */
+  atomic_int *gate = *(atomic_int **)p;
+  int64_t until = tnrt_now_ns() + 10000000000LL;
+  while (!atomic_load(gate) && tnrt_now_ns() < until) usleep(100);
+}
+typedef struct {
+  tnrt_stream_t *s;
+  int id, count;
+  atomic_int *running, *overlap;
+  int *log, *n;
+} small_thread_t;
+static void *small_launcher(void *p) {
+  small_thread_t *t = p;
+  for (int i = 0; i < t->count; i++) {
+    small_args_t a = {NULL, t->running, t->overlap, t->log, t->n, t->id * 100000 + i};
+    tnrt_status_t st = i % 3 ? tnrt_launch_small(t->s, small_task, &a, sizeof a, "small", NULL)
+                             : tnrt_launch(t->s, small_task, &a, sizeof a, "ordinary");
+    if (st != TNRT_OK) return (void *)1;
+  }
+  return NULL;
+}
+
+static void test_small_tasks(void) {
+  tnrt_stream_t *s = tnrt_stream_get(3, 1);
+  static atomic_int running, overlap;
+  pthread_t who = 0, me = pthread_self();
+  /* idle stream: runs in place, done on return (the worker may still be
+   * settling after its last task: retry, bounded) */
+  int inline_runs = 0;
+  for (int tries = 0; tries < 2000 && !inline_runs; tries++) {
+    CHECK(tnrt_stream_synchronize(s) == TNRT_OK);
+    usleep(50);
+    small_args_t a = {&who, &running, &overlap, NULL, NULL, 0};
+    uint64_t seq = 0;
+    who = 0;
+    CHECK(tnrt_launch_small(s, small_task, &a, sizeof a, "small", &seq) == TNRT_OK);
+    CHECK(seq == tnrt_stream_submitted(s));
+    if (pthread_equal(who, me)) {
+      inline_runs++;
+      CHECK(tnrt_stream_completed(s) >= seq && tnrt_stream_query(s));
+    }
+  }
+  if (!tnrt_launch_blocking()) CHECK(inline_runs == 1);
+  /* behind queued work: never in place, order kept */
+  static atomic_int gate;
+  atomic_store(&gate, 0);
+  atomic_int *gp = &gate;
+  CHECK(tnrt_launch(s, gate_task, &gp, sizeof gp, "gate") == TNRT_OK);
+  static int log[30000];
+  static int n;
+  static pthread_t whos[50];
+  n = 0;
+  for (int i = 0; i < 50; i++) {
+    small_args_t a = {&whos[i], &running, &overlap, log, &n, i};
+    whos[i] = 0;
+    if (tnrt_launch_blocking()) break;
+    CHECK(tnrt_launch_small(s, small_task, &a, sizeof a, "small", NULL) == TNRT_OK);
+  }
+  atomic_store(&gate, 1);
+  CHECK(tnrt_stream_synchronize(s) == TNRT_OK);
+  if (!tnrt_launch_blocking()) {
+    int queued = n == 50;
+    for (int i = 0; i < 50; i++) queued &= log[i] == i && !pthread_equal(whos[i], me);
+    CHECK(queued);
+  }
+  /* concurrent launchers, small and ordinary tasks mixed */
+  n = 0;
+  enum { THREADS = 3, EACH = 5000 };
+  small_thread_t t[THREADS];
+  pthread_t th[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    t[i] = (small_thread_t){s, i, EACH, &running, &overlap, log, &n};
+    CHECK(pthread_create(&th[i], NULL, small_launcher, &t[i]) == 0);
+  }
+  for (int i = 0; i < THREADS; i++) {
+    void *r;
+    pthread_join(th[i], &r);
+    CHECK(r == NULL);
+  }
+  CHECK(tnrt_stream_synchronize(s) == TNRT_OK);
+  CHECK(n == THREADS * EACH && !atomic_load(&overlap));
+  int next[THREADS] = {0}, ordered = 1;
+  for (int i = 0; i < n; i++) {
+    int id = log[i] / 100000, k = log[i] % 100000;
+    ordered &= id >= 0 && id < THREADS && k == next[id];
+    if (id >= 0 && id < THREADS) next[id]++;
+  }
+  CHECK(ordered);
+}
+
 /* Two streams handing work back and forth (a collective on a communication
  * stream, the caller's stream waiting for it): a stream that has only waited
  * on b since its last work is not waited on again by b; real work after
@@ -290,7 +396,9 @@ static void test_graph_capture_and_replay(void) {
   CHECK(tnrt_stream_begin_capture(s) == TNRT_ERR_INVALID_ARGUMENT); /* already */
   for (int i = 0; i < 5; i++) {
     append_args_t a = {log, &n, i};
-    CHECK(tnrt_launch(s, i == 2 ? consume_task : append_task, &a, sizeof a, "append") == TNRT_OK);
+    CHECK((i == 3 ? tnrt_launch_small(s, append_task, &a, sizeof a, "append", NULL)
+                  : tnrt_launch(s, i == 2 ? consume_task : append_task, &a, sizeof a, "append")) ==
+          TNRT_OK);
   }
   /* recorded, not run; what cannot be captured fails */
   CHECK(tnrt_stream_submitted(s) == before && n == 0);
@@ -806,6 +914,7 @@ int main(int argc, char **argv) {
   RUN(test_stream_ordered_reuse);
   RUN(test_stream_order_and_sync);
   RUN(test_events);
+  RUN(test_small_tasks);
   RUN(test_wait_on_a_waiting_stream);
   RUN(test_graph_capture_and_replay);
   RUN(test_pool);
