@@ -173,27 +173,31 @@ void check_same_device(const at::Tensor &a, const at::Tensor &b, const char *op)
               a.device(), " and ", b.device(), "! (when checking argument for ", op, ")");
 }
 
-// out[b] = beta * out[b] + alpha * a[b] @ m[b]; 3-D views (batch first).
+// out[b] = beta * out[b] + alpha * a[b] @ m[b]; 3-D views (batch first), or
+// 2-D matrices as a batch of one (no unsqueezed views to make: a small mm's
+// host path is what batch-1 decoding pays).
 void launch_gemm(const at::Tensor &out, const at::Tensor &a, const at::Tensor &b, double alpha,
                  double beta, const char *name) {
   at::assert_no_internal_overlap(out);
+  // batch, row and column stride of a 2-D or 3-D operand
+  auto strides = [](const at::Tensor &t, int64_t *sb, int64_t *sr, int64_t *sc) {
+    int64_t d = t.dim() - 2;
+    *sb = d ? t.stride(0) : 0;
+    *sr = t.stride(d);
+    *sc = t.stride(d + 1);
+  };
   tnk_gemm_args_t g{};
-  g.batch = out.size(0);
-  g.m = out.size(1);
-  g.n = out.size(2);
-  g.k = a.size(2);
+  int64_t d = out.dim() - 2;
+  g.batch = d ? out.size(0) : 1;
+  g.m = out.size(d);
+  g.n = out.size(d + 1);
+  g.k = a.size(a.dim() - 1);
   g.c = out.data_ptr();
   g.a = a.const_data_ptr();
   g.b = b.const_data_ptr();
-  g.sa_b = a.stride(0);
-  g.sa_r = a.stride(1);
-  g.sa_c = a.stride(2);
-  g.sb_b = b.stride(0);
-  g.sb_r = b.stride(1);
-  g.sb_c = b.stride(2);
-  g.sc_b = out.stride(0);
-  g.sc_r = out.stride(1);
-  g.sc_c = out.stride(2);
+  strides(a, &g.sa_b, &g.sa_r, &g.sa_c);
+  strides(b, &g.sb_b, &g.sb_r, &g.sb_c);
+  strides(out, &g.sc_b, &g.sc_r, &g.sc_c);
   bool ok;
   g.dtype = to_tnk(out.scalar_type(), &ok);
   g.alpha = alpha;
@@ -243,7 +247,7 @@ void accumulate_product(const at::Tensor &self, const at::Tensor &a, const at::T
   if (o.storage().is_alias_of(a.storage()) || o.storage().is_alias_of(b.storage()))
     o = at::empty(shape, out.options());
   if (bv != 0.0 && !(in_place && o.is_same(out))) o.copy_(self.expand(shape));
-  launch_gemm(batched ? o : o.unsqueeze(0), a, b, alpha.toDouble(), bv, name);
+  launch_gemm(o, a, b, alpha.toDouble(), bv, name);
   if (!o.is_same(out)) out.copy_(o);
 }
 }  // namespace
@@ -263,7 +267,7 @@ at::Tensor &mm_out(const at::Tensor &a, const at::Tensor &b, at::Tensor &out) {
   at::Tensor o = out;
   if (o.storage().is_alias_of(a.storage()) || o.storage().is_alias_of(b.storage()))
     o = at::empty_like(out);  // GEMM cannot write over its inputs
-  launch_gemm(o.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), 1.0, 0.0, "aten::mm");
+  launch_gemm(o, a, b, 1.0, 0.0, "aten::mm");
   if (!o.is_same(out)) out.copy_(o);
   return out;
 }
@@ -274,8 +278,8 @@ at::Tensor mm(const at::Tensor &a, const at::Tensor &b) {
     return product3(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0);
   if (!gemm_dtype_ok(a))
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(mm)>::call(a, b);
-  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
-  launch_gemm(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), 1.0, 0.0, "aten::mm");
+  at::Tensor out = empty_neuron({a.size(0), b.size(1)}, a.scalar_type(), a.device());
+  launch_gemm(out, a, b, 1.0, 0.0, "aten::mm");
   return out;
 }
 
