@@ -235,11 +235,12 @@ void check_bmm(const at::Tensor &a, const at::Tensor &b) {
               a.size(2), "] but got: [", b.size(0), ", ", b.size(1), "].");
 }
 
-// out = beta * self (broadcast to shape) + alpha * a @ b for 3-D (batch
-// first) views a and b; through a temporary when out aliases an operand.
+// out = beta * self (broadcast to shape) + alpha * a @ b for matrices or
+// 3-D (batch first) stacks a and b; through a temporary when out aliases an
+// operand.
 void accumulate_product(const at::Tensor &self, const at::Tensor &a, const at::Tensor &b,
                         at::IntArrayRef shape, const c10::Scalar &beta, const c10::Scalar &alpha,
-                        at::Tensor &out, bool batched, const char *name) {
+                        at::Tensor &out, const char *name) {
   double bv = beta.toDouble();
   bool in_place = out.is_same(self);
   at::native::resize_output(out, shape);
@@ -341,8 +342,7 @@ at::Tensor &addmm_out(const at::Tensor &self, const at::Tensor &a, const at::Ten
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(addmm_out)>::call(
         self, a, b, beta, alpha, out);
   at::expand_size(self, shape, "addmm");  // checks that self broadcasts
-  accumulate_product(self, a.unsqueeze(0), b.unsqueeze(0), shape, beta, alpha, out, false,
-                     "aten::addmm");
+  accumulate_product(self, a, b, shape, beta, alpha, out, "aten::addmm");
   return out;
 }
 
@@ -403,7 +403,7 @@ at::Tensor &baddbmm_out(const at::Tensor &self, const at::Tensor &a, const at::T
   }
   if (!gemm_dtype_ok(a)) return FALLBACK(baddbmm_out, self, a, b, beta, alpha, out);
   at::expand_size(self, shape, "baddbmm");
-  accumulate_product(self, a, b, shape, beta, alpha, out, true, "aten::baddbmm");
+  accumulate_product(self, a, b, shape, beta, alpha, out, "aten::baddbmm");
   return out;
 }
 
