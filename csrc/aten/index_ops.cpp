@@ -238,7 +238,7 @@ at::Tensor &where_out(const at::Tensor &cond, const at::Tensor &self, const at::
   fill_strides(a, shape, w.a.strides);
   w.b = {const_cast<void *>(b.const_data_ptr()), w.out.dtype, 0, {}};
   fill_strides(b, shape, w.b.strides);
-  launch(dev.index(), where_task, &w, sizeof w, "aten::where");
+  launch(dev.index(), where_task, &w, sizeof w, "aten::where", out.numel());
   return out;
 }
 
@@ -717,7 +717,7 @@ at::Tensor &masked_fill_impl(at::Tensor &self, const at::Tensor &mask, const at:
     int64_t md = d - (nd - m.dim());
     w.cond.strides[d] = (md < 0 || m.size(md) == 1) ? 0 : m.stride(md);
   }
-  launch(self.device().index(), where_task, &w, sizeof w, "aten::masked_fill_");
+  launch(self.device().index(), where_task, &w, sizeof w, "aten::masked_fill_", self.numel());
   return self;
 }
 

@@ -205,7 +205,7 @@ bool launch_softmax(const at::Tensor &out, const at::Tensor &in0, const at::Tens
   a.out_dtype = odt;
   a.log = log;
   a.backward = grad.defined();
-  launch(out.device().index(), softmax_task, &a, sizeof a, name);
+  launch(out.device().index(), softmax_task, &a, sizeof a, name, out.numel());
   return true;
 }
 

@@ -191,7 +191,7 @@ bool launch_reduce(const at::Tensor &out, const at::Tensor &self, at::OptionalIn
   tnk_reduce_args_t a{};
   fill_reduce_args(self, dims, keepdim, out, &a);
   a.op = op;
-  launch(out.device().index(), reduce_task, &a, sizeof a, name);
+  launch(out.device().index(), reduce_task, &a, sizeof a, name, self.numel());
   return true;
 }
 
@@ -307,7 +307,7 @@ at::Tensor &logical_reduce(const at::Tensor &self, at::OptionalIntArrayRef dims,
   fill_reduce_args(self, dims, keepdim, out, &a);
   a.op = op;
   launch(self.device().index(), reduce_task, &a, sizeof a,
-         op == TNK_ALL ? "aten::all" : "aten::any");
+         op == TNK_ALL ? "aten::all" : "aten::any", self.numel());
   return out;
 }
 
@@ -365,7 +365,7 @@ bool extreme_into(const at::Tensor &self, at::OptionalIntArrayRef dims, bool kee
   fill_reduce_args(self, dims, keepdim, out, &a);
   a.op = op;
   launch(self.device().index(), reduce_task, &a, sizeof a,
-         op == TNK_MAX ? "aten::max" : "aten::min");
+         op == TNK_MAX ? "aten::max" : "aten::min", self.numel());
   return true;
 }
 }  // namespace
