@@ -58,10 +58,11 @@ typedef void (*tnk_dot_rows_fn)(int64_t k, const float *x, const float *w, int64
 #define TNK_UKERNEL_MAX_TILE (12 * 32) /* the largest mr * nr of any variant */
 
 typedef struct tnk_gemm_config {
-  tnk_ukernel_f32_fn f32;   /* NULL: the reference GEMM runs */
-  int mr, nr;               /* its tile */
-  int64_t mc, kc, nc;       /* blocking: rows of A, depth, columns of B per panel */
-  tnk_ukernel_bf16_fn bf16; /* NULL: bf16 converts to fp32 while packing */
+  tnk_ukernel_f32_fn f32;       /* NULL: the reference GEMM runs */
+  int mr, nr;                   /* its tile */
+  tnk_ukernel_f32_fn f32_rows4; /* the same for 4 x nr tiles; NULL: none */
+  int64_t mc, kc, nc;           /* blocking: rows of A, depth, columns of B per panel */
+  tnk_ukernel_bf16_fn bf16;     /* NULL: bf16 converts to fp32 while packing */
   int bf16_mr, bf16_nr;
   int64_t bf16_kc;
   tnk_dot_rows_fn dot_rows; /* NULL: skinny products take the blocked path */

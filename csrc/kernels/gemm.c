@@ -130,19 +130,26 @@ static void store_tile(const f32_problem_t *p, const float *acc, int nr, int64_t
  * a full fp32 tile with unit column stride and no scaling (C = T on the
  * first k block when beta is 0, C += T after; beta 1 accumulates from the
  * start), else through a scratch tile and store_tile. */
+static void run_tile_with(const f32_problem_t *p, tnk_ukernel_f32_fn fn, int rows, int nr,
+                          int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
+                          int64_t b_rs, int64_t i0, int64_t j0, int64_t h, int64_t w,
+                          int accumulate) {
+  float acc[TNK_UKERNEL_MAX_TILE] __attribute__((aligned(64)));
+  int direct = p->dtype == TNK_F32 && p->sc_c == 1 && p->alpha == 1.0f && h == rows && w == nr &&
+               (accumulate || p->beta == 0.0f || p->beta == 1.0f);
+  if (direct) {
+    float *c = (float *)p->c + i0 * p->sc_r + j0;
+    fn(kc, a, a_rs, a_cs, b, b_rs, c, p->sc_r, accumulate || p->beta == 1.0f);
+    return;
+  }
+  fn(kc, a, a_rs, a_cs, b, b_rs, acc, nr, 0);
+  store_tile(p, acc, nr, i0, j0, h, w, accumulate);
+}
+
 static void run_tile(const f32_problem_t *p, const ukernel_desc_t *uk, int64_t kc, const float *a,
                      int64_t a_rs, int64_t a_cs, const float *b, int64_t b_rs, int64_t i0,
                      int64_t j0, int64_t h, int64_t w, int accumulate) {
-  float acc[TNK_UKERNEL_MAX_TILE] __attribute__((aligned(64)));
-  int direct = p->dtype == TNK_F32 && p->sc_c == 1 && p->alpha == 1.0f && h == uk->mr &&
-               w == uk->nr && (accumulate || p->beta == 0.0f || p->beta == 1.0f);
-  if (direct) {
-    float *c = (float *)p->c + i0 * p->sc_r + j0;
-    uk->f32(kc, a, a_rs, a_cs, b, b_rs, c, p->sc_r, accumulate || p->beta == 1.0f);
-    return;
-  }
-  uk->f32(kc, a, a_rs, a_cs, b, b_rs, acc, uk->nr, 0);
-  store_tile(p, acc, uk->nr, i0, j0, h, w, accumulate);
+  run_tile_with(p, uk->f32, uk->mr, uk->nr, kc, a, a_rs, a_cs, b, b_rs, i0, j0, h, w, accumulate);
 }
 
 typedef struct pack_b_ctx {
@@ -360,8 +367,34 @@ static void gemm_small(const f32_problem_t *p, const ukernel_desc_t *uk) {
   int mr = uk->mr, nr = uk->nr;
   int64_t nfull = p->n / nr * nr;
   float *edge = NULL; /* the last, partial block of rows, zero padded */
-  for (int64_t i0 = 0; i0 < p->m; i0 += mr) {
-    int64_t h = p->m - i0 < mr ? p->m - i0 : mr;
+  /* rows past the last full tile: 4-row tiles where the variant has them
+   * (padding 4 rows to a 12-row tile costs a whole tile) */
+  int64_t mfull = uk->f32_rows4 ? p->m / mr * mr : p->m;
+  for (int64_t i0 = mfull; i0 < p->m; i0 += 4) {
+    int64_t h = p->m - i0 < 4 ? p->m - i0 : 4;
+    const float *a = p->a + i0 * p->sa_r;
+    int64_t a_rs = p->sa_r, a_cs = p->sa_c;
+    if (h < 4) {
+      edge = malloc(sizeof(float) * (size_t)(4 * p->k));
+      if (!edge) {
+        atomic_store(p->failed, 1);
+        return;
+      }
+      for (int64_t k = 0; k < p->k; k++)
+        for (int64_t r = 0; r < 4; r++)
+          edge[k * 4 + r] = r < h ? a[r * p->sa_r + k * p->sa_c] : 0.0f;
+      a = edge;
+      a_rs = 1;
+      a_cs = 4;
+    }
+    for (int64_t j0 = 0; j0 < nfull; j0 += nr)
+      run_tile_with(p, uk->f32_rows4, 4, nr, p->k, a, a_rs, a_cs, p->b + j0, p->sb_r, i0, j0, h, nr,
+                    0);
+    free(edge);
+    edge = NULL;
+  }
+  for (int64_t i0 = 0; i0 < mfull; i0 += mr) {
+    int64_t h = mfull - i0 < mr ? mfull - i0 : mr;
     const float *a = p->a + i0 * p->sa_r;
     int64_t a_rs = p->sa_r, a_cs = p->sa_c;
     if (h < mr) {

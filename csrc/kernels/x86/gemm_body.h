@@ -55,6 +55,27 @@ static void ukernel_f32(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, 
     ukernel(kc, a, a_rs, a_cs, b, b_rs, c, ldc, accumulate);
 }
 
+/* The same product for a 4-row tile (UK_NR columns, generic strides): the
+ * rows of a small product past the last full UK_MR tile, which the full
+ * kernel would compute padded to UK_MR rows. Always accumulates into or
+ * stores to c like ukernel. */
+#define UK_ROWS4(X) X(0) X(1) X(2) X(3)
+static void ukernel4_f32(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
+                         int64_t b_rs, float *c, int64_t ldc, int accumulate) {
+  UK_ROWS4(UK_DECL)
+  for (int64_t k = 0; k < kc; k++) {
+    vf b0 = vf_load(b + k * b_rs);
+    vf b1 = vf_load(b + k * b_rs + VF_LANES);
+    const float *ak = a + k * a_cs;
+    UK_ROWS4(UK_STEP)
+  }
+  if (accumulate) {
+    UK_ROWS4(UK_ACCUM)
+  } else {
+    UK_ROWS4(UK_STORE)
+  }
+}
+
 /* out[j] = x . w[j], two accumulators over 2 vectors of k per step */
 static void dot_rows_f32(int64_t k, const float *x, const float *w, int64_t ldw, int64_t n,
                          float *out) {

@@ -16,6 +16,9 @@
   void tnk_vscale_stream_f32_##SFX(const float *x, float s, float *y, int64_t n);                  \
   void tnk_ukernel_f32_##SFX(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs,               \
                              const float *b, int64_t b_rs, float *c, int64_t ldc, int accumulate); \
+  void tnk_ukernel4_f32_##SFX(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs,              \
+                              const float *b, int64_t b_rs, float *c, int64_t ldc,                 \
+                              int accumulate);                                                     \
   void tnk_dot_rows_f32_##SFX(int64_t k, const float *x, const float *w, int64_t ldw, int64_t n,   \
                               float *out);
 TNK_X86_VMATH_DECL(avx2)

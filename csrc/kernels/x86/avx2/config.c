@@ -19,6 +19,7 @@ void tnk_config_init_avx2(tnk_config_t *c) {
 
   tnk_gemm_config_t *g = &c->gemm;
   g->f32 = tnk_ukernel_f32_avx2;
+  g->f32_rows4 = tnk_ukernel4_f32_avx2;
   g->mr = 6;
   g->nr = 16;
   g->mc = 144;  /* rows of A per packed block (a multiple of mr) */

@@ -19,6 +19,7 @@ void tnk_config_init_avx512(tnk_config_t *c) {
 
   tnk_gemm_config_t *g = &c->gemm;
   g->f32 = tnk_ukernel_f32_avx512;
+  g->f32_rows4 = tnk_ukernel4_f32_avx512;
   g->mr = 12;
   g->nr = 32;
   g->mc = 144;

@@ -16,6 +16,11 @@ void tnk_ukernel_f32_avx512(int64_t kc, const float *a, int64_t a_rs, int64_t a_
   ukernel_f32(kc, a, a_rs, a_cs, b, b_rs, c, ldc, accumulate);
 }
 
+void tnk_ukernel4_f32_avx512(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
+                             int64_t b_rs, float *c, int64_t ldc, int accumulate) {
+  ukernel4_f32(kc, a, a_rs, a_cs, b, b_rs, c, ldc, accumulate);
+}
+
 void tnk_dot_rows_f32_avx512(int64_t k, const float *x, const float *w, int64_t ldw, int64_t n,
                              float *out) {
   dot_rows_f32(k, x, w, ldw, n, out);
