@@ -268,8 +268,15 @@ static void macro_blocks(void *vp, int64_t begin, int64_t end) {
       int64_t w = c->nc - j0 < nr ? c->nc - j0 : nr;
       for (int64_t i0 = 0; i0 < mc; i0 += mr) {
         int64_t h = mc - i0 < mr ? mc - i0 : mr;
-        run_tile(p, c->uk, c->kc, apack + i0 * c->kc, 1, mr, c->bpack + j0 * c->kc, nr, ic + i0,
-                 c->jc + j0, h, w, c->accumulate);
+        const float *a = apack + i0 * c->kc, *b = c->bpack + j0 * c->kc;
+        if (h == mr || !c->uk->f32_rows4) {
+          run_tile(p, c->uk, c->kc, a, 1, mr, b, nr, ic + i0, c->jc + j0, h, w, c->accumulate);
+          continue;
+        }
+        /* the last rows: 4-row tiles over the zero-padded panel, not a whole tile */
+        for (int64_t r = 0; r < h; r += 4)
+          run_tile_with(p, c->uk->f32_rows4, 4, nr, c->kc, a + r, 1, mr, b, nr, ic + i0 + r,
+                        c->jc + j0, h - r < 4 ? h - r : 4, w, c->accumulate);
       }
     }
   }
