@@ -367,61 +367,58 @@ static void gemm_packed_shared(const f32_problem_t *p, const ukernel_desc_t *uk)
   free(bpack);
 }
 
+/* The rows [i0, i0+h) of A as a zero-padded column-major panel of `rows`
+ * rows (a, a_rs, a_cs point at it), or A itself when h == rows. Returns the
+ * buffer to free (NULL when none), and sets *failed when out of memory. */
+static float *pad_rows(const f32_problem_t *p, int64_t i0, int64_t h, int rows, const float **a,
+                       int64_t *a_rs, int64_t *a_cs, int *failed) {
+  *a = p->a + i0 * p->sa_r;
+  *a_rs = p->sa_r;
+  *a_cs = p->sa_c;
+  *failed = 0;
+  if (h == rows) return NULL;
+  float *edge = malloc(sizeof(float) * (size_t)(rows * p->k));
+  if (!edge) {
+    *failed = 1;
+    return NULL;
+  }
+  for (int64_t k = 0; k < p->k; k++)
+    for (int64_t r = 0; r < rows; r++)
+      edge[k * rows + r] = r < h ? (*a)[r * p->sa_r + k * p->sa_c] : 0.0f;
+  *a = edge;
+  *a_rs = 1;
+  *a_cs = rows;
+  return edge;
+}
+
 /* Small problems with row-contiguous fp32 B: no packing; the micro-kernel
  * reads B rows and strided A directly. Column edges go through a padded
  * copy of the last B columns. */
 static void gemm_small(const f32_problem_t *p, const ukernel_desc_t *uk) {
   int mr = uk->mr, nr = uk->nr;
   int64_t nfull = p->n / nr * nr;
-  float *edge = NULL; /* the last, partial block of rows, zero padded */
   /* rows past the last full tile: 4-row tiles where the variant has them
    * (padding 4 rows to a 12-row tile costs a whole tile) */
   int64_t mfull = uk->f32_rows4 ? p->m / mr * mr : p->m;
-  for (int64_t i0 = mfull; i0 < p->m; i0 += 4) {
-    int64_t h = p->m - i0 < 4 ? p->m - i0 : 4;
-    const float *a = p->a + i0 * p->sa_r;
-    int64_t a_rs = p->sa_r, a_cs = p->sa_c;
-    if (h < 4) {
-      edge = malloc(sizeof(float) * (size_t)(4 * p->k));
-      if (!edge) {
-        atomic_store(p->failed, 1);
-        return;
-      }
-      for (int64_t k = 0; k < p->k; k++)
-        for (int64_t r = 0; r < 4; r++)
-          edge[k * 4 + r] = r < h ? a[r * p->sa_r + k * p->sa_c] : 0.0f;
-      a = edge;
-      a_rs = 1;
-      a_cs = 4;
+  for (int64_t i0 = 0; i0 < p->m;) {
+    int full = i0 < mfull;
+    int tile = full ? mr : 4;
+    int64_t end = full ? mfull : p->m;
+    int64_t h = end - i0 < tile ? end - i0 : tile;
+    const float *a;
+    int64_t a_rs, a_cs;
+    int failed;
+    float *edge = pad_rows(p, i0, h, tile, &a, &a_rs, &a_cs, &failed);
+    if (failed) {
+      atomic_store(p->failed, 1);
+      return;
     }
+    tnk_ukernel_f32_fn fn = full ? uk->f32 : uk->f32_rows4;
     for (int64_t j0 = 0; j0 < nfull; j0 += nr)
-      run_tile_with(p, uk->f32_rows4, 4, nr, p->k, a, a_rs, a_cs, p->b + j0, p->sb_r, i0, j0, h, nr,
-                    0);
+      run_tile_with(p, fn, tile, nr, p->k, a, a_rs, a_cs, p->b + j0, p->sb_r, i0, j0, h, nr, 0);
     free(edge);
-    edge = NULL;
+    i0 += h;
   }
-  for (int64_t i0 = 0; i0 < mfull; i0 += mr) {
-    int64_t h = mfull - i0 < mr ? mfull - i0 : mr;
-    const float *a = p->a + i0 * p->sa_r;
-    int64_t a_rs = p->sa_r, a_cs = p->sa_c;
-    if (h < mr) {
-      edge = malloc(sizeof(float) * (size_t)(mr * p->k));
-      if (!edge) {
-        atomic_store(p->failed, 1);
-        return;
-      }
-      for (int64_t k = 0; k < p->k; k++)
-        for (int64_t r = 0; r < mr; r++)
-          edge[k * mr + r] = r < h ? a[r * p->sa_r + k * p->sa_c] : 0.0f;
-      a = edge;
-      a_rs = 1;
-      a_cs = mr;
-    }
-    for (int64_t j0 = 0; j0 < nfull; j0 += nr) {
-      run_tile(p, uk, p->k, a, a_rs, a_cs, p->b + j0, p->sb_r, i0, j0, h, nr, 0);
-    }
-  }
-  free(edge);
   if (nfull < p->n) { /* remaining columns: packed path on that slice */
     f32_problem_t q = *p;
     q.n = p->n - nfull;

@@ -23,28 +23,35 @@
   vf_store(c + (r) * ldc, vf_add(c##r##0, vf_load(c + (r) * ldc))); \
   vf_store(c + (r) * ldc + VF_LANES, vf_add(c##r##1, vf_load(c + (r) * ldc + VF_LANES)));
 
-/* Spelled out so every accumulator stays in a register; inlined twice:
- * once with the packed-panel strides as constants (A broadcasts become
- * immediate-offset loads folded into the FMAs, no stride registers to
- * spill), once generic for unpacked operands. */
+/* The tile product for the rows ROWS(X) names (X applied to each row
+ * index), UK_NR columns: stores to c, or accumulates into it. PREFETCH and
+ * K_LOOP are the full kernel's hooks (empty for the 4-row one). Spelled out
+ * so every accumulator stays in a register. */
+#define UK_TILE_BODY(ROWS, PREFETCH, K_LOOP)  \
+  ROWS(UK_DECL)                               \
+  PREFETCH                                    \
+  K_LOOP                                      \
+  for (int64_t k = 0; k < kc; k++) {          \
+    vf b0 = vf_load(b + k * b_rs);            \
+    vf b1 = vf_load(b + k * b_rs + VF_LANES); \
+    const float *ak = a + k * a_cs;           \
+    ROWS(UK_STEP)                             \
+  }                                           \
+  if (accumulate) {                           \
+    ROWS(UK_ACCUM)                            \
+  } else {                                    \
+    ROWS(UK_STORE)                            \
+  }
+
+/* The full UK_MR-row tile, inlined twice: once with the packed-panel
+ * strides as constants (A broadcasts become immediate-offset loads folded
+ * into the FMAs, no stride registers to spill), once generic for unpacked
+ * operands. */
 static inline __attribute__((always_inline)) void ukernel(int64_t kc, const float *a, int64_t a_rs,
                                                           int64_t a_cs, const float *b,
                                                           int64_t b_rs, float *c, int64_t ldc,
                                                           int accumulate) {
-  UK_ROWS(UK_DECL)
-  UK_PREFETCH_C
-  UK_K_LOOP
-  for (int64_t k = 0; k < kc; k++) {
-    vf b0 = vf_load(b + k * b_rs);
-    vf b1 = vf_load(b + k * b_rs + VF_LANES);
-    const float *ak = a + k * a_cs;
-    UK_ROWS(UK_STEP)
-  }
-  if (accumulate) {
-    UK_ROWS(UK_ACCUM)
-  } else {
-    UK_ROWS(UK_STORE)
-  }
+  UK_TILE_BODY(UK_ROWS, UK_PREFETCH_C, UK_K_LOOP)
 }
 
 static void ukernel_f32(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
@@ -55,25 +62,12 @@ static void ukernel_f32(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, 
     ukernel(kc, a, a_rs, a_cs, b, b_rs, c, ldc, accumulate);
 }
 
-/* The same product for a 4-row tile (UK_NR columns, generic strides): the
- * rows of a small product past the last full UK_MR tile, which the full
- * kernel would compute padded to UK_MR rows. Always accumulates into or
- * stores to c like ukernel. */
+/* A 4-row tile (generic strides): the rows of a product past the last full
+ * UK_MR tile, which the full kernel would compute padded to UK_MR rows. */
 #define UK_ROWS4(X) X(0) X(1) X(2) X(3)
 static void ukernel4_f32(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
                          int64_t b_rs, float *c, int64_t ldc, int accumulate) {
-  UK_ROWS4(UK_DECL)
-  for (int64_t k = 0; k < kc; k++) {
-    vf b0 = vf_load(b + k * b_rs);
-    vf b1 = vf_load(b + k * b_rs + VF_LANES);
-    const float *ak = a + k * a_cs;
-    UK_ROWS4(UK_STEP)
-  }
-  if (accumulate) {
-    UK_ROWS4(UK_ACCUM)
-  } else {
-    UK_ROWS4(UK_STORE)
-  }
+  UK_TILE_BODY(UK_ROWS4, , )
 }
 
 /* out[j] = x . w[j], two accumulators over 2 vectors of k per step */
