@@ -1,5 +1,7 @@
 """Streams and events with CUDA's semantics."""
 
+import time
+
 import torch
 from conftest import run_python
 
@@ -71,6 +73,9 @@ def test_small_ops_keep_stream_order_in_place_or_queued():
         x = busy(50) if round % 2 else torch.zeros(1000, 1000, device="neuron")
         x.fill_(float(round))  # large: queued behind busy() or alone
         y = x[0, :16] * 2 + torch.tensor(b, device="neuron")  # small, right after
+        if round % 4 == 3:  # let the worker go to sleep: z then runs in place
+            torch.neuron.synchronize()
+            time.sleep(0.002)
         z = y.abs().neg_()  # small, stream maybe idle by now
         m = torch.tensor(a, device="neuron") @ torch.tensor(a, device="neuron")
         w = m[:2, :8].sum(0) + z[:8]  # small, behind the matmul

@@ -168,7 +168,8 @@ tnrt_status_t tnrt_launch_seq(tnrt_stream_t *s, tnrt_task_fn fn, const void *arg
 /* tnrt_launch of a task that takes less time than handing it to the device
  * costs (a kernel over a few elements): a device that can (the software
  * NeuronCore) runs it at once on the calling thread when s has nothing
- * queued or running, which keeps the stream's order; otherwise it is
+ * queued or running and its worker sleeps, which keeps the stream's order;
+ * otherwise it is
  * queued as by tnrt_launch. *seq as for tnrt_launch_seq (may be NULL). */
 tnrt_status_t tnrt_launch_small(tnrt_stream_t *s, tnrt_task_fn fn, const void *args,
                                 size_t args_size, const char *name, uint64_t *seq);
