@@ -238,6 +238,35 @@ def test_cat_layouts_and_formats_match_cpu(dim):
         assert torch.equal(out.cpu(), want)
 
 
+@pytest.mark.parametrize("n", [1, 3, 4, 7])
+def test_cat_many_inputs_dtypes_and_fallbacks_match_cpu(n):
+    """cat copies its inputs by tasks of up to three copies each: every input
+    lands at its offset for any count, with empty inputs among them, for
+    dtypes the kernels know and ones they move as bytes; inputs that share
+    memory with out, or conj views, take the general copy."""
+    g = torch.Generator().manual_seed(n)
+    for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.complex64):
+        parts = []
+        for i in range(n):
+            rows = 0 if i == 1 else i + 1  # one empty input when n > 1
+            x = torch.randn(3, rows, 5, generator=g).to(dtype)
+            parts.append(x.transpose(0, 2).contiguous().transpose(0, 2) if i % 2 else x)
+        parts.append(torch.randn(5, 3, 2, generator=g).to(dtype).permute(1, 2, 0))  # strided
+        want = torch.cat(parts, 1)
+        got = torch.cat([t.to("neuron") for t in parts], 1)
+        assert torch.equal(got.cpu(), want)
+        assert torch.equal(torch.cat([t.to("neuron") for t in parts], -2).cpu(), want)
+    # out shares memory with an input: the result is still CPU's
+    buf = torch.arange(24.0).reshape(2, 12)
+    nb = buf.to("neuron")
+    torch.cat([nb[:, :2], nb[:, 2:4]], 1, out=nb[:, 6:10])
+    torch.cat([buf[:, :2], buf[:, 2:4]], 1, out=buf[:, 6:10])
+    assert torch.equal(nb.cpu(), buf)
+    c = torch.randn(4, 3, dtype=torch.complex64, generator=g)
+    got = torch.cat([c.to("neuron").conj(), c.to("neuron")], 0)
+    assert torch.equal(got.cpu(), torch.cat([c.conj(), c], 0))
+
+
 def test_cat_bad_input_raises_as_cpu():
     a, b = torch.ones(2, 3), torch.ones(2, 4)
     for inputs, dim in [([a, b], 0), ([a, torch.ones(2, 3, 1)], 0), ([a, a], 2)]:

@@ -505,6 +505,64 @@ CatShape cat_shape(const std::vector<std::reference_wrapper<const at::Tensor>> &
           c10::maybe_wrap_dim(dim, meta.dim())};
 }
 
+// Up to three inputs of a cat copied by one task (the copies fill the
+// task's argument space): a decode step's KV-cache and rotary cats are one
+// launch each, not a narrow, a copy_ and a launch per input.
+struct CatTask {
+  int32_t n;
+  tnk_copy_args_t copy[3];
+};
+static_assert(sizeof(CatTask) <= TNRT_TASK_ARGS_MAX, "cat task too large");
+
+void cat_task(void *p) {
+  auto *t = static_cast<CatTask *>(p);
+  for (int32_t i = 0; i < t->n; i++) tnk_copy(&t->copy[i]);
+}
+
+// The inputs copied into out along d by cat tasks; false (nothing done)
+// when an input needs the general copy_ (another device or dtype, a conj or
+// neg view, too many dims, memory shared with out).
+bool cat_by_tasks(const std::vector<std::reference_wrapper<const at::Tensor>> &list, int64_t d,
+                  const at::Tensor &out) {
+  if (out.dim() > TNRT_MAX_DIMS || out.is_conj() || out.is_neg()) return false;
+  for (const at::Tensor &x : list) {
+    if (x.numel() == 0) continue;
+    if (x.dim() != out.dim() || x.scalar_type() != out.scalar_type() ||
+        x.device() != out.device() || x.is_conj() || x.is_neg() || ranges_overlap(x, out))
+      return false;
+  }
+  bool ok;
+  tnk_dtype_t dt = raw_dtype(out, &ok);
+  if (!ok) return false;
+  char *base = static_cast<char *>(out.data_ptr());
+  int64_t step = out.stride(d) * static_cast<int64_t>(out.itemsize());
+  CatTask task{};
+  int64_t offset = 0, elems = 0;
+  auto flush = [&] {
+    if (task.n) launch(out.device().index(), cat_task, &task, sizeof task, "aten::cat", elems);
+    task.n = 0;
+    elems = 0;
+  };
+  for (const at::Tensor &x : list) {
+    if (x.numel() == 0) continue;  // adds nothing along d either (out is not empty)
+    tnk_copy_args_t &a = task.copy[task.n++];
+    a = tnk_copy_args_t{};
+    set_shape(&a.shape, x.sizes());
+    a.dst.dtype = a.src.dtype = dt;
+    a.dst.data = base + offset * step;
+    a.src.data = const_cast<void *>(x.const_data_ptr());
+    for (int64_t i = 0; i < x.dim(); i++) {
+      a.dst.strides[i] = out.stride(i);
+      a.src.strides[i] = x.stride(i);
+    }
+    elems += x.numel();
+    offset += x.size(d);
+    if (task.n == 3) flush();
+  }
+  flush();
+  return true;
+}
+
 at::Tensor &cat_out(const at::ITensorListRef &tensors, int64_t dim, at::Tensor &out) {
   auto list = tensors.materialize();
   TORCH_CHECK(!list.empty(), "torch.cat(): expected a non-empty list of Tensors");
@@ -523,6 +581,7 @@ at::Tensor &cat_out(const at::ITensorListRef &tensors, int64_t dim, at::Tensor &
   at::native::resize_output(out, shape.sizes);
   if (out.numel() == 0) return out;
   int64_t d = shape.dim;
+  if (cat_by_tasks(list, d, out)) return out;
   int64_t offset = 0;
   for (const at::Tensor &t : list) {
     const at::Tensor &x = t;
