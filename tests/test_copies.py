@@ -238,6 +238,36 @@ def test_cat_layouts_and_formats_match_cpu(dim):
         assert torch.equal(out.cpu(), want)
 
 
+def test_item_every_dtype_view_and_stream_order():
+    """item() copies its element by a small task after the stream's earlier
+    work: every dtype, an element of a strided view, conj and neg views, a
+    value that queued work has just written, and torch.float8 (moved as a
+    byte) against CPU."""
+    g = torch.Generator().manual_seed(3)
+    base = torch.randn(4, 6, generator=g) * 100
+    for dtype in (
+        torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+        torch.float16, torch.bfloat16, torch.float32, torch.float64,
+        torch.complex64, torch.complex128, torch.float8_e4m3fn,
+    ):  # fmt: skip
+        x = base.to(dtype) if not dtype.is_complex else torch.complex(base, -base).to(dtype)
+        n = x.to("neuron")
+        for idx in ((0, 0), (3, 5), (2, 1)):
+            got, want = n.t()[idx[1], idx[0]].item(), x.t()[idx[1], idx[0]].item()
+            assert type(got) is type(want) and (got == want or got != got and want != want)
+        if dtype.is_complex:
+            assert n[1, 2].conj().item() == x[1, 2].conj().item()
+            assert torch._neg_view(n[1, 2]).item() == torch._neg_view(x[1, 2]).item()
+    # written by queued work just before: item waits for it
+    big = torch.zeros(2048, 2048, device="neuron")
+    for v in range(5):
+        big.fill_(float(v))
+        big.add_(1)
+        assert big[-1, -1].item() == v + 1
+    with pytest.raises(RuntimeError, match="cannot be converted to Scalar"):
+        torch.ones(2, device="neuron").item()
+
+
 @pytest.mark.parametrize("n", [1, 3, 4, 7])
 def test_cat_many_inputs_dtypes_and_fallbacks_match_cpu(n):
     """cat copies its inputs by tasks of up to three copies each: every input

@@ -306,11 +306,16 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blo
   const at::Tensor &host = dst.is_privateuseone() ? src : dst;
   c10::DeviceIndex dev = dst.is_privateuseone() ? dst.device().index() : src.device().index();
   tnrt_stream_t *s = current_native_stream(dev);
-  check(tnrt_launch(s, copy_task, &a, sizeof a,
-                    dst.is_privateuseone() ? "aten::copy_ (H2D)" : "aten::copy_ (D2H)"),
-        "neuron copy");
   const void *hp = host.storage().data();
-  if (non_blocking && hp && tnrt_host_is_pinned(hp)) {
+  bool async = non_blocking && hp && tnrt_host_is_pinned(hp);
+  const char *name = dst.is_privateuseone() ? "aten::copy_ (H2D)" : "aten::copy_ (D2H)";
+  // a synchronous copy of a few elements (item(), a scalar to the device)
+  // runs in place on an idle stream, as small kernels do
+  bool small = !async && dst.numel() <= small_kernel_elems();
+  check(small ? tnrt_launch_small(s, copy_task, &a, sizeof a, name, nullptr)
+              : tnrt_launch(s, copy_task, &a, sizeof a, name),
+        "neuron copy");
+  if (async) {
     // Returns at once, as CUDA does for pinned memory; the pinned buffer
     // is kept alive until this stream passes the copy.
     check(tnrt_host_record_stream(hp, s), "record pinned buffer");
@@ -438,6 +443,22 @@ at::Tensor &fill_scalar(at::Tensor &self, const c10::Scalar &value) {
 }
 
 c10::Scalar local_scalar_dense(const at::Tensor &self) {
+  bool ok;
+  tnk_dtype_t dt = raw_dtype(self, &ok);
+  if (ok && self.numel() == 1 && !self.is_conj() && !self.is_neg() && self.itemsize() <= 16) {
+    // item(): the element copied by a small task (in place on an idle
+    // stream) into a buffer here, after the stream's earlier work
+    alignas(16) unsigned char buf[16];
+    tnk_copy_args_t a{};
+    a.dst.dtype = a.src.dtype = dt;
+    a.dst.data = buf;
+    a.src.data = const_cast<void *>(self.const_data_ptr());
+    tnrt_stream_t *s = current_native_stream(self.device().index());
+    check(tnrt_launch_small(s, copy_task, &a, sizeof a, "aten::_local_scalar_dense", nullptr),
+          "neuron copy");
+    check(tnrt_stream_synchronize(s), "stream synchronize");
+    return at::_local_scalar_dense(at::from_blob(buf, {}, self.options().device(at::kCPU)));
+  }
   at::Tensor host = at::empty({}, self.options().device(at::kCPU));
   copy_from(self.reshape({}), host, false);
   return at::_local_scalar_dense(host);
