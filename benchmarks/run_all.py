@@ -448,6 +448,31 @@ def model_rows(rows, quick):
         )
     )
 
+    # the same loop on a d64 model, whose kernels take next to nothing: what
+    # it measures is the host path of HF generate's ~900 ops per token
+    tiny_args = argparse.Namespace(layers=4, d_model=64, seq=256, batch=1, vocab=128)
+    tiny = bts.build(tiny_args).eval()
+    tiny_models = {d: copy.deepcopy(tiny).to(d) for d in ("neuron", "cpu")}
+    tiny_prompt = prompt % tiny_args.vocab
+
+    def gen_tiny(d):
+        return lambda: tiny_models[d].generate(
+            tiny_prompt.to(d), max_new_tokens=tok, min_new_tokens=tok, do_sample=False
+        )
+
+    samples = interleaved({d: gen_tiny(d) for d in tiny_models}, 3 if quick else 9, 1)
+    ratio = statistics.median(a / b for a, b in zip(samples["cpu"], samples["neuron"]))
+    t = {d: statistics.median(v) for d, v in samples.items()}
+    rows.append(
+        (
+            "greedy decode, d64 Llama (4 layers, vocab 128), batch 1: host-bound",
+            f"{1e3 * t['neuron'] / tok:.2f} ms/token",
+            f"{1e3 * t['cpu'] / tok:.2f} ms/token",
+            f"{ratio:.2f}x",
+            "speed ratio neuron/CPU, median of per-round ratios (dispatch and launch cost per op)",
+        )
+    )
+
 
 def compile_rows(rows, quick):
     """torch.compile (Inductor) of the Llama-style model: the training step

@@ -226,6 +226,9 @@ def test_cat_layouts_and_formats_match_cpu(dim):
         [base[:, :, :, ::2].expand(2, 3, 4, 3), base[:, :, :, :3]],  # strided, expanded
         [base, base.to(torch.float64)],  # mixed dtypes: promotion (meta path)
         [base.to(torch.bfloat16), base.to(torch.bfloat16)],
+        # legacy empty 1-D inputs (a KV cache's first cat): skipped, output contiguous
+        [torch.empty(0), base.contiguous(memory_format=torch.channels_last), torch.empty(0)],
+        [torch.empty(0, dtype=torch.float64), base],  # ... and they take part in promotion
     ]
     for inputs in cases:
         want = torch.cat(inputs, dim)

@@ -4,6 +4,7 @@
 // factories (arange, eye, linspace) and cat.
 #include "neuron.h"
 
+#include <algorithm>
 #include <ATen/Dispatch.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
@@ -499,7 +500,12 @@ struct CatShape {
 
 std::optional<CatShape> simple_cat_shape(
     const std::vector<std::reference_wrapper<const at::Tensor>> &list, int64_t dim) {
-  const at::Tensor &first = list.front().get();
+  // legacy empty 1-D inputs of the same dtype (a KV cache's first cat) add
+  // nothing; they make the output contiguous, as in ATen
+  auto legacy = [](const at::Tensor &t) { return t.dim() == 1 && t.numel() == 0; };
+  auto it = std::find_if(list.begin(), list.end(), [&](const auto &t) { return !legacy(t); });
+  if (it == list.end()) return std::nullopt;
+  const at::Tensor &first = it->get();
   int64_t rank = first.dim();
   if (rank == 0 || dim < -rank || dim >= rank) return std::nullopt;
   int64_t d = dim < 0 ? dim + rank : dim;
@@ -507,6 +513,10 @@ std::optional<CatShape> simple_cat_shape(
   out.sizes[d] = 0;
   for (const auto &ref : list) {
     const at::Tensor &t = ref.get();
+    if (rank != 1 && legacy(t) && t.scalar_type() == out.dtype) {
+      out.format = c10::MemoryFormat::Contiguous;
+      continue;
+    }
     if (t.dim() != rank || t.scalar_type() != out.dtype) return std::nullopt;
     for (int64_t i = 0; i < rank; i++)
       if (i != d && t.size(i) != first.size(i)) return std::nullopt;
