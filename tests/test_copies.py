@@ -295,6 +295,11 @@ def test_cat_many_inputs_dtypes_and_fallbacks_match_cpu(n):
     torch.cat([nb[:, :2], nb[:, 2:4]], 1, out=nb[:, 6:10])
     torch.cat([buf[:, :2], buf[:, 2:4]], 1, out=buf[:, 6:10])
     assert torch.equal(nb.cpu(), buf)
+    # an out whose elements share memory: CPU's error, not a silent result
+    for d in ("cpu", "neuron"):
+        parts = [torch.ones(2, device=d), torch.ones(2, device=d)]
+        with pytest.raises(RuntimeError, match="more than one element"):
+            torch.cat(parts, 0, out=torch.zeros(1, device=d).expand(4))
     c = torch.randn(4, 3, dtype=torch.complex64, generator=g)
     got = torch.cat([c.to("neuron").conj(), c.to("neuron")], 0)
     assert torch.equal(got.cpu(), torch.cat([c.conj(), c], 0))

@@ -611,6 +611,7 @@ at::Tensor &cat_out(const at::ITensorListRef &tensors, int64_t dim, at::Tensor &
               out.scalar_type());
   at::native::resize_output(out, shape.sizes);
   if (out.numel() == 0) return out;
+  at::assert_no_internal_overlap(out);  // as CPU's cat
   int64_t d = shape.dim;
   if (cat_by_tasks(list, d, out)) return out;
   int64_t offset = 0;
