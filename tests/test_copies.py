@@ -267,6 +267,9 @@ def test_item_every_dtype_view_and_stream_order():
         big.fill_(float(v))
         big.add_(1)
         assert big[-1, -1].item() == v + 1
+    # more dimensions than a kernel descriptor holds (the general copy)
+    deep = (base[1, 2] * 3).reshape([1] * 13)
+    assert deep.to("neuron").item() == deep.item()
     with pytest.raises(RuntimeError, match="cannot be converted to Scalar"):
         torch.ones(2, device="neuron").item()
 

@@ -243,6 +243,24 @@ tnk_dtype_t raw_dtype(const at::Tensor &t, bool *ok) {
   }
 }
 
+// A copy task's arguments: src's elements, as its shape and strides walk
+// them, to dst_data laid out by dst_strides (one per dimension of src).
+tnk_copy_args_t copy_args(void *dst_data, at::IntArrayRef dst_strides, tnk_dtype_t dst_dtype,
+                          const at::Tensor &src, tnk_dtype_t src_dtype) {
+  TORCH_INTERNAL_ASSERT(src.dim() <= TNRT_MAX_DIMS);
+  tnk_copy_args_t a{};
+  set_shape(&a.shape, src.sizes());
+  a.dst.data = dst_data;
+  a.dst.dtype = dst_dtype;
+  a.src.data = const_cast<void *>(src.const_data_ptr());
+  a.src.dtype = src_dtype;
+  for (int64_t d = 0; d < src.dim(); d++) {
+    a.dst.strides[d] = dst_strides[d];
+    a.src.strides[d] = src.stride(d);
+  }
+  return a;
+}
+
 at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blocking) {
   TORCH_CHECK(self.is_privateuseone() || dst.is_privateuseone());
   TORCH_CHECK(self.is_privateuseone() || self.is_cpu(), "copy between neuron and ", self.device(),
@@ -266,9 +284,7 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blo
     }
   }
   bool ok_s, ok_d;
-  tnk_copy_args_t a{};
-  a.src.dtype = raw_dtype(src, &ok_s);
-  a.dst.dtype = raw_dtype(dst, &ok_d);
+  tnk_dtype_t src_dt = raw_dtype(src, &ok_s), dst_dt = raw_dtype(dst, &ok_d);
   bool same = src.scalar_type() == dst.scalar_type();
   bool cast_ok;
   to_tnk(src.scalar_type(), &cast_ok);
@@ -278,13 +294,7 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blo
     copy_on_host(src, dst);
     return dst;
   }
-  set_shape(&a.shape, dst.sizes());
-  a.dst.data = dst.data_ptr();
-  a.src.data = const_cast<void *>(src.const_data_ptr());
-  for (int64_t d = 0; d < dst.dim(); d++) {
-    a.dst.strides[d] = dst.stride(d);
-    a.src.strides[d] = src.stride(d);
-  }
+  tnk_copy_args_t a = copy_args(dst.data_ptr(), dst.strides(), dst_dt, src, src_dt);
 
   if (dst.is_privateuseone() && src.is_privateuseone()) {
     c10::DeviceIndex dd = dst.device().index(), sd = src.device().index();
@@ -446,14 +456,13 @@ at::Tensor &fill_scalar(at::Tensor &self, const c10::Scalar &value) {
 c10::Scalar local_scalar_dense(const at::Tensor &self) {
   bool ok;
   tnk_dtype_t dt = raw_dtype(self, &ok);
-  if (ok && self.numel() == 1 && !self.is_conj() && !self.is_neg() && self.itemsize() <= 16) {
+  if (ok && self.numel() == 1 && !self.is_conj() && !self.is_neg() && self.itemsize() <= 16 &&
+      self.dim() <= TNRT_MAX_DIMS) {
     // item(): the element copied by a small task (in place on an idle
     // stream) into a buffer here, after the stream's earlier work
     alignas(16) unsigned char buf[16];
-    tnk_copy_args_t a{};
-    a.dst.dtype = a.src.dtype = dt;
-    a.dst.data = buf;
-    a.src.data = const_cast<void *>(self.const_data_ptr());
+    // (one element: every index is 0, any dst strides do)
+    tnk_copy_args_t a = copy_args(buf, self.strides(), dt, self, dt);
     tnrt_stream_t *s = current_native_stream(self.device().index());
     check(tnrt_launch_small(s, copy_task, &a, sizeof a, "aten::_local_scalar_dense", nullptr),
           "neuron copy");
@@ -576,16 +585,7 @@ bool cat_by_tasks(const std::vector<std::reference_wrapper<const at::Tensor>> &l
   };
   for (const at::Tensor &x : list) {
     if (x.numel() == 0) continue;  // adds nothing along d either (out is not empty)
-    tnk_copy_args_t &a = task.copy[task.n++];
-    a = tnk_copy_args_t{};
-    set_shape(&a.shape, x.sizes());
-    a.dst.dtype = a.src.dtype = dt;
-    a.dst.data = base + offset * step;
-    a.src.data = const_cast<void *>(x.const_data_ptr());
-    for (int64_t i = 0; i < x.dim(); i++) {
-      a.dst.strides[i] = out.stride(i);
-      a.src.strides[i] = x.stride(i);
-    }
+    task.copy[task.n++] = copy_args(base + offset * step, out.strides(), dt, x, dt);
     elems += x.numel();
     offset += x.size(d);
     if (task.n == 3) flush();
