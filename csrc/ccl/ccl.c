@@ -8,6 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "../kernels/dtype.h"
 #include "../runtime/internal.h" /* tnrt_set_error */
@@ -161,7 +165,9 @@ struct tnccl_comm {
   uint64_t tick;          /* the maps' LRU clock */
   char **ptrs;            /* per rank: the call's source buffer as seen here */
   const char **srcs;      /* reduce_n's inputs */
+  size_t stream_min;      /* direct copies of calls touching this many bytes stream */
 };
+static size_t last_level_cache(void);
 
 /* A peer's shared segment mapped here, by its handle. */
 typedef struct peer_map {
@@ -291,7 +297,8 @@ tnrt_status_t tnccl_comm_init(int device, int rank, int nranks, int64_t timeout_
                       .direct = !(env && !strcmp(env, "0")),
                       .maps = maps,
                       .ptrs = ptrs,
-                      .srcs = srcs};
+                      .srcs = srcs,
+                      .stream_min = last_level_cache()};
   tnrt_mem_handle_t h;
   void *mine;
   tnrt_status_t st = tnrt_mem_alloc_shared(device, c->seg_bytes, &mine, &h);
@@ -352,6 +359,57 @@ void tnccl_comm_destroy(tnccl_comm_t *c) {
 
 void tnccl_comm_set_direct(tnccl_comm_t *c, int on) {
   if (c) c->direct = on != 0;
+}
+void tnccl_comm_set_stream_min(tnccl_comm_t *c, size_t bytes) {
+  if (c) c->stream_min = bytes;
+}
+
+/* The host's last-level cache in bytes (0 where the C library does not
+ * say); the default of stream_min. */
+static size_t last_level_cache(void) {
+  long l3 = -1;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+  l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (l3 <= 0) l3 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+  return l3 > 0 ? (size_t)l3 : (size_t)32 << 20;
+}
+
+/* A direct path's copy into another buffer. When the call touches more
+ * memory than the cache holds (stream), the destination is written with
+ * non-temporal stores: a cached store first reads the line it overwrites
+ * (read for ownership), 3 bytes of DRAM traffic per byte copied where
+ * streaming moves 2. Measured on the development host (2 threads, 256 KiB
+ * pieces of a 64 MiB copy each, docs/benchmarks/collectives.md): 1.4-1.6x
+ * memcpy's bandwidth. The stores are weakly ordered: the fence at the end
+ * orders them before the release store that tells the peers the copy is
+ * done. SSE2 is in every x86-64; the wider stores measured no faster. */
+static void direct_copy(void *dst, const void *src, size_t m, int stream) {
+#if defined(__SSE2__)
+  if (stream && m >= 256) {
+    char *d = dst;
+    const char *s = src;
+    size_t head = (size_t)(-(uintptr_t)d & 63); /* to the next whole line */
+    memcpy(d, s, head);
+    size_t i = head;
+    for (; i + 64 <= m; i += 64) {
+      __m128i a = _mm_loadu_si128((const __m128i *)(s + i));
+      __m128i b = _mm_loadu_si128((const __m128i *)(s + i + 16));
+      __m128i e = _mm_loadu_si128((const __m128i *)(s + i + 32));
+      __m128i f = _mm_loadu_si128((const __m128i *)(s + i + 48));
+      _mm_stream_si128((__m128i *)(d + i), a);
+      _mm_stream_si128((__m128i *)(d + i + 16), b);
+      _mm_stream_si128((__m128i *)(d + i + 32), e);
+      _mm_stream_si128((__m128i *)(d + i + 48), f);
+    }
+    memcpy(d + i, s + i, m - i);
+    _mm_sfence();
+    return;
+  }
+#else
+  (void)stream;
+#endif
+  memcpy(dst, src, m);
 }
 uint64_t tnccl_comm_direct_calls(const tnccl_comm_t *c) { return c ? c->direct_calls : 0; }
 
@@ -816,7 +874,7 @@ static void reduce_direct(tnccl_comm_t *c, char *out, int64_t at, int64_t n, int
     reduce_n(c, out + i * (int64_t)esz, c->srcs, m, dtype, op);
     for (int j = 1; copies && j < c->nranks; j++)
       memcpy(c->ptrs[(c->rank + j) % c->nranks] + (at + i) * (int64_t)esz, out + i * (int64_t)esz,
-             (size_t)m * esz);
+             (size_t)m * esz); /* (cached stores: the reduction just read these lines) */
   }
 }
 
@@ -926,10 +984,11 @@ tnrt_status_t tnccl_all_reduce(tnccl_comm_t *c, void *buf, int64_t count, int dt
 static void broadcast_share(tnccl_comm_t *c, int root, size_t bytes) {
   size_t n = (size_t)c->nranks, share = ((bytes + n - 1) / n + 63) & ~(size_t)63;
   size_t lo = share * (size_t)c->rank, hi = lo + share < bytes ? lo + share : bytes;
+  int stream = bytes * n >= c->stream_min;
   for (size_t at = lo; at < hi; at += DIRECT_PIECE) {
     size_t m = hi - at < DIRECT_PIECE ? hi - at : DIRECT_PIECE;
     for (int r = 0; r < c->nranks; r++)
-      if (r != root) memcpy(c->ptrs[r] + at, c->ptrs[root] + at, m);
+      if (r != root) direct_copy(c->ptrs[r] + at, c->ptrs[root] + at, m, stream);
   }
 }
 
@@ -1005,9 +1064,14 @@ tnrt_status_t tnccl_all_gather(tnccl_comm_t *c, const void *in, void *out, size_
     if (r > 0) { /* every rank's in, read in place: a peer in place writes
                     only the other blocks of its out */
       tnrt_status_t mine = map_sources(c, k, 0, n, in, bytes);
+      int stream = bytes * (size_t)n * (size_t)(n + 1) >= c->stream_min; /* ins and outs */
       for (int q = 0; q < n && mine == TNRT_OK; q++) {
         char *to = (char *)out + (size_t)q * bytes;
-        if (to != c->ptrs[q]) memmove(to, c->ptrs[q], bytes);
+        if (to == c->ptrs[q]) continue;
+        if (to + bytes <= c->ptrs[q] || c->ptrs[q] + bytes <= to)
+          direct_copy(to, c->ptrs[q], bytes, stream);
+        else /* (this rank's in inside its out, elsewhere than its block) */
+          memmove(to, c->ptrs[q], bytes);
       }
       return direct_end(c, k, "all_gather", mine);
     }
@@ -1192,7 +1256,8 @@ tnrt_status_t tnccl_all_to_all_v(tnccl_comm_t *c, const void *in, const size_t *
                               q, msg);
         break;
       }
-      memcpy((char *)out + recv_off[q], from + at, recv_bytes[q]);
+      direct_copy((char *)out + recv_off[q], from + at, recv_bytes[q],
+                  busiest * 2 * (size_t)n >= c->stream_min); /* about every in and out */
     }
     return direct_end(c, k, "all_to_all_v", mine);
   }

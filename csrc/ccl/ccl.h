@@ -123,6 +123,11 @@ int tnccl_comm_rank(const tnccl_comm_t *comm);
  * publishes no buffer, so every rank of its calls takes the staged path.
  * It may differ between ranks. */
 void tnccl_comm_set_direct(tnccl_comm_t *comm, int on);
+/* A direct call whose buffers, summed over the ranks, reach `bytes` writes
+ * the copies into other buffers with non-temporal stores (past the cache).
+ * Default: the host's last-level cache size. 0 streams every direct copy
+ * (the tests), SIZE_MAX none. */
+void tnccl_comm_set_stream_min(tnccl_comm_t *comm, size_t bytes);
 /* Collective calls of this rank that took the direct path so far. */
 uint64_t tnccl_comm_direct_calls(const tnccl_comm_t *comm);
 int tnccl_comm_size(const tnccl_comm_t *comm);
