@@ -365,6 +365,11 @@ def test_reduce_overhead_replays_inference_graphs_from_a_capture():
         x = torch.randn(5, 32)
         close(cf(x.to(DEV), wd), f(x, w), atol=1e-5, rtol=1e-4)
         close(cf(x.to(DEV), wd), f(x, w), atol=1e-5, rtol=1e-4)
+        # the graph with a symbolic size keys its captures by the size:
+        # other sizes, back to one captured before, an input at an offset
+        for rows in (7, 5, 7, 9, 5):
+            x = torch.randn(rows + 2, 32, generator=torch.Generator().manual_seed(rows))
+            close(cf(x.to(DEV)[2:], wd), f(x[2:], w), atol=1e-5, rtol=1e-4)
 
 
 def test_reduce_overhead_mutated_inputs_keep_their_address():

@@ -2,19 +2,25 @@
 graphs replayed from a NeuronGraph capture, the part of CUDA graph trees a
 single stream needs.
 
-Per distinct input signature (shapes, strides, dtypes, devices, Python
-values) the first call runs the compiled graph normally, then captures it on
-static copies of its inputs; later calls copy the new inputs into the copies,
-replay the capture (one launch) and return clones of the captured outputs,
-so an output a caller keeps is never overwritten by the next call (CUDA
-graph trees detect that case and raise; the clone makes it impossible).
-Inputs that must keep their address (parameters and buffers Inductor marks
-static, inputs the graph mutates, such as a static KV cache) are not copied:
-when one moves, the signature is captured again. A capture that fails
-(random numbers, a host read of device data, an op through the CPU
-fallback) leaves the graph running without capture, with a warning.
-Training graphs are not captured (their forward and backward would have to
-be captured together).
+Per distinct value of the graph's non-tensor inputs (its symbolic sizes;
+with static shapes there are none) the first call runs the compiled graph
+normally, then captures it on static copies of its inputs; later calls copy
+the new inputs into the copies, replay the capture (one launch) and return
+clones of the captured outputs, so an output a caller keeps is never
+overwritten by the next call (CUDA graph trees detect that case and raise;
+the clone makes it impossible). Inputs that must keep their address
+(parameters and buffers Inductor marks static, inputs the graph mutates,
+such as a static KV cache) are not copied: when one moves, the graph is
+captured again. Dynamo's guards fix every other property of the inputs a
+compiled graph depends on (shapes given the integers, strides, dtypes,
+devices), so, as CUDA graph trees do, only the non-tensor inputs key the
+captures: a key over every tensor's shape and strides cost about 160 us a
+call on a 4-layer Llama decode step (55 inputs), more than the replay it
+keys. A capture that fails (random numbers, a host read of device data, an
+op through the CPU fallback) leaves the graph running without capture, with
+a warning. Graphs with CPU tensor inputs are not captured. Training graphs
+are not captured (their forward and backward would have to be captured
+together).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import torch
 
 from .graphs import NeuronGraph
 
-# Captures kept per compiled graph (one per input signature).
+# Captures kept per compiled graph (one per value of its non-tensor inputs).
 MAX_CAPTURES = 8
 
 _warned: set[str] = set()
@@ -51,18 +57,8 @@ def _side_stream(device: int) -> torch.Stream:
     return _side_streams[device]
 
 
-def _signature(inputs) -> tuple:
-    sig = []
-    for x in inputs:
-        if isinstance(x, torch.Tensor):
-            sig.append((tuple(x.shape), x.stride(), x.dtype, x.device, x.storage_offset()))
-        else:
-            sig.append((type(x), x))
-    return tuple(sig)
-
-
 class _Capture:
-    __slots__ = ("graph", "static_inputs", "static_outputs", "copy_idxs", "addresses")
+    __slots__ = ("graph", "static_inputs", "static_outputs", "copy_idxs", "kept_idxs", "kept_ptrs")
 
 
 class NeuronGraphRunner:
@@ -74,18 +70,21 @@ class NeuronGraphRunner:
         self.keep_address = frozenset(keep_address_idxs)
         self.captures: dict[tuple, _Capture] = {}
         self.disabled = False
+        self.scalar_idxs: list[int] | None = None  # where the non-tensor inputs are
 
     def __call__(self, inputs):
         if self.disabled:
             return self.fn(inputs)
-        key = _signature(inputs)
+        if self.scalar_idxs is None:
+            self.scalar_idxs = [i for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor)]
+        key = tuple([inputs[i] for i in self.scalar_idxs])
         c = self.captures.get(key)
-        if c is not None and any(inputs[i].data_ptr() != p for i, p in c.addresses):
+        if c is not None and [inputs[i].data_ptr() for i in c.kept_idxs] != c.kept_ptrs:
             del self.captures[key]  # a parameter or mutated input moved: capture again
             c = None
         if c is None:
             if len(self.captures) >= MAX_CAPTURES:
-                warn_once(f"more than {MAX_CAPTURES} input signatures for one graph")
+                warn_once(f"more than {MAX_CAPTURES} input sizes for one graph")
                 return self.fn(inputs)
             return self._capture(key, inputs)
         for i in c.copy_idxs:
@@ -101,11 +100,12 @@ class NeuronGraphRunner:
             for i, x in enumerate(inputs)
             if isinstance(x, torch.Tensor) and i not in self.keep_address
         ]
-        c.addresses = [
-            (i, x.data_ptr())
+        c.kept_idxs = [
+            i
             for i, x in enumerate(inputs)
             if isinstance(x, torch.Tensor) and i in self.keep_address
         ]
+        c.kept_ptrs = [inputs[i].data_ptr() for i in c.kept_idxs]
         c.static_inputs = list(inputs)
         for i in c.copy_idxs:
             x = inputs[i]
