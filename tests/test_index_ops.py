@@ -70,6 +70,84 @@ def test_index_add(dtype):
     no_fallback()
 
 
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.complex64]
+)
+def test_index_copy_matches_cpu_on_device(dtype):
+    """index_copy / index_copy_ / out=, on the device (no CPU fallback, no
+    host sync: a static KV cache's update): every dim, a transposed self,
+    a row named twice (the last wins, as on CPU), 0-d and empty indices, and
+    the update inside a NeuronGraph capture."""
+    g = torch.Generator().manual_seed(4)
+
+    def make(shape):
+        x = torch.randn(shape, generator=g) * 5
+        return torch.complex(x, -x).to(dtype) if dtype.is_complex else x.to(dtype)
+
+    x = make((4, 5, 6))
+    for dim, idx in ((0, [3, 0]), (1, [4, 1, 4]), (2, [5]), (-1, [2, 0, 1]), (-3, [])):
+        i = torch.tensor(idx, dtype=torch.long)
+        shape = list(x.shape)
+        shape[dim] = len(idx)
+        src = make(shape)
+        assert_same(x.neuron().index_copy(dim, i.neuron(), src.neuron()), x.index_copy(dim, i, src))
+        y = x.neuron()
+        y.index_copy_(dim, i.neuron(), src.neuron())
+        assert_same(y, x.clone().index_copy_(dim, i, src))
+        out = torch.empty(0, dtype=dtype).neuron()
+        torch.index_copy(x.neuron(), dim, i.neuron(), src.neuron(), out=out)
+        assert_same(out, x.index_copy(dim, i, src))
+    # transposed self, 0-d index
+    t, src = x.transpose(0, 2), make((6, 5, 1))
+    yt = x.neuron().transpose(0, 2)
+    yt.index_copy_(2, torch.tensor(3).neuron(), src.neuron())
+    assert_same(yt, t.clone().index_copy_(2, torch.tensor(3), src))
+    no_fallback()
+    # a KV-cache update captured, then replayed at new positions
+    cache, ref = torch.zeros(1, 2, 8, 4, dtype=dtype).neuron(), torch.zeros(1, 2, 8, 4, dtype=dtype)
+    pos, val = torch.tensor([0]).neuron(), make((1, 2, 1, 4)).neuron()
+    graph = torch.neuron.NeuronGraph()
+    with torch.neuron.graph(graph):
+        cache.index_copy_(2, pos, val)
+    for p in (5, 2, 7):
+        v = make((1, 2, 1, 4))
+        pos.fill_(p)
+        val.copy_(v.neuron())
+        graph.replay()
+        ref.index_copy_(2, torch.tensor([p]), v)
+    assert_same(cache, ref)
+
+
+def test_index_copy_bad_input_raises_like_cpu():
+    x, src = torch.zeros(3, 2), torch.ones(1, 2)
+    cases = [
+        (0, torch.tensor([1], dtype=torch.int32), src),  # not int64
+        (0, torch.tensor([[1]]), src),  # 2-d index
+        (0, torch.tensor([1, 2]), src),  # fewer rows than indices
+        (1, torch.tensor([1]), torch.ones(3, 1, dtype=torch.float64)),  # another dtype
+        (0, torch.tensor([1]), torch.ones(1, 3)),  # another row shape
+        (2, torch.tensor([1]), src),  # dim out of range
+    ]
+    for dim, i, s in cases:
+        with pytest.raises(Exception) as want:
+            x.clone().index_copy_(dim, i, s)
+        with pytest.raises(want.type) as got:
+            x.neuron().index_copy_(dim, i.neuron(), s.neuron())
+            torch.neuron.synchronize()
+        assert str(got.value).split("\n")[0] == str(want.value).split("\n")[0]
+    for bad in (3, -1):  # out of range: IndexError at the next sync, as CUDA's assert
+        with pytest.raises(IndexError, match=f"index {bad} is out of bounds"):
+            x.clone().index_copy_(0, torch.tensor([bad]), src)
+        y = x.neuron()
+        y.index_copy_(0, torch.tensor([bad]).neuron(), src.neuron())
+        with pytest.raises(IndexError, match=f"index_copy_: index {bad} is out of bounds"):
+            torch.neuron.synchronize()
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        torch.zeros(1, 2).neuron().expand(3, 2).index_copy_(
+            0, torch.tensor([1]).neuron(), src.neuron()
+        )
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("padding_idx", [None, 0])
 def test_embedding_forward_backward(dtype, padding_idx):

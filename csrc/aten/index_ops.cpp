@@ -423,6 +423,66 @@ at::Tensor index_add(const at::Tensor &self, int64_t dim, const at::Tensor &inde
   return index_add_out(self, dim, index, source, alpha, out);
 }
 
+// ------------------------------------------------------------- index_copy
+
+// self's rows at index (along dim) set from source's, in index order (a row
+// named twice gets the last, as on CPU): the index kernel's put mode, so a
+// static KV cache's update stays on the device, without a host sync, and
+// can be captured. An index out of range is a fault raised as CPU's
+// IndexError at the next synchronisation (as CUDA's device-side assert).
+// Anything CPU would reject before looking at the indices (not int64, not
+// 1-d, other dtypes or shapes) goes to the CPU kernel, for its errors.
+at::Tensor &index_copy_out(const at::Tensor &self, int64_t dim, const at::Tensor &index,
+                           const at::Tensor &source, at::Tensor &out) {
+  int64_t d = self.dim() ? at::maybe_wrap_dim(dim, self.dim(), /*wrap_scalar=*/false) : 0;
+  tnk_dtype_t dt = tnk_of(self);
+  bool native = self.dim() > 0 && source.dim() == self.dim() && index.dim() <= 1 &&
+                index.scalar_type() == at::kLong && source.scalar_type() == self.scalar_type() &&
+                out.scalar_type() == self.scalar_type() && index.device() == self.device() &&
+                source.device() == self.device() && dt != TNK_DTYPE_COUNT &&
+                tnk_index_supported(dt, TNK_I64, TNK_INDEX_PUT) && index.numel() == source.size(d);
+  for (int64_t k = 0; native && k < self.dim(); k++)
+    native = k == d || self.size(k) == source.size(k);
+  if (!native) return FALLBACK(index_copy_out, self, dim, index, source, out);
+  at::assert_no_internal_overlap(out);  // CPU's checks, in its order
+  at::assert_no_overlap(out, index);
+  at::assert_no_overlap(out, source);
+  if (!out.is_same(self)) {
+    at::native::resize_output(out, self.sizes());
+    out.copy_(self);
+  }
+  if (index.numel() == 0 || out.numel() == 0) return out;
+  at::Tensor src = source.contiguous();
+  into_contiguous(out, [&](at::Tensor &o) {
+    tnk_index_args_t a{};
+    a.nindex = 1;
+    a.indexed = o.data_ptr();
+    a.dense = const_cast<void *>(src.const_data_ptr());
+    a.index[0] = index.const_data_ptr();
+    split_dims(o.sizes(), d, &a.outer, &a.inner);
+    a.size[0] = o.size(d);
+    a.n = index.numel();
+    a.index_stride[0] = index.dim() ? index.stride(0) : 0;
+    a.dtype = dt;
+    a.index_dtype = TNK_I64;
+    a.mode = TNK_INDEX_PUT;
+    a.fault = fault_sink(o.device().index(), "index_copy_", true);  // CPU: IndexError
+    launch(o.device().index(), index_task, &a, sizeof a, "aten::index_copy");
+  });
+  return out;
+}
+
+at::Tensor &index_copy_(at::Tensor &self, int64_t dim, const at::Tensor &index,
+                        const at::Tensor &source) {
+  return index_copy_out(self, dim, index, source, self);
+}
+
+at::Tensor index_copy(const at::Tensor &self, int64_t dim, const at::Tensor &index,
+                      const at::Tensor &source) {
+  at::Tensor out = at::empty({0}, self.options());
+  return index_copy_out(self, dim, index, source, out);
+}
+
 // ------------------------------------------------------------- embedding
 
 at::Tensor embedding_dense_backward(const at::Tensor &grad, const at::Tensor &indices,
@@ -1207,6 +1267,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_add", index_add);
   m.impl("index_add_", index_add_);
   m.impl("index_add.out", index_add_out);
+  m.impl("index_copy", index_copy);
+  m.impl("index_copy_", index_copy_);
+  m.impl("index_copy.out", index_copy_out);
   m.impl("embedding_dense_backward", embedding_dense_backward);
   m.impl("gather", gather);
   m.impl("gather.out", gather_out);
