@@ -102,6 +102,10 @@ def test_index_copy_matches_cpu_on_device(dtype):
     yt = x.neuron().transpose(0, 2)
     yt.index_copy_(2, torch.tensor(3).neuron(), src.neuron())
     assert_same(yt, t.clone().index_copy_(2, torch.tensor(3), src))
+    # a 0-d self (one row)
+    for dim in (0, -1):
+        z, v, i = make(()), make(()), torch.tensor([0])
+        assert_same(z.neuron().index_copy(dim, i.neuron(), v.neuron()), z.index_copy(dim, i, v))
     no_fallback()
     # a KV-cache update captured, then replayed at new positions
     cache, ref = torch.zeros(1, 2, 8, 4, dtype=dtype).neuron(), torch.zeros(1, 2, 8, 4, dtype=dtype)
@@ -128,6 +132,13 @@ def test_index_copy_bad_input_raises_like_cpu():
         (0, torch.tensor([1]), torch.ones(1, 3)),  # another row shape
         (2, torch.tensor([1]), src),  # dim out of range
     ]
+    x0, s0 = torch.zeros(()), torch.ones(())
+    for dim, i in ((1, torch.tensor([0])), (0, torch.tensor([0, 0]))):  # 0-d self
+        with pytest.raises(Exception) as want:
+            x0.clone().index_copy_(dim, i, s0)
+        with pytest.raises(want.type) as got:
+            x0.neuron().index_copy_(dim, i.neuron(), s0.neuron())
+        assert str(got.value).split("\n")[0] == str(want.value).split("\n")[0]
     for dim, i, s in cases:
         with pytest.raises(Exception) as want:
             x.clone().index_copy_(dim, i, s)

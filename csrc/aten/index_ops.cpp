@@ -436,11 +436,14 @@ at::Tensor &index_copy_out(const at::Tensor &self, int64_t dim, const at::Tensor
                            const at::Tensor &source, at::Tensor &out) {
   int64_t d = self.dim() ? at::maybe_wrap_dim(dim, self.dim(), /*wrap_scalar=*/false) : 0;
   tnk_dtype_t dt = tnk_of(self);
-  bool native = self.dim() > 0 && source.dim() == self.dim() && index.dim() <= 1 &&
-                index.scalar_type() == at::kLong && source.scalar_type() == self.scalar_type() &&
+  bool scalar = self.dim() == 0;  // (a 0-d self, source and 1-element index: one row)
+  bool native = (!scalar || dim == 0 || dim == -1) && source.dim() == self.dim() &&
+                index.dim() <= 1 && index.scalar_type() == at::kLong &&
+                source.scalar_type() == self.scalar_type() &&
                 out.scalar_type() == self.scalar_type() && index.device() == self.device() &&
                 source.device() == self.device() && dt != TNK_DTYPE_COUNT &&
-                tnk_index_supported(dt, TNK_I64, TNK_INDEX_PUT) && index.numel() == source.size(d);
+                tnk_index_supported(dt, TNK_I64, TNK_INDEX_PUT) &&
+                index.numel() == (scalar ? 1 : source.size(d));
   for (int64_t k = 0; native && k < self.dim(); k++)
     native = k == d || self.size(k) == source.size(k);
   if (!native) return FALLBACK(index_copy_out, self, dim, index, source, out);
@@ -459,8 +462,8 @@ at::Tensor &index_copy_out(const at::Tensor &self, int64_t dim, const at::Tensor
     a.indexed = o.data_ptr();
     a.dense = const_cast<void *>(src.const_data_ptr());
     a.index[0] = index.const_data_ptr();
-    split_dims(o.sizes(), d, &a.outer, &a.inner);
-    a.size[0] = o.size(d);
+    split_dims(scalar ? at::IntArrayRef{1} : o.sizes(), d, &a.outer, &a.inner);
+    a.size[0] = scalar ? 1 : o.size(d);
     a.n = index.numel();
     a.index_stride[0] = index.dim() ? index.stride(0) : 0;
     a.dtype = dt;
