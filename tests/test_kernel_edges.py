@@ -231,17 +231,24 @@ def test_mm_and_bias_addmm_layouts(shape, dtype):
 
 @pytest.mark.parametrize("rows", [1, 3, 4, 5, 70])
 @pytest.mark.parametrize("k", [45, 300])
-def test_linear_with_bias(rows, k):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_linear_with_bias(rows, k, dtype):
     """x @ W^T + b: up to four rows take the dot-product path (k = 45 and 300
-    are no multiple of two vectors), more the packed path."""
-    w, b = randn(131, k, seed=7), randn(131, seed=8)
-    x = randn(rows, k, seed=9)
+    are no multiple of two vectors), more the packed path; fp32 and bf16
+    (the bf16 dot products sum in fp32, as CPU's bf16 GEMM)."""
+    w, b = randn(131, k, seed=7, dtype=dtype), randn(131, seed=8, dtype=dtype)
+    x = randn(rows, k, seed=9, dtype=dtype)
     f = torch.nn.functional.linear
-    assert_same(f(x.neuron(), w.neuron(), b.neuron()), f(x, w, b), **gemm_tol(torch.float32, k))
-    assert_same(f(x.neuron(), w.neuron()), f(x, w), **gemm_tol(torch.float32, k))
+    tol = gemm_tol(dtype, k)
+    assert_same(f(x.neuron(), w.neuron(), b.neuron()), f(x, w, b), **tol)
+    assert_same(f(x.neuron(), w.neuron()), f(x, w), **tol)
     want = torch.addmm(b, x, w.t(), beta=0.25, alpha=2.0)
     got = torch.addmm(b.neuron(), x.neuron(), w.neuron().t(), beta=0.25, alpha=2.0)
-    assert_same(got, want, **gemm_tol(torch.float32, k))
+    assert_same(got, want, **tol)
+    # an output row stride other than n (the rows of a wider tensor)
+    out = torch.zeros(rows, 140, dtype=dtype).neuron()[:, 3:134]
+    torch.mm(x.neuron(), w.neuron().t(), out=out)
+    assert_same(out, x @ w.t(), **tol)
     native("mm", "linear")
 
 

@@ -54,6 +54,8 @@ typedef void (*tnk_ukernel_bf16_fn)(int64_t kp, const uint32_t *a, const uint32_
 /* out[j] = sum_i x[i] * w[j * ldw + i] for j < n (skinny products). */
 typedef void (*tnk_dot_rows_fn)(int64_t k, const float *x, const float *w, int64_t ldw, int64_t n,
                                 float *out);
+typedef void (*tnk_dot_rows_bf16_fn)(int64_t k, const uint16_t *x, const uint16_t *w, int64_t ldw,
+                                     int64_t n, float *out);
 
 #define TNK_UKERNEL_MAX_TILE (12 * 32) /* the largest mr * nr of any variant */
 
@@ -65,7 +67,8 @@ typedef struct tnk_gemm_config {
   tnk_ukernel_bf16_fn bf16;     /* NULL: bf16 converts to fp32 while packing */
   int bf16_mr, bf16_nr;
   int64_t bf16_kc;
-  tnk_dot_rows_fn dot_rows; /* NULL: skinny products take the blocked path */
+  tnk_dot_rows_fn dot_rows;           /* NULL: skinny products take the blocked path */
+  tnk_dot_rows_bf16_fn dot_rows_bf16; /* the same over bf16 (fp32 sums) */
 } tnk_gemm_config_t;
 
 /* Vectorised fp32 row math; the contracts are in vmath.h. The streaming

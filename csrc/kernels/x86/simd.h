@@ -43,6 +43,11 @@ static inline vf vf_select(vm m, vf a, vf b) { return _mm512_mask_blend_ps(m, b,
 static inline vf vf_keep(vm m, vf a) { return _mm512_maskz_mov_ps(m, a); }
 /* the first n (< VF_LANES) lanes: loads read nothing past them (0 there) */
 static inline vm vf_first(int64_t n) { return (vm)((1u << n) - 1); }
+/* 16 / 8 bf16 values widened to fp32 (exact: the bits shifted up). */
+static inline vf vf_load_bf16(const uint16_t *p) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
 static inline vf vf_load_part(const float *p, int64_t n) {
   return _mm512_maskz_loadu_ps(vf_first(n), p);
 }
@@ -87,6 +92,10 @@ static inline vm vf_first(int64_t n) {
       _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 /* through a zero-padded lane block */
+static inline vf vf_load_bf16(const uint16_t *p) {
+  return _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
 static inline vf vf_load_part(const float *p, int64_t n) {
   float in[8] = {0};
   memcpy(in, p, sizeof(float) * (size_t)n);

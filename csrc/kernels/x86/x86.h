@@ -20,7 +20,9 @@
                               const float *b, int64_t b_rs, float *c, int64_t ldc,                 \
                               int accumulate);                                                     \
   void tnk_dot_rows_f32_##SFX(int64_t k, const float *x, const float *w, int64_t ldw, int64_t n,   \
-                              float *out);
+                              float *out);                                                         \
+  void tnk_dot_rows_bf16_##SFX(int64_t k, const uint16_t *x, const uint16_t *w, int64_t ldw,       \
+                               int64_t n, float *out);
 TNK_X86_VMATH_DECL(avx2)
 TNK_X86_VMATH_DECL(avx512)
 

@@ -21,3 +21,8 @@ void tnk_dot_rows_f32_avx2(int64_t k, const float *x, const float *w, int64_t ld
                            float *out) {
   dot_rows_f32(k, x, w, ldw, n, out);
 }
+
+void tnk_dot_rows_bf16_avx2(int64_t k, const uint16_t *x, const uint16_t *w, int64_t ldw, int64_t n,
+                            float *out) {
+  dot_rows_bf16(k, x, w, ldw, n, out);
+}
