@@ -9,12 +9,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #include "../kernels/dtype.h"
 #include "../runtime/internal.h" /* tnrt_set_error */
+#include "../kernels/config.h"   /* tnk_config: copy_stream */
 #include "../kernels/tnk.h"
 
 #define LINE 64                      /* a cache line: every counter on its own */
@@ -377,39 +375,19 @@ static size_t last_level_cache(void) {
 
 /* A direct path's copy into another buffer. When the call touches more
  * memory than the cache holds (stream), the destination is written with
- * non-temporal stores: a cached store first reads the line it overwrites
- * (read for ownership), 3 bytes of DRAM traffic per byte copied where
- * streaming moves 2. Measured on the development host (2 threads, 256 KiB
- * pieces of a 64 MiB copy each, docs/benchmarks/collectives.md): 1.4-1.6x
- * memcpy's bandwidth. The stores are weakly ordered: the fence at the end
- * orders them before the release store that tells the peers the copy is
- * done. SSE2 is in every x86-64; the wider stores measured no faster. */
+ * the kernel library's streaming stores where its ISA has them
+ * (copy_stream): a cached store first reads the line it overwrites (read
+ * for ownership), 3 bytes of DRAM traffic per byte copied where streaming
+ * moves 2. Measured on the development host (2 threads, 256 KiB pieces of
+ * a 64 MiB copy each): 1.4x memcpy's bandwidth. copy_stream fences its
+ * stores, so the release store that tells the peers the copy is done
+ * follows them. */
 static void direct_copy(void *dst, const void *src, size_t m, int stream) {
-#if defined(__SSE2__)
-  if (stream && m >= 256) {
-    char *d = dst;
-    const char *s = src;
-    size_t head = (size_t)(-(uintptr_t)d & 63); /* to the next whole line */
-    memcpy(d, s, head);
-    size_t i = head;
-    for (; i + 64 <= m; i += 64) {
-      __m128i a = _mm_loadu_si128((const __m128i *)(s + i));
-      __m128i b = _mm_loadu_si128((const __m128i *)(s + i + 16));
-      __m128i e = _mm_loadu_si128((const __m128i *)(s + i + 32));
-      __m128i f = _mm_loadu_si128((const __m128i *)(s + i + 48));
-      _mm_stream_si128((__m128i *)(d + i), a);
-      _mm_stream_si128((__m128i *)(d + i + 16), b);
-      _mm_stream_si128((__m128i *)(d + i + 32), e);
-      _mm_stream_si128((__m128i *)(d + i + 48), f);
-    }
-    memcpy(d + i, s + i, m - i);
-    _mm_sfence();
-    return;
-  }
-#else
-  (void)stream;
-#endif
-  memcpy(dst, src, m);
+  void (*copy_stream)(void *, const void *, int64_t) = tnk_config()->vmath.copy_stream;
+  if (stream && copy_stream)
+    copy_stream(dst, src, (int64_t)m);
+  else
+    memcpy(dst, src, m);
 }
 uint64_t tnccl_comm_direct_calls(const tnccl_comm_t *c) { return c ? c->direct_calls : 0; }
 
