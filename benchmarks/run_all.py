@@ -357,6 +357,81 @@ def cpu_step_peak_bytes(model, opt, ids):
     return peak
 
 
+def streamed_weight_bytes(model):
+    """Bytes of the weights one decoded token reads: every parameter but the
+    input embedding's table (one row of it is read), unless the output
+    layer shares it."""
+    emb = model.get_input_embeddings().weight
+    out = model.get_output_embeddings()
+    tied = out is not None and out.weight.data_ptr() == emb.data_ptr()
+    return sum(p.numel() * p.element_size() for p in model.parameters() if tied or p is not emb)
+
+
+def captured_decode(model, prompt, tok, device):
+    """A callable greedy-decoding `tok` tokens after `prompt` with a static
+    KV cache; on neuron each token after the first is one replay of a
+    NeuronGraph holding the forward, the argmax and the cache update (the
+    graph is captured on the first call). The prompt is prefilled once,
+    here; each call restores the cache as the prefill left it (a copy of
+    under 1 MiB) and decodes, so the time is the decoding's. `.tokens`
+    holds the last result."""
+    from transformers import StaticCache
+
+    n = prompt.shape[1]
+    cache = StaticCache(config=model.config, max_cache_len=n + tok)
+    with torch.no_grad():
+        logits = model(
+            input_ids=prompt.to(device),
+            past_key_values=cache,
+            cache_position=torch.arange(n, device=device),
+        ).logits
+    first = logits[:, -1].argmax(-1, keepdim=True)
+    state = [
+        t for layer in cache.layers for t in (layer.keys, layer.values, layer.cumulative_length)
+    ]
+    saved = [t.clone() for t in state]
+    last = torch.zeros(1, 1, dtype=torch.long, device=device)
+    pos = torch.zeros(1, dtype=torch.long, device=device)
+    i = torch.zeros(1, dtype=torch.long, device=device)
+    out = torch.zeros(tok, dtype=torch.long, device=device)
+    graph = [None]
+
+    @torch.no_grad()
+    def step():
+        logits = model(input_ids=last, past_key_values=cache, cache_position=pos).logits
+        nxt = logits[:, -1].argmax(-1, keepdim=True)
+        out.index_copy_(0, i, nxt.view(1))
+        last.copy_(nxt)
+        pos.add_(1)
+        i.add_(1)
+
+    @torch.no_grad()
+    def run():
+        for t, s in zip(state, saved):
+            t.copy_(s)
+        last.copy_(first)
+        out[:1] = first.view(1)
+        pos.fill_(n)
+        i.fill_(1)
+        if device != "neuron":
+            for _ in range(tok - 1):
+                step()
+            return
+        todo = tok - 1
+        if graph[0] is None:  # one step eagerly (warm-up), then capture it
+            step()
+            todo -= 1
+            g = torch.neuron.NeuronGraph()
+            with torch.neuron.graph(g):
+                step()  # (recorded, not run)
+            graph[0] = g
+        for _ in range(todo):
+            graph[0].replay()
+
+    run.tokens = out
+    return run
+
+
 def model_rows(rows, quick):
     sys.path.insert(0, HERE)
     import bench_train_step as bts
@@ -430,11 +505,12 @@ def model_rows(rows, quick):
         )
 
     fns = {d: gen(d) for d in ("neuron", "cpu")}
-    wbytes = sum(p.numel() * p.element_size() for p in base.parameters())
+    wbytes = streamed_weight_bytes(base)
     fns["memcpy"] = memcpy_anchor(wbytes // 4 * 4)
     t = {d: statistics.median(v) for d, v in interleaved(fns, 2 if quick else 3, 1).items()}
-    # every token streams every weight once: the bound is the weights at
-    # memcpy's bandwidth (read + write traffic), per token
+    # every token streams every weight once (but the input embedding's, of
+    # which it reads one row): the bound is those weights at memcpy's
+    # bandwidth (read + write traffic), per token
     bound = t["memcpy"] / 2
     rows.append(
         (
@@ -447,6 +523,43 @@ def model_rows(rows, quick):
             f"{1e3 * bound:.2f} ms)",
         )
     )
+
+    # The same model decoding with one NeuronGraph replay per token (as
+    # gpt-fast does with CUDA graphs): a static KV cache, and the forward,
+    # the argmax and the cache update captured once, so no Python, dispatch
+    # or host sync runs between tokens. PyTorch CPU runs the same loop
+    # eagerly (it has no graphs). Timed: the decoding after a prefill done
+    # once (captured_decode). fp32 weights, then bf16 ones (the model cast,
+    # as for bf16 serving; its bound is half the bytes). fp32 tokens must
+    # equal CPU's; bf16 ones part where the two round differently near a
+    # tie (the note says where).
+    memcpy = fns["memcpy"]
+    for dtype in (torch.float32, torch.bfloat16):
+        dev_models = {
+            d: models[d] if dtype == torch.float32 else copy.deepcopy(models[d]).to(dtype)
+            for d in models
+        }
+        fns = {d: captured_decode(dev_models[d], prompt, tok, d) for d in dev_models}
+        fns["memcpy"] = memcpy if dtype == torch.float32 else memcpy_anchor(wbytes // 8 * 4)
+        t = {d: statistics.median(v) for d, v in interleaved(fns, 2 if quick else 3, 1).items()}
+        got, want = fns["neuron"].tokens.cpu(), fns["cpu"].tokens
+        same = int((got != want).nonzero()[0, 0]) if (got != want).any() else tok
+        if dtype == torch.float32 and same < tok:
+            raise RuntimeError("captured fp32 decoding on neuron made other tokens than CPU")
+        bound = t["memcpy"] / 2
+        rows.append(
+            (
+                f"greedy decode, same model, {str(dtype)[6:]} weights, batch 1, "
+                "one NeuronGraph replay per token",
+                f"{tok / t['neuron']:.1f} tok/s",
+                f"{tok / t['cpu']:.1f} tok/s (eager loop)",
+                f"{t['cpu'] / t['neuron']:.2f}x",
+                f"{1e3 * t['neuron'] / tok:.2f} ms/token; "
+                f"{100 * bound * tok / t['neuron']:.0f}% of the weight-streaming bound "
+                f"({1e3 * bound:.2f} ms, measured beside it); the first {same} of {tok} "
+                "tokens equal CPU's",
+            )
+        )
 
     # the same loop on a d64 model, whose kernels take next to nothing: what
     # it measures is the host path of HF generate's ~900 ops per token
