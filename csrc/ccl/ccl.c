@@ -362,8 +362,8 @@ void tnccl_comm_set_stream_min(tnccl_comm_t *c, size_t bytes) {
   if (c) c->stream_min = bytes;
 }
 
-/* The host's last-level cache in bytes (0 where the C library does not
- * say); the default of stream_min. */
+/* The host's last-level cache in bytes (32 MiB where the C library does
+ * not say); the default of stream_min. */
 static size_t last_level_cache(void) {
   long l3 = -1;
 #ifdef _SC_LEVEL3_CACHE_SIZE
@@ -1046,7 +1046,8 @@ tnrt_status_t tnccl_all_gather(tnccl_comm_t *c, const void *in, void *out, size_
       for (int q = 0; q < n && mine == TNRT_OK; q++) {
         char *to = (char *)out + (size_t)q * bytes;
         if (to == c->ptrs[q]) continue;
-        if (to + bytes <= c->ptrs[q] || c->ptrs[q] + bytes <= to)
+        uintptr_t t = (uintptr_t)to, f = (uintptr_t)c->ptrs[q];
+        if (t + bytes <= f || f + bytes <= t)
           direct_copy(to, c->ptrs[q], bytes, stream);
         else /* (this rank's in inside its out, elsewhere than its block) */
           memmove(to, c->ptrs[q], bytes);
