@@ -66,12 +66,22 @@ static void ukernel_f32(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, 
  * UK_MR tile, which the full kernel would compute padded to UK_MR rows. */
 #define UK_ROWS4(X) X(0) X(1) X(2) X(3)
 static void ukernel4_f32(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
-                         int64_t b_rs, float *c, int64_t ldc,
-                         int accumulate){UK_TILE_BODY(UK_ROWS4, , )}
-/* out[j] = x . w[j], two accumulators over 2 vectors of k per step */
-/* Skinny products (decoding): out[j] = x . row j of w, for fp32 and for
- * bf16 (widened to fp32 on load, exact; fp32 sums, as CPU's bf16 GEMM).
- * ELT is the element type, LOAD the vector load, ONE the scalar widening. */
+                         int64_t b_rs, float *c, int64_t ldc, int accumulate) {
+  UK_TILE_BODY(UK_ROWS4, , )
+}
+
+static inline float f32_id(float v) { return v; }
+static inline float bf16_widen(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* Skinny products (decoding): out[j] = x . row j of w, two accumulators over
+ * 2 vectors of k per step, for fp32 and for bf16 (widened to fp32 on load,
+ * exact; fp32 sums, as CPU's bf16 GEMM). ELT is the element type, LOAD the
+ * vector load, ONE the scalar widening. */
 #define DOT_ROWS(NAME, ELT, LOAD, ONE)                                                          \
   static void NAME(int64_t k, const ELT *x, const ELT *w, int64_t ldw, int64_t n, float *out) { \
     for (int64_t j = 0; j < n; j++) {                                                           \
@@ -87,16 +97,9 @@ static void ukernel4_f32(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs,
       out[j] = acc;                                                                             \
     }                                                                                           \
   }
-static inline float f32_id(float v) {
-  return v;
-}
-static inline float bf16_widen(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
+// clang-format off
 DOT_ROWS(dot_rows_f32, float, vf_load, f32_id)
 DOT_ROWS(dot_rows_bf16, uint16_t, vf_load_bf16, bf16_widen)
+// clang-format on
 
 #endif
