@@ -2,6 +2,7 @@
 type promotion, scalars, in-place/out forms, strides and errors."""
 
 import itertools
+import re
 
 import pytest
 import torch
@@ -308,3 +309,73 @@ def test_baddbmm(dtype):
     tn.baddbmm_(a.neuron(), b.neuron(), alpha=0.5)
     assert_same(tn, t.baddbmm(a, b, alpha=0.5), **tol)
     assert torch_neuronx.get_fallback_ops() == {}
+
+
+# fmax/fmin/copysign/logaddexp/logaddexp2/hypot/heaviside/fmod: native
+# kernels against the CPU, with the edge values each op defines (NaN on one
+# side or both, infinities, signed zeros, zero divisors for fmod)
+def _edge_operands(dtype):
+    a = torch.tensor([[1.5, -2.0, 0.0, -0.0, 3.0, float("nan"), float("inf"), float("-inf")]] * 2)
+    b = torch.tensor([[-0.5, 2.0, -0.0, 0.0, float("nan"), float("nan"), float("inf"), 1.0]] * 2)
+    a[1] = a[1] * -3.25
+    b[1] = b[1].flip(0) * 0.75
+    if not dtype.is_floating_point:
+        a = torch.nan_to_num(a, nan=0, posinf=7, neginf=-7).trunc()
+        b = torch.nan_to_num(b, nan=2, posinf=5, neginf=-5).trunc()
+        b[b == 0] = 3  # zero divisors are their own test
+        if dtype == torch.uint8:
+            a, b = a.abs(), b.abs()
+    return a.to(dtype), b.to(dtype)
+
+
+_NEW_BINARY = ["fmax", "fmin", "copysign", "logaddexp", "logaddexp2", "hypot", "heaviside", "fmod"]
+_NEW_DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64]
+_NEW_DTYPES += [torch.int32, torch.uint8, torch.bool]
+
+
+@pytest.mark.parametrize("name", _NEW_BINARY)
+@pytest.mark.parametrize("dtype", _NEW_DTYPES)
+def test_more_binary_ops_match_cpu(name, dtype):
+    f = getattr(torch, name)
+    a, b = _edge_operands(dtype)
+    try:
+        want = f(a, b)
+    except RuntimeError as e:  # the CPU refuses the dtype: neuron refuses it alike
+        with pytest.raises(RuntimeError, match=re.escape(str(e)[:30])):
+            f(a.neuron(), b.neuron()).cpu()
+        return
+    torch_neuronx.clear_op_tracking()
+    an, bn = a.neuron(), b.neuron()
+    assert_same(f(an, bn), want, equal_nan=True, **tol(dtype))
+    assert_same(f(an, bn[0]), f(a, b[0]), equal_nan=True, **tol(dtype))  # broadcast
+    assert_same(f(an.t(), bn.t()), f(a.t(), b.t()), equal_nan=True, **tol(dtype))  # strided
+    out = torch.empty(0, dtype=want.dtype).neuron()
+    f(an, bn, out=out)
+    assert_same(out, want, equal_nan=True, **tol(dtype))
+    if name not in ("fmax", "fmin", "logaddexp", "logaddexp2") and want.dtype == dtype:
+        c = an.clone()
+        getattr(c, name + "_")(bn)
+        assert_same(c, want, equal_nan=True, **tol(dtype))
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+def test_more_binary_ops_promotion_and_errors():
+    torch_neuronx.clear_op_tracking()
+    i, f = torch.tensor([3, -4, 0]), torch.tensor([-1.0, 2.0, -0.0])
+    assert_same(torch.copysign(i.neuron(), f.neuron()), torch.copysign(i, f))  # int -> float
+    assert_same(torch.copysign(i.neuron(), i.neuron()), torch.copysign(i, i))
+    assert_same(torch.fmod(f.neuron(), 0.75), torch.fmod(f, 0.75))  # Scalar overload
+    assert_same(torch.fmax(i.neuron(), f.neuron()), torch.fmax(i, f))
+    assert torch_neuronx.get_fallback_ops() == {}
+    msg = "heaviside is not yet implemented for tensors with different dtypes"
+    with pytest.raises(RuntimeError, match=msg):
+        torch.heaviside(f, i)
+    with pytest.raises(RuntimeError, match=msg):
+        torch.heaviside(f.neuron(), i.neuron())
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        torch.fmod(i, torch.tensor([1, 0, 2]))  # the CPU oracle
+    r = torch.fmod(i.neuron(), torch.tensor([1, 0, 2]).neuron())
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        r.cpu()
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        i.neuron().copysign_(f.neuron())

@@ -274,7 +274,10 @@ c10::ScalarType promoted(const at::Tensor &a, const at::Tensor &b, tnk_binary_op
   // One dtype promotes to itself whatever the operands' ranks: skip the
   // result_type operator's dispatch (a tenth of a small add's host time).
   c10::ScalarType t = a.scalar_type() == b.scalar_type() ? a.scalar_type() : at::result_type(a, b);
-  if ((op == TNK_DIV || op == TNK_ATAN2 || op == TNK_XLOGY) && c10::isIntegralType(t, true))
+  TORCH_CHECK(op != TNK_HEAVISIDE || a.scalar_type() == b.scalar_type(),
+              "heaviside is not yet implemented for tensors with different dtypes.");
+  if ((op == TNK_DIV || op == TNK_ATAN2 || op == TNK_XLOGY || op == TNK_COPYSIGN) &&
+      c10::isIntegralType(t, true))
     t = c10::typeMetaToScalarType(c10::get_default_dtype());
   return t;
 }
@@ -285,72 +288,81 @@ c10::Device device_of_pair(const at::Tensor &a, const at::Tensor &b) {
 
 }  // namespace
 
-// The functional, in-place and out= forms of each binary op.
-#define NEURON_BINARY(NAME, OP, ATEN_FN, ATEN_INPLACE, ATEN_OUT, ALPHA_ARG, ALPHA_PARAM,          \
-                      ALPHA_VALUE)                                                                \
-  at::Tensor NAME(const at::Tensor &a, const at::Tensor &b ALPHA_PARAM) {                         \
-    c10::Device dev = device_of_pair(a, b);                                                       \
-    check_operand(a, dev, #NAME);                                                                 \
-    check_operand(b, dev, #NAME);                                                                 \
-    c10::ScalarType common = promoted(a, b, OP);                                                  \
-    if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, ALPHA_VALUE);             \
-    auto shape = at::infer_size_dimvector(a.sizes(), b.sizes());                                  \
-    at::Tensor out = empty_neuron(shape, common, dev);                                            \
-    if (launch_binary(out, a, b, OP, ALPHA_VALUE, "aten::" #NAME)) return out;                    \
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_FN)>::call(            \
-        a, b ALPHA_ARG);                                                                          \
-  }                                                                                               \
-  at::Tensor &NAME##_(at::Tensor &self, const at::Tensor &b ALPHA_PARAM) {                        \
-    check_operand(b, self.device(), #NAME "_");                                                   \
-    c10::ScalarType common = promoted(self, b, OP);                                               \
-    TORCH_CHECK(at::canCast(common, self.scalar_type()), "result type ", common,                  \
-                " can't be cast to the desired output type ", self.scalar_type());                \
-    if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, ALPHA_VALUE);             \
-    auto shape = at::infer_size_dimvector(self.sizes(), b.sizes());                               \
-    TORCH_CHECK(at::IntArrayRef(shape) == self.sizes(), "output with shape ", self.sizes(),       \
-                " doesn't match the broadcast shape ", at::IntArrayRef(shape));                   \
-    if (common == self.scalar_type() &&                                                           \
-        launch_binary(self, self, b, OP, ALPHA_VALUE, "aten::" #NAME "_"))                        \
-      return self;                                                                                \
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_INPLACE)>::call(       \
-        self, b ALPHA_ARG);                                                                       \
-  }                                                                                               \
-  at::Tensor &NAME##_out(const at::Tensor &a, const at::Tensor &b ALPHA_PARAM, at::Tensor &out) { \
-    check_operand(a, out.device(), #NAME "_out");                                                 \
-    check_operand(b, out.device(), #NAME "_out");                                                 \
-    c10::ScalarType common = promoted(a, b, OP);                                                  \
-    TORCH_CHECK(at::canCast(common, out.scalar_type()), "result type ", common,                   \
-                " can't be cast to the desired output type ", out.scalar_type());                 \
-    if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, ALPHA_VALUE);             \
-    auto shape = at::infer_size_dimvector(a.sizes(), b.sizes());                                  \
-    resize_elementwise_out(out, shape, {&a, &b});                                                 \
-    if (common == out.scalar_type() && launch_binary(out, a, b, OP, ALPHA_VALUE, "aten::" #NAME)) \
-      return out;                                                                                 \
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_OUT)>::call(           \
-        a, b ALPHA_ARG, out);                                                                     \
+// The functional, in-place and out= forms of each binary op (_FN_OUT: the
+// ops ATen gives no in-place form).
+#define NEURON_BINARY_FN_OUT(NAME, OP, ATEN_FN, ATEN_OUT, KIND)                                    \
+  at::Tensor NAME(const at::Tensor &a, const at::Tensor &b PARAM_##KIND) {                         \
+    c10::Device dev = device_of_pair(a, b);                                                        \
+    check_operand(a, dev, #NAME);                                                                  \
+    check_operand(b, dev, #NAME);                                                                  \
+    c10::ScalarType common = promoted(a, b, OP);                                                   \
+    if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, VALUE_##KIND);             \
+    auto shape = at::infer_size_dimvector(a.sizes(), b.sizes());                                   \
+    at::Tensor out = empty_neuron(shape, common, dev);                                             \
+    if (launch_binary(out, a, b, OP, VALUE_##KIND, "aten::" #NAME)) return out;                    \
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_FN)>::call(             \
+        a, b ARG_##KIND);                                                                          \
+  }                                                                                                \
+  at::Tensor &NAME##_out(const at::Tensor &a, const at::Tensor &b PARAM_##KIND, at::Tensor &out) { \
+    check_operand(a, out.device(), #NAME "_out");                                                  \
+    check_operand(b, out.device(), #NAME "_out");                                                  \
+    c10::ScalarType common = promoted(a, b, OP);                                                   \
+    TORCH_CHECK(at::canCast(common, out.scalar_type()), "result type ", common,                    \
+                " can't be cast to the desired output type ", out.scalar_type());                  \
+    if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, VALUE_##KIND);             \
+    auto shape = at::infer_size_dimvector(a.sizes(), b.sizes());                                   \
+    resize_elementwise_out(out, shape, {&a, &b});                                                  \
+    if (common == out.scalar_type() && launch_binary(out, a, b, OP, VALUE_##KIND, "aten::" #NAME)) \
+      return out;                                                                                  \
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_OUT)>::call(            \
+        a, b ARG_##KIND, out);                                                                     \
+  }
+#define NEURON_BINARY(NAME, OP, ATEN_FN, ATEN_INPLACE, ATEN_OUT, KIND)                      \
+  NEURON_BINARY_FN_OUT(NAME, OP, ATEN_FN, ATEN_OUT, KIND)                                   \
+  at::Tensor &NAME##_(at::Tensor &self, const at::Tensor &b PARAM_##KIND) {                 \
+    check_operand(b, self.device(), #NAME "_");                                             \
+    c10::ScalarType common = promoted(self, b, OP);                                         \
+    TORCH_CHECK(at::canCast(common, self.scalar_type()), "result type ", common,            \
+                " can't be cast to the desired output type ", self.scalar_type());          \
+    if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, VALUE_##KIND);      \
+    auto shape = at::infer_size_dimvector(self.sizes(), b.sizes());                         \
+    TORCH_CHECK(at::IntArrayRef(shape) == self.sizes(), "output with shape ", self.sizes(), \
+                " doesn't match the broadcast shape ", at::IntArrayRef(shape));             \
+    if (common == self.scalar_type() &&                                                     \
+        launch_binary(self, self, b, OP, VALUE_##KIND, "aten::" #NAME "_"))                 \
+      return self;                                                                          \
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_INPLACE)>::call( \
+        self, b ARG_##KIND);                                                                \
   }
 
-#define WITH_ALPHA_PARAM , const c10::Scalar &alpha
-#define WITH_ALPHA_ARG , alpha
-#define NO_ALPHA
-#define ONE c10::Scalar(1)
+// KIND: ALPHA for the ops with an alpha argument (add, sub), else NOALPHA
+#define PARAM_ALPHA , const c10::Scalar &alpha
+#define ARG_ALPHA , alpha
+#define VALUE_ALPHA alpha
+#define PARAM_NOALPHA
+#define ARG_NOALPHA
+#define VALUE_NOALPHA c10::Scalar(1)
 
-NEURON_BINARY(add, TNK_ADD, add_Tensor, add__Tensor, add_out, WITH_ALPHA_ARG, WITH_ALPHA_PARAM,
-              alpha)
-NEURON_BINARY(sub, TNK_SUB, sub_Tensor, sub__Tensor, sub_out, WITH_ALPHA_ARG, WITH_ALPHA_PARAM,
-              alpha)
-NEURON_BINARY(mul, TNK_MUL, mul_Tensor, mul__Tensor, mul_out, NO_ALPHA, NO_ALPHA, ONE)
-NEURON_BINARY(div, TNK_DIV, div_Tensor, div__Tensor, div_out, NO_ALPHA, NO_ALPHA, ONE)
+NEURON_BINARY(add, TNK_ADD, add_Tensor, add__Tensor, add_out, ALPHA)
+NEURON_BINARY(sub, TNK_SUB, sub_Tensor, sub__Tensor, sub_out, ALPHA)
+NEURON_BINARY(mul, TNK_MUL, mul_Tensor, mul__Tensor, mul_out, NOALPHA)
+NEURON_BINARY(div, TNK_DIV, div_Tensor, div__Tensor, div_out, NOALPHA)
 NEURON_BINARY(floor_divide, TNK_FLOORDIV, floor_divide, floor_divide__Tensor, floor_divide_out,
-              NO_ALPHA, NO_ALPHA, ONE)
-NEURON_BINARY(div_trunc, TNK_TRUNCDIV, div_Tensor, div__Tensor, div_out, NO_ALPHA, NO_ALPHA, ONE)
+              NOALPHA)
+NEURON_BINARY(div_trunc, TNK_TRUNCDIV, div_Tensor, div__Tensor, div_out, NOALPHA)
 NEURON_BINARY(remainder, TNK_REMAINDER, remainder_Tensor, remainder__Tensor, remainder_Tensor_out,
-              NO_ALPHA, NO_ALPHA, ONE)
-NEURON_BINARY(atan2, TNK_ATAN2, atan2, atan2_, atan2_out, NO_ALPHA, NO_ALPHA, ONE)
-NEURON_BINARY(xlogy, TNK_XLOGY, xlogy_Tensor, xlogy__Tensor, xlogy_OutTensor, NO_ALPHA, NO_ALPHA,
-              ONE)
-NEURON_BINARY(pow_tt, TNK_POW, pow_Tensor_Tensor, pow__Tensor, pow_Tensor_Tensor_out, NO_ALPHA,
-              NO_ALPHA, ONE)
+              NOALPHA)
+NEURON_BINARY(atan2, TNK_ATAN2, atan2, atan2_, atan2_out, NOALPHA)
+NEURON_BINARY(xlogy, TNK_XLOGY, xlogy_Tensor, xlogy__Tensor, xlogy_OutTensor, NOALPHA)
+NEURON_BINARY(pow_tt, TNK_POW, pow_Tensor_Tensor, pow__Tensor, pow_Tensor_Tensor_out, NOALPHA)
+NEURON_BINARY(copysign, TNK_COPYSIGN, copysign_Tensor, copysign__Tensor, copysign_out, NOALPHA)
+NEURON_BINARY(hypot, TNK_HYPOT, hypot, hypot_, hypot_out, NOALPHA)
+NEURON_BINARY(heaviside, TNK_HEAVISIDE, heaviside, heaviside_, heaviside_out, NOALPHA)
+NEURON_BINARY(fmod, TNK_FMOD, fmod_Tensor, fmod__Tensor, fmod_Tensor_out, NOALPHA)
+NEURON_BINARY_FN_OUT(fmax, TNK_FMAX, fmax, fmax_out, NOALPHA)
+NEURON_BINARY_FN_OUT(fmin, TNK_FMIN, fmin, fmin_out, NOALPHA)
+NEURON_BINARY_FN_OUT(logaddexp, TNK_LOGADDEXP, logaddexp, logaddexp_out, NOALPHA)
+NEURON_BINARY_FN_OUT(logaddexp2, TNK_LOGADDEXP2, logaddexp2, logaddexp2_out, NOALPHA)
 
 // div with rounding_mode: None is true division, "floor" and "trunc" round.
 namespace {
@@ -850,6 +862,26 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("remainder.Tensor", remainder);
   m.impl("remainder_.Tensor", remainder_);
   m.impl("remainder.Tensor_out", remainder_out);
+  m.impl("copysign.Tensor", copysign);
+  m.impl("copysign_.Tensor", copysign_);
+  m.impl("copysign.out", copysign_out);
+  m.impl("hypot", hypot);
+  m.impl("hypot_", hypot_);
+  m.impl("hypot.out", hypot_out);
+  m.impl("heaviside", heaviside);
+  m.impl("heaviside_", heaviside_);
+  m.impl("heaviside.out", heaviside_out);
+  m.impl("fmod.Tensor", fmod);
+  m.impl("fmod_.Tensor", fmod_);
+  m.impl("fmod.Tensor_out", fmod_out);
+  m.impl("fmax", fmax);
+  m.impl("fmax.out", fmax_out);
+  m.impl("fmin", fmin);
+  m.impl("fmin.out", fmin_out);
+  m.impl("logaddexp", logaddexp);
+  m.impl("logaddexp.out", logaddexp_out);
+  m.impl("logaddexp2", logaddexp2);
+  m.impl("logaddexp2.out", logaddexp2_out);
   m.impl("pow.Tensor_Tensor", pow_tt);
   m.impl("pow_.Tensor", pow_tt_);
   m.impl("pow.Tensor_Tensor_out", pow_tt_out);

@@ -81,7 +81,9 @@ static inline int64_t iremainder(int64_t a, int64_t b) {
   IDIV_LOOP(i32_##OPN, FN, int32_t) \
   IDIV_LOOP(i64_##OPN, FN, int64_t)
 // clang-format on
+static inline int64_t ifmod(int64_t a, int64_t b) { return b == -1 ? 0 : a % b; }
 IDIV_OPS(floordiv, ifloordiv)
+IDIV_OPS(fmod, ifmod)
 IDIV_OPS(truncdiv, itruncdiv)
 IDIV_OPS(remainder, iremainder)
 
@@ -98,6 +100,8 @@ INT_OPS(sub, IOP_SUB)
 INT_OPS(mul, IOP_MUL)
 INT_OPS(maximum, IOP_MAXIMUM)
 INT_OPS(minimum, IOP_MINIMUM)
+#define IOP_HEAVISIDE(x, y, al) ((x) == 0 ? (y) : (int64_t)((x) > 0))
+INT_OPS(heaviside, IOP_HEAVISIDE)
 
 /* Integer powers by squaring, wrapping; negative exponents as PyTorch's
  * integer pow defines them (1 and -1 keep magnitude, the rest give 0). */
@@ -261,6 +265,10 @@ static const loop_fn k_loops[TNK_BINARY_OP_COUNT][TNK_DTYPE_COUNT] = {
     [TNK_TRUNCDIV] = ROW(truncdiv, 0),
     [TNK_REMAINDER] = ROW(remainder, 0),
     [TNK_POW] = ROW(pow, 0),
+    [TNK_FMAX] = ROW(maximum, bool_maximum),
+    [TNK_FMIN] = ROW(minimum, bool_minimum),
+    [TNK_HEAVISIDE] = ROW(heaviside, bool_maximum), /* bool: a ? 1 : b */
+    [TNK_FMOD] = ROW(fmod, 0),
 };
 
 static loop_fn find_loop(int op, int dtype) {

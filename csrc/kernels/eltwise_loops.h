@@ -341,6 +341,26 @@ INT_UNARY(int64_t, i64)
   (sizeof(x) == sizeof(float) ? atan2f((float)(x), (float)(y)) : atan2((double)(x), (double)(y)))
 #define LOG_C(x) (sizeof(x) == sizeof(float) ? logf((float)(x)) : log((double)(x)))
 #define OP_XLOGY(x, y, al) ((y) != (y) ? (y) : (x) == 0 ? 0 : (x) * LOG_C(y))
+/* fmax/fmin take the other operand where one is NaN */
+#define OP_FMAX(x, y, al) ((x) != (x) ? (y) : (y) != (y) ? (x) : (x) > (y) ? (x) : (y))
+#define OP_FMIN(x, y, al) ((x) != (x) ? (y) : (y) != (y) ? (x) : (x) < (y) ? (x) : (y))
+#define FLT_FN2(F, x, y) \
+  (sizeof(x) == sizeof(float) ? F##f((float)(x), (float)(y)) : F((double)(x), (double)(y)))
+#define OP_COPYSIGN(x, y, al) FLT_FN2(copysign, x, y)
+#define OP_HYPOT(x, y, al) FLT_FN2(hypot, x, y)
+#define OP_FMOD(x, y, al) FLT_FN2(fmod, x, y)
+#define OP_HEAVISIDE(x, y, al) ((x) == 0 ? (y) : (ctype_t)((x) > 0))
+/* log(e^x + e^y) as max + log1p(e^-|x - y|); equal infinities give
+ * themselves (their difference is NaN), as PyTorch's kernels define */
+#define LOG1P_C(x) (sizeof(x) == sizeof(float) ? log1pf((float)(x)) : log1p((double)(x)))
+#define EXP2_C(x) (sizeof(x) == sizeof(float) ? exp2f((float)(x)) : exp2((double)(x)))
+#define FABS_C(x) (sizeof(x) == sizeof(float) ? fabsf((float)(x)) : fabs((double)(x)))
+#define OP_LOGADDEXP(x, y, al) \
+  (isinf(x) && (x) == (y) ? (x) : ((x) > (y) ? (x) : (y)) + LOG1P_C(EXP_C(-FABS_C((x) - (y)))))
+#define OP_LOGADDEXP2(x, y, al)                       \
+  (isinf(x) && (x) == (y) ? (x)                       \
+                          : ((x) > (y) ? (x) : (y)) + \
+                                LOG1P_C(EXP2_C(-FABS_C((x) - (y)))) * (ctype_t)1.4426950408889634)
 
 static inline double gelu_tanh_bwd(double g, double x) {
   const double k = 0.7978845608028654, c = 0.044715;
@@ -469,6 +489,14 @@ FLOAT_OPS(elu_result_bwd, OP_ELU_RESULT_BWD)
 FLOAT_OPS(logit_bwd, OP_LOGIT_BWD)
 FLOAT_OPS(atan2, OP_ATAN2)
 FLOAT_OPS(xlogy, OP_XLOGY)
+FLOAT_OPS(fmax, OP_FMAX)
+FLOAT_OPS(fmin, OP_FMIN)
+FLOAT_OPS(copysign, OP_COPYSIGN)
+FLOAT_OPS(logaddexp, OP_LOGADDEXP)
+FLOAT_OPS(logaddexp2, OP_LOGADDEXP2)
+FLOAT_OPS(hypot, OP_HYPOT)
+FLOAT_OPS(heaviside, OP_HEAVISIDE)
+FLOAT_OPS(fmod, OP_FMOD)
 
 /* ---- the table ------------------------------------------------------------ */
 
@@ -550,5 +578,13 @@ const tnk_eltwise_loops_t TNK_ELTWISE_LOOPS = {
                [TNK_ELU_RESULT_BWD] = FROW(elu_result_bwd),
                [TNK_LOGIT_BWD] = FROW(logit_bwd),
                [TNK_ATAN2] = FROW(atan2),
-               [TNK_XLOGY] = FROW(xlogy)},
+               [TNK_XLOGY] = FROW(xlogy),
+               [TNK_FMAX] = FROW(fmax),
+               [TNK_FMIN] = FROW(fmin),
+               [TNK_COPYSIGN] = FROW(copysign),
+               [TNK_LOGADDEXP] = FROW(logaddexp),
+               [TNK_LOGADDEXP2] = FROW(logaddexp2),
+               [TNK_HYPOT] = FROW(hypot),
+               [TNK_HEAVISIDE] = FROW(heaviside),
+               [TNK_FMOD] = FROW(fmod)},
 };

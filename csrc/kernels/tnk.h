@@ -219,6 +219,14 @@ typedef enum tnk_binary_op {
   TNK_LOGIT_BWD,      /* eps alpha (< 0: none) */
   TNK_ATAN2,
   TNK_XLOGY, /* floating dtypes; xlogy(0, y) = 0 unless y is NaN */
+  TNK_FMAX,  /* maximum ignoring a NaN operand (integers: maximum) */
+  TNK_FMIN,
+  TNK_COPYSIGN,   /* floating dtypes */
+  TNK_LOGADDEXP,  /* floating dtypes: log(exp(a) + exp(b)) */
+  TNK_LOGADDEXP2, /* floating dtypes: log2(2^a + 2^b) */
+  TNK_HYPOT,      /* floating dtypes */
+  TNK_HEAVISIDE,  /* b where a is 0, else a > 0 (real dtypes) */
+  TNK_FMOD,       /* C's fmod; integers truncate, a zero divisor is a fault */
   TNK_BINARY_OP_COUNT
 } tnk_binary_op_t;
 
