@@ -159,6 +159,79 @@ def test_index_copy_bad_input_raises_like_cpu():
         )
 
 
+@pytest.mark.parametrize("dtype", REALS + [torch.bool, torch.complex64])
+def test_index_fill_matches_cpu_on_device(dtype):
+    """index_fill / index_fill_ (a Scalar or a 0-d tensor value), every dim,
+    negative and repeated indices, a transposed self, 0-d self, empty index:
+    on the device, no CPU fallback."""
+    x = rand((4, 5, 6), torch.float32).to(dtype)
+    value = 3 if not dtype.is_floating_point else -2.5
+    for dim in (0, 1, 2, -1):
+        i = torch.tensor([-1, 0, 2, 0])
+        assert_same(x.neuron().index_fill(dim, i.neuron(), value), x.index_fill(dim, i, value))
+        y = x.neuron()
+        y.index_fill_(dim, i.neuron(), torch.tensor(value))
+        assert_same(y, x.clone().index_fill_(dim, i, torch.tensor(value)))
+    t = x.transpose(0, 2)
+    yt = t.neuron()
+    yt.index_fill_(1, torch.tensor(3).neuron(), value)  # 0-d index
+    assert_same(yt, t.clone().index_fill_(1, torch.tensor(3), value))
+    z = torch.zeros((), dtype=dtype)
+    assert_same(
+        z.neuron().index_fill(0, torch.tensor([0]).neuron(), 1),
+        z.index_fill(0, torch.tensor([0]), 1),
+    )
+    e = torch.tensor([], dtype=torch.int64)
+    assert_same(x.neuron().index_fill(1, e.neuron(), value), x.index_fill(1, e, value))
+    no_fallback()
+
+
+def test_index_fill_bad_input_raises_like_cpu():
+    x = torch.zeros(3, 4)
+    cases = [
+        (0, torch.tensor([1], dtype=torch.int32), 1.0),  # not int64
+        (0, torch.tensor([[1]]), 1.0),  # 2-d index
+        (2, torch.tensor([1]), 1.0),  # dim out of range
+        (0, torch.tensor([1]), torch.ones(1)),  # a value tensor with a dimension
+        (0, torch.tensor([1]), 1j),  # complex value into a real tensor
+    ]
+    for dim, i, v in cases:
+        with pytest.raises(Exception) as want:
+            x.clone().index_fill_(dim, i, v)
+        vn = v.neuron() if isinstance(v, torch.Tensor) else v
+        with pytest.raises(want.type) as got:
+            x.neuron().index_fill_(dim, i.neuron(), vn)
+            torch.neuron.synchronize()
+        assert str(got.value).split("\n")[0] == str(want.value).split("\n")[0]
+    with pytest.raises(RuntimeError, match="without overflow"):
+        torch.zeros(2, dtype=torch.float16).index_fill_(0, torch.tensor([0]), 1e6)
+    with pytest.raises(RuntimeError, match="without overflow"):
+        torch.zeros(2, dtype=torch.float16).neuron().index_fill_(0, torch.tensor([0]).neuron(), 1e6)
+    for bad in (3, -4):  # out of range: IndexError at the next sync, as CUDA's assert
+        with pytest.raises(IndexError, match=f"index {bad} is out of bounds"):
+            x.clone().index_fill_(0, torch.tensor([bad]), 1.0)
+        y = x.neuron()
+        y.index_fill_(0, torch.tensor([bad]).neuron(), 1.0)
+        with pytest.raises(IndexError, match=f"index_fill_: index {bad} is out of bounds"):
+            torch.neuron.synchronize()
+
+
+def test_index_copy_backward_on_device():
+    """index_copy's backward fills the copied rows of the gradient with 0
+    (index_fill): on the device too."""
+    x = rand((5, 3), torch.float32).requires_grad_()
+    src = rand((2, 3), torch.float32, 1).requires_grad_()
+    xn = x.detach().neuron().requires_grad_()
+    sn = src.detach().neuron().requires_grad_()
+    i = torch.tensor([4, 1])
+    g = rand((5, 3), torch.float32, 2)
+    x.index_copy(0, i, src).backward(g)
+    xn.index_copy(0, i.neuron(), sn).backward(g.neuron())
+    assert_same(xn.grad, x.grad)
+    assert_same(sn.grad, src.grad)
+    no_fallback()
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("padding_idx", [None, 0])
 def test_embedding_forward_backward(dtype, padding_idx):

@@ -425,6 +425,33 @@ at::Tensor index_add(const at::Tensor &self, int64_t dim, const at::Tensor &inde
 
 // ------------------------------------------------------------- index_copy
 
+namespace {
+// out's rows at index along d (a 0-d out: its one element) set from the
+// contiguous src's, in index order; wrap: negative indices count from the
+// end. A bad index is a fault, CPU's IndexError at the next sync.
+void put_rows(at::Tensor &out, int64_t d, const at::Tensor &index, const at::Tensor &src, bool wrap,
+              const char *what) {
+  bool scalar = out.dim() == 0;
+  into_contiguous(out, [&](at::Tensor &o) {
+    tnk_index_args_t a{};
+    a.nindex = 1;
+    a.indexed = o.data_ptr();
+    a.dense = const_cast<void *>(src.const_data_ptr());
+    a.index[0] = index.const_data_ptr();
+    split_dims(scalar ? at::IntArrayRef{1} : o.sizes(), d, &a.outer, &a.inner);
+    a.size[0] = scalar ? 1 : o.size(d);
+    a.n = index.numel();
+    a.index_stride[0] = index.dim() ? index.stride(0) : 0;
+    a.dtype = tnk_of(o);
+    a.index_dtype = TNK_I64;
+    a.mode = TNK_INDEX_PUT;
+    a.wrap = wrap;
+    a.fault = fault_sink(o.device().index(), what, true);  // CPU: IndexError
+    launch(o.device().index(), index_task, &a, sizeof a, what);
+  });
+}
+}  // namespace
+
 // self's rows at index (along dim) set from source's, in index order (a row
 // named twice gets the last, as on CPU): the index kernel's put mode, so a
 // static KV cache's update stays on the device, without a host sync, and
@@ -455,23 +482,7 @@ at::Tensor &index_copy_out(const at::Tensor &self, int64_t dim, const at::Tensor
     out.copy_(self);
   }
   if (index.numel() == 0 || out.numel() == 0) return out;
-  at::Tensor src = source.contiguous();
-  into_contiguous(out, [&](at::Tensor &o) {
-    tnk_index_args_t a{};
-    a.nindex = 1;
-    a.indexed = o.data_ptr();
-    a.dense = const_cast<void *>(src.const_data_ptr());
-    a.index[0] = index.const_data_ptr();
-    split_dims(scalar ? at::IntArrayRef{1} : o.sizes(), d, &a.outer, &a.inner);
-    a.size[0] = scalar ? 1 : o.size(d);
-    a.n = index.numel();
-    a.index_stride[0] = index.dim() ? index.stride(0) : 0;
-    a.dtype = dt;
-    a.index_dtype = TNK_I64;
-    a.mode = TNK_INDEX_PUT;
-    a.fault = fault_sink(o.device().index(), "index_copy_", true);  // CPU: IndexError
-    launch(o.device().index(), index_task, &a, sizeof a, "aten::index_copy");
-  });
+  put_rows(out, d, index, source.contiguous(), false, "index_copy_");
   return out;
 }
 
@@ -484,6 +495,39 @@ at::Tensor index_copy(const at::Tensor &self, int64_t dim, const at::Tensor &ind
                       const at::Tensor &source) {
   at::Tensor out = at::empty({0}, self.options());
   return index_copy_out(self, dim, index, source, out);
+}
+
+// ------------------------------------------------------------- index_fill
+
+// self's rows at index (along dim; negative indices count from the end) set
+// to value: the put mode from a filled block of the rows' shape. Anything
+// CPU refuses or warns about (index not int64 or not 1-d, an expanded self,
+// a complex value into a real self) goes to the CPU kernel.
+at::Tensor &index_fill_(at::Tensor &self, int64_t dim, const at::Tensor &index,
+                        const c10::Scalar &value) {
+  tnk_dtype_t dt = tnk_of(self);
+  bool native = index.scalar_type() == at::kLong && index.dim() <= 1 &&
+                index.device() == self.device() && dt != TNK_DTYPE_COUNT &&
+                tnk_index_supported(dt, TNK_I64, TNK_INDEX_PUT) &&
+                (self.is_complex() || !value.isComplex()) &&
+                at::has_internal_overlap(self) != at::MemOverlap::Yes;
+  if (!native) return FALLBACK(index_fill__int_Scalar, self, dim, index, value);
+  at::assert_no_overlap(self, index);
+  int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  if (index.numel() == 0 || self.numel() == 0) return self;
+  auto rows = self.dim() ? self.sizes().vec() : std::vector<int64_t>{1};
+  rows[d] = index.numel();
+  at::Tensor block = at::full(rows, value, self.options());
+  put_rows(self, d, index, block, true, "index_fill_");
+  return self;
+}
+
+at::Tensor &index_fill_tensor_(at::Tensor &self, int64_t dim, const at::Tensor &index,
+                               const at::Tensor &value) {
+  TORCH_CHECK(value.dim() == 0,
+              "index_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              value.dim(), " dimension(s).");
+  return index_fill_(self, dim, index, value.item());
 }
 
 // ------------------------------------------------------------- embedding
@@ -1273,6 +1317,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_copy", index_copy);
   m.impl("index_copy_", index_copy_);
   m.impl("index_copy.out", index_copy_out);
+  m.impl("index_fill_.int_Scalar", index_fill_);
+  m.impl("index_fill_.int_Tensor", index_fill_tensor_);
   m.impl("embedding_dense_backward", embedding_dense_backward);
   m.impl("gather", gather);
   m.impl("gather.out", gather_out);
