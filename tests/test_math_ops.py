@@ -379,3 +379,28 @@ def test_more_binary_ops_promotion_and_errors():
         r.cpu()
     with pytest.raises(RuntimeError, match="can't be cast"):
         i.neuron().copysign_(f.neuron())
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_equality(dtype):
+    """eq / ne of complex tensors compare both parts (NaN parts unequal),
+    natively; the orderings CPU refuses are refused alike."""
+    nan = float("nan")
+    a = torch.tensor([1 + 2j, 1 + 2j, 3 - 1j, complex(nan, 0), 0j, -0.0 + 0j], dtype=dtype)
+    b = torch.tensor([1 + 2j, 1 - 2j, 3 + 0j, complex(nan, 0), -0.0 + 0j, 0j], dtype=dtype)
+    torch_neuronx.clear_op_tracking()
+    an, bn = a.neuron(), b.neuron()
+    assert_same(an == bn, a == b)
+    assert_same(an != bn, a != b)
+    assert_same(an[:, None] == bn, a[:, None] == b)  # broadcast
+    assert_same(an == (1 + 2j), a == (1 + 2j))  # a Python scalar
+    assert_same(torch.eq(an, bn.real.to(dtype)), torch.eq(a, b.real.to(dtype)))
+    out = torch.empty(0, dtype=torch.bool).neuron()
+    torch.ne(an, bn, out=out)
+    assert_same(out, a != b)
+    assert torch_neuronx.get_fallback_ops() == {}
+    with pytest.raises(RuntimeError) as want:
+        torch.lt(a, b)
+    with pytest.raises(RuntimeError) as got:
+        torch.lt(an, bn)
+    assert str(got.value).split("\n")[0] == str(want.value).split("\n")[0]

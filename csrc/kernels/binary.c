@@ -150,6 +150,24 @@ CMP_ALL(lt, <)
 CMP_ALL(le, <=)
 CMP_ALL(gt, >)
 CMP_ALL(ge, >=)
+/* complex equality: both parts */
+#define CPLX_CMP_LOOP(NAME, T, EQ)                                                               \
+  static int64_t NAME(char *o, const char *a, const char *b, int64_t so, int64_t sa, int64_t sb, \
+                      int64_t n, const double *al, int64_t ial) {                                \
+    (void)al;                                                                                    \
+    (void)ial;                                                                                   \
+    for (int64_t i = 0; i < n; i++) {                                                            \
+      T x[2], y[2];                                                                              \
+      memcpy(x, a + i * sa, sizeof x);                                                           \
+      memcpy(y, b + i * sb, sizeof y);                                                           \
+      o[i * so] = (char)((x[0] == y[0] && x[1] == y[1]) == (EQ));                                \
+    }                                                                                            \
+    return 0;                                                                                    \
+  }
+CPLX_CMP_LOOP(c64_eq, float, 1)
+CPLX_CMP_LOOP(c128_eq, double, 1)
+CPLX_CMP_LOOP(c64_ne, float, 0)
+CPLX_CMP_LOOP(c128_ne, double, 0)
 
 /* bool arithmetic as PyTorch defines it: + is or, * is and, max/min too */
 #define BOOL_LOOP(NAME, EXPR)                                                                    \
@@ -245,12 +263,14 @@ static const loop_fn k_loops[TNK_BINARY_OP_COUNT][TNK_DTYPE_COUNT] = {
     [TNK_DIV] = {[TNK_C64] = c64_div, [TNK_C128] = c128_div},
     [TNK_MAXIMUM] = ROW(maximum, bool_maximum),
     [TNK_MINIMUM] = ROW(minimum, bool_minimum),
-#define CROW(OPN)                                                                                  \
-  {[TNK_BOOL] = bool_##OPN, [TNK_U8] = u8_##OPN,   [TNK_I8] = i8_##OPN,   [TNK_I16] = i16_##OPN,   \
-   [TNK_I32] = i32_##OPN,   [TNK_I64] = i64_##OPN, [TNK_F16] = f16_##OPN, [TNK_BF16] = bf16_##OPN, \
-   [TNK_F32] = f32_##OPN,   [TNK_F64] = f64_##OPN}
-    [TNK_EQ] = CROW(eq),
-    [TNK_NE] = CROW(ne),
+#define CROW_(OPN, MORE)                                                      \
+  {[TNK_BOOL] = bool_##OPN,   [TNK_U8] = u8_##OPN,     [TNK_I8] = i8_##OPN,   \
+   [TNK_I16] = i16_##OPN,     [TNK_I32] = i32_##OPN,   [TNK_I64] = i64_##OPN, \
+   [TNK_F16] = f16_##OPN,     [TNK_BF16] = bf16_##OPN, [TNK_F32] = f32_##OPN, \
+   [TNK_F64] = f64_##OPN MORE}
+#define CROW(OPN) CROW_(OPN, )
+    [TNK_EQ] = CROW_(eq, CPLX(eq)), /* complex: equality only, as PyTorch orders none */
+    [TNK_NE] = CROW_(ne, CPLX(ne)),
     [TNK_LT] = CROW(lt),
     [TNK_LE] = CROW(le),
     [TNK_GT] = CROW(gt),
