@@ -66,6 +66,8 @@ OPS = {
     # poles and signed zeros: -inf/+inf at +0/-0, NaN at negative integers
     "digamma_poles": lambda t: torch.digamma(t.round() * (t.abs() > 1) + 0.0 * t.sign()),
     "lgamma_poles": lambda t: torch.lgamma(t.round()),
+    "sinc": torch.sinc,
+    "sinc_integers": lambda t: torch.sinc(t.round() * (t.abs() < 2)),  # 1 at 0, 0 elsewhere
 }
 
 
@@ -117,7 +119,7 @@ def test_integer_inputs(dtype):
     lo = 0 if dtype == torch.uint8 else -128
     i = torch.arange(lo, lo + 256, dtype=torch.int64).to(dtype)
     n = i.neuron()
-    for f in (torch.exp, torch.sin, torch.sqrt, torch.log2, torch.sigmoid, torch.atan):
+    for f in (torch.exp, torch.sin, torch.sqrt, torch.log2, torch.sigmoid, torch.atan, torch.sinc):
         assert_same(f(n), f(i), rtol=2e-6, atol=1e-6, equal_nan=True)
     assert_same(torch.logit(n), torch.logit(i), equal_nan=True)
     for f in (torch.neg, torch.abs, torch.floor, torch.round, torch.nan_to_num):
@@ -194,12 +196,20 @@ def test_bad_gelu_approximation():
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_classification(dtype):
     x = torch.tensor([1.0, float("nan"), float("inf"), -float("inf"), -0.0, 3.5]).to(dtype)
-    for f in (torch.isnan, torch.isinf, torch.isposinf, torch.isneginf, torch.isfinite):
+    x = torch.cat([x, -x, x.neg().abs()])  # signbit: -0.0 and a NaN with its sign bit set
+    funcs = (torch.isnan, torch.isinf, torch.isposinf, torch.isneginf, torch.isfinite)
+    for f in funcs + (torch.signbit,):
         assert_same(f(x.neuron()), f(x))
         assert_same(f(x.neuron()[::2]), f(x[::2]))
+    out = torch.empty(0, dtype=torch.bool).neuron()
+    torch.signbit(x.neuron(), out=out)
+    assert_same(out, torch.signbit(x))
     assert torch_neuronx.get_fallback_ops() == {}
     i = torch.tensor([1, 2])
     assert_same(torch.isnan(i.neuron()), torch.isnan(i))  # integers: never NaN
+    for t in (torch.tensor([3, -4, 0, -1]), torch.tensor([0, 7], dtype=torch.uint8)):
+        assert_same(torch.signbit(t.neuron()), torch.signbit(t))  # integers: x < 0
+    assert_same(torch.signbit(torch.tensor([True]).neuron()), torch.signbit(torch.tensor([True])))
 
 
 def test_inplace_activation_backward_with_negative_slope_raises():

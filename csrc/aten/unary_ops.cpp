@@ -320,6 +320,7 @@ NEURON_UNARY(erfinv, TNK_ERFINV, kPromote)
 NEURON_UNARY(erfc, TNK_ERFC, kPromote)
 NEURON_UNARY(lgamma, TNK_LGAMMA, kPromote)
 NEURON_UNARY(digamma, TNK_DIGAMMA, kPromote)
+NEURON_UNARY(sinc, TNK_SINC, kPromote)
 NEURON_UNARY(frac, TNK_FRAC, kFallback)
 NEURON_UNARY(mish, TNK_MISH, kFallback)
 NEURON_UNARY(hardswish, TNK_HARDSWISH, kFallback)
@@ -542,6 +543,20 @@ at::Tensor &classify_into(at::Tensor &out, const at::Tensor &x, tnk_classify_op_
 NEURON_CLASSIFY(isposinf, TNK_ISPOSINF)
 NEURON_CLASSIFY(isneginf, TNK_ISNEGINF)
 
+// signbit: floating tensors by the kernel, integers as x < 0 (bool: never)
+at::Tensor &signbit_out(const at::Tensor &x, at::Tensor &out) {
+  if (out.scalar_type() != at::kBool || out.device() != x.device() ||
+      !(float_kernel_ok(x) || (c10::isIntegralType(x.scalar_type(), true) && !x.is_complex())))
+    return FALLBACK(signbit_out, x, out);
+  if (float_kernel_ok(x)) return classify_into(out, x, TNK_SIGNBIT, "aten::signbit");
+  return at::lt_out(out, x, 0);
+}
+
+at::Tensor signbit(const at::Tensor &x) {
+  at::Tensor out = at::empty(x.sizes(), x.options().dtype(at::kBool));
+  return signbit_out(x, out);
+}
+
 at::Tensor isnan(const at::Tensor &x) {
   if (!float_kernel_ok(x)) return FALLBACK(isnan, x);
   at::Tensor out = at::empty(x.sizes(), x.options().dtype(at::kBool));
@@ -698,6 +713,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REGISTER_UNARY(m, erfc)
   REGISTER_UNARY(m, lgamma)
   REGISTER_UNARY(m, digamma)
+  REGISTER_UNARY(m, sinc)
+  m.impl("signbit", signbit);
+  m.impl("signbit.out", signbit_out);
   REGISTER_UNARY(m, frac)
   REGISTER_UNARY(m, mish)
   REGISTER_UNARY(m, hardswish)

@@ -159,7 +159,9 @@ static double digamma_d(double x) {
                                       : (x))                                                     \
   X(erfc, ERFC(x))                                                                               \
   X(lgamma, LGAMMA(x))                                                                           \
-  X(digamma, (C)digamma_d((double)(x)))
+  X(digamma, (C)digamma_d((double)(x)))                                                          \
+  X(sinc,                                                                                        \
+    (x) == 0 ? (C)1 : SIN((C)3.14159265358979323846 * (x)) / ((C)3.14159265358979323846 * (x)))
 
 #define DEFINE_LOOP(T, C, LOAD, STORE, NAME, EXPR)                                                \
   static void NAME(char *o, const char *in, int64_t so, int64_t si, int64_t n, const double *p) { \

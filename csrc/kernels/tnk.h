@@ -304,6 +304,7 @@ typedef enum tnk_unary_op {
   TNK_ERFC,
   TNK_LGAMMA,  /* lgamma: log |gamma(x)| */
   TNK_DIGAMMA, /* d/dx lgamma; -inf at +0, +inf at -0, NaN at negative integers */
+  TNK_SINC,    /* sin(pi x) / (pi x), 1 at 0 */
   TNK_UNARY_OP_COUNT
 } tnk_unary_op_t;
 
@@ -352,6 +353,7 @@ typedef enum tnk_classify_op {
   TNK_ISPOSINF,
   TNK_ISNEGINF,
   TNK_ISFINITE,
+  TNK_SIGNBIT,
   TNK_CLASSIFY_OP_COUNT
 } tnk_classify_op_t;
 /* Same layout as tnk_unary_args_t; out.dtype is TNK_BOOL, dtype the input's

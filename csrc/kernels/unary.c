@@ -97,6 +97,7 @@ static void classify_elem(char *out, const char *in, const map2_t *m) {
     case TNK_ISINF: r = isinf(x) != 0; break;
     case TNK_ISPOSINF: r = x == INFINITY; break;
     case TNK_ISNEGINF: r = x == -INFINITY; break;
+    case TNK_SIGNBIT: r = signbit(x) != 0; break;
     default: r = isfinite(x) != 0; break;
   }
   *(unsigned char *)out = (unsigned char)r;
