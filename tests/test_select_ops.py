@@ -1,6 +1,7 @@
 """Native comparisons, where, tril/triu, arange and all/any against CPU."""
 
 import itertools
+import re
 
 import pytest
 import torch
@@ -131,6 +132,13 @@ def test_max_min_amax_amin(dtype):
         assert_same(f(n, 1), f(x, 1))
         assert_same(f(n, (0, 2), keepdim=True), f(x, (0, 2), keepdim=True))
         assert_same(f(n.transpose(0, 2), -1), f(x.transpose(0, 2), -1))
+    for kw in ({}, {"dim": 1}, {"dim": -1, "keepdim": True}, {"keepdim": True}):
+        for got, want in zip(torch.aminmax(n, **kw), torch.aminmax(x, **kw)):
+            assert_same(got, want)
+    mn, mx = torch.empty(0, dtype=dtype).neuron(), torch.empty(0, dtype=dtype).neuron()
+    torch.aminmax(n.transpose(0, 2), dim=0, out=(mn, mx))
+    for got, want in zip((mn, mx), torch.aminmax(x.transpose(0, 2), dim=0)):
+        assert_same(got, want)
     assert torch_neuronx.get_fallback_ops() == {}
 
 
@@ -140,6 +148,13 @@ def test_max_propagates_nan_and_rejects_empty():
     assert_same(torch.amin(x.neuron(), 0), torch.amin(x, 0), equal_nan=True)
     with pytest.raises(RuntimeError):
         torch.empty(0, device="neuron").max()
+    for got, want in zip(torch.aminmax(x.neuron()), torch.aminmax(x)):
+        assert_same(got, want, equal_nan=True)
+    for shape, kw in (((2, 0), {"dim": 1}), ((2, 0), {}), ((0,), {})):  # CPU's errors
+        with pytest.raises(Exception) as want:
+            torch.aminmax(torch.empty(shape), **kw)
+        with pytest.raises(want.type, match=re.escape(str(want.value))):
+            torch.aminmax(torch.empty(shape, device="neuron"), **kw)
 
 
 @pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int8, torch.int32, torch.int64])

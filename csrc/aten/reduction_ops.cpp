@@ -390,6 +390,27 @@ bool extreme_into(const at::Tensor &self, at::OptionalIntArrayRef dims, bool kee
 NEURON_EXTREME(max, amax, TNK_MAX)
 NEURON_EXTREME(min, amin, TNK_MIN)
 
+// aminmax: the two reductions (a 0-d self, other dtypes and empty
+// reductions, which must raise CPU's error, go to the CPU kernel)
+std::tuple<at::Tensor &, at::Tensor &> aminmax_out(const at::Tensor &self,
+                                                   std::optional<int64_t> dim, bool keepdim,
+                                                   at::Tensor &min, at::Tensor &max) {
+  int64_t d = dim.has_value() && self.dim() ? at::maybe_wrap_dim(*dim, self.dim()) : 0;
+  at::OptionalIntArrayRef dims =
+      dim.has_value() ? at::OptionalIntArrayRef(at::IntArrayRef(&d, 1)) : std::nullopt;
+  if (self.dim() == 0 || !extreme_into(self, dims, keepdim, TNK_MIN, min) ||
+      !extreme_into(self, dims, keepdim, TNK_MAX, max))
+    return FALLBACK(aminmax_out, self, dim, keepdim, min, max);
+  return {min, max};
+}
+
+std::tuple<at::Tensor, at::Tensor> aminmax(const at::Tensor &self, std::optional<int64_t> dim,
+                                           bool keepdim) {
+  at::Tensor min = at::empty({0}, self.options()), max = at::empty({0}, self.options());
+  aminmax_out(self, dim, keepdim, min, max);
+  return {min, max};
+}
+
 // --------------------------------------- max/min with indices, argmax/argmin
 
 namespace {
@@ -638,6 +659,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("amax.out", amax_out);
   m.impl("amin", amin);
   m.impl("amin.out", amin_out);
+  m.impl("aminmax", aminmax);
+  m.impl("aminmax.out", aminmax_out);
   m.impl("all", all_all);
   m.impl("all.all_out", all_all_out);
   m.impl("all.dim", all_dim);
