@@ -751,6 +751,7 @@ static void test_unary(void) {
           w = v <= 0 && v == trunc(v) ? (v == 0 ? -INFINITY : NAN)
                                       : (lgamma(v + 1e-6) - lgamma(v - 1e-6)) / 2e-6;
           break;
+        case TNK_SINC: w = v == 0 ? 1 : sin(M_PI * v) / (M_PI * v); break;
         default: w = pow(v, 2.0); break;
       }
       double got = out[i], gotb = tnk_bf16_to_f32(ob[i]);
