@@ -1212,9 +1212,13 @@ tnrt_status_t tnccl_all_to_all_v(tnccl_comm_t *c, const void *in, const size_t *
                           ms, (unsigned long long)ms_sent, md, (unsigned long long)ms_want, md, ms,
                           ms, md);
   }
+  int go_direct = direct && busiest >= DIRECT_MIN;
+  /* about every in and out: large enough to stream past the cache */
+  int stream = go_direct && busiest * 2 * (size_t)n >= c->stream_min;
   if (send_bytes[me])
-    memcpy((char *)out + recv_off[me], (const char *)in + send_off[me], send_bytes[me]);
-  if (direct && busiest >= DIRECT_MIN) { /* round k stays open until direct_end */
+    direct_copy((char *)out + recv_off[me], (const char *)in + send_off[me], send_bytes[me],
+                stream);
+  if (go_direct) { /* round k stays open until direct_end */
     tnrt_status_t mine = TNRT_OK;
     for (int q = 0; q < n && mine == TNRT_OK; q++) {
       if (q == me || !recv_bytes[q]) continue;
@@ -1235,8 +1239,7 @@ tnrt_status_t tnccl_all_to_all_v(tnccl_comm_t *c, const void *in, const size_t *
                               q, msg);
         break;
       }
-      direct_copy((char *)out + recv_off[q], from + at, recv_bytes[q],
-                  busiest * 2 * (size_t)n >= c->stream_min); /* about every in and out */
+      direct_copy((char *)out + recv_off[q], from + at, recv_bytes[q], stream);
     }
     return direct_end(c, k, "all_to_all_v", mine);
   }
