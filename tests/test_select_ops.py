@@ -174,3 +174,24 @@ def test_bitwise(dtype):
     assert torch_neuronx.get_fallback_ops() == {}
     with pytest.raises(RuntimeError):
         torch.ones(2, device="neuron") & torch.ones(2, device="neuron")  # floats: as on CPU
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int32, torch.uint8]
+)
+def test_trace(dtype):
+    """trace on the device: the diagonal's sum, integers summed into int64,
+    tall, wide, transposed and empty matrices; CPU's errors for bad input."""
+    torch_neuronx.clear_op_tracking()
+    for shape in ((5, 5), (3, 7), (7, 3), (0, 4)):
+        x = sample(shape, dtype, 5)
+        assert_same(torch.trace(x.neuron()), torch.trace(x))
+        assert_same(torch.trace(x.neuron().t()), torch.trace(x.t()))
+    assert torch_neuronx.get_fallback_ops() == {}
+    for bad in (torch.ones(2, 2, 2, dtype=dtype), torch.ones(3, dtype=dtype)):
+        with pytest.raises(Exception) as want:
+            torch.trace(bad)
+        with pytest.raises(want.type, match=re.escape(str(want.value))):
+            torch.trace(bad.neuron())
+    with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+        torch.trace(torch.ones(2, 2, dtype=torch.bool).neuron())
