@@ -350,28 +350,41 @@ at::Tensor index_select(const at::Tensor &self, int64_t dim, const at::Tensor &i
 // -------------------------------------------------------------- index_add
 
 namespace {
-// out already holds self's values; adds alpha * source rows at index.
-void index_add_into(at::Tensor &out, int64_t dim, const at::Tensor &index, const at::Tensor &source,
-                    double alpha, const char *what) {
-  if (index.numel() == 0 || out.numel() == 0) return;
-  at::Tensor src = source.contiguous();
+// out's rows at index along d (a 0-d out: its one element) combined with
+// the contiguous src's, in index order, by mode: TNK_INDEX_PUT sets them,
+// TNK_INDEX_ADD adds alpha times them. wrap: negative indices count from
+// the end. A bad index is a fault raised at the next sync, as CPU's
+// IndexError (index_error) or RuntimeError.
+void index_rows(at::Tensor &out, int64_t d, const at::Tensor &index, const at::Tensor &src,
+                int mode, double alpha, bool wrap, bool index_error, const char *what,
+                const char *name) {
+  bool scalar = out.dim() == 0;
   into_contiguous(out, [&](at::Tensor &o) {
     tnk_index_args_t a{};
     a.nindex = 1;
     a.indexed = o.data_ptr();
     a.dense = const_cast<void *>(src.const_data_ptr());
     a.index[0] = index.const_data_ptr();
-    split_dims(o.sizes(), dim, &a.outer, &a.inner);
-    a.size[0] = o.dim() ? o.size(dim) : 1;
+    split_dims(scalar ? at::IntArrayRef{1} : o.sizes(), d, &a.outer, &a.inner);
+    a.size[0] = scalar ? 1 : o.size(d);
     a.n = index.numel();
     a.index_stride[0] = index.dim() ? index.stride(0) : 0;
     a.dtype = tnk_of(o);
     a.index_dtype = tnk_of(index);
-    a.mode = TNK_INDEX_ADD;
+    a.mode = mode;
     a.alpha = alpha;
-    a.fault = fault_sink(o.device().index(), what, false);  // CPU: RuntimeError
-    launch(o.device().index(), index_task, &a, sizeof a, "aten::index_add");
+    a.wrap = wrap;
+    a.fault = fault_sink(o.device().index(), what, index_error);
+    launch(o.device().index(), index_task, &a, sizeof a, name);
   });
+}
+
+// out already holds self's values; adds alpha * source rows at index.
+void index_add_into(at::Tensor &out, int64_t dim, const at::Tensor &index, const at::Tensor &source,
+                    double alpha, const char *what) {
+  if (index.numel() == 0 || out.numel() == 0) return;
+  index_rows(out, dim, index, source.contiguous(), TNK_INDEX_ADD, alpha, false, false, what,
+             "aten::index_add");  // CPU: RuntimeError
 }
 
 bool index_add_native(const at::Tensor &self, int64_t dim, const at::Tensor &index,
@@ -425,33 +438,6 @@ at::Tensor index_add(const at::Tensor &self, int64_t dim, const at::Tensor &inde
 
 // ------------------------------------------------------------- index_copy
 
-namespace {
-// out's rows at index along d (a 0-d out: its one element) set from the
-// contiguous src's, in index order; wrap: negative indices count from the
-// end. A bad index is a fault, CPU's IndexError at the next sync.
-void put_rows(at::Tensor &out, int64_t d, const at::Tensor &index, const at::Tensor &src, bool wrap,
-              const char *what) {
-  bool scalar = out.dim() == 0;
-  into_contiguous(out, [&](at::Tensor &o) {
-    tnk_index_args_t a{};
-    a.nindex = 1;
-    a.indexed = o.data_ptr();
-    a.dense = const_cast<void *>(src.const_data_ptr());
-    a.index[0] = index.const_data_ptr();
-    split_dims(scalar ? at::IntArrayRef{1} : o.sizes(), d, &a.outer, &a.inner);
-    a.size[0] = scalar ? 1 : o.size(d);
-    a.n = index.numel();
-    a.index_stride[0] = index.dim() ? index.stride(0) : 0;
-    a.dtype = tnk_of(o);
-    a.index_dtype = TNK_I64;
-    a.mode = TNK_INDEX_PUT;
-    a.wrap = wrap;
-    a.fault = fault_sink(o.device().index(), what, true);  // CPU: IndexError
-    launch(o.device().index(), index_task, &a, sizeof a, what);
-  });
-}
-}  // namespace
-
 // self's rows at index (along dim) set from source's, in index order (a row
 // named twice gets the last, as on CPU): the index kernel's put mode, so a
 // static KV cache's update stays on the device, without a host sync, and
@@ -482,7 +468,8 @@ at::Tensor &index_copy_out(const at::Tensor &self, int64_t dim, const at::Tensor
     out.copy_(self);
   }
   if (index.numel() == 0 || out.numel() == 0) return out;
-  put_rows(out, d, index, source.contiguous(), false, "index_copy_");
+  index_rows(out, d, index, source.contiguous(), TNK_INDEX_PUT, 0, false, true, "index_copy_",
+             "aten::index_copy");
   return out;
 }
 
@@ -518,7 +505,8 @@ at::Tensor &index_fill_(at::Tensor &self, int64_t dim, const at::Tensor &index,
   auto rows = self.dim() ? self.sizes().vec() : std::vector<int64_t>{1};
   rows[d] = index.numel();
   at::Tensor block = at::full(rows, value, self.options());
-  put_rows(self, d, index, block, true, "index_fill_");
+  index_rows(self, d, index, block, TNK_INDEX_PUT, 0, true, true, "index_fill_",
+             "aten::index_fill_");
   return self;
 }
 
