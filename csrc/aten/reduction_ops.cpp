@@ -404,19 +404,19 @@ std::tuple<at::Tensor &, at::Tensor &> aminmax_out(const at::Tensor &self,
   return {min, max};
 }
 
+std::tuple<at::Tensor, at::Tensor> aminmax(const at::Tensor &self, std::optional<int64_t> dim,
+                                           bool keepdim) {
+  at::Tensor min = at::empty({0}, self.options()), max = at::empty({0}, self.options());
+  aminmax_out(self, dim, keepdim, min, max);
+  return {min, max};
+}
+
 // trace: the diagonal's sum (integers to int64, as sum and CPU's trace do;
 // bool, which CPU's trace refuses, goes to the CPU kernel for its error)
 at::Tensor trace(const at::Tensor &self) {
   TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
   if (self.scalar_type() == at::kBool) return FALLBACK(trace, self);
   return at::sum(self.diagonal());
-}
-
-std::tuple<at::Tensor, at::Tensor> aminmax(const at::Tensor &self, std::optional<int64_t> dim,
-                                           bool keepdim) {
-  at::Tensor min = at::empty({0}, self.options()), max = at::empty({0}, self.options());
-  aminmax_out(self, dim, keepdim, min, max);
-  return {min, max};
 }
 
 // --------------------------------------- max/min with indices, argmax/argmin
@@ -668,8 +668,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("amin", amin);
   m.impl("amin.out", amin_out);
   m.impl("aminmax", aminmax);
-  m.impl("trace", trace);
   m.impl("aminmax.out", aminmax_out);
+  m.impl("trace", trace);
   m.impl("all", all_all);
   m.impl("all.all_out", all_all_out);
   m.impl("all.dim", all_dim);
