@@ -159,23 +159,40 @@ typedef struct pack_b_ctx {
   float *dst;
 } pack_b_ctx_t;
 
-/* One packed panel d[k][width] from an fp32 source whose lanes (the rows of
- * A, or the columns of B) each hold their k values contiguously:
- * d[k * width + l] = src[l * ld + k], lanes w..width zero. Each lane's next
- * 16 values are read as one cache line; walking k one at a time across the
- * lanes instead reads lines a lane stride apart, which for power-of-two
- * strides fall into the same few L1 sets and miss on nearly every element. */
-static void pack_k_contiguous(float *d, const float *src, int64_t ld, int64_t w, int width,
-                              int64_t kc) {
-  for (int64_t k0 = 0; k0 < kc; k0 += 16) {
-    int64_t kb = kc - k0 < 16 ? kc - k0 : 16;
-    for (int64_t l = 0; l < w; l++) {
-      const float *s = src + l * ld + k0;
-      for (int64_t kk = 0; kk < kb; kk++) d[(k0 + kk) * width + l] = s[kk];
-    }
-    for (int64_t l = w; l < width; l++)
-      for (int64_t kk = 0; kk < kb; kk++) d[(k0 + kk) * width + l] = 0.0f;
+/* One packed panel d[k][width] from a source whose lanes (the rows of A, or
+ * the columns of B) each hold their k values contiguously:
+ * d[k * width + l] = src[l * ld + k] (widened to fp32), lanes w..width zero.
+ * Each lane's next cache line of values is read at once; walking k one at a
+ * time across the lanes instead reads lines a lane stride apart, which for
+ * power-of-two strides fall into the same few L1 sets and miss on nearly
+ * every element. Spelled once per source type (fp32, bf16, fp16). */
+static inline float f32_same(float v) { return v; }
+#define PACK_K_CONTIGUOUS(NAME, ELT, WIDEN)                                                  \
+  static void NAME(float *d, const ELT *src, int64_t ld, int64_t w, int width, int64_t kc) { \
+    enum { LINE = 64 / (int)sizeof(ELT) };                                                   \
+    for (int64_t k0 = 0; k0 < kc; k0 += LINE) {                                              \
+      int64_t kb = kc - k0 < LINE ? kc - k0 : LINE;                                          \
+      for (int64_t l = 0; l < w; l++) {                                                      \
+        const ELT *s = src + l * ld + k0;                                                    \
+        for (int64_t kk = 0; kk < kb; kk++) d[(k0 + kk) * width + l] = WIDEN(s[kk]);         \
+      }                                                                                      \
+      for (int64_t l = w; l < width; l++)                                                    \
+        for (int64_t kk = 0; kk < kb; kk++) d[(k0 + kk) * width + l] = 0.0f;                 \
+    }                                                                                        \
   }
+// clang-format off
+PACK_K_CONTIGUOUS(pack_k_contiguous, float, f32_same)
+PACK_K_CONTIGUOUS(pack_k_contiguous_bf16, uint16_t, tnk_bf16_to_f32)
+PACK_K_CONTIGUOUS(pack_k_contiguous_f16, uint16_t, tnk_f16_to_f32)
+// clang-format on
+
+/* The same from a bf16 or fp16 source. */
+static void pack_k_contiguous16(const f32_problem_t *p, float *d, const uint16_t *src, int64_t ld,
+                                int64_t w, int width, int64_t kc) {
+  if (p->src_dtype == TNK_BF16)
+    pack_k_contiguous_bf16(d, src, ld, w, width, kc);
+  else
+    pack_k_contiguous_f16(d, src, ld, w, width, kc);
 }
 
 /* Panels [begin, end) of B[pc:pc+kc, jc:jc+nc], nr columns each, zero padded. */
@@ -187,17 +204,24 @@ static void pack_b_panels(void *vp, int64_t begin, int64_t end) {
   float *dst = c->dst;
   for (int64_t j0 = begin * nr; j0 < nc && j0 < end * nr; j0 += nr) {
     int64_t w = nc - j0 < nr ? nc - j0 : nr;
-    if (!p->b16 && p->sb_r == 1 && p->sb_c != 1) {
-      pack_k_contiguous(dst + j0 * kc, p->b + pc + (jc + j0) * p->sb_c, p->sb_c, w, nr, kc);
+    if (p->sb_r == 1 && p->sb_c != 1) {
+      if (p->b16)
+        pack_k_contiguous16(p, dst + j0 * kc, p->b16 + pc + (jc + j0) * p->sb_c, p->sb_c, w, nr,
+                            kc);
+      else
+        pack_k_contiguous(dst + j0 * kc, p->b + pc + (jc + j0) * p->sb_c, p->sb_c, w, nr, kc);
       continue;
     }
     for (int64_t k = 0; k < kc; k++) {
       float *d = dst + j0 * kc + k * nr;
       if (p->b16) {
         const uint16_t *s16 = p->b16 + (pc + k) * p->sb_r + (jc + j0) * p->sb_c;
-        for (int64_t j = 0; j < w; j++)
-          d[j] = p->src_dtype == TNK_BF16 ? tnk_bf16_to_f32(s16[j * p->sb_c])
-                                          : tnk_f16_to_f32(s16[j * p->sb_c]);
+        if (p->src_dtype == TNK_BF16 && p->sb_c == 1) /* a row of B: widened as a vector */
+          for (int64_t j = 0; j < w; j++) d[j] = tnk_bf16_to_f32(s16[j]);
+        else
+          for (int64_t j = 0; j < w; j++)
+            d[j] = p->src_dtype == TNK_BF16 ? tnk_bf16_to_f32(s16[j * p->sb_c])
+                                            : tnk_f16_to_f32(s16[j * p->sb_c]);
         for (int64_t j = w; j < nr; j++) d[j] = 0.0f;
         continue;
       }
@@ -224,8 +248,11 @@ static void pack_a(const f32_problem_t *p, int mr, int64_t ic, int64_t mc, int64
   for (int64_t i0 = 0; i0 < mc; i0 += mr) {
     int64_t h = mc - i0 < mr ? mc - i0 : mr;
     float *d = dst + i0 * kc;
-    if (!p->a16 && p->sa_c == 1 && p->sa_r != 1) {
-      pack_k_contiguous(d, p->a + (ic + i0) * p->sa_r + pc, p->sa_r, h, mr, kc);
+    if (p->sa_c == 1 && p->sa_r != 1) {
+      if (p->a16)
+        pack_k_contiguous16(p, d, p->a16 + (ic + i0) * p->sa_r + pc, p->sa_r, h, mr, kc);
+      else
+        pack_k_contiguous(d, p->a + (ic + i0) * p->sa_r + pc, p->sa_r, h, mr, kc);
       continue;
     }
     for (int64_t k = 0; k < kc; k++) {
@@ -559,13 +586,15 @@ static void macro_blocks_bf16(void *vp, int64_t begin, int64_t end) {
   free(apack);
 }
 
-static void gemm_packed_bf16_blocks(const f32_problem_t *p, const ukernel_desc_t *uk);
-
-/* Depths over one packed block accumulate in an fp32 copy of the product
- * (bf16 C would round after every block), then C = alpha T + beta C once. */
-static void gemm_packed_bf16(const f32_problem_t *p, const ukernel_desc_t *uk) {
-  if (p->k <= uk->bf16_kc) {
-    gemm_packed_bf16_blocks(p, uk);
+/* A bf16/fp16 C is rounded once, as CPU rounds it: when the depth spans
+ * more than one packed block of `kc`, the blocks accumulate in an fp32 copy
+ * of the product (a narrow C would round after every block: measured, 17% of
+ * a 24x48 product with k 2048 one ulp off CPU's), then C = alpha T + beta C
+ * once. Shallower products run `run` on C directly. */
+static void gemm_round_once(const f32_problem_t *p, const ukernel_desc_t *uk, int64_t kc,
+                            gemm_run_fn run) {
+  if (p->dtype == TNK_F32 || p->k <= kc) {
+    run(p, uk);
     return;
   }
   float *t = alloc_floats(p->m * p->n);
@@ -580,7 +609,7 @@ static void gemm_packed_bf16(const f32_problem_t *p, const ukernel_desc_t *uk) {
   q.dtype = TNK_F32;
   q.alpha = 1.0f;
   q.beta = 0.0f;
-  gemm_packed_bf16_blocks(&q, uk);
+  run(&q, uk);
   for (int64_t i = 0; i < p->m; i++) store_tile(p, t + i * p->n, (int)p->n, i, 0, 1, p->n, 0);
   free(t);
 }
@@ -698,9 +727,9 @@ int tnk_gemm_with(const tnk_config_t *cfg, const tnk_gemm_args_t *g) {
       if (gemv_applies(&p, uk))
         gemm_gemv(&p, uk);
       else if (g->dtype == TNK_BF16 && uk->bf16)
-        gemm_packed_bf16(&p, uk);
+        gemm_round_once(&p, uk, uk->bf16_kc, gemm_packed_bf16_blocks);
       else
-        gemm_packed(&p, uk);
+        gemm_round_once(&p, uk, uk->kc, gemm_packed);
       continue;
     }
     if (gemv_applies(&p, uk))

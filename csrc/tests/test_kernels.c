@@ -1382,6 +1382,60 @@ static void test_scan_logsumexp(void) {
   CHECK(y[0] == 42.0f);
 }
 
+/* A bf16/fp16 product deeper than one packed block is rounded once, as
+ * CPU rounds it: every variant against the reference (fp32 sums, one
+ * rounding); only the fp32 summation order may differ, by one ulp on at
+ * most 1% of the elements. Rounding after each block put 17% one ulp off. */
+static void test_gemm_narrow_rounds_once(void) {
+  const int64_t m = 24, n = 48, k = 2048;
+  int bad = 0;
+  for (int dt = 0; dt < 2; dt++) {
+    int dtype = dt ? TNK_F16 : TNK_BF16;
+    uint16_t *A = malloc(2 * m * k), *B = malloc(2 * k * n), *C0 = malloc(2 * m * n),
+             *C1 = malloc(2 * m * n);
+    for (int64_t i = 0; i < m * k; i++) {
+      float v = 0.25f + (float)(i * 7919 % 1000) / 2000.0f;
+      A[i] = dt ? tnk_f32_to_f16(v) : tnk_f32_to_bf16(v);
+    }
+    for (int64_t i = 0; i < k * n; i++) {
+      float v = (float)(i * 104729 % 1000) / 100000.0f;
+      B[i] = dt ? tnk_f32_to_f16(v) : tnk_f32_to_bf16(v);
+    }
+    tnk_gemm_args_t g = {.batch = 1, .m = m, .n = n, .k = k, .a = A, .b = B, .c = C0};
+    g.dtype = dtype;
+    g.alpha = 1.0;
+    g.sc_r = n;
+    g.sc_c = 1;
+    for (int trans = 0; trans < 2; trans++) { /* B row-major, or k-contiguous (a weight) */
+      g.sa_r = k;
+      g.sa_c = 1;
+      g.sb_r = trans ? 1 : n;
+      g.sb_c = trans ? k : 1;
+      tnk_config_t ref, cv;
+      tnk_config_for_isa(TNK_ISA_REFERENCE, &ref);
+      g.c = C0;
+      tnk_gemm_with(&ref, &g);
+      for (int isa = TNK_ISA_AVX2; isa <= TNK_ISA_AVX512; isa++) {
+        if (tnk_config_for_isa(isa, &cv) != 0) continue;
+        g.c = C1;
+        tnk_gemm_with(&cv, &g);
+        int off = 0;
+        for (int64_t i = 0; i < m * n; i++) {
+          int d = abs((int)C0[i] - (int)C1[i]);
+          if (d > 1) bad++;
+          off += d != 0;
+        }
+        if (off > m * n / 100) bad++;
+      }
+    }
+    free(A);
+    free(B);
+    free(C0);
+    free(C1);
+  }
+  CHECK(bad == 0);
+}
+
 /* bf16 GEMM: the AVX512-BF16 dot-product kernel (when the CPU has it) and
  * the fp32-converting path (avx2) against the reference, odd depths, edge
  * tiles, transposed operands, alpha/beta and depths over one packed block. */
@@ -1829,6 +1883,7 @@ int main(void) {
   RUN(test_pool3d);
   RUN(test_im2col_3d);
   RUN(test_gemm_bf16_variants);
+  RUN(test_gemm_narrow_rounds_once);
   RUN(test_unary);
   RUN(test_pool_upsample);
   RUN(test_trsm);
