@@ -128,19 +128,25 @@ def test_conv_transpose_forward_backward(case, dtype):
     b = torch.randn(c["w"][1] * groups, generator=g)
     conv = TCONV[len(c["shape"])]
     torch_neuronx.clear_op_tracking()
+    # The oracle is CPU in fp64 on the same (rounded) inputs, rounded once:
+    # CPU's own bf16 transposed convolution is host-dependent (on an AVX2
+    # host without bf16 instructions, case 4 came out 0.093 off the exact
+    # result, with 454 of 768 elements off its rounding; neuron: 0 of 768).
     ins = [
-        [t.clone().to(dtype).requires_grad_() for t in (x, w, b)],
+        [t.to(dtype).double().requires_grad_() for t in (x, w, b)],
         [t.to(dtype).neuron().requires_grad_() for t in (x, w, b)],
     ]
     outs = [conv(*i, **c["kw"]) for i in ins]
     tol = dict(rtol=3e-2, atol=3e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-4)
-    assert_same(outs[1], outs[0], **tol)
+    assert_same(outs[1], outs[0].to(dtype), **tol)
     gout = torch.randn(outs[0].shape, generator=g).to(dtype)
-    outs[0].backward(gout)
+    outs[0].backward(gout.double())
     outs[1].backward(gout.neuron())
     for a, r in zip(ins[1], ins[0]):
         assert_same(
-            a.grad, r.grad, **(dict(rtol=5e-2, atol=1e-1) if dtype == torch.bfloat16 else tol)
+            a.grad,
+            r.grad.to(dtype),
+            **(dict(rtol=5e-2, atol=1e-1) if dtype == torch.bfloat16 else tol),
         )
     assert torch_neuronx.get_fallback_ops() == {}
 
