@@ -1406,13 +1406,13 @@ static void test_gemm_narrow_rounds_once(void) {
     g.alpha = 1.0;
     g.sc_r = n;
     g.sc_c = 1;
+    g.sa_r = k;
+    g.sa_c = 1;
+    tnk_config_t ref, cv;
+    tnk_config_for_isa(TNK_ISA_REFERENCE, &ref);
     for (int trans = 0; trans < 2; trans++) { /* B row-major, or k-contiguous (a weight) */
-      g.sa_r = k;
-      g.sa_c = 1;
       g.sb_r = trans ? 1 : n;
       g.sb_c = trans ? k : 1;
-      tnk_config_t ref, cv;
-      tnk_config_for_isa(TNK_ISA_REFERENCE, &ref);
       g.c = C0;
       tnk_gemm_with(&ref, &g);
       for (int isa = TNK_ISA_AVX2; isa <= TNK_ISA_AVX512; isa++) {
