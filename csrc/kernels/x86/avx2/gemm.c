@@ -3,8 +3,6 @@
 
 #define UK_MR 6
 #define UK_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
-#define UK_PREFETCH_C
-#define UK_K_LOOP
 #include "../gemm_body.h"
 
 void tnk_ukernel_f32_avx2(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, const float *b,

@@ -6,9 +6,6 @@
 
 #define UK_MR 12
 #define UK_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
-#define UK_PREFETCH_C \
-  for (int r = 0; r < UK_MR; r++) _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
-#define UK_K_LOOP _Pragma("GCC unroll 4")
 #include "../gemm_body.h"
 
 void tnk_ukernel_f32_avx512(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
