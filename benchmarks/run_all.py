@@ -50,7 +50,8 @@ def interleaved(fns, rounds=5, reps=3, warmup=1, settle=SETTLE_S):
     """Seconds per call of each callable in `fns` (device name or label ->
     callable), one sample per round; the rounds alternate between them."""
     for d, f in fns.items():
-        timeit(f, d, warmup, settle)  # warm-up: caches, lazy state
+        if warmup:
+            timeit(f, d, warmup, settle)  # warm-up: caches, lazy state
     samples = {d: [] for d in fns}
     for _ in range(rounds):
         for d, f in fns.items():
@@ -149,6 +150,11 @@ GEMM_SHAPES = [  # m, k, n, label
 ]
 
 
+def gflops(x):
+    """Whole GFLOPS, or two significant digits below 10 (not a bare 0)."""
+    return f"{x:.0f}" if x >= 10 else f"{x:.2g}"
+
+
 def gemm_rows(rows, peaks, quick):
     anchor = openblas()
     for dtype in (torch.float32, torch.bfloat16):
@@ -163,9 +169,26 @@ def gemm_rows(rows, peaks, quick):
             if anchor and dtype == torch.float32:
                 xa, ya = a.numpy(), b.numpy()
                 fns["openblas"] = lambda x=xa, y=ya: anchor[1](x, y)
+            # On a CPU without bf16 instructions PyTorch's bf16 GEMM runs at
+            # 0.3-2 GFLOPS: one call of up to a minute. There one sample per
+            # round and three rounds (the probe call is the warm-up) keep the
+            # section in minutes; the rows stay interleaved.
+            t0 = time.perf_counter()
+            fns["cpu"]()
+            slow = time.perf_counter() - t0 > 1.0
+            if slow:  # the others' warm-up
+                for d, f in fns.items():
+                    if d != "cpu":
+                        timeit(f, d, 1, 0.0)
             # OpenBLAS's idle workers spin far longer than OpenMP's (about
             # 2^28 cycles): a longer pause keeps them off the next timing
-            t = interleaved(fns, rounds=3 if quick else 5, reps=3, settle=0.3)
+            t = interleaved(
+                fns,
+                rounds=3 if quick or slow else 5,
+                reps=1 if slow else 3,
+                warmup=0 if slow else 1,
+                settle=0.3,
+            )
             fl = 2.0 * m * n * k / 1e9
             gf = {d: fl / statistics.median(v) for d, v in t.items()}
             note = f"{peaks.pct(gf['neuron'], dtype)} of {name} peak"
@@ -176,8 +199,8 @@ def gemm_rows(rows, peaks, quick):
             rows.append(
                 (
                     f"{name} GEMM {m}x{k}x{n} ({label})",
-                    f"{gf['neuron']:.0f} GFLOPS",
-                    f"{gf['cpu']:.0f} GFLOPS",
+                    f"{gflops(gf['neuron'])} GFLOPS",
+                    f"{gflops(gf['cpu'])} GFLOPS",
                     f"{gf['neuron'] / gf['cpu']:.2f}x",
                     note,
                 )
