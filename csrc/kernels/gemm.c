@@ -242,8 +242,8 @@ static void pack_b_panels(void *vp, int64_t begin, int64_t end) {
     /* row-major fp32 or bf16 B: row by row across the range's whole panels,
      * so B is read as contiguous rows (one panel at a time read nr
      * elements per row, a new page every row once a row of B is 4 KiB).
-     * One thread, AVX2, 256x512x1536: bf16 58-68 -> 80 GFLOPS (4 panels
-     * per row: between), fp32 unchanged. */
+     * One thread, AVX2, 256x512x1536 bf16: 58-68 GFLOPS four panels per
+     * row, 77-83 across the range; fp32 within noise. */
     for (int64_t k = 0; k < kc; k++) {
       int64_t at = (pc + k) * p->sb_r + jc;
       for (int64_t j = begin; j < full; j++) {
@@ -271,7 +271,7 @@ static void pack_b_panels(void *vp, int64_t begin, int64_t end) {
       if (p->b16) {
         const uint16_t *s16 = p->b16 + (pc + k) * p->sb_r + (jc + j0) * p->sb_c;
         if (p->src_dtype == TNK_BF16 && p->sb_c == 1) /* a row of B: widened as a vector */
-          for (int64_t j = 0; j < w; j++) d[j] = tnk_bf16_to_f32(s16[j]);
+          widen_panel_row(d, s16, w);
         else
           for (int64_t j = 0; j < w; j++)
             d[j] = p->src_dtype == TNK_BF16 ? tnk_bf16_to_f32(s16[j * p->sb_c])
