@@ -130,6 +130,7 @@ def launcher_env(**extra):
     env = dict(os.environ)
     env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
     env["OMP_NUM_THREADS"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"  # a crash prints the Python stacks
     env.update(extra)
     return env
 
@@ -161,7 +162,7 @@ def run_commands(cmds, timeout, envs=None):
                 p.wait(timeout=30)
 
     def report(i, out):
-        return f"$ {' '.join(map(str, cmds[i]))}\n{out[-6000:]}"
+        return f"$ {' '.join(map(str, cmds[i]))}\n{out[-20000:]}"
 
     try:
         for cmd, env in zip(cmds, envs, strict=True):

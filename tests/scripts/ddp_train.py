@@ -13,6 +13,9 @@ import sys
 import torch
 import torch.distributed as dist
 
+# a native crash in a rank (an abort, a segfault) prints every thread's stack
+torch._C._set_print_stack_traces_on_fatal_signal(True)
+
 
 def mlp():
     torch.manual_seed(0)

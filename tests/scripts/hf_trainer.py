@@ -14,6 +14,9 @@ from torch.distributed.tensor import DTensor
 from torch.utils.data import Dataset, SequentialSampler
 from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
 
+# a native crash in a rank (an abort, a segfault) prints every thread's stack
+torch._C._set_print_stack_traces_on_fatal_signal(True)
+
 
 class Tokens(Dataset):
     def __init__(self, n=16, seq=12):
