@@ -551,6 +551,44 @@ def test_row_sum_mean_lengths(n):
     native("sum", "mean")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n", [1, 1023, 1025, 65536, 3 * 65536 + 123])
+def test_contiguous_sum_mean_amax_amin(dtype, n):
+    """Sum, mean, amax and amin over contiguous runs (kernels/reduce.c): a
+    whole tensor (over 2^16 elements: fixed chunks across the threads,
+    merged in order) and rows; lengths around the 1024-element widening
+    block; bf16/fp16 widened by the variant's conversion; NaN in the last
+    chunk (amax/amin are NaN, as on CPU) and infinities."""
+    x = (randn(n, seed=n) * 3).to(dtype)
+    # sums: double accumulation rounded once vs CPU's fp32 accumulation
+    tol = dict(rtol=1e-5, atol=1e-4) if dtype == torch.float32 else dict(rtol=8e-3, atol=8e-3)
+    for t in (
+        x,
+        x.reshape(1, n).expand(3, n).contiguous() * torch.tensor([[1.0], [-2.0], [0.5]]).to(dtype),
+    ):
+        tn, dim = t.neuron(), -1 if t.dim() == 2 else None
+        kw = {} if dim is None else {"dim": dim}
+        assert_same(tn.sum(**kw).float(), t.float().sum(**kw), **tol)
+        assert_same(tn.mean(**kw).float(), t.float().mean(**kw), **tol)
+        for f in (torch.amax, torch.amin):  # exact: no rounding
+            assert_same(
+                f(tn, **({} if dim is None else {"dim": dim})),
+                f(t, **({} if dim is None else {"dim": dim})),
+                rtol=0,
+                atol=0,
+            )
+    if n > 8:
+        x[n - 5] = float("nan")
+        x[n // 3] = float("inf")
+        xn = x.neuron()
+        for f in (torch.amax, torch.amin, torch.sum):
+            assert_same(f(xn).float(), f(x.float()), rtol=0, atol=0, equal_nan=True)
+        x[n - 5] = float("-inf")
+        assert torch.isnan(x.neuron().sum().cpu()), "inf + -inf is NaN"
+        assert_same(torch.amin(x.neuron()), torch.amin(x), rtol=0, atol=0)
+    native("sum", "mean", "amax", "amin")
+
+
 def test_row_sum_cancellation_and_subnormals():
     """Subnormal inputs sum to subnormals (not flushed), -0.0 rows to zero,
     large equal magnitudes of both signs cancel exactly."""

@@ -12,9 +12,12 @@ static int detect(void) {
   int f = 0;
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) f |= TNK_ISA_AVX2;
+  /* (F16C: the variants convert fp16 with it; every AVX2 CPU has it) */
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c"))
+    f |= TNK_ISA_AVX2;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl"))
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c"))
     f |= TNK_ISA_AVX512;
   if ((f & TNK_ISA_AVX512) && __builtin_cpu_supports("avx512bf16")) f |= TNK_FEAT_AVX512BF16;
   if (__builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16"))

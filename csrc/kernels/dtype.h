@@ -1,6 +1,7 @@
 /* Element access for every dtype: loads widen to tnk_val_t, stores narrow
- * from it. bf16/fp16 are converted in software (round to nearest even), so
- * the kernels need no compiler support for half types. */
+ * from it. bf16 is converted in software (round to nearest even), fp16 in
+ * software or with F16C (below): the kernels need no compiler support for
+ * half types. */
 #ifndef TNK_DTYPE_H
 #define TNK_DTYPE_H
 
@@ -9,6 +10,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __F16C__
+#include <immintrin.h>
+#endif
 
 typedef struct tnk_val {
   double re, im;
@@ -31,6 +35,16 @@ static inline uint16_t tnk_f32_to_bf16(float f) {
   return (uint16_t)(u >> 16);
 }
 
+/* fp16 <-> fp32, exact one way and rounding to nearest even the other. The
+ * x86 variants are compiled with F16C (its instructions: one each way); the
+ * portable code converts in software, with the same results but for the
+ * bits of a NaN's payload. */
+#ifdef __F16C__
+static inline float tnk_f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+static inline uint16_t tnk_f32_to_f16(float f) {
+  return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+}
+#else
 static inline float tnk_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000) << 16;
   uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
@@ -73,6 +87,7 @@ static inline uint16_t tnk_f32_to_f16(float f) {
   uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - (112u << 23);
   return sign | (uint16_t)(r >> 13);
 }
+#endif
 
 /* float -> int64 without undefined behaviour: NaN and out-of-range values
  * give INT64_MIN, as x86's cvttsd2si does. */

@@ -512,6 +512,15 @@ static void cvt_f32_to_bf16(uint16_t *restrict y, const float *restrict x, int64
 static void cvt_bf16_to_f32(float *restrict y, const uint16_t *restrict x, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = tnk_bf16_to_f32(x[i]);
 }
+static void cvt_f16_to_f32(float *restrict y, const uint16_t *restrict x, int64_t n) {
+  int64_t i = 0;
+#ifdef __F16C__ /* (GCC does not vectorise the scalar conversion) */
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(x + i))));
+#endif
+  for (; i < n; i++) y[i] = tnk_f16_to_f32(x[i]);
+}
 
 /* Contiguous fp32 addcmul / addcdiv / lerp (the optimizers' steps; o may
  * be a, in place: each element is read before it is written), computed
@@ -544,6 +553,7 @@ const tnk_eltwise_loops_t TNK_ELTWISE_LOOPS = {
     .ternary_f32 = ternary_f32,
     .f32_to_bf16 = cvt_f32_to_bf16,
     .bf16_to_f32 = cvt_bf16_to_f32,
+    .f16_to_f32 = cvt_f16_to_f32,
     .unary = {UNARY_OPS(TABLE_ROW)},
     .int_neg = {[TNK_U8] = neg_u8,
                 [TNK_I8] = neg_i8,

@@ -3,6 +3,9 @@
  * output walks the reduced index space. fp32 and
  * half inputs accumulate in double and round once, fp64 in double, integers
  * in int64 (wrapping). */
+#include <math.h>
+#include <stdlib.h>
+
 #include "dtype.h"
 #include "iter.h"
 #include "tnk.h"
@@ -56,13 +59,16 @@ static void red_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t 
     int extreme = a->op == TNK_MAX || a->op == TNK_MIN;
     tnk_val_t best = {0, 0, 0, 0};
     int have = 0;
-    int flag = a->op == TNK_ALL; /* all: true until a zero; any: false */
+    int flag = a->op == TNK_ALL;               /* all: true until a zero; any: false */
+    int64_t idx[TNRT_MAX_DIMS] = {0}, off = 0; /* the reduced index, its offset */
     for (int64_t r = 0; r < c->rcount; r++) {
-      int64_t rr = r, off = 0;
-      for (int d = c->nr - 1; d >= 0; d--) {
-        off += (rr % c->rsize[d]) * c->rin[d];
-        rr /= c->rsize[d];
-      }
+      if (r > 0) /* the next index, last dim fastest */
+        for (int d = c->nr - 1; d >= 0; d--) {
+          off += c->rin[d];
+          if (++idx[d] < c->rsize[d]) break;
+          off -= c->rin[d] * c->rsize[d];
+          idx[d] = 0;
+        }
       tnk_val_t v = tnk_load_any(in + off * (int64_t)c->iesz, idt);
       if (extreme) {
         int better;
@@ -111,16 +117,117 @@ static void red_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t 
   }
 }
 
-/* fp32 sum/mean of a contiguous input over its trailing dims: each output is
- * one contiguous run of rcount elements, summed by the vector body (double
- * accumulation, as the generic walk). */
-static void red_rows_f32(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t index) {
-  const red_ctx_t *c = p;
+/* Contiguous runs of a floating input (fp32, bf16, fp16) for sum, mean, max
+ * and min: widened to fp32 a block at a time (by the variant's conversion loops) and reduced by the variant's vector bodies. Sums accumulate in
+ * double, as the generic walk; max and min return NaN when any element is
+ * NaN, as PyTorch does. */
+#define RUN_BLOCK 1024
+#define RUN_CHUNK \
+  ((int64_t)1 << 16) /* a task of a long run: fixed, so the result does not
+                                        depend on the thread count */
+
+static int run_op(int op) {
+  return op == TNK_SUM || op == TNK_MEAN || op == TNK_MAX || op == TNK_MIN;
+}
+static int run_dtype(int dt) { return dt == TNK_F32 || dt == TNK_BF16 || dt == TNK_F16; }
+
+/* min over n floats, NaN when any is NaN (16 independent lanes: the loop
+ * vectorises) */
+static float run_min_f32(const float *x, int64_t n) {
+  float m[16];
+  int nan = 0;
+  for (int j = 0; j < 16; j++) m[j] = INFINITY;
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16)
+    for (int j = 0; j < 16; j++) {
+      float v = x[k + j];
+      nan |= v != v;
+      m[j] = v < m[j] ? v : m[j];
+    }
+  for (; k < n; k++) {
+    nan |= x[k] != x[k];
+    m[0] = x[k] < m[0] ? x[k] : m[0];
+  }
+  if (nan) return NAN;
+  float r = m[0];
+  for (int j = 1; j < 16; j++) r = m[j] < r ? m[j] : r;
+  return r;
+}
+
+typedef struct run_part {
+  double sum;
+  float ext; /* max or min so far */
+  int have;
+} run_part_t;
+
+/* Folds n contiguous elements at x into *part. */
+static void run_reduce(int op, int dt, const char *x, int64_t n, run_part_t *part) {
+  float buf[RUN_BLOCK];
+  for (int64_t k = 0; k < n; k += RUN_BLOCK) {
+    int64_t w = n - k < RUN_BLOCK ? n - k : RUN_BLOCK;
+    const float *f = buf;
+    if (dt == TNK_F32) {
+      f = (const float *)(const void *)x + k;
+    } else if (dt == TNK_BF16) {
+      tnk_config()->loops->bf16_to_f32(buf, (const uint16_t *)(const void *)x + k, w);
+    } else {
+      tnk_config()->loops->f16_to_f32(buf, (const uint16_t *)(const void *)x + k, w);
+    }
+    if (op == TNK_SUM || op == TNK_MEAN) {
+      part->sum += tnk_vsum_f32_f64(f, w);
+      continue;
+    }
+    float e = op == TNK_MAX ? tnk_vmax_f32(f, w) : run_min_f32(f, w);
+    if (!part->have || e != e ||
+        (part->ext == part->ext && (op == TNK_MAX ? e > part->ext : e < part->ext)))
+      part->ext = e;
+    part->have = 1;
+  }
+}
+
+/* Merges b (the later part of the run) into a. */
+static void run_merge(int op, run_part_t *a, const run_part_t *b) {
+  a->sum += b->sum;
+  if (!b->have) return;
+  if (!a->have || b->ext != b->ext ||
+      (a->ext == a->ext && (op == TNK_MAX ? b->ext > a->ext : b->ext < a->ext)))
+    a->ext = b->ext;
+  a->have = 1;
+}
+
+static void run_store(const red_ctx_t *c, char *out, const run_part_t *part) {
   const tnk_reduce_args_t *a = c->a;
+  double v = a->op == TNK_MAX || a->op == TNK_MIN ? (double)part->ext
+             : a->op == TNK_MEAN                  ? part->sum / (double)c->rcount
+                                                  : part->sum;
+  tnk_store_any(out, a->out.dtype, (tnk_val_t){v, 0, 0, 0});
+}
+
+/* Each output one contiguous run of rcount elements (the reduced dims
+ * trail). */
+static void red_runs(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t index) {
+  const red_ctx_t *c = p;
   for (int64_t o = 0; o < n; o++) {
-    double v = tnk_vsum_f32_f64((const float *)(ptrs[0] + o * s[0]), c->rcount);
-    if (a->op == TNK_MEAN) v /= (double)c->rcount;
-    tnk_store_any(ptrs[1] + o * s[1], a->out.dtype, (tnk_val_t){v, 0, 0, 0});
+    run_part_t part = {0};
+    run_reduce(c->a->op, c->a->in.dtype, ptrs[0] + o * s[0], c->rcount, &part);
+    run_store(c, ptrs[1] + o * s[1], &part);
+  }
+}
+
+/* One long run (a full reduction) in fixed chunks across the threads. */
+typedef struct run_chunks {
+  const red_ctx_t *c;
+  run_part_t *parts;
+} run_chunks_t;
+
+static void red_run_chunks(void *p, int64_t begin, int64_t end) {
+  const run_chunks_t *rc = p;
+  const tnk_reduce_args_t *a = rc->c->a;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t k = t * RUN_CHUNK, w = rc->c->rcount - k < RUN_CHUNK ? rc->c->rcount - k : RUN_CHUNK;
+    rc->parts[t] = (run_part_t){0};
+    run_reduce(a->op, a->in.dtype, (const char *)a->in.data + k * (int64_t)rc->c->iesz, w,
+               &rc->parts[t]);
   }
 }
 
@@ -220,9 +327,20 @@ void tnk_reduce(const tnk_reduce_args_t *a) {
   }
   tnk_iter_t it;
   tnk_iter_init(&it, &kept, 2, kv, (int64_t[]){(int64_t)c.iesz, (int64_t)c.oesz});
-  if ((a->op == TNK_SUM || a->op == TNK_MEAN) && a->in.dtype == TNK_F32 && c.rcount > 0 &&
-      trailing_contiguous(a)) {
-    tnk_iter_run(&it, grain, red_rows_f32, &c);
+  if (run_op(a->op) && run_dtype(a->in.dtype) && c.rcount > 0 && trailing_contiguous(a)) {
+    int64_t chunks = (c.rcount + RUN_CHUNK - 1) / RUN_CHUNK;
+    if (outputs == 1 && chunks > 1) {
+      run_part_t local[16];
+      run_chunks_t rc = {&c, chunks <= 16 ? local : malloc(sizeof(run_part_t) * (size_t)chunks)};
+      if (rc.parts) { /* (without memory: one task, below) */
+        tnk_parallel_for(chunks, 1, red_run_chunks, &rc);
+        for (int64_t t = 1; t < chunks; t++) run_merge(a->op, &rc.parts[0], &rc.parts[t]);
+        run_store(&c, a->out.data, &rc.parts[0]);
+        if (rc.parts != local) free(rc.parts);
+        return;
+      }
+    }
+    tnk_iter_run(&it, grain, red_runs, &c);
     return;
   }
   if ((a->op == TNK_SUM || a->op == TNK_MEAN) && a->in.dtype == TNK_F32 && c.rcount > 1 &&
