@@ -589,6 +589,60 @@ def test_contiguous_sum_mean_amax_amin(dtype, n):
     native("sum", "mean", "amax", "amin")
 
 
+F16_SPECIAL = [
+    0.0,
+    -0.0,
+    6e-8,
+    -6e-8,
+    6.1e-5,
+    65504.0,
+    -65504.0,
+    1.0,
+    -2.5,
+    float("inf"),
+    float("-inf"),
+    float("nan"),
+]
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 255, 256, 257, 1000])
+def test_fp16_elementwise_blocks(n):
+    """fp16 element-wise through the F16C blocks (kernels/eltwise_loops.h:
+    256-element blocks converted with vector instructions, the fp32 loop
+    between): lengths around the 8-wide conversion and the block; zeros of
+    both signs, subnormals, the largest finite value (a product overflows
+    to inf), infinities and NaN; a scalar operand, in place, a cast each
+    way with values that round at the fp16 boundaries. Exact against CPU."""
+    vals = torch.tensor(F16_SPECIAL)
+    a = (randn(n, seed=n) * 300).to(torch.float16)
+    b = (randn(n, seed=n + 1) * 300).to(torch.float16)
+    a[: min(n, len(vals))] = vals[: min(n, len(vals))].half()
+    b[-min(n, len(vals)) :] = vals[: min(n, len(vals))].half()
+    an, bn = a.neuron(), b.neuron()
+    exact = dict(rtol=0, atol=0, equal_nan=True)
+    for f in (torch.add, torch.mul, torch.sub, torch.maximum):
+        assert_same(f(an, bn), f(a, b), **exact)
+        assert_same(f(an, bn[:1].expand(n)), f(a, b[:1].expand(n)), **exact)  # a scalar operand
+    assert_same(an * 0.5, a * 0.5, **exact)
+    assert_same(torch.relu(an), torch.relu(a), **exact)
+    assert_same(
+        torch.nn.functional.gelu(an),
+        torch.nn.functional.gelu(a),
+        rtol=1e-3,
+        atol=1e-3,
+        equal_nan=True,
+    )
+    assert_same(an.clone().add_(bn), a.clone().add_(b), **exact)
+    assert_same(an.float(), a.float(), **exact)
+    # fp32 -> fp16: ties to even, the overflow boundary, subnormal rounding
+    f = torch.tensor(
+        [65519.0, 65520.0, 1 + 2**-11, 1 + 3 * 2**-11, 2**-25, 3 * 2**-26, -1e-9, 1e5]
+        * (n // 8 + 1)
+    )[:n]
+    assert_same(f.neuron().half(), f.half(), **exact)
+    native("add", "mul", "sub", "maximum", "relu", "gelu", "copy")
+
+
 def test_row_sum_cancellation_and_subnormals():
     """Subnormal inputs sum to subnormals (not flushed), -0.0 rows to zero,
     large equal magnitudes of both signs cancel exactly."""

@@ -35,7 +35,9 @@ typedef struct tnk_eltwise_loops {
    * tnk_f32_to_bf16: y[i] = convert(x[i]) for i < n */
   void (*f32_to_bf16)(uint16_t *y, const float *x, int64_t n);
   void (*bf16_to_f32)(float *y, const uint16_t *x, int64_t n);
-  void (*f16_to_f32)(float *y, const uint16_t *x, int64_t n); /* exact */
+  /* fp16 <-> fp32 (rounding as tnk_f32_to_f16) */
+  void (*f16_to_f32)(float *y, const uint16_t *x, int64_t n);
+  void (*f32_to_f16)(uint16_t *y, const float *x, int64_t n);
   /* contiguous fp32 addcmul / addcdiv / lerp (tnk_ternary_args_t's ops):
    * o[i] = op(a[i], b[i], c[i]) with value v, o possibly a */
   void (*ternary_f32)(int op, float *o, const float *a, const float *b, const float *c, float v,

@@ -40,7 +40,7 @@ TNK_FOR_EACH_DTYPE(CVT_ROW)
                               CVT_ENTRY(SN, TNK_C64, c64) CVT_ENTRY(SN, TNK_C128, c128)},
 static const cvt_fn k_cvt[TNK_DTYPE_COUNT][TNK_DTYPE_COUNT] = {TNK_FOR_EACH_DTYPE(CVT_TABLE_ROW)};
 
-/* Contiguous fp32 <-> bf16 (autocast's casts and mixed-precision
+/* Contiguous fp32 <-> bf16 / fp16 (autocast's casts and mixed-precision
  * optimizers) take the configuration's vectorised loops; the generic table
  * converts through a double per element, 5-10x slower. */
 typedef void (*cvt_contig_fn)(char *d, const char *s, int64_t n);
@@ -53,9 +53,19 @@ static void contig_bf16_f32(char *d, const char *s, int64_t n) {
   tnk_config()->loops->bf16_to_f32((float *)(void *)d, (const uint16_t *)(const void *)s, n);
 }
 
+static void contig_f32_f16(char *d, const char *s, int64_t n) {
+  tnk_config()->loops->f32_to_f16((uint16_t *)(void *)d, (const float *)(const void *)s, n);
+}
+
+static void contig_f16_f32(char *d, const char *s, int64_t n) {
+  tnk_config()->loops->f16_to_f32((float *)(void *)d, (const uint16_t *)(const void *)s, n);
+}
+
 static cvt_contig_fn contig_cvt(int src, int dst) {
   if (src == TNK_F32 && dst == TNK_BF16) return contig_f32_bf16;
   if (src == TNK_BF16 && dst == TNK_F32) return contig_bf16_f32;
+  if (src == TNK_F32 && dst == TNK_F16) return contig_f32_f16;
+  if (src == TNK_F16 && dst == TNK_F32) return contig_f16_f32;
   return NULL;
 }
 

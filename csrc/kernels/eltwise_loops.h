@@ -24,6 +24,39 @@
 #include "dtype.h"
 #include "mvec.h"
 
+/* Plain loops the compiler vectorises at this file's ISA (integer
+ * rounding, no bf16 instruction: VCVTNEPS2BF16 flushes subnormals). */
+static void cvt_f32_to_bf16(uint16_t *restrict y, const float *restrict x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = tnk_f32_to_bf16(x[i]);
+}
+static void cvt_bf16_to_f32(float *restrict y, const uint16_t *restrict x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = tnk_bf16_to_f32(x[i]);
+}
+static void cvt_f16_to_f32(float *restrict y, const uint16_t *restrict x, int64_t n) {
+  int64_t i = 0;
+#ifdef __F16C__ /* (GCC does not vectorise the scalar conversion) */
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(x + i))));
+#endif
+  for (; i < n; i++) y[i] = tnk_f16_to_f32(x[i]);
+}
+static void cvt_f32_to_f16(uint16_t *restrict y, const float *restrict x, int64_t n) {
+  int64_t i = 0;
+#ifdef __F16C__
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128((__m128i *)(void *)(y + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+  for (; i < n; i++) y[i] = tnk_f32_to_f16(x[i]);
+}
+
+/* With F16C, contiguous fp16 loops convert a block at a time with its
+ * vector instructions and run the fp32 loop over the block: the same
+ * arithmetic (fp16 computes in fp32 and rounds once), where the scalar
+ * conversion would keep the loop from vectorising. */
+#define F16_BLOCK 256
+
 /* ---- unary ---------------------------------------------------------------- */
 #define SIGMOID(x) (1 / (1 + EXP(-(x))))
 /* clamp to [0, 6], NaN kept (hardswish / hardsigmoid, as ATen writes them) */
@@ -226,6 +259,27 @@ static double digamma_d(double x) {
 UNARY_OPS(F32_LOOP)
 UNARY_OPS(BF16_LOOP)
 UNARY_OPS(F16_LOOP)
+#ifdef __F16C__
+#define F16_BLOCKED_U(N, E)                                                        \
+  static void f16b_##N(char *o, const char *in, int64_t so, int64_t si, int64_t n, \
+                       const double *p) {                                          \
+    if (so != 2 || si != 2) {                                                      \
+      f16_##N(o, in, so, si, n, p);                                                \
+      return;                                                                      \
+    }                                                                              \
+    float x[F16_BLOCK], y[F16_BLOCK];                                              \
+    for (int64_t k = 0; k < n; k += F16_BLOCK) {                                   \
+      int64_t w = n - k < F16_BLOCK ? n - k : F16_BLOCK;                           \
+      cvt_f16_to_f32(x, (const uint16_t *)(const void *)in + k, w);                \
+      f32_##N((char *)y, (const char *)x, 4, 4, w, p);                             \
+      cvt_f32_to_f16((uint16_t *)(void *)o + k, y, w);                             \
+    }                                                                              \
+  }
+UNARY_OPS(F16_BLOCKED_U)
+#define F16_FN(N) f16b_##N
+#else
+#define F16_FN(N) f16_##N
+#endif
 #undef EXP
 #undef LOG
 #undef LOG1P
@@ -292,7 +346,7 @@ UNARY_OPS(F16_LOOP)
 UNARY_OPS(F64_LOOP)
 
 #define TABLE_ROW(N, E) \
-  {[TNK_F16] = f16_##N, [TNK_BF16] = bf16_##N, [TNK_F32] = f32_##N, [TNK_F64] = f64_##N},
+  {[TNK_F16] = F16_FN(N), [TNK_BF16] = bf16_##N, [TNK_F32] = f32_##N, [TNK_F64] = f64_##N},
 #define INEG(x) ((int64_t)(0 - (uint64_t)(x)))
 #define IABS(x) ((x) < 0 ? INEG(x) : (x))
 #define INT_LOOP(T, NAME, EXPR) DEFINE_LOOP(T, int64_t, ID, (T), NAME, EXPR)
@@ -460,11 +514,35 @@ static inline double pow_f(double a, double b, double al) {
 #define BF16_OF_F32(x) tnk_f32_to_bf16(x)
 #define F32_OF_F16(x) tnk_f16_to_f32(x)
 #define F16_OF_F32(x) tnk_f32_to_f16(x)
+#ifdef __F16C__
+/* contiguous operands, or one of them a scalar (stride 0) */
+#define F16_BLOCKED_B(OPN)                                                                        \
+  static int64_t f16b_##OPN(char *o, const char *a, const char *b, int64_t so, int64_t sa,        \
+                            int64_t sb, int64_t n, const double *al, int64_t ial) {               \
+    if (so != 2 || (sa != 2 && sa != 0) || (sb != 2 && sb != 0) || (sa == 0 && sb == 0))          \
+      return f16_##OPN(o, a, b, so, sa, sb, n, al, ial);                                          \
+    float x[F16_BLOCK], y[F16_BLOCK], r[F16_BLOCK], ka = 0, kb = 0;                               \
+    if (sa == 0) ka = tnk_f16_to_f32(*(const uint16_t *)(const void *)a);                         \
+    if (sb == 0) kb = tnk_f16_to_f32(*(const uint16_t *)(const void *)b);                         \
+    for (int64_t k = 0; k < n; k += F16_BLOCK) {                                                  \
+      int64_t w = n - k < F16_BLOCK ? n - k : F16_BLOCK;                                          \
+      if (sa) cvt_f16_to_f32(x, (const uint16_t *)(const void *)a + k, w);                        \
+      if (sb) cvt_f16_to_f32(y, (const uint16_t *)(const void *)b + k, w);                        \
+      f32_##OPN((char *)r, sa ? (const char *)x : (const char *)&ka,                              \
+                sb ? (const char *)y : (const char *)&kb, 4, sa ? 4 : 0, sb ? 4 : 0, w, al, ial); \
+      cvt_f32_to_f16((uint16_t *)(void *)o + k, r, w);                                            \
+    }                                                                                             \
+    return 0;                                                                                     \
+  }
+#else
+#define F16_BLOCKED_B(OPN)
+#endif
 #define FLOAT_OPS(OPN, OP)                                              \
   FLOAT_LOOP(f32_##OPN, OP, float, float, ID, ID)                       \
   FLOAT_LOOP(f64_##OPN, OP, double, double, ID, ID)                     \
   FLOAT_LOOP(bf16_##OPN, OP, uint16_t, float, F32_OF_BF16, BF16_OF_F32) \
-  FLOAT_LOOP(f16_##OPN, OP, uint16_t, float, F32_OF_F16, F16_OF_F32)
+  FLOAT_LOOP(f16_##OPN, OP, uint16_t, float, F32_OF_F16, F16_OF_F32)    \
+  F16_BLOCKED_B(OPN)
 FLOAT_OPS(add, OP_ADD)
 FLOAT_OPS(sub, OP_SUB)
 FLOAT_OPS(mul, OP_MUL)
@@ -503,24 +581,7 @@ FLOAT_OPS(fmod, OP_FMOD)
 /* ---- the table ------------------------------------------------------------ */
 
 #define FROW(OPN) \
-  {[TNK_F16] = f16_##OPN, [TNK_BF16] = bf16_##OPN, [TNK_F32] = f32_##OPN, [TNK_F64] = f64_##OPN}
-/* Plain loops the compiler vectorises at this file's ISA (integer
- * rounding, no bf16 instruction: VCVTNEPS2BF16 flushes subnormals). */
-static void cvt_f32_to_bf16(uint16_t *restrict y, const float *restrict x, int64_t n) {
-  for (int64_t i = 0; i < n; i++) y[i] = tnk_f32_to_bf16(x[i]);
-}
-static void cvt_bf16_to_f32(float *restrict y, const uint16_t *restrict x, int64_t n) {
-  for (int64_t i = 0; i < n; i++) y[i] = tnk_bf16_to_f32(x[i]);
-}
-static void cvt_f16_to_f32(float *restrict y, const uint16_t *restrict x, int64_t n) {
-  int64_t i = 0;
-#ifdef __F16C__ /* (GCC does not vectorise the scalar conversion) */
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i,
-                     _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(x + i))));
-#endif
-  for (; i < n; i++) y[i] = tnk_f16_to_f32(x[i]);
-}
+  {[TNK_F16] = F16_FN(OPN), [TNK_BF16] = bf16_##OPN, [TNK_F32] = f32_##OPN, [TNK_F64] = f64_##OPN}
 
 /* Contiguous fp32 addcmul / addcdiv / lerp (the optimizers' steps; o may
  * be a, in place: each element is read before it is written), computed
@@ -554,6 +615,7 @@ const tnk_eltwise_loops_t TNK_ELTWISE_LOOPS = {
     .f32_to_bf16 = cvt_f32_to_bf16,
     .bf16_to_f32 = cvt_bf16_to_f32,
     .f16_to_f32 = cvt_f16_to_f32,
+    .f32_to_f16 = cvt_f32_to_f16,
     .unary = {UNARY_OPS(TABLE_ROW)},
     .int_neg = {[TNK_U8] = neg_u8,
                 [TNK_I8] = neg_i8,
