@@ -558,7 +558,8 @@ def test_contiguous_sum_mean_amax_amin(dtype, n):
     whole tensor (over 2^16 elements: fixed chunks across the threads,
     merged in order) and rows; lengths around the 1024-element widening
     block; bf16/fp16 widened by the variant's conversion; NaN in the last
-    chunk (amax/amin are NaN, as on CPU) and infinities."""
+    chunk (amax/amin are NaN, as on CPU) and infinities; column sums of
+    the rows (the leading-dims path, half types widened row by row)."""
     x = (randn(n, seed=n) * 3).to(dtype)
     # sums: double accumulation rounded once vs CPU's fp32 accumulation
     tol = dict(rtol=1e-5, atol=1e-4) if dtype == torch.float32 else dict(rtol=8e-3, atol=8e-3)
@@ -570,6 +571,9 @@ def test_contiguous_sum_mean_amax_amin(dtype, n):
         kw = {} if dim is None else {"dim": dim}
         assert_same(tn.sum(**kw).float(), t.float().sum(**kw), **tol)
         assert_same(tn.mean(**kw).float(), t.float().mean(**kw), **tol)
+        if dim is not None:  # over the leading dim (column sums): 3 rows of n
+            assert_same(tn.sum(0).float(), t.float().sum(0), **tol)
+            assert_same(tn.mean(0).float(), t.float().mean(0), **tol)
         for f in (torch.amax, torch.amin):  # exact: no rounding
             assert_same(
                 f(tn, **({} if dim is None else {"dim": dim})),

@@ -231,11 +231,11 @@ static void red_run_chunks(void *p, int64_t begin, int64_t end) {
   }
 }
 
-/* fp32 sum/mean of a contiguous input over its leading dims (bias and norm
- * weight gradients): rows of `outputs` elements added into a block of
+/* fp32/bf16/fp16 sum/mean of a contiguous input over its leading dims (bias
+ * and norm weight gradients): rows of `outputs` elements added into a block of
  * double accumulators, one block of columns per task. */
 #define LEAD_COLS 256
-static void red_lead_f32(void *p, int64_t begin, int64_t end) {
+static void red_lead(void *p, int64_t begin, int64_t end) {
   const red_ctx_t *c = p;
   const tnk_reduce_args_t *a = c->a;
   int64_t cols = c->outputs;
@@ -243,9 +243,21 @@ static void red_lead_f32(void *p, int64_t begin, int64_t end) {
   for (int64_t blk = begin; blk < end; blk++) {
     int64_t j0 = blk * LEAD_COLS, w = cols - j0 < LEAD_COLS ? cols - j0 : LEAD_COLS;
     for (int64_t j = 0; j < w; j++) acc[j] = 0.0;
-    const float *x = (const float *)a->in.data + j0;
-    for (int64_t r = 0; r < c->rcount; r++, x += cols)
-      for (int64_t j = 0; j < w; j++) acc[j] += x[j];
+    if (a->in.dtype == TNK_F32) {
+      const float *x = (const float *)a->in.data + j0;
+      for (int64_t r = 0; r < c->rcount; r++, x += cols)
+        for (int64_t j = 0; j < w; j++) acc[j] += x[j];
+    } else { /* bf16 / fp16: each row's block widened first */
+      float buf[LEAD_COLS];
+      const uint16_t *x = (const uint16_t *)a->in.data + j0;
+      void (*widen)(float *, const uint16_t *, int64_t) = a->in.dtype == TNK_BF16
+                                                              ? tnk_config()->loops->bf16_to_f32
+                                                              : tnk_config()->loops->f16_to_f32;
+      for (int64_t r = 0; r < c->rcount; r++, x += cols) {
+        widen(buf, x, w);
+        for (int64_t j = 0; j < w; j++) acc[j] += buf[j];
+      }
+    }
     if (c->out_f32_contig) {
       float *o = (float *)a->out.data + j0;
       for (int64_t j = 0; j < w; j++)
@@ -343,7 +355,7 @@ void tnk_reduce(const tnk_reduce_args_t *a) {
     tnk_iter_run(&it, grain, red_runs, &c);
     return;
   }
-  if ((a->op == TNK_SUM || a->op == TNK_MEAN) && a->in.dtype == TNK_F32 && c.rcount > 1 &&
+  if ((a->op == TNK_SUM || a->op == TNK_MEAN) && run_dtype(a->in.dtype) && c.rcount > 1 &&
       leading_contiguous(a)) {
     c.outputs = outputs;
     c.out_f32_contig = a->out.dtype == TNK_F32;
@@ -352,7 +364,7 @@ void tnk_reduce(const tnk_reduce_args_t *a) {
       if (c.ksize[d] != 1 && c.kout[d] != expect) c.out_f32_contig = 0;
     int64_t blocks = (outputs + LEAD_COLS - 1) / LEAD_COLS;
     int64_t work = c.rcount * LEAD_COLS;
-    tnk_parallel_for(blocks, work >= 65536 ? 1 : 65536 / work + 1, red_lead_f32, &c);
+    tnk_parallel_for(blocks, work >= 65536 ? 1 : 65536 / work + 1, red_lead, &c);
     return;
   }
   tnk_iter_run(&it, grain, red_loop, &c);
