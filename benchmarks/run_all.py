@@ -777,11 +777,64 @@ def graph_rows(rows, quick):
     )
 
 
+def reduction_rows(rows, quick):
+    """Reductions (kernels/reduce.c: contiguous runs, chunked full
+    reductions, column sums) and fp16 element-wise (F16C blocks) on
+    4M elements; element-wise outputs preallocated (out=, copy_) as in
+    activation_rows. 40 calls a timing: calls of 0.2-1 ms back to back, as
+    in a training step (with 5, PyTorch CPU's wake-up after the settle
+    pause dominated its time: up to 10x slower per call)."""
+    n = (1 << 20) if quick else (1 << 22)
+    g = torch.Generator().manual_seed(7)
+    base, other = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    side = 1 << (n.bit_length() // 2)  # a square of n elements
+    cases = []
+    for dt in (torch.float32, torch.bfloat16, torch.float16):
+        name = str(dt).replace("torch.", "")
+        cases += [
+            (f"sum (all {n >> 20}M), {name}", dt, lambda a, b, o, o32: a.sum()),
+            (f"amax (all {n >> 20}M), {name}", dt, lambda a, b, o, o32: a.amax()),
+            (
+                f"sum(-1) [{side}, {side}], {name}",
+                dt,
+                lambda a, b, o, o32: a.view(side, -1).sum(-1),
+            ),
+            (f"sum(0) [{side}, {side}], {name}", dt, lambda a, b, o, o32: a.view(side, -1).sum(0)),
+        ]
+    cases += [
+        (f"add {n >> 20}M, float16", torch.float16, lambda a, b, o, o32: torch.add(a, b, out=o)),
+        (
+            f"GELU (tanh) {n >> 20}M, float16",
+            torch.float16,
+            lambda a, b, o, o32: torch._C._nn.gelu(a, approximate="tanh", out=o),
+        ),
+        (f"cast fp16 -> fp32 {n >> 20}M", torch.float16, lambda a, b, o, o32: o32.copy_(a)),
+    ]
+    for name, dt, f in cases:
+
+        def make(d, f=f, dt=dt):
+            a, b = base.to(dt).to(d), other.to(dt).to(d)
+            o, o32 = torch.empty_like(a), torch.empty(a.shape, device=d)
+            return lambda: f(a, b, o, o32)
+
+        t = side_by_side(make, rounds=5, reps=40)
+        rows.append(
+            (
+                name,
+                f"{t['neuron'] * 1e3:.3f} ms",
+                f"{t['cpu'] * 1e3:.3f} ms",
+                f"{t['cpu'] / t['neuron']:.2f}x",
+                "speed ratio neuron/CPU",
+            )
+        )
+
+
 SECTIONS = {
     "gemm": None,  # filled in main (needs the peak)
     "sdpa": sdpa_rows,
     "memory": lambda rows, quick: memory_rows(rows),
     "activation": activation_rows,
+    "reduce": reduction_rows,
     "model": model_rows,
     "compile": compile_rows,
     "graph": graph_rows,
