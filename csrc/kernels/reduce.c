@@ -118,13 +118,13 @@ static void red_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t 
 }
 
 /* Contiguous runs of a floating input (fp32, bf16, fp16) for sum, mean, max
- * and min: widened to fp32 a block at a time (by the variant's conversion loops) and reduced by the variant's vector bodies. Sums accumulate in
+ * and min: widened to fp32 a block at a time (by the variant's conversion
+ * loops) and reduced by the variant's vector bodies. Sums accumulate in
  * double, as the generic walk; max and min return NaN when any element is
- * NaN, as PyTorch does. */
+ * NaN, as PyTorch does. A long run's tasks are chunks of a fixed size, so
+ * the result does not depend on the thread count. */
 #define RUN_BLOCK 1024
-#define RUN_CHUNK \
-  ((int64_t)1 << 16) /* a task of a long run: fixed, so the result does not
-                                        depend on the thread count */
+#define RUN_CHUNK ((int64_t)1 << 16)
 
 static int run_op(int op) {
   return op == TNK_SUM || op == TNK_MEAN || op == TNK_MAX || op == TNK_MIN;
