@@ -654,3 +654,38 @@ def test_row_sum_cancellation_and_subnormals():
     assert_same(x.neuron().sum(-1), x.sum(-1), rtol=0, atol=0)
     assert_same(x.neuron().mean(-1), x.mean(-1), rtol=1e-6, atol=0)
     native("sum", "mean")
+
+
+# The iterator walks the rows of a non-coalescable shape in runs along the
+# second-innermost dimension and carries into the outer ones at each run's
+# end. A thread's share of rows starts where the split falls, mid-run when
+# that dimension's length is odd and prime: these shapes make the second
+# thread start inside a run and carry across several outer dimensions.
+ROW_RUN_CASES = [
+    ((997, 51, 3), (1, 0, 2)),
+    ((51, 997, 5), (1, 0, 2)),
+    ((3, 5, 331, 7), (0, 2, 1, 3)),
+    ((7, 331, 3, 5), (3, 1, 0, 2)),
+]
+
+
+@pytest.mark.parametrize("shape,perm", ROW_RUN_CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_row_runs_split_mid_run(shape, perm, dtype):
+    x = randn(*shape, seed=21, dtype=dtype)
+    y = randn(*[shape[p] for p in perm], seed=22, dtype=dtype)
+    xn, yn = x.to("neuron"), y.to("neuron")
+    exact = {"rtol": 0, "atol": 0}
+    # copy of a permuted view (same dtype, then a cast)
+    assert_same(xn.permute(perm).contiguous(), x.permute(perm).contiguous(), **exact)
+    other = torch.float32 if dtype == torch.bfloat16 else torch.bfloat16
+    assert_same(xn.permute(perm).to(other), x.permute(perm).to(other), **exact)
+    # unary over a sliced last dimension (rows of last-1 elements, strided)
+    assert_same(-xn[..., 1:], -x[..., 1:], **exact)
+    # binary: a permuted view with a contiguous tensor, into a new output
+    assert_same(xn.permute(perm) + yn, x.permute(perm) + y, **exact)
+    # in place into a permuted view
+    xc, xnc = x.clone(), xn.clone()
+    xc.permute(perm).mul_(y)
+    xnc.permute(perm).mul_(yn)
+    assert_same(xnc, xc, **exact)

@@ -40,28 +40,46 @@ static void iter_chunks(void *p, int64_t begin, int64_t end) {
   it->loop(it->ctx, ptrs, s, end - begin, begin);
 }
 
-/* Rows of the coalesced shape: the first row's index is decomposed once,
- * the next ones counted on; the innermost dimension goes to the loop. */
+/* Rows of the coalesced shape: the first row's index is decomposed once;
+ * then runs of rows along the second-innermost dimension step the pointers
+ * by that dimension's strides, and only the end of a run carries into the
+ * outer dimensions. The innermost dimension goes to the loop. (Updating an
+ * offset array per row cost more than a 64-byte row's copy: the vectorised
+ * reload of the array after scalar stores stalled on store forwarding.) */
 static void iter_rows(void *p, int64_t begin, int64_t end) {
   const tnk_iter_t *it = p;
   int nd = it->shape.ndim, nv = it->nv;
-  int64_t inner = it->shape.sizes[nd - 1];
-  int64_t idx[TNRT_MAX_DIMS], s[TNK_ITER_MAX_VIEWS], off[TNK_ITER_MAX_VIEWS] = {0};
-  char *ptrs[TNK_ITER_MAX_VIEWS];
-  for (int k = 0; k < nv; k++) s[k] = it->strides[k][nd - 1];
+  int64_t inner = it->shape.sizes[nd - 1], rows = it->shape.sizes[nd - 2];
+  int64_t idx[TNRT_MAX_DIMS], s[TNK_ITER_MAX_VIEWS], s2[TNK_ITER_MAX_VIEWS];
+  char *base[TNK_ITER_MAX_VIEWS], *ptrs[TNK_ITER_MAX_VIEWS];
+  for (int k = 0; k < nv; k++) {
+    s[k] = it->strides[k][nd - 1];
+    s2[k] = it->strides[k][nd - 2];
+    base[k] = it->data[k];
+  }
   int64_t rem = begin;
   for (int d = nd - 2; d >= 0; d--) {
     idx[d] = rem % it->shape.sizes[d];
     rem /= it->shape.sizes[d];
-    for (int k = 0; k < nv; k++) off[k] += idx[d] * it->strides[k][d];
+    for (int k = 0; k < nv; k++) base[k] += idx[d] * it->strides[k][d];
   }
-  for (int64_t r = begin; r < end; r++) {
-    for (int k = 0; k < nv; k++) ptrs[k] = it->data[k] + off[k];
-    it->loop(it->ctx, ptrs, s, inner, r * inner);
-    for (int d = nd - 2; d >= 0; d--) { /* next row */
-      for (int k = 0; k < nv; k++) off[k] += it->strides[k][d];
+  for (int64_t r = begin; r < end;) {
+    int64_t run = rows - idx[nd - 2];
+    if (run > end - r) run = end - r;
+    for (int k = 0; k < nv; k++) ptrs[k] = base[k];
+    for (int64_t j = 0; j < run; j++) {
+      it->loop(it->ctx, ptrs, s, inner, (r + j) * inner);
+      for (int k = 0; k < nv; k++) ptrs[k] += s2[k];
+    }
+    r += run;
+    if (r >= end) break;
+    /* the run ended at the dimension's end: carry into the outer ones */
+    for (int k = 0; k < nv; k++) base[k] -= idx[nd - 2] * s2[k];
+    idx[nd - 2] = 0;
+    for (int d = nd - 3; d >= 0; d--) {
+      for (int k = 0; k < nv; k++) base[k] += it->strides[k][d];
       if (++idx[d] < it->shape.sizes[d]) break;
-      for (int k = 0; k < nv; k++) off[k] -= idx[d] * it->strides[k][d];
+      for (int k = 0; k < nv; k++) base[k] -= idx[d] * it->strides[k][d];
       idx[d] = 0;
     }
   }
