@@ -95,6 +95,33 @@ static void copy_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t
   }
 }
 
+/* A run of rows (a transpose's or a slice's copy) in one call: calling the
+ * element loop per row, then memcpy, cost more than a 128-byte row's copy
+ * (bf16 [4, 8, 256, 64] from a transposed view: 48-55 us, against 24-30 for
+ * PyTorch CPU). Short rows of whole 16-byte words copy inline. */
+static void copy_rows(void *p, char **ptrs, const int64_t *s, const int64_t *s2, int64_t n,
+                      int64_t rows) {
+  const copy_ctx_t *c = p;
+  char *d = ptrs[0];
+  const char *src = ptrs[1];
+  if (c->same && s[0] == c->dsz && s[1] == c->dsz) {
+    int64_t bytes = n * c->dsz;
+    if (c->stream) {
+      for (int64_t r = 0; r < rows; r++, d += s2[0], src += s2[1])
+        TNK_VM->copy_stream(d, src, bytes);
+    } else if (bytes <= 256 && bytes % 16 == 0) {
+      for (int64_t r = 0; r < rows; r++, d += s2[0], src += s2[1])
+        for (int64_t o = 0; o < bytes; o += 16) __builtin_memcpy(d + o, src + o, 16);
+    } else {
+      for (int64_t r = 0; r < rows; r++, d += s2[0], src += s2[1]) memcpy(d, src, (size_t)bytes);
+    }
+  } else if (c->contig && s[0] == c->dsz && s[1] == c->ssz) {
+    for (int64_t r = 0; r < rows; r++, d += s2[0], src += s2[1]) c->contig(d, src, n);
+  } else {
+    for (int64_t r = 0; r < rows; r++, d += s2[0], src += s2[1]) c->fn(d, s[0], src, s[1], n);
+  }
+}
+
 void tnk_copy(const tnk_copy_args_t *a) {
   int64_t dsz = (int64_t)tnk_dtype_size(a->dst.dtype), ssz = (int64_t)tnk_dtype_size(a->src.dtype);
   tnk_iter_t it;
@@ -108,5 +135,6 @@ void tnk_copy(const tnk_copy_args_t *a) {
                   .same = a->src.dtype == a->dst.dtype};
   if (c.same && n == 1) c.same = 2;
   c.stream = c.same && TNK_VM->copy_stream && n * dsz > TNK_STREAM_BYTES;
+  it.rows_loop = copy_rows;
   tnk_iter_run(&it, 1 << 16, copy_loop, &c);
 }

@@ -67,9 +67,13 @@ static void iter_rows(void *p, int64_t begin, int64_t end) {
     int64_t run = rows - idx[nd - 2];
     if (run > end - r) run = end - r;
     for (int k = 0; k < nv; k++) ptrs[k] = base[k];
-    for (int64_t j = 0; j < run; j++) {
-      it->loop(it->ctx, ptrs, s, inner, (r + j) * inner);
-      for (int k = 0; k < nv; k++) ptrs[k] += s2[k];
+    if (it->rows_loop) {
+      it->rows_loop(it->ctx, ptrs, s, s2, inner, run);
+    } else {
+      for (int64_t j = 0; j < run; j++) {
+        it->loop(it->ctx, ptrs, s, inner, (r + j) * inner);
+        for (int k = 0; k < nv; k++) ptrs[k] += s2[k];
+      }
     }
     r += run;
     if (r >= end) break;

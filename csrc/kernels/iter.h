@@ -17,6 +17,11 @@
 typedef void (*tnk_iter_loop_fn)(void *ctx, char **ptrs, const int64_t *strides, int64_t n,
                                  int64_t index);
 
+/* A run of `rows` such rows along the second-innermost dimension: row r's
+ * elements start at ptrs[v] + r * row_strides[v]. */
+typedef void (*tnk_iter_rows_fn)(void *ctx, char **ptrs, const int64_t *strides,
+                                 const int64_t *row_strides, int64_t n, int64_t rows);
+
 typedef struct tnk_iter {
   tnk_shape_t shape; /* coalesced, at least 1-D (0-d: one element, strides 0) */
   int nv;
@@ -26,6 +31,9 @@ typedef struct tnk_iter {
   int64_t esz[TNK_ITER_MAX_VIEWS];
   int64_t strides[TNK_ITER_MAX_VIEWS][TNRT_MAX_DIMS]; /* bytes */
   tnk_iter_loop_fn loop;
+  /* optional (set it after init): takes whole runs of rows in one call, where
+   * a per-row call would cost more than a short row's work */
+  tnk_iter_rows_fn rows_loop;
   void *ctx;
 } tnk_iter_t;
 
