@@ -160,32 +160,15 @@ typedef struct run_part {
   int have;
 } run_part_t;
 
-/* Folds n contiguous elements at x into *part. */
-static void run_reduce(int op, int dt, const char *x, int64_t n, run_part_t *part) {
-  float buf[RUN_BLOCK];
-  for (int64_t k = 0; k < n; k += RUN_BLOCK) {
-    int64_t w = n - k < RUN_BLOCK ? n - k : RUN_BLOCK;
-    const float *f = buf;
-    if (dt == TNK_F32) {
-      f = (const float *)(const void *)x + k;
-    } else if (dt == TNK_BF16) {
-      tnk_config()->loops->bf16_to_f32(buf, (const uint16_t *)(const void *)x + k, w);
-    } else {
-      tnk_config()->loops->f16_to_f32(buf, (const uint16_t *)(const void *)x + k, w);
-    }
-    if (op == TNK_SUM || op == TNK_MEAN) {
-      part->sum += tnk_vsum_f32_f64(f, w);
-      continue;
-    }
-    float e = op == TNK_MAX ? tnk_vmax_f32(f, w) : run_min_f32(f, w);
-    if (!part->have || e != e ||
-        (part->ext == part->ext && (op == TNK_MAX ? e > part->ext : e < part->ext)))
-      part->ext = e;
-    part->have = 1;
-  }
+typedef void (*widen_fn)(float *y, const uint16_t *x, int64_t n);
+
+/* The configuration's bf16 or fp16 -> fp32 conversion. */
+static widen_fn widen_for(int dt) {
+  return dt == TNK_BF16 ? tnk_config()->loops->bf16_to_f32 : tnk_config()->loops->f16_to_f32;
 }
 
-/* Merges b (the later part of the run) into a. */
+/* Merges b (the later part of the run) into a: a NaN stays, else the
+ * larger (max) or smaller (min) extreme. */
 static void run_merge(int op, run_part_t *a, const run_part_t *b) {
   a->sum += b->sum;
   if (!b->have) return;
@@ -193,6 +176,25 @@ static void run_merge(int op, run_part_t *a, const run_part_t *b) {
       (a->ext == a->ext && (op == TNK_MAX ? b->ext > a->ext : b->ext < a->ext)))
     a->ext = b->ext;
   a->have = 1;
+}
+
+/* Folds n contiguous elements at x into *part, a block at a time. */
+static void run_reduce(int op, int dt, const char *x, int64_t n, run_part_t *part) {
+  float buf[RUN_BLOCK];
+  for (int64_t k = 0; k < n; k += RUN_BLOCK) {
+    int64_t w = n - k < RUN_BLOCK ? n - k : RUN_BLOCK;
+    const float *f = buf;
+    if (dt == TNK_F32)
+      f = (const float *)(const void *)x + k;
+    else
+      widen_for(dt)(buf, (const uint16_t *)(const void *)x + k, w);
+    if (op == TNK_SUM || op == TNK_MEAN) {
+      part->sum += tnk_vsum_f32_f64(f, w);
+      continue;
+    }
+    run_part_t block = {0, op == TNK_MAX ? tnk_vmax_f32(f, w) : run_min_f32(f, w), 1};
+    run_merge(op, part, &block);
+  }
 }
 
 static void run_store(const red_ctx_t *c, char *out, const run_part_t *part) {
@@ -250,9 +252,7 @@ static void red_lead(void *p, int64_t begin, int64_t end) {
     } else { /* bf16 / fp16: each row's block widened first */
       float buf[LEAD_COLS];
       const uint16_t *x = (const uint16_t *)a->in.data + j0;
-      void (*widen)(float *, const uint16_t *, int64_t) = a->in.dtype == TNK_BF16
-                                                              ? tnk_config()->loops->bf16_to_f32
-                                                              : tnk_config()->loops->f16_to_f32;
+      widen_fn widen = widen_for(a->in.dtype);
       for (int64_t r = 0; r < c->rcount; r++, x += cols) {
         widen(buf, x, w);
         for (int64_t j = 0; j < w; j++) acc[j] += buf[j];
