@@ -569,7 +569,20 @@ static void pack_a_bf16(const f32_problem_t *p, int64_t ic, int64_t mc, int64_t 
   for (int64_t i0 = 0; i0 < mc; i0 += 12) {
     int64_t h = mc - i0 < 12 ? mc - i0 : 12;
     uint32_t *d = dst + i0 * kp;
-    if (p->sa_c == 1) { /* rows hold their k-pairs as consecutive 32-bit words */
+    if (p->sa_c == 1 && h == 12) {
+      /* rows hold their k-pairs as consecutive 32-bit words: each packed
+       * group of 12 words is read from the 12 rows and written in order
+       * (row by row, the stores went 48 bytes apart: 2.5 cycles a word) */
+      const uint16_t *rows[12];
+      for (int r = 0; r < 12; r++) rows[r] = p->a16 + (ic + i0 + r) * p->sa_r + pc;
+      int64_t full = kc / 2;
+      for (int64_t q = 0; q < full; q++, d += 12)
+        for (int r = 0; r < 12; r++) memcpy(d + r, rows[r] + 2 * q, 4);
+      if (kc & 1)
+        for (int r = 0; r < 12; r++) d[r] = rows[r][2 * full];
+      continue;
+    }
+    if (p->sa_c == 1) { /* the last rows of the block */
       int64_t full = kc / 2;
       for (int64_t r = 0; r < h; r++) {
         const uint16_t *src = p->a16 + (ic + i0 + r) * p->sa_r + pc;
