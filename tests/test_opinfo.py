@@ -520,7 +520,13 @@ class TestNeuronOpInfo(TestCase):
 
     def _leaf_no_less_accurate(self, actual, expected, exact):
         """Element by element, |actual - exact| <= |expected - exact| + the
-        tolerance of expected's dtype (floating leaves; others must match)."""
+        tolerance of expected's dtype, or over the leaf, neuron's largest
+        error no larger than the CPU's plus the absolute tolerance (floating
+        leaves; others must match). The second form is for sums with
+        cancellation (a convolution's weight gradient): their rounding error
+        scales with the terms, not with the result, so an element the CPU
+        happens to get right says nothing about the order of the other's sum.
+        NaNs and infinities must match either way."""
         if not (
             isinstance(expected, float)
             or isinstance(expected, torch.Tensor)
@@ -536,7 +542,16 @@ class TestNeuronOpInfo(TestCase):
             return False
         rtol, atol = self._tolerances(torch.as_tensor(expected).dtype)
         closer = (a - x).abs() <= (e - x).abs() + atol + rtol * x.abs()
-        return bool((closer | (a == e) | (a.isnan() & e.isnan())).all())
+        if bool((closer | (a == e) | (a.isnan() & e.isnan())).all()):
+            return True
+        finite = x.isfinite() & e.isfinite()
+        if not torch.equal(a.isnan(), e.isnan()) or not bool((a == e)[~finite & ~e.isnan()].all()):
+            return False
+        if not bool(a[finite].isfinite().all()):
+            return False
+        if not finite.any():
+            return True
+        return bool((a - x)[finite].abs().max() <= (e - x)[finite].abs().max() + atol)
 
     def _no_less_accurate(self, fn, wide_sample, process, actual, expected):
         """Whether neuron's results are no further than the CPU's from a run
