@@ -689,3 +689,24 @@ def test_row_runs_split_mid_run(shape, perm, dtype):
     xc.permute(perm).mul_(y)
     xnc.permute(perm).mul_(yn)
     assert_same(xnc, xc, **exact)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("op", ["neg", "abs"])
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_half_neg_abs_every_bit_pattern(dtype, op, layout):
+    # all 65536 encodings: zeros, subnormals, normals, infinities, NaNs
+    bits = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16)
+    x = bits.view(dtype).reshape(256, 256)
+    xn = x.to("neuron")
+    if layout == "strided":  # every other column: rows of 128 with stride 2
+        x, xn = x[:, ::2], xn[:, ::2]
+    f = getattr(torch, op)
+    want, got = f(x), f(xn).cpu()
+    nan = want.isnan()
+    assert torch.equal(got.isnan(), nan)
+    # bit for bit outside NaNs (signed zeros and subnormals included)
+    assert torch.equal(got.view(torch.int16)[~nan], want.view(torch.int16)[~nan])
+    # a NaN's sign follows the operation as it does on CPU's fp32 path
+    if op == "abs":
+        assert (got.view(torch.int16)[nan] >= 0).all()

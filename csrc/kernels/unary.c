@@ -3,14 +3,48 @@
  * fp32 sigmoid, SiLU, exp and GELU take the vector bodies of vmath.h. */
 #include <complex.h>
 #include <math.h>
+#include <string.h>
 
 #include "dtype.h"
 #include "iter.h"
 #include "tnk.h"
 #include "vmath.h"
 
+/* bf16 / fp16 negation and absolute value on the bits: the sign flipped or
+ * cleared and a NaN quieted (QUIET, the top mantissa bit), which is what
+ * widening to fp32, negating and rounding back gives, bit for bit, at the
+ * cost of a copy (a contiguous bf16 neg of 64K elements on one thread:
+ * 10.6 us through fp32, 6.1 for PyTorch CPU). */
+#define HALF_SIGN_LOOP(NAME, EXPR, INF, QUIET)                                                    \
+  static void NAME(char *o, const char *in, int64_t so, int64_t si, int64_t n, const double *p) { \
+    (void)p;                                                                                      \
+    if (so == 2 && si == 2) {                                                                     \
+      uint16_t *po = (uint16_t *)(void *)o;                                                       \
+      const uint16_t *pi = (const uint16_t *)(const void *)in;                                    \
+      for (int64_t k = 0; k < n; k++) {                                                           \
+        uint16_t v = pi[k];                                                                       \
+        po[k] = (uint16_t)((EXPR) | ((v & 0x7fffu) > (INF) ? (QUIET) : 0u));                      \
+      }                                                                                           \
+      return;                                                                                     \
+    }                                                                                             \
+    for (int64_t k = 0; k < n; k++) {                                                             \
+      uint16_t v, r;                                                                              \
+      memcpy(&v, in + k * si, 2);                                                                 \
+      r = (uint16_t)((EXPR) | ((v & 0x7fffu) > (INF) ? (QUIET) : 0u));                            \
+      memcpy(o + k * so, &r, 2);                                                                  \
+    }                                                                                             \
+  }
+HALF_SIGN_LOOP(bf16_sign_neg, v ^ 0x8000u, 0x7f80u, 0x0040u)
+HALF_SIGN_LOOP(bf16_sign_abs, v & 0x7fffu, 0x7f80u, 0x0040u)
+HALF_SIGN_LOOP(f16_sign_neg, v ^ 0x8000u, 0x7c00u, 0x0200u)
+HALF_SIGN_LOOP(f16_sign_abs, v & 0x7fffu, 0x7c00u, 0x0200u)
+
 static tnk_uloop_fn uloop(int op, int dtype) {
   if (op < 0 || op >= TNK_UNARY_OP_COUNT || dtype < 0 || dtype >= TNK_DTYPE_COUNT) return NULL;
+  if (op == TNK_NEG && dtype == TNK_BF16) return bf16_sign_neg;
+  if (op == TNK_ABS && dtype == TNK_BF16) return bf16_sign_abs;
+  if (op == TNK_NEG && dtype == TNK_F16) return f16_sign_neg;
+  if (op == TNK_ABS && dtype == TNK_F16) return f16_sign_abs;
   const tnk_eltwise_loops_t *t = tnk_config()->loops;
   if (t->unary[op][dtype]) return t->unary[op][dtype];
   if (op == TNK_NEG) return t->int_neg[dtype];
