@@ -78,33 +78,19 @@ typedef struct copy_ctx {
   int stream; /* large same-dtype copies: streaming stores (AVX-512) */
 } copy_ctx_t;
 
-/* Copies larger than TNK_STREAM_BYTES go out with streaming stores, as
- * the large softmax/layer-norm outputs do (a 64 MiB clone 4.3 -> 3.15 ms,
- * about 140% of glibc memcpy between the same buffers). */
-static void copy_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t index) {
-  const copy_ctx_t *c = p;
-  if (c->same == 2 || (c->same && s[0] == c->dsz && s[1] == s[0])) {
-    if (c->stream)
-      TNK_VM->copy_stream(ptrs[0], ptrs[1], n * c->dsz);
-    else
-      memcpy(ptrs[0], ptrs[1], (size_t)(n * c->dsz));
-  } else if (c->contig && s[0] == c->dsz && s[1] == c->ssz) {
-    c->contig(ptrs[0], ptrs[1], n);
-  } else {
-    c->fn(ptrs[0], s[0], ptrs[1], s[1], n);
-  }
-}
-
 /* A run of rows (a transpose's or a slice's copy) in one call: calling the
  * element loop per row, then memcpy, cost more than a 128-byte row's copy
- * (bf16 [4, 8, 256, 64] from a transposed view: 48-55 us, against 24-30 for
- * PyTorch CPU). Short rows of whole 16-byte words copy inline. */
+ * (bf16 [4, 8, 256, 64] from a transposed view: 48-55 us, 31-33 in one
+ * call, 25-35 for PyTorch CPU). Short rows of whole 16-byte words copy
+ * inline. Copies larger than TNK_STREAM_BYTES go out with streaming stores,
+ * as the large softmax/layer-norm outputs do (a 64 MiB clone 4.3 -> 3.15 ms,
+ * about 140% of glibc memcpy between the same buffers). */
 static void copy_rows(void *p, char **ptrs, const int64_t *s, const int64_t *s2, int64_t n,
                       int64_t rows) {
   const copy_ctx_t *c = p;
   char *d = ptrs[0];
   const char *src = ptrs[1];
-  if (c->same && s[0] == c->dsz && s[1] == c->dsz) {
+  if (c->same == 2 || (c->same && s[0] == c->dsz && s[1] == c->dsz)) {
     int64_t bytes = n * c->dsz;
     if (c->stream) {
       for (int64_t r = 0; r < rows; r++, d += s2[0], src += s2[1])
@@ -120,6 +106,12 @@ static void copy_rows(void *p, char **ptrs, const int64_t *s, const int64_t *s2,
   } else {
     for (int64_t r = 0; r < rows; r++, d += s2[0], src += s2[1]) c->fn(d, s[0], src, s[1], n);
   }
+}
+
+/* One run (a chunk of a 1-D shape): a run of one row. */
+static void copy_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t index) {
+  static const int64_t none[TNK_ITER_MAX_VIEWS];
+  copy_rows(p, ptrs, s, none, n, 1);
 }
 
 void tnk_copy(const tnk_copy_args_t *a) {
