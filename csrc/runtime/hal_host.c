@@ -56,6 +56,10 @@ struct tnrt_hal_queue {
   _Atomic uint64_t completed; /* sequence number of the last finished task */
   _Atomic uint64_t busy_ns;   /* time spent running tasks */
   atomic_int worker_sleeping, full_waiters, done_waiters;
+  /* The smallest task number a sleeping host thread waits for (UINT64_MAX:
+   * none); the worker wakes waiters when it completes that one, not after
+   * every task. */
+  _Atomic uint64_t wake_at;
   atomic_int wstate; /* W_BUSY, W_IDLE or W_INLINE (below) */
   pthread_t thread;
 };
@@ -110,6 +114,20 @@ static void wake(tnrt_hal_queue_t *q, pthread_cond_t *cv, int broadcast) {
     pthread_cond_broadcast(cv);
   else
     pthread_cond_signal(cv);
+  pthread_mutex_unlock(&q->mu);
+}
+
+/* After task `seq` completed (its number stored in q->completed): wakes
+ * the host threads sleeping in host_queue_wait once the first of them can
+ * go. Waking them after every task instead cost the worker a system call per
+ * task and put the waiter on a CPU the pool's helper was using (262,144-
+ * element adds back to back: a third of the stream's time lost). Every
+ * waiter wakes and lowers wake_at again for what it still waits for. */
+static void wake_done(tnrt_hal_queue_t *q, uint64_t seq) {
+  if (!atomic_load(&q->done_waiters) || seq < atomic_load(&q->wake_at)) return;
+  pthread_mutex_lock(&q->mu);
+  atomic_store(&q->wake_at, UINT64_MAX);
+  pthread_cond_broadcast(&q->done);
   pthread_mutex_unlock(&q->mu);
 }
 
@@ -210,7 +228,7 @@ static void *queue_worker(void *arg) {
      * per task: a wake-up costs a system call on this thread. */
     if (atomic_load(&q->full_waiters) && atomic_load(&q->tail) - head <= RING_SLOTS / 2)
       wake(q, &q->not_full, 1);
-    if (atomic_load(&q->done_waiters)) wake(q, &q->done, 1);
+    wake_done(q, seq);
   }
   return NULL;
 }
@@ -226,6 +244,7 @@ static tnrt_status_t host_queue_create(void *ctx, int device, int index, tnrt_ha
   }
   q->device = device;
   q->index = index;
+  atomic_init(&q->wake_at, UINT64_MAX);
   pthread_mutex_init(&q->submit_mu, NULL);
   pthread_mutex_init(&q->mu, NULL);
   pthread_cond_init(&q->not_empty, NULL);
@@ -314,7 +333,7 @@ static int host_queue_run_inline(tnrt_hal_queue_t *q, tnrt_task_fn fn, const voi
   atomic_store(&q->completed, tail + 1);
   atomic_store(&q->wstate, W_IDLE);
   pthread_mutex_unlock(&q->submit_mu);
-  if (atomic_load(&q->done_waiters)) wake(q, &q->done, 1);
+  wake_done(q, tail + 1);
   *seq = tail + 1;
   return 1;
 }
@@ -340,7 +359,16 @@ static void host_queue_wait(tnrt_hal_queue_t *q, uint64_t seq) {
   if (host_queue_completed(q) >= seq) return;
   pthread_mutex_lock(&q->mu);
   atomic_fetch_add(&q->done_waiters, 1);
-  while (atomic_load(&q->completed) < seq) pthread_cond_wait(&q->done, &q->mu);
+  for (;;) {
+    /* Lower wake_at before reading completed (both sequentially
+     * consistent): either this thread sees the task done, or the worker
+     * that completes it sees wake_at and wakes it (wake_done). */
+    uint64_t at = atomic_load(&q->wake_at);
+    while (seq < at && !atomic_compare_exchange_weak(&q->wake_at, &at, seq)) {
+    }
+    if (atomic_load(&q->completed) >= seq) break;
+    pthread_cond_wait(&q->done, &q->mu);
+  }
   atomic_fetch_sub(&q->done_waiters, 1);
   pthread_mutex_unlock(&q->mu);
 }

@@ -208,6 +208,55 @@ static void test_stream_order_and_sync(void) {
 
 static void set_flag_task(void *p) { **(volatile int **)p = 1; }
 
+/* Host threads sleeping on different points of one stream: each returns
+ * once its own point is done, not before and not much after (the worker
+ * wakes sleepers only when the first of them can go, then each waits
+ * again for its own point). */
+enum { WAITERS = 6 };
+typedef struct {
+  tnrt_event_t *e;
+  atomic_int *done_tasks;
+  int need, seen;
+} waiter_t;
+static void count_sleep_task(void *p) {
+  usleep(8000); /* longer than a waiter spins before it sleeps */
+  atomic_fetch_add(*(atomic_int **)p, 1);
+}
+static void *waiter(void *p) {
+  waiter_t *w = p;
+  if (tnrt_event_synchronize(w->e) != TNRT_OK) return (void *)1;
+  w->seen = atomic_load(w->done_tasks);
+  return NULL;
+}
+static void test_waiters_on_one_stream(void) {
+  tnrt_stream_t *s = tnrt_stream_get(1, 3);
+  static atomic_int done_tasks;
+  atomic_store(&done_tasks, 0);
+  atomic_int *dp = &done_tasks;
+  waiter_t w[WAITERS];
+  pthread_t t[WAITERS];
+  for (int i = 0; i < WAITERS; i++) {
+    CHECK(tnrt_launch(s, count_sleep_task, &dp, sizeof dp, "sleep") == TNRT_OK);
+    w[i] = (waiter_t){tnrt_event_create(TNRT_EVENT_DEFAULT), &done_tasks, i + 1, -1};
+    CHECK(tnrt_event_record(w[i].e, s) == TNRT_OK);
+  }
+  /* started last first, so later points are waited on before earlier ones */
+  for (int i = WAITERS - 1; i >= 0; i--) CHECK(pthread_create(&t[i], NULL, waiter, &w[i]) == 0);
+  for (int i = 0; i < WAITERS; i++) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 20;
+    void *ret = (void *)1;
+    int rc = pthread_timedjoin_np(t[i], &ret, &until); /* a lost wake-up fails, not hangs */
+    CHECK(rc == 0 && ret == NULL);
+    if (rc != 0) continue; /* (the process fails; the thread is left) */
+    CHECK(w[i].seen >= w[i].need);
+    tnrt_event_destroy(w[i].e);
+  }
+  CHECK(tnrt_stream_synchronize(s) == TNRT_OK);
+  CHECK(atomic_load(&done_tasks) == WAITERS);
+}
+
 static void test_events(void) {
   tnrt_stream_t *a = tnrt_stream_get(0, 2), *b = tnrt_stream_get(0, 3);
   tnrt_event_t *start = tnrt_event_create(TNRT_EVENT_TIMING);
@@ -914,6 +963,7 @@ int main(int argc, char **argv) {
   RUN(test_stream_ordered_reuse);
   RUN(test_stream_order_and_sync);
   RUN(test_events);
+  RUN(test_waiters_on_one_stream);
   RUN(test_small_tasks);
   RUN(test_wait_on_a_waiting_stream);
   RUN(test_graph_capture_and_replay);
