@@ -34,11 +34,25 @@ def sync(dev):
 # taken and measures up to 25% slow. Each timing starts after a settle pause
 # (not timed), so neither side runs in the other's idle spin.
 SETTLE_S = 0.03
+# After a pause, PyTorch CPU's first parallel regions can stall: the kernel
+# may wake its OpenMP worker on the CPU of the thread that woke it, and the
+# two spin-wait there in turn until the load balancer separates them (on the
+# 2-core hosts here: 512x512 mul_ at 200-1000 us per call for ~10 ms, against
+# 15 us once settled; one warm-up call is not enough). So each side runs its
+# callable, untimed, for WARM_S after the pause before the timed calls:
+# both are measured warm, as a loop of back-to-back steps runs.
+WARM_S = 0.02
 
 
 def timeit(fn, dev, reps, settle=SETTLE_S):
     sync(dev)
     time.sleep(settle)
+    t = time.perf_counter()
+    while True:
+        fn()
+        sync(dev)
+        if time.perf_counter() - t >= WARM_S:
+            break
     t = time.perf_counter()
     for _ in range(reps):
         fn()
