@@ -885,6 +885,7 @@ def main():
         "alternating rounds (medians). Ratios above 1.00x mean neuron is faster. Each",
         f"timing starts after a {SETTLE_S * 1e3:.0f} ms pause: PyTorch CPU's OpenMP workers spin for a few ms",
         "after their last parallel region and would otherwise slow whatever runs next.",
+        f"Then each side runs the callable untimed for {WARM_S * 1e3:.0f} ms, so both are timed warm.",
         "memcpy bandwidth: libc memcpy between two written 64 MiB device buffers (2 MiB pages),",
         "split over the same threads, timed in the same alternating rounds as the row it anchors",
         "(same pause). The host's bandwidth drifts with its other tenants, so % of memcpy is given",
