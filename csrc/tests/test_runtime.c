@@ -209,9 +209,9 @@ static void test_stream_order_and_sync(void) {
 static void set_flag_task(void *p) { **(volatile int **)p = 1; }
 
 /* Host threads sleeping on different points of one stream: each returns
- * once its own point is done, not before and not much after (the worker
- * wakes sleepers only when the first of them can go, then each waits
- * again for its own point). */
+ * once its own point is done, not before, and none is left asleep (the
+ * worker wakes sleepers only when the first of them can go; the others
+ * then wait again for their own points). */
 enum { WAITERS = 6 };
 typedef struct {
   tnrt_event_t *e;
