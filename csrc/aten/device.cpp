@@ -64,12 +64,17 @@ static c10::DeviceIndex initial_device() {
   }();
   return d;
 }
-static thread_local c10::DeviceIndex t_device = initial_device();
+// -1 until the thread first asks: a thread_local with a constant initialiser
+// is read without a call to its initialisation wrapper on every access.
+static thread_local c10::DeviceIndex t_device = -1;
 static thread_local std::array<int8_t, 128> t_stream{};  // index per device
 // t_stream's runtime streams, filled on first use (set_current_stream clears)
 static thread_local std::array<tnrt_stream_t *, 128> t_native{};
 
-c10::DeviceIndex current_device() { return t_device; }
+c10::DeviceIndex current_device() {
+  c10::DeviceIndex d = t_device;
+  return d >= 0 ? d : (t_device = initial_device());
+}
 
 void set_current_device(c10::DeviceIndex index) {
   check_device_index(index);
@@ -77,7 +82,7 @@ void set_current_device(c10::DeviceIndex index) {
 }
 
 c10::Stream current_stream(c10::DeviceIndex device) {
-  if (device < 0) device = t_device;
+  if (device < 0) device = current_device();
   check_device_index(device);
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNeuron, device), t_stream[device]);
 }
@@ -91,7 +96,7 @@ void set_current_stream(const c10::Stream &stream) {
 }
 
 tnrt_stream_t *current_native_stream(c10::DeviceIndex device) {
-  if (device < 0) device = t_device;
+  if (device < 0) device = current_device();
   tnrt_stream_t *s = t_native[device];
   if (s) return s;
   s = native_stream(current_stream(device));  // validates device

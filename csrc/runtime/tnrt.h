@@ -181,8 +181,9 @@ int tnrt_stream_query(tnrt_stream_t *s);
 uint64_t tnrt_stream_submitted(tnrt_stream_t *s);
 uint64_t tnrt_stream_completed(tnrt_stream_t *s);
 tnrt_status_t tnrt_device_synchronize(int device);
-/* Nanoseconds the device's streams have spent running tasks since init
- * (summed over streams), for utilization. */
+/* Nanoseconds the device's streams have spent running tasks (summed over
+ * streams), for utilization: use differences between calls. Small tasks run
+ * in place on the launching thread are counted from the first call on. */
 tnrt_status_t tnrt_device_busy_ns(int device, uint64_t *busy_ns);
 int tnrt_launch_blocking(void);
 

@@ -393,6 +393,43 @@ static void test_small_tasks(void) {
   CHECK(ordered);
 }
 
+/* Busy time (utilization) counts small tasks run in place once it has been
+ * read: the first read is the baseline, and an in-place task that runs for
+ * 3 ms adds at least that much. */
+typedef struct {
+  pthread_t *who;
+  int64_t ns;
+} timed_args_t;
+static void timed_task(void *p) {
+  timed_args_t *a = p;
+  *a->who = pthread_self();
+  int64_t until = tnrt_now_ns() + a->ns;
+  while (tnrt_now_ns() < until) {
+  }
+}
+
+static void test_busy_time_in_place(void) {
+  if (tnrt_launch_blocking()) return; /* nothing runs in place then */
+  tnrt_stream_t *s = tnrt_stream_get(3, 2);
+  pthread_t who = 0, me = pthread_self();
+  uint64_t b0 = 0, b1 = 0;
+  CHECK(tnrt_device_busy_ns(3, &b0) == TNRT_OK);
+  int inline_runs = 0;
+  for (int tries = 0; tries < 2000 && !inline_runs; tries++) {
+    CHECK(tnrt_stream_synchronize(s) == TNRT_OK);
+    usleep(50);
+    CHECK(tnrt_device_busy_ns(3, &b0) == TNRT_OK);
+    timed_args_t a = {&who, 3000000};
+    who = 0;
+    CHECK(tnrt_launch_small(s, timed_task, &a, sizeof a, "timed", NULL) == TNRT_OK);
+    CHECK(tnrt_stream_synchronize(s) == TNRT_OK);
+    if (pthread_equal(who, me)) inline_runs++;
+  }
+  CHECK(inline_runs == 1);
+  CHECK(tnrt_device_busy_ns(3, &b1) == TNRT_OK);
+  CHECK(b1 - b0 >= 3000000);
+}
+
 /* Two streams handing work back and forth (a collective on a communication
  * stream, the caller's stream waiting for it): a stream that has only waited
  * on b since its last work is not waited on again by b; real work after
@@ -965,6 +1002,7 @@ int main(int argc, char **argv) {
   RUN(test_events);
   RUN(test_waiters_on_one_stream);
   RUN(test_small_tasks);
+  RUN(test_busy_time_in_place);
   RUN(test_wait_on_a_waiting_stream);
   RUN(test_graph_capture_and_replay);
   RUN(test_pool);
