@@ -583,11 +583,12 @@ FLOAT_OPS(fmod, OP_FMOD)
 #define FROW(OPN) \
   {[TNK_F16] = F16_FN(OPN), [TNK_BF16] = bf16_##OPN, [TNK_F32] = f32_##OPN, [TNK_F64] = f64_##OPN}
 
-/* Contiguous fp32 addcmul / addcdiv / lerp (the optimizers' steps; o may
- * be a, in place: each element is read before it is written), computed
- * as ternary.c's generic loop does. */
-static void ternary_f32(int op, float *restrict o, const float *restrict a, const float *restrict b,
-                        const float *restrict c, float v, int64_t n) {
+/* Contiguous fp32 addcmul / addcdiv / lerp (the optimizers' steps), computed
+ * as ternary.c's generic loop does. o may be any of a, b, c (in place), so
+ * no pointer is restrict; the compiler's run-time overlap check still takes
+ * the vector loop when o equals an input (measured: same speed in place). */
+static void ternary_f32(int op, float *o, const float *a, const float *b, const float *c, float v,
+                        int64_t n) {
   switch (op) {
     case TNK_ADDCMUL:
       for (int64_t i = 0; i < n; i++) o[i] = a[i] + v * b[i] * c[i];
