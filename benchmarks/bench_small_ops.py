@@ -38,9 +38,22 @@ def sync(device):
         torch.neuron.synchronize()
 
 
+# Before each timed round, as run_all.py does: a pause, so the other side's
+# spinning threads (PyTorch CPU's OpenMP workers, the kernel pool's helpers)
+# have gone to sleep, then untimed calls for WARM_S, so both sides are timed
+# warm rather than one of them right after the other's burst.
+SETTLE_S = 0.03
+WARM_S = 0.02
+
+
 def time_per_op(fn, device, iters):
     """Seconds per op over `iters` back-to-back calls, ending with a sync:
     for an asynchronous device this is the sustained issue-and-run rate."""
+    sync(device)
+    time.sleep(SETTLE_S)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < WARM_S:
+        fn()
     sync(device)
     t0 = time.perf_counter()
     for _ in range(iters):
@@ -127,7 +140,9 @@ def main():
     lines += [
         "",
         f"Median of {args.rounds} interleaved rounds of {args.iters} back-to-back ops, "
-        "each round ending with a device synchronize (so queued work is counted).",
+        "each round ending with a device synchronize (so queued work is counted), "
+        f"and starting after a {SETTLE_S * 1e3:.0f} ms pause and {WARM_S * 1e3:.0f} ms of "
+        "untimed calls.",
     ]
     text = "\n".join(lines)
     print(text)
