@@ -102,6 +102,9 @@ class Peaks:
         # may force another): it sets the bf16 peak only where it runs
         has_dot = isa == "avx512" and "avx512-bf16" in _C._cpu_features()
         self.bf16_kind = "bf16-dot512" if has_dot else None
+        # where bf16 GEMMs run on AMX tiles, their peak is the tiles'
+        if _C._bf16_gemm_kernel() == "amx":
+            self.bf16_kind = "bf16-amx"
         self.fp32 = self._best(self.fp32_kind)
         # without a bf16 dot instruction bf16 GEMMs run on fp32 FMAs
         self.bf16 = self._best(self.bf16_kind) if self.bf16_kind else self.fp32
@@ -122,13 +125,21 @@ class Peaks:
             else "- fp32 peak: not measured (no vector FMA ISA)"
         ]
         if self.bf16_kind:
+            what = (
+                "AMX tile products" if self.bf16_kind == "bf16-amx" else "AVX512-BF16 dot-product"
+            )
             lines.append(
-                f"- bf16 peak: {self.bf16:.0f} GFLOPS ({self.bf16_kind}: independent AVX512-BF16 "
-                f"dot-product chains, {self.bf16 / max(self.fp32, 1e-9):.2f}x the fp32 peak)"
+                f"- bf16 peak: {self.bf16:.0f} GFLOPS ({self.bf16_kind}: independent {what} "
+                f"chains, {self.bf16 / max(self.fp32, 1e-9):.2f}x the fp32 peak)"
             )
         else:
             lines.append("- bf16 peak: the fp32 peak (no bf16 dot-product instruction on this CPU)")
-        amx = "present (no kernel uses it yet)" if "amx-bf16" in _C._cpu_features() else "absent"
+        if "amx-bf16" not in _C._cpu_features():
+            amx = "absent"
+        elif _C._bf16_gemm_kernel() == "amx":
+            amx = "present, bf16 GEMMs run on them"
+        else:
+            amx = "present, not used (TORCH_NEURONX_AMX=0, or the OS did not grant the tile state)"
         lines.append(f"- AMX bf16 tiles: {amx}")
         return lines
 

@@ -68,10 +68,23 @@ def test_measured_peak_follows_the_cpu_features():
         "fp32-fma256": "avx2+fma" in features,
         "fp32-fma512": "avx512" in features,
         "bf16-dot512": "avx512-bf16" in features,
+        "bf16-amx": "amx-bf16" in features,  # (Linux 5.16+ grants the tile state)
     }
     for kind, present in have.items():
         rate = torch_neuronx._C._measure_peak(kind)
         # any x86 core sustains well over 1 GFLOPS with a vector FMA unit
         assert (rate > 1e9) if present else (rate == 0.0), (kind, rate)
-    with pytest.raises(ValueError, match="fp32-fma256, fp32-fma512 or bf16-dot512"):
+    with pytest.raises(ValueError, match="fp32-fma256, fp32-fma512, bf16-dot512 or bf16-amx"):
         torch_neuronx._C._measure_peak("fp32")
+
+
+def test_bf16_gemm_kernel_follows_the_cpu_features():
+    """bf16 GEMMs run on AMX tiles only where the CPU has them, else on the
+    AVX512-BF16 dot product where the avx512 variant runs, else on fp32."""
+    features, kernel = torch_neuronx._C._cpu_features(), torch_neuronx._C._bf16_gemm_kernel()
+    if "amx-bf16" not in features:
+        assert kernel != "amx"
+    if torch_neuronx._C._isa() == "avx512" and "avx512-bf16" in features:
+        assert kernel in ("amx", "avx512-bf16")
+    else:
+        assert kernel == "fp32"

@@ -30,7 +30,10 @@ def main():
         f"{b['streams_per_device']} streams/device ({b['comm_streams']} of them for "
         f"collectives), {b['task_slot_bytes']}-byte task slots"
     )
-    print(f"kernel ISA selected: {_C._isa()} (TORCH_NEURONX_ISA overrides)")
+    print(
+        f"kernel ISA selected: {_C._isa()} (TORCH_NEURONX_ISA overrides); bf16 GEMM on: "
+        f"{_C._bf16_gemm_kernel()} (TORCH_NEURONX_AMX=0 turns AMX off)"
+    )
     print(
         f"host thread pool: {_C._num_threads()} threads; "
         f"launch blocking: {_C._launch_blocking()}; "

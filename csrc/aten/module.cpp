@@ -170,12 +170,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("_measure_peak", [](const std::string &kind) {
     static const std::pair<const char *, int> kinds[] = {{"fp32-fma256", TNK_PEAK_F32_FMA256},
                                                          {"fp32-fma512", TNK_PEAK_F32_FMA512},
-                                                         {"bf16-dot512", TNK_PEAK_BF16_DOT512}};
+                                                         {"bf16-dot512", TNK_PEAK_BF16_DOT512},
+                                                         {"bf16-amx", TNK_PEAK_BF16_AMX}};
     int k = -1;
     for (const auto &e : kinds)
       if (kind == e.first) k = e.second;
-    TORCH_CHECK_VALUE(k >= 0, "_measure_peak: kind must be fp32-fma256, fp32-fma512 or ",
-                      "bf16-dot512, got '", kind, "'");
+    TORCH_CHECK_VALUE(k >= 0, "_measure_peak: kind must be fp32-fma256, fp32-fma512, ",
+                      "bf16-dot512 or bf16-amx, got '", kind, "'");
     struct PeakArgs {
       int kind;
       double *out;
@@ -220,4 +221,7 @@ PYBIND11_MODULE(_C, m) {
     if (f & TNK_FEAT_AMX_BF16) out.append("amx-bf16");
     return out;
   });
+  // What bf16 GEMMs run on in this process: "amx" (tiles), "avx512-bf16"
+  // (dot products) or "fp32" (converted while packing).
+  m.def("_bf16_gemm_kernel", [] { return std::string(tnk_bf16_gemm_kernel()); });
 }

@@ -3,6 +3,10 @@
  * of every entry when the CPU has it. */
 #include "config.h"
 
+#if defined(__x86_64__)
+#include "x86/x86.h"
+#endif
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +34,14 @@ int tnk_cpu_features(void) {
   static int features = -1; /* benign race: every thread computes the same */
   if (features < 0) features = detect();
   return features;
+}
+
+int tnk_amx_usable(void) {
+#if defined(__x86_64__)
+  return (tnk_cpu_features() & TNK_FEAT_AMX_BF16) && tnk_amx_request();
+#else
+  return 0;
+#endif
 }
 
 /* The best variant this build and CPU run, or the forced one. */
@@ -110,6 +122,11 @@ const tnk_config_t *tnk_config(void) {
 }
 
 int tnk_isa(void) { return tnk_config()->isa; }
+
+const char *tnk_bf16_gemm_kernel(void) {
+  const tnk_gemm_config_t *g = &tnk_config()->gemm;
+  return g->amx_bf16 ? "amx" : g->bf16 ? "avx512-bf16" : "fp32";
+}
 
 const char *tnk_isa_name(int isa) {
   switch (isa) {

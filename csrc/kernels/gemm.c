@@ -3,7 +3,8 @@
  * fp32 runs the BLIS-style five loops around a register-blocked micro-kernel
  * (AVX2+FMA 6x16, AVX-512 12x32) with A and B packed into cache-sized panels;
  * small problems with row-contiguous B skip the packing. bf16/fp16 are
- * converted to fp32 while packing and accumulate in fp32; fp64 and every ISA-less case run the
+ * converted to fp32 while packing and accumulate in fp32 (bf16 on AVX512-BF16 dot products, or
+ * on AMX tiles where the CPU has them); fp64 and every ISA-less case run the
  * portable reference, which is also the oracle the tests compare against. */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -523,6 +524,7 @@ typedef struct pack_b16_ctx {
   const f32_problem_t *p;
   int64_t pc, kc, jc, nc;
   uint32_t *dst;
+  int64_t kps; /* pair rows per panel, >= (kc + 1) / 2; the rows past it are zero */
 } pack_b16_ctx_t;
 
 static void pack_b_bf16_panels(void *vp, int64_t begin, int64_t end) {
@@ -531,7 +533,8 @@ static void pack_b_bf16_panels(void *vp, int64_t begin, int64_t end) {
   int64_t kp = (c->kc + 1) / 2;
   for (int64_t j0 = begin * 32; j0 < c->nc && j0 < end * 32; j0 += 32) {
     int64_t w = c->nc - j0 < 32 ? c->nc - j0 : 32;
-    uint32_t *d = c->dst + j0 * kp;
+    uint32_t *d = c->dst + j0 * c->kps;
+    memset(d + kp * 32, 0, (size_t)(c->kps - kp) * 32 * sizeof *d);
     if (p->sb_r == 1) { /* columns of B hold their k-pairs as consecutive 32-bit words */
       int64_t full = c->kc / 2;
       for (int64_t j = 0; j < w; j++) {
@@ -716,13 +719,108 @@ static void gemm_packed_bf16_shared(const f32_problem_t *p, const ukernel_desc_t
     int64_t nc = p->n - jc < NC ? p->n - jc : NC;
     for (int64_t pc = 0; pc < p->k; pc += KCB) {
       int64_t kc = p->k - pc < KCB ? p->k - pc : KCB;
-      pack_b16_ctx_t b = {p, pc, kc, jc, nc, bpack};
+      pack_b16_ctx_t b = {p, pc, kc, jc, nc, bpack, (kc + 1) / 2};
       tnk_parallel_for((nc + 31) / 32, 4, pack_b_bf16_panels, &b);
       macro16_ctx_t c = {p, uk, bpack, pc, kc, jc, nc, mcb};
       tnk_parallel_for((p->m + mcb - 1) / mcb, 1, macro_blocks_bf16, &c);
     }
   }
   free(bpack);
+}
+
+/* ---- bf16 on AMX tiles ------------------------------------------------------
+ * 32x32 blocks of C on the configuration's AMX kernel (x86/amx/gemm.c). B is
+ * packed as for the dot-product kernel (panels of 32 column pairs, which is
+ * AMX's pair-interleaved B layout), its depth padded with zero pairs to a
+ * multiple of 16 (a tile's 32 k); A row by row, a row's k-pairs contiguous,
+ * rows padded to a multiple of 32 and depth as B's. Zero padding keeps edge
+ * blocks on full tiles; store_tile writes only the valid part (alpha, beta,
+ * accumulation over depth blocks, bf16 rounding). */
+
+enum { AMX_KC = 1024 }; /* depth per packed block: a 32-row A slab and a B panel, 64 KiB each */
+
+static void pack_a_amx(const f32_problem_t *p, int64_t ic, int64_t mc, int64_t rows, int64_t pc,
+                       int64_t kc, int64_t kps, uint32_t *dst) {
+  int64_t kp = (kc + 1) / 2, full = kc / 2;
+  for (int64_t r = 0; r < rows; r++) {
+    uint32_t *d = dst + r * kps;
+    int64_t done = 0;
+    if (r < mc) {
+      const uint16_t *src = p->a16 + (ic + r) * p->sa_r + pc * p->sa_c;
+      if (p->sa_c == 1) { /* the row's k-pairs are consecutive 32-bit words already */
+        memcpy(d, src, (size_t)full * sizeof *d);
+        if (kc & 1) d[full] = src[2 * full];
+      } else {
+        for (int64_t q = 0; q < kp; q++)
+          d[q] = bf16_pair(src + 2 * q * p->sa_c, p->sa_c, 2 * q + 1 < kc);
+      }
+      done = kp;
+    }
+    memset(d + done, 0, (size_t)(kps - done) * sizeof *d);
+  }
+}
+
+typedef struct amx_ctx {
+  const f32_problem_t *p;
+  const ukernel_desc_t *uk;
+  const uint32_t *bpack;
+  int64_t pc, kc, kps, jc, nc, mc;
+} amx_ctx_t;
+
+static void macro_blocks_amx(void *vp, int64_t begin, int64_t end) {
+  const amx_ctx_t *c = vp;
+  const f32_problem_t *p = c->p;
+  int64_t rows = (c->mc + 31) / 32 * 32;
+  uint32_t *apack = aligned_alloc(64, (size_t)(rows * c->kps) * sizeof(uint32_t));
+  if (!apack) {
+    atomic_store(p->failed, 1);
+    return;
+  }
+  float acc[32 * 32] __attribute__((aligned(64)));
+  c->uk->amx_begin();
+  for (int64_t blk = begin; blk < end; blk++) {
+    int64_t ic = blk * c->mc, mc = p->m - ic < c->mc ? p->m - ic : c->mc;
+    pack_a_amx(p, ic, mc, (mc + 31) / 32 * 32, c->pc, c->kc, c->kps, apack);
+    for (int64_t j0 = 0; j0 < c->nc; j0 += 32) {
+      int64_t w = c->nc - j0 < 32 ? c->nc - j0 : 32;
+      for (int64_t i0 = 0; i0 < mc; i0 += 32) {
+        int64_t h = mc - i0 < 32 ? mc - i0 : 32;
+        c->uk->amx_bf16(c->kps, apack + i0 * c->kps, c->kps, c->bpack + j0 * c->kps, acc);
+        store_tile(p, acc, 32, ic + i0, c->jc + j0, h, w, c->pc > 0);
+      }
+    }
+  }
+  c->uk->amx_end();
+  free(apack);
+}
+
+static void gemm_amx_shared(const f32_problem_t *p, const ukernel_desc_t *uk) {
+  const int64_t NC = uk->nc;
+  int64_t mcb = block_rows(p->m, 32, uk->mc);
+  int64_t kcmax = p->k < AMX_KC ? p->k : AMX_KC, ncmax = p->n < NC ? p->n : NC;
+  ncmax = (ncmax + 31) / 32 * 32;
+  int64_t kpsmax = ((kcmax + 1) / 2 + 15) / 16 * 16;
+  uint32_t *bpack = aligned_alloc(64, (size_t)(kpsmax * ncmax) * sizeof(uint32_t));
+  if (!bpack) {
+    atomic_store(p->failed, 1);
+    return;
+  }
+  for (int64_t jc = 0; jc < p->n; jc += NC) {
+    int64_t nc = p->n - jc < NC ? p->n - jc : NC;
+    for (int64_t pc = 0; pc < p->k; pc += AMX_KC) {
+      int64_t kc = p->k - pc < AMX_KC ? p->k - pc : AMX_KC;
+      int64_t kps = ((kc + 1) / 2 + 15) / 16 * 16;
+      pack_b16_ctx_t b = {p, pc, kc, jc, nc, bpack, kps};
+      tnk_parallel_for((nc + 31) / 32, 4, pack_b_bf16_panels, &b);
+      amx_ctx_t c = {p, uk, bpack, pc, kc, kps, jc, nc, mcb};
+      tnk_parallel_for((p->m + mcb - 1) / mcb, 1, macro_blocks_amx, &c);
+    }
+  }
+  free(bpack);
+}
+
+static void gemm_amx(const f32_problem_t *p, const ukernel_desc_t *uk) {
+  if (!gemm_colsplit(p, uk, 32, gemm_amx_shared)) gemm_amx_shared(p, uk);
 }
 
 /* ---- skinny products (decoding): m <= 4, B with contiguous columns ---------- */
@@ -808,6 +906,8 @@ int tnk_gemm_with(const tnk_config_t *cfg, const tnk_gemm_args_t *g) {
       p.b16 = (const uint16_t *)g->b + bi * g->sb_b;
       if (gemv_applies(&p, uk))
         gemm_gemv(&p, uk);
+      else if (g->dtype == TNK_BF16 && uk->amx_bf16)
+        gemm_round_once(&p, uk, AMX_KC, gemm_amx);
       else if (g->dtype == TNK_BF16 && uk->bf16)
         gemm_round_once(&p, uk, uk->bf16_kc, gemm_packed_bf16_blocks);
       else

@@ -15,10 +15,12 @@ static double seconds(void) {
 }
 
 /* flops of one instruction of each kind (tnk.h's TNK_PEAK_* order) */
-static const double k_instr_flops[] = {8 * 2, 16 * 2, 16 * 2 * 2};
+static const double k_instr_flops[] = {8 * 2, 16 * 2, 16 * 2 * 2, 16 * 16 * 32 * 2};
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "x86/x86.h"
 
 /* 12 chains of OP over ITERS steps; returns flops per second, FLOPS being
  * the flops of one instruction. Twelve chains cover the latency (4-5
@@ -69,6 +71,7 @@ static int peak_supported(int kind) {
     case TNK_PEAK_F32_FMA256: return (f & TNK_ISA_AVX2) != 0;
     case TNK_PEAK_F32_FMA512: return (f & TNK_ISA_AVX512) != 0;
     case TNK_PEAK_BF16_DOT512: return (f & TNK_FEAT_AVX512BF16) != 0;
+    case TNK_PEAK_BF16_AMX: return tnk_amx_usable();
     default: return 0;
   }
 }
@@ -76,6 +79,11 @@ static int peak_supported(int kind) {
 static double chains(int kind, long iters) {
   if (kind == TNK_PEAK_F32_FMA256) return chains_fma256(iters);
   if (kind == TNK_PEAK_F32_FMA512) return chains_fma512(iters);
+  if (kind == TNK_PEAK_BF16_AMX) { /* 12 independent tile products per step too */
+    double t = seconds();
+    tnk_amx_peak_chains(iters);
+    return (double)iters * 12.0 * k_instr_flops[kind] / (seconds() - t);
+  }
   return chains_dot512(iters);
 }
 #else

@@ -40,18 +40,29 @@ enum { TNK_ISA_REFERENCE = 0, TNK_ISA_AVX2 = 1, TNK_ISA_AVX512 = 2 };
 /* Extra feature bit of tnk_cpu_features(): AVX512-BF16 dot products (the
  * bf16 GEMM micro-kernel, used with the avx512 ISA). */
 enum { TNK_FEAT_AVX512BF16 = 4 };
-/* AMX with bf16 tiles (Intel Sapphire Rapids and later): detected and
- * reported; no kernel uses it yet. */
+/* AMX with bf16 tiles (Intel Sapphire Rapids and later): the bf16 GEMM
+ * runs on them when the OS grants the tile state (TORCH_NEURONX_AMX=0
+ * turns that off). */
 enum { TNK_FEAT_AMX_BF16 = 8 };
+/* 1 when the CPU has AMX-BF16 and the OS has granted this process the tile
+ * state (asked on the first call). */
+int tnk_amx_usable(void);
 int tnk_cpu_features(void);
 int tnk_isa(void);
 const char *tnk_isa_name(int isa);
+/* What this process's bf16 GEMMs run on: "amx", "avx512-bf16" or "fp32". */
+const char *tnk_bf16_gemm_kernel(void);
 /* Peak arithmetic rate, measured by instruction throughput (benchmarks,
  * about 0.3 s): every kernel thread at once runs 12 independent
  * accumulator chains of one instruction; returns the threads' flops per
  * second summed, 0 where the CPU lacks the instruction. Call it from a
  * stream task so that it runs on the kernels' threads. */
-enum { TNK_PEAK_F32_FMA256 = 0, TNK_PEAK_F32_FMA512 = 1, TNK_PEAK_BF16_DOT512 = 2 };
+enum {
+  TNK_PEAK_F32_FMA256 = 0,
+  TNK_PEAK_F32_FMA512 = 1,
+  TNK_PEAK_BF16_DOT512 = 2,
+  TNK_PEAK_BF16_AMX = 3 /* TDPBF16PS on tiles: 16x16x32 multiply-adds */
+};
 double tnk_measure_peak(int kind);
 /* Seconds one libc memcpy of `bytes` takes, split evenly over the kernel
  * threads as the kernels split their work: the memory-bandwidth anchor the

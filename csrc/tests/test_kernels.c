@@ -1382,6 +1382,35 @@ static void test_scan_logsumexp(void) {
   CHECK(y[0] == 42.0f);
 }
 
+/* The configurations the bf16 GEMM tests run against the reference: each
+ * ISA's this CPU has, and the AVX-512 one again without AMX where AMX is
+ * used, so that both bf16 kernels are checked there. */
+static int bf16_gemm_variants(tnk_config_t out[3]) {
+  int n = 0;
+  for (int isa = TNK_ISA_AVX2; isa <= TNK_ISA_AVX512; isa++) {
+    if (tnk_config_for_isa(isa, &out[n]) != 0) continue;
+    if (out[n++].gemm.amx_bf16) {
+      out[n] = out[n - 1];
+      out[n].gemm.amx_bf16 = NULL;
+      n++;
+    }
+  }
+  return n;
+}
+
+/* Where the CPU has AMX-BF16 and the OS grants the tile state, the AVX-512
+ * configuration runs bf16 GEMMs on AMX (unless TORCH_NEURONX_AMX=0). */
+static void test_amx_configured(void) {
+  tnk_config_t c;
+  int amx = tnk_amx_usable();
+  const char *off = getenv("TORCH_NEURONX_AMX");
+  if (tnk_config_for_isa(TNK_ISA_AVX512, &c) != 0) return;
+  CHECK((c.gemm.amx_bf16 != NULL) == (amx && !(off && !strcmp(off, "0"))));
+  printf("  bf16 GEMM kernels checked: %s\n", c.gemm.amx_bf16 ? "AMX tiles and AVX512-BF16"
+                                              : c.gemm.bf16   ? "AVX512-BF16"
+                                                              : "fp32");
+}
+
 /* A bf16/fp16 product deeper than one packed block is rounded once, as
  * CPU rounds it: every variant against the reference (fp32 sums, one
  * rounding); only the fp32 summation order may differ, by one ulp on at
@@ -1408,17 +1437,17 @@ static void test_gemm_narrow_rounds_once(void) {
     g.sc_c = 1;
     g.sa_r = k;
     g.sa_c = 1;
-    tnk_config_t ref, cv;
+    tnk_config_t ref, cvs[3];
     tnk_config_for_isa(TNK_ISA_REFERENCE, &ref);
+    int nv = bf16_gemm_variants(cvs);
     for (int trans = 0; trans < 2; trans++) { /* B row-major, or k-contiguous (a weight) */
       g.sb_r = trans ? 1 : n;
       g.sb_c = trans ? k : 1;
       g.c = C0;
       tnk_gemm_with(&ref, &g);
-      for (int isa = TNK_ISA_AVX2; isa <= TNK_ISA_AVX512; isa++) {
-        if (tnk_config_for_isa(isa, &cv) != 0) continue;
+      for (int v = 0; v < nv; v++) {
         g.c = C1;
-        tnk_gemm_with(&cv, &g);
+        tnk_gemm_with(&cvs[v], &g);
         int off = 0;
         for (int64_t i = 0; i < m * n; i++) {
           int d = abs((int)C0[i] - (int)C1[i]);
@@ -1441,9 +1470,10 @@ static void test_gemm_narrow_rounds_once(void) {
  * tiles, transposed operands, alpha/beta and depths over one packed block. */
 static void test_gemm_bf16_variants(void) {
   const int64_t shapes[][3] = {
-      {13, 7, 33},   {25, 64, 70}, {12, 1101, 32}, {3, 5, 2},
-      {40, 300, 64}, {36, 33, 96}, {270, 40, 530}, /* column split */
-      {14, 2101, 40}}; /* two packed blocks of depth (bf16 kc 2048), odd remainder */
+      {13, 7, 33},    {25, 64, 70}, {12, 1101, 32}, {3, 5, 2},
+      {40, 300, 64},  {36, 33, 96}, {270, 40, 530}, /* column split */
+      {14, 2101, 40},  /* two packed blocks of depth (bf16 kc 2048), odd remainder */
+      {65, 1031, 97}}; /* AMX: two depth blocks (1024), edge blocks in m and n */
   int bad = 0;
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
     for (int trans = 0; trans < 4; trans++) {
@@ -1477,15 +1507,15 @@ static void test_gemm_bf16_variants(void) {
       g.sa_c = trans & 1 ? m : 1;
       g.sb_r = trans & 2 ? 1 : n;
       g.sb_c = trans & 2 ? k : 1;
-      tnk_config_t ref, cv;
+      tnk_config_t ref, cvs[3];
       tnk_config_for_isa(TNK_ISA_REFERENCE, &ref);
       tnk_gemm_with(&ref, &g);
-      for (int isa = TNK_ISA_AVX2; isa <= TNK_ISA_AVX512; isa++) {
-        if (tnk_config_for_isa(isa, &cv) != 0) continue;
+      int nv = bf16_gemm_variants(cvs);
+      for (int v = 0; v < nv; v++) {
         uint16_t *Cv = malloc(2 * m * n);
         memcpy(Cv, C1, 2 * m * n);
         g.c = Cv;
-        tnk_gemm_with(&cv, &g);
+        tnk_gemm_with(&cvs[v], &g);
         for (int64_t i = 0; i < m * n; i++) {
           float got = tnk_bf16_to_f32(Cv[i]), want = tnk_bf16_to_f32(C0[i]);
           /* sums of up to 1101 terms of size ~2: a few bf16 ulps of the
@@ -1882,6 +1912,7 @@ int main(void) {
   RUN(test_resample_cubic);
   RUN(test_pool3d);
   RUN(test_im2col_3d);
+  RUN(test_amx_configured);
   RUN(test_gemm_bf16_variants);
   RUN(test_gemm_narrow_rounds_once);
   RUN(test_unary);

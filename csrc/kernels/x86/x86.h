@@ -44,4 +44,11 @@ void tnk_vlayer_norm_rows_stream_f32_avx512(const float *x, float *y, int64_t ro
                                             float *rstd);
 void tnk_vcopy_stream_avx512(void *dst, const void *src, int64_t bytes);
 
+/* AMX (x86/amx/gemm.c; call only where the CPU has AMX-BF16) */
+int tnk_amx_request(void);
+void tnk_amx_begin(void);
+void tnk_amx_end(void);
+void tnk_amx_bf16_32x32(int64_t kp, const uint32_t *a, int64_t lda, const uint32_t *b, float *c);
+void tnk_amx_peak_chains(long iters);
+
 #endif

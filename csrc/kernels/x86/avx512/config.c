@@ -1,5 +1,8 @@
 /* The AVX-512 overrides of the kernel configuration (config.h), applied
  * on top of the AVX2 ones: the row statistics stay AVX2's. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "../../config.h"
 #include "../x86.h"
 
@@ -32,6 +35,12 @@ void tnk_config_init_avx512(tnk_config_t *c) {
     g->bf16_mr = 12;
     g->bf16_nr = 32;
     g->bf16_kc = 2048; /* bf16 panels are half the bytes */
+  }
+  const char *amx = getenv("TORCH_NEURONX_AMX");
+  if (g->bf16 && !(amx && !strcmp(amx, "0")) && tnk_amx_usable()) {
+    g->amx_bf16 = tnk_amx_bf16_32x32;
+    g->amx_begin = tnk_amx_begin;
+    g->amx_end = tnk_amx_end;
   }
 
   c->loops = &tnk_eltwise_loops_avx512;
