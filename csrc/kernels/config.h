@@ -71,13 +71,16 @@ typedef struct tnk_gemm_config {
   int bf16_mr, bf16_nr;
   int64_t bf16_kc;
   /* bf16 on AMX tiles (NULL: no AMX, or the OS did not grant the tile
-   * state): c[32][32] fp32 = A (32 rows of kp k-pairs, row r at a + r * lda)
-   * times a packed 32-column panel b (kp rows of 32 pairs), kp a multiple
-   * of 16; amx_begin / amx_end load and release the tile configuration on
-   * the calling thread around its blocks. */
-  void (*amx_bf16)(int64_t kp, const uint32_t *a, int64_t lda, const uint32_t *b, float *c);
+   * state): the fp32 32x32 block at c (row stride ldc) = A (32 rows of kp
+   * k-pairs, row r at a + r * lda) times a packed 32-column panel b (kp rows
+   * of 32 pairs), or += when accumulate; kp a multiple of 16. amx_begin /
+   * amx_end load and release the tile configuration on the calling thread
+   * around its blocks; amx_kc is the depth of a packed block. */
+  void (*amx_bf16)(int64_t kp, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
+                   int64_t ldc, int accumulate);
   void (*amx_begin)(void);
   void (*amx_end)(void);
+  int64_t amx_kc;
   tnk_dot_rows_fn dot_rows;           /* NULL: skinny products take the blocked path */
   tnk_dot_rows_bf16_fn dot_rows_bf16; /* the same over bf16 (fp32 sums) */
 } tnk_gemm_config_t;

@@ -737,8 +737,6 @@ static void gemm_packed_bf16_shared(const f32_problem_t *p, const ukernel_desc_t
  * blocks on full tiles; store_tile writes only the valid part (alpha, beta,
  * accumulation over depth blocks, bf16 rounding). */
 
-enum { AMX_KC = 1024 }; /* depth per packed block: a 32-row A slab and a B panel, 64 KiB each */
-
 static void pack_a_amx(const f32_problem_t *p, int64_t ic, int64_t mc, int64_t rows, int64_t pc,
                        int64_t kc, int64_t kps, uint32_t *dst) {
   int64_t kp = (kc + 1) / 2, full = kc / 2;
@@ -777,6 +775,11 @@ static void macro_blocks_amx(void *vp, int64_t begin, int64_t end) {
     return;
   }
   float acc[32 * 32] __attribute__((aligned(64)));
+  /* full blocks of an fp32 C without scaling go straight into C: C = T on
+   * the first depth block when beta is 0, C += T after (beta 1 from the start) */
+  int direct = p->dtype == TNK_F32 && p->sc_c == 1 && p->alpha == 1.0f &&
+               (c->pc > 0 || p->beta == 0.0f || p->beta == 1.0f);
+  int accumulate = c->pc > 0 || p->beta == 1.0f;
   c->uk->amx_begin();
   for (int64_t blk = begin; blk < end; blk++) {
     int64_t ic = blk * c->mc, mc = p->m - ic < c->mc ? p->m - ic : c->mc;
@@ -785,7 +788,13 @@ static void macro_blocks_amx(void *vp, int64_t begin, int64_t end) {
       int64_t w = c->nc - j0 < 32 ? c->nc - j0 : 32;
       for (int64_t i0 = 0; i0 < mc; i0 += 32) {
         int64_t h = mc - i0 < 32 ? mc - i0 : 32;
-        c->uk->amx_bf16(c->kps, apack + i0 * c->kps, c->kps, c->bpack + j0 * c->kps, acc);
+        const uint32_t *a = apack + i0 * c->kps, *b = c->bpack + j0 * c->kps;
+        if (direct && h == 32 && w == 32) {
+          float *o = (float *)p->c + (ic + i0) * p->sc_r + c->jc + j0;
+          c->uk->amx_bf16(c->kps, a, c->kps, b, o, p->sc_r, accumulate);
+          continue;
+        }
+        c->uk->amx_bf16(c->kps, a, c->kps, b, acc, 32, 0);
         store_tile(p, acc, 32, ic + i0, c->jc + j0, h, w, c->pc > 0);
       }
     }
@@ -797,7 +806,8 @@ static void macro_blocks_amx(void *vp, int64_t begin, int64_t end) {
 static void gemm_amx_shared(const f32_problem_t *p, const ukernel_desc_t *uk) {
   const int64_t NC = uk->nc;
   int64_t mcb = block_rows(p->m, 32, uk->mc);
-  int64_t kcmax = p->k < AMX_KC ? p->k : AMX_KC, ncmax = p->n < NC ? p->n : NC;
+  const int64_t KC = uk->amx_kc;
+  int64_t kcmax = p->k < KC ? p->k : KC, ncmax = p->n < NC ? p->n : NC;
   ncmax = (ncmax + 31) / 32 * 32;
   int64_t kpsmax = ((kcmax + 1) / 2 + 15) / 16 * 16;
   uint32_t *bpack = aligned_alloc(64, (size_t)(kpsmax * ncmax) * sizeof(uint32_t));
@@ -807,8 +817,8 @@ static void gemm_amx_shared(const f32_problem_t *p, const ukernel_desc_t *uk) {
   }
   for (int64_t jc = 0; jc < p->n; jc += NC) {
     int64_t nc = p->n - jc < NC ? p->n - jc : NC;
-    for (int64_t pc = 0; pc < p->k; pc += AMX_KC) {
-      int64_t kc = p->k - pc < AMX_KC ? p->k - pc : AMX_KC;
+    for (int64_t pc = 0; pc < p->k; pc += KC) {
+      int64_t kc = p->k - pc < KC ? p->k - pc : KC;
       int64_t kps = ((kc + 1) / 2 + 15) / 16 * 16;
       pack_b16_ctx_t b = {p, pc, kc, jc, nc, bpack, kps};
       tnk_parallel_for((nc + 31) / 32, 4, pack_b_bf16_panels, &b);
@@ -907,7 +917,7 @@ int tnk_gemm_with(const tnk_config_t *cfg, const tnk_gemm_args_t *g) {
       if (gemv_applies(&p, uk))
         gemm_gemv(&p, uk);
       else if (g->dtype == TNK_BF16 && uk->amx_bf16)
-        gemm_round_once(&p, uk, AMX_KC, gemm_amx);
+        gemm_round_once(&p, uk, uk->amx_kc, gemm_amx);
       else if (g->dtype == TNK_BF16 && uk->bf16)
         gemm_round_once(&p, uk, uk->bf16_kc, gemm_packed_bf16_blocks);
       else

@@ -5,8 +5,10 @@
  * (TORCH_NEURONX_NUM_THREADS) takes part, as in the stream's kernels.
  *   bench_gemm [reps]
  * Columns: GFLOPS of the AVX512-BF16 dot-product kernel and of AMX tiles
- * (where usable), each as % of its own measured peak, and the largest
- * difference between the two outputs relative to the output's scale. */
+ * (where usable) at three depths per packed block (the configured one
+ * marked *), each as % of its own measured peak, and the largest difference
+ * between the dot and the configured AMX outputs relative to the output's
+ * scale. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,8 +60,12 @@ int main(int argc, char **argv) {
   double peak_amx = have_amx ? tnk_measure_peak(TNK_PEAK_BF16_AMX) / 1e9 : 0;
   printf("threads %lld; bf16 peaks (GFLOPS): AVX512-BF16 dot %.0f, AMX tiles %s%.0f\n",
          (long long)tnk_num_threads(), peak_dot, have_amx ? "" : "(not usable) ", peak_amx);
-  printf("%-16s %10s %6s %10s %6s %8s %10s\n", "m x k x n", "dot GF/s", "%peak", "AMX GF/s",
-         "%peak", "AMX/dot", "max diff");
+  static const int64_t kcs[] = {256, 512, 1024};
+  printf("%-16s %10s %6s", "m x k x n", "dot GF/s", "%peak");
+  for (int i = 0; i < 3; i++)
+    printf(" %5s%4lld%c %6s", "AMX k", (long long)kcs[i], kcs[i] == amx.gemm.amx_kc ? '*' : ' ',
+           "%peak");
+  printf(" %8s %10s\n", "AMX/dot", "max diff");
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     int64_t m = shapes[s][0], k = shapes[s][1], n = shapes[s][2];
     uint16_t *A = malloc(2 * m * k), *B = malloc(2 * k * n), *C1 = malloc(2 * m * n),
@@ -77,10 +83,15 @@ int main(int argc, char **argv) {
     g.sc_c = 1;
     double flops = 2.0 * (double)m * (double)n * (double)k;
     double t_dot = time_gemm(&dot, &g, reps);
-    double gf_dot = flops / t_dot / 1e9, gf_amx = 0, diff = 0;
+    double gf_dot = flops / t_dot / 1e9, gf_amx = 0, gf_kc[3] = {0, 0, 0}, diff = 0;
     if (have_amx) {
       g.c = C2;
-      gf_amx = flops / time_gemm(&amx, &g, reps) / 1e9;
+      for (int i = 0; i < 3; i++) {
+        tnk_config_t v = amx;
+        v.gemm.amx_kc = kcs[i];
+        gf_kc[i] = flops / time_gemm(&v, &g, reps) / 1e9;
+      }
+      gf_amx = flops / time_gemm(&amx, &g, reps) / 1e9; /* C2: the configured depth's output */
       double scale = 0;
       for (int64_t i = 0; i < m * n; i++) scale = fmax(scale, fabs(tnk_bf16_to_f32(C1[i])));
       for (int64_t i = 0; i < m * n; i++)
@@ -88,9 +99,10 @@ int main(int argc, char **argv) {
     }
     char name[48];
     snprintf(name, sizeof name, "%lldx%lldx%lld", (long long)m, (long long)k, (long long)n);
-    printf("%-16s %10.0f %5.0f%% %10.0f %5.0f%% %7.2fx %10.2g\n", name, gf_dot,
-           100 * gf_dot / peak_dot, gf_amx, peak_amx > 0 ? 100 * gf_amx / peak_amx : 0,
-           gf_amx / gf_dot, diff);
+    printf("%-16s %10.0f %5.0f%%", name, gf_dot, 100 * gf_dot / peak_dot);
+    for (int i = 0; i < 3; i++)
+      printf(" %10.0f %5.0f%%", gf_kc[i], peak_amx > 0 ? 100 * gf_kc[i] / peak_amx : 0);
+    printf(" %7.2fx %10.2g\n", gf_amx / gf_dot, diff);
     free(A);
     free(B);
     free(C1);

@@ -48,7 +48,8 @@ void tnk_vcopy_stream_avx512(void *dst, const void *src, int64_t bytes);
 int tnk_amx_request(void);
 void tnk_amx_begin(void);
 void tnk_amx_end(void);
-void tnk_amx_bf16_32x32(int64_t kp, const uint32_t *a, int64_t lda, const uint32_t *b, float *c);
+void tnk_amx_bf16_32x32(int64_t kp, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
+                        int64_t ldc, int accumulate);
 void tnk_amx_peak_chains(long iters);
 
 #endif

@@ -50,14 +50,23 @@ void tnk_amx_begin(void) {
 
 void tnk_amx_end(void) { _tile_release(); }
 
-/* c[32][32] (row stride 32 floats) = A (32 rows of kp pairs, row r at
- * a + r * lda) times the 32-column panel b (kp rows of 32 pairs); kp is a
- * multiple of 16, the packs zero-padded. */
-void tnk_amx_bf16_32x32(int64_t kp, const uint32_t *a, int64_t lda, const uint32_t *b, float *c) {
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
+/* c[32][32] (fp32, row r at c + r * ldc) = A (32 rows of kp pairs, row r
+ * at a + r * lda) times the 32-column panel b (kp rows of 32 pairs), or
+ * c += that when accumulate; kp is a multiple of 16, the packs zero-padded. */
+void tnk_amx_bf16_32x32(int64_t kp, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
+                        int64_t ldc, int accumulate) {
+  float *c1 = c + 16 * ldc;
+  if (accumulate) {
+    _tile_loadd(0, c, ldc * 4);
+    _tile_loadd(1, c + 16, ldc * 4);
+    _tile_loadd(2, c1, ldc * 4);
+    _tile_loadd(3, c1 + 16, ldc * 4);
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
   const uint32_t *a1 = a + 16 * lda;
   for (int64_t q = 0; q < kp; q += 16) {
     _tile_loadd(4, a + q, lda * 4);
@@ -69,10 +78,10 @@ void tnk_amx_bf16_32x32(int64_t kp, const uint32_t *a, int64_t lda, const uint32
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
-  _tile_stored(0, c, 128);
-  _tile_stored(1, c + 16, 128);
-  _tile_stored(2, c + 16 * 32, 128);
-  _tile_stored(3, c + 16 * 32 + 16, 128);
+  _tile_stored(0, c, ldc * 4);
+  _tile_stored(1, c + 16, ldc * 4);
+  _tile_stored(2, c1, ldc * 4);
+  _tile_stored(3, c1 + 16, ldc * 4);
 }
 
 /* Peak (peak_x86.c): `iters` rounds of 12 independent TDPBF16PS, three on

@@ -41,6 +41,7 @@ void tnk_config_init_avx512(tnk_config_t *c) {
     g->amx_bf16 = tnk_amx_bf16_32x32;
     g->amx_begin = tnk_amx_begin;
     g->amx_end = tnk_amx_end;
+    g->amx_kc = 1024;
   }
 
   c->loops = &tnk_eltwise_loops_avx512;
