@@ -619,7 +619,7 @@ typedef struct macro16_ctx {
   const f32_problem_t *p;
   const ukernel_desc_t *uk;
   const uint32_t *bpack;
-  int64_t pc, kc, jc, nc, mc;
+  int64_t pc, kc, kps, jc, nc, mc; /* kps: pair rows per packed B panel */
 } macro16_ctx_t;
 
 static void macro_blocks_bf16(void *vp, int64_t begin, int64_t end) {
@@ -704,28 +704,38 @@ static void gemm_packed_bf16_blocks(const f32_problem_t *p, const ukernel_desc_t
   if (!gemm_colsplit(p, uk, 32, gemm_packed_bf16_shared)) gemm_packed_bf16_shared(p, uk);
 }
 
-static void gemm_packed_bf16_shared(const f32_problem_t *p, const ukernel_desc_t *uk) {
-  const int64_t KCB = uk->bf16_kc, NC = uk->nc;
-  int64_t mcb = block_rows(p->m, 12, uk->mc);
-  int64_t kcmax = p->k < KCB ? p->k : KCB, ncmax = p->n < NC ? p->n : NC;
+/* The loops around a bf16 kernel's blocks: per panel of nc columns and
+ * depth block of kc, B packed once (in parallel, shared), then blocks of A
+ * rows (a multiple of mr) on the threads, each running `macro`. pad16: the
+ * packed panels' pair rows padded to a multiple of 16 (AMX's tile depth). */
+static void bf16_blocks(const f32_problem_t *p, const ukernel_desc_t *uk, int64_t KC, int mr,
+                        int pad16, tnk_range_fn macro) {
+  const int64_t NC = uk->nc;
+  int64_t mcb = block_rows(p->m, mr, uk->mc);
+  int64_t kcmax = p->k < KC ? p->k : KC, ncmax = p->n < NC ? p->n : NC;
   ncmax = (ncmax + 31) / 32 * 32;
-  int64_t kpmax = (kcmax + 1) / 2;
-  uint32_t *bpack = aligned_alloc(64, ((size_t)(kpmax * ncmax) * 4 + 63) / 64 * 64 + 64);
+  int64_t kpsmax = pad16 ? ((kcmax + 1) / 2 + 15) / 16 * 16 : (kcmax + 1) / 2;
+  uint32_t *bpack = aligned_alloc(64, ((size_t)(kpsmax * ncmax) * 4 + 63) / 64 * 64 + 64);
   if (!bpack) {
     atomic_store(p->failed, 1);
     return;
   }
   for (int64_t jc = 0; jc < p->n; jc += NC) {
     int64_t nc = p->n - jc < NC ? p->n - jc : NC;
-    for (int64_t pc = 0; pc < p->k; pc += KCB) {
-      int64_t kc = p->k - pc < KCB ? p->k - pc : KCB;
-      pack_b16_ctx_t b = {p, pc, kc, jc, nc, bpack, (kc + 1) / 2};
+    for (int64_t pc = 0; pc < p->k; pc += KC) {
+      int64_t kc = p->k - pc < KC ? p->k - pc : KC;
+      int64_t kps = pad16 ? ((kc + 1) / 2 + 15) / 16 * 16 : (kc + 1) / 2;
+      pack_b16_ctx_t b = {p, pc, kc, jc, nc, bpack, kps};
       tnk_parallel_for((nc + 31) / 32, 4, pack_b_bf16_panels, &b);
-      macro16_ctx_t c = {p, uk, bpack, pc, kc, jc, nc, mcb};
-      tnk_parallel_for((p->m + mcb - 1) / mcb, 1, macro_blocks_bf16, &c);
+      macro16_ctx_t c = {p, uk, bpack, pc, kc, kps, jc, nc, mcb};
+      tnk_parallel_for((p->m + mcb - 1) / mcb, 1, macro, &c);
     }
   }
   free(bpack);
+}
+
+static void gemm_packed_bf16_shared(const f32_problem_t *p, const ukernel_desc_t *uk) {
+  bf16_blocks(p, uk, uk->bf16_kc, 12, 0, macro_blocks_bf16);
 }
 
 /* ---- bf16 on AMX tiles ------------------------------------------------------
@@ -758,15 +768,8 @@ static void pack_a_amx(const f32_problem_t *p, int64_t ic, int64_t mc, int64_t r
   }
 }
 
-typedef struct amx_ctx {
-  const f32_problem_t *p;
-  const ukernel_desc_t *uk;
-  const uint32_t *bpack;
-  int64_t pc, kc, kps, jc, nc, mc;
-} amx_ctx_t;
-
 static void macro_blocks_amx(void *vp, int64_t begin, int64_t end) {
-  const amx_ctx_t *c = vp;
+  const macro16_ctx_t *c = vp;
   const f32_problem_t *p = c->p;
   int64_t rows = (c->mc + 31) / 32 * 32;
   uint32_t *apack = aligned_alloc(64, (size_t)(rows * c->kps) * sizeof(uint32_t));
@@ -804,29 +807,7 @@ static void macro_blocks_amx(void *vp, int64_t begin, int64_t end) {
 }
 
 static void gemm_amx_shared(const f32_problem_t *p, const ukernel_desc_t *uk) {
-  const int64_t NC = uk->nc;
-  int64_t mcb = block_rows(p->m, 32, uk->mc);
-  const int64_t KC = uk->amx_kc;
-  int64_t kcmax = p->k < KC ? p->k : KC, ncmax = p->n < NC ? p->n : NC;
-  ncmax = (ncmax + 31) / 32 * 32;
-  int64_t kpsmax = ((kcmax + 1) / 2 + 15) / 16 * 16;
-  uint32_t *bpack = aligned_alloc(64, (size_t)(kpsmax * ncmax) * sizeof(uint32_t));
-  if (!bpack) {
-    atomic_store(p->failed, 1);
-    return;
-  }
-  for (int64_t jc = 0; jc < p->n; jc += NC) {
-    int64_t nc = p->n - jc < NC ? p->n - jc : NC;
-    for (int64_t pc = 0; pc < p->k; pc += KC) {
-      int64_t kc = p->k - pc < KC ? p->k - pc : KC;
-      int64_t kps = ((kc + 1) / 2 + 15) / 16 * 16;
-      pack_b16_ctx_t b = {p, pc, kc, jc, nc, bpack, kps};
-      tnk_parallel_for((nc + 31) / 32, 4, pack_b_bf16_panels, &b);
-      amx_ctx_t c = {p, uk, bpack, pc, kc, kps, jc, nc, mcb};
-      tnk_parallel_for((p->m + mcb - 1) / mcb, 1, macro_blocks_amx, &c);
-    }
-  }
-  free(bpack);
+  bf16_blocks(p, uk, uk->amx_kc, 32, 1, macro_blocks_amx);
 }
 
 static void gemm_amx(const f32_problem_t *p, const ukernel_desc_t *uk) {
