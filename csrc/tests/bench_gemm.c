@@ -1,8 +1,10 @@
 /* bench_gemm: bf16 GEMM throughput of the kernel library's variants on the
  * benchmark's shapes, against the measured peaks. A benchmark, not a test:
  * it prints and asserts nothing (make bench_gemm; runs where no Python or
- * torch is installed, e.g. on a host with AMX). Every kernel thread
- * (TORCH_NEURONX_NUM_THREADS) takes part, as in the stream's kernels.
+ * torch is installed, e.g. on a host with AMX). It runs as a task on a
+ * device stream, so every kernel thread (TORCH_NEURONX_NUM_THREADS) takes
+ * part on its own CPU, as in the extension's kernels (run from an unpinned
+ * main thread, two of the threads shared a CPU and halved every number).
  *   bench_gemm [reps]
  * Columns: GFLOPS of the AVX512-BF16 dot-product kernel and of AMX tiles
  * (where usable) at three depths per packed block (the configured one
@@ -39,11 +41,8 @@ static double time_gemm(const tnk_config_t *c, tnk_gemm_args_t *g, int reps) {
   return best;
 }
 
-int main(int argc, char **argv) {
-  int reps = argc > 1 ? atoi(argv[1]) : 3;
-  /* the runtime's thread pool, as the extension installs it */
-  tnk_set_parallel((tnk_parallel_fn)tnrt_parallel_for);
-  tnk_set_num_threads(tnrt_num_threads());
+static void bench(void *arg) {
+  int reps = *(const int *)arg;
   static const int64_t shapes[][3] = {/* m, k, n (results.md's GEMM rows) */
                                       {2048, 2048, 2048}, {512, 2048, 2048}, {2048, 512, 2048},
                                       {1024, 512, 1344},  {1024, 1344, 512}, {256, 512, 1536},
@@ -51,7 +50,7 @@ int main(int argc, char **argv) {
   tnk_config_t dot, amx;
   if (tnk_config_for_isa(TNK_ISA_AVX512, &dot) != 0 || !dot.gemm.bf16) {
     printf("no AVX512-BF16 on this CPU: nothing to compare\n");
-    return 0;
+    return;
   }
   amx = dot;
   dot.gemm.amx_bf16 = NULL;
@@ -107,6 +106,19 @@ int main(int argc, char **argv) {
     free(B);
     free(C1);
     free(C2);
+  }
+}
+
+int main(int argc, char **argv) {
+  int reps = argc > 1 ? atoi(argv[1]) : 3;
+  /* the runtime's thread pool, as the extension installs it */
+  tnk_set_parallel((tnk_parallel_fn)tnrt_parallel_for);
+  tnk_set_num_threads(tnrt_num_threads());
+  tnrt_stream_t *s = tnrt_stream_get(0, 0);
+  if (!s || tnrt_launch(s, bench, &reps, sizeof reps, "bench_gemm") != TNRT_OK ||
+      tnrt_stream_synchronize(s) != TNRT_OK) {
+    fprintf(stderr, "bench_gemm: %s\n", tnrt_last_error());
+    return 1;
   }
   return 0;
 }
