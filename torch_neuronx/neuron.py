@@ -404,10 +404,10 @@ _busy_samples: dict = {}
 
 
 def utilization(device: _device_t = None) -> int:
-    """Percent of the time since the previous call (or since the first use
-    of the device) during which the device's streams ran work, as
-    torch.cuda.utilization reports the busy share of a sampling period.
-    With several streams busy at once it is capped at 100."""
+    """Percent of the time since the previous call during which the device's
+    streams ran work, as torch.cuda.utilization reports the busy share of a
+    sampling period. The first call for a device starts the period and
+    returns 0. With several streams busy at once it is capped at 100."""
     import time
 
     idx = _dev(device)
