@@ -46,8 +46,9 @@ def sync(device):
 # sleep) and its untimed calls, so both sides are timed warm rather than one
 # right after the other's burst. Unlike run_all.timeit the warm calls are not
 # synchronised one by one: a sync leaves the stream's worker spinning, and
-# back-to-back small ops then queue behind it instead of running in place
-# (measured: one run of three at 1.49x CPU's time for the add).
+# back-to-back small ops can then queue behind it instead of running in place
+# (with run_all.timeit, one run of three put the add at 1.49x CPU's time; the
+# mechanism is our reading, not yet shown by a trace).
 SETTLE_S, WARM_S = run_all.SETTLE_S, run_all.WARM_S
 
 
