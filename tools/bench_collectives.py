@@ -2,7 +2,13 @@
 and message size, the time per call, algbw (bytes / time) and busbw (algbw
 times nccl-tests' factor for the collective), neuron tensors on the neuron
 backend next to CPU tensors on Gloo, in the same processes, measured in turn;
-memcpy bandwidth of the same size (one thread, in rank 0) is the anchor.
+memcpy bandwidth of the same size (one thread, in every rank at once) is the
+anchor. From 1 MiB a copy floor is measured beside them: in every rank at
+once, the fewest bytes that collective must read and write, moved by the
+fastest local copy (libc memcpy on CPU tensors or the kernel library's copy
+on neuron tensors, whichever is faster at that size). A collective cannot
+beat it by more than noise, so where a tenth of Gloo's time is below the
+floor, 10x Gloo is beyond what this host's memory delivers.
 A benchmark, not a test: it asserts nothing.
 
     python tools/bench_collectives.py --ranks 2 4 --max-mib 64 > table.md
@@ -38,7 +44,9 @@ def _bench(rank, world, sizes, kinds):
     dev = torch.device("neuron", torch.neuron.current_device())
     rows = []
 
-    def timed(fn, sync, nbytes):
+    def timed(fn, sync, nbytes, join=False):
+        """join: the batch ends when every rank's has (a barrier), for local
+        work that, unlike a collective, does not wait for the other ranks."""
         iters = max(3, min(200, int(2e8 // max(nbytes, 1))))
         for _ in range(min(iters, 5)):  # warm: mappings, buffers, the first calls' set-up
             fn()
@@ -50,8 +58,39 @@ def _bench(rank, world, sizes, kinds):
             for _ in range(iters):
                 fn()
             sync()
+            if join:
+                dist.barrier()
             times.append((time.perf_counter() - t0) / iters)
         return sorted(times)[len(times) // 2]
+
+    def floor_jobs(kind, n, device):
+        """The collective's compulsory traffic in one rank, as local copies
+        over the same footprint: read `src` once, write every destination.
+        all_reduce (in place): read and write N bytes in place; all_gather:
+        read the rank's N/world input, write the N-byte output; all_to_all:
+        read N, write N; broadcast: each rank writes its 1/world share of
+        the (world-1) receivers' N bytes, read once. None for reduce_scatter
+        (a reduction, not a copy)."""
+        per = max(1, n // world)
+        if kind == "all_reduce":
+            t = torch.ones(n, device=device)
+            return lambda: t.mul_(1.0)
+        if kind in ("all_gather", "broadcast"):
+            src = torch.ones(per, device=device)
+            dsts = [torch.empty(per, device=device) for _ in range(world - (kind == "broadcast"))]
+
+            def job():
+                for d in dsts:
+                    d.copy_(src)
+
+            return job
+        if kind == "all_to_all":
+            src, dst = (
+                torch.ones(per * world, device=device),
+                torch.empty(per * world, device=device),
+            )
+            return lambda: dst.copy_(src)
+        return None
 
     for kind in kinds:
         for nbytes in sizes:
@@ -85,7 +124,13 @@ def _bench(rank, world, sizes, kinds):
                 res[backend] = timed(fn, sync, nbytes)
             a, b = torch.ones(n), torch.empty(n)
             memcpy = timed(lambda a=a, b=b: b.copy_(a), lambda: None, nbytes)
-            rows.append((kind, n * 4, res["neuron"], res["gloo"], memcpy))
+            floor = None
+            if nbytes >= 1 << 20 and floor_jobs(kind, 1, "cpu") is not None:
+                floor = min(
+                    timed(floor_jobs(kind, n, d), sy, nbytes, join=True)
+                    for d, sy in (("cpu", lambda: None), (dev, torch.neuron.synchronize))
+                )
+            rows.append((kind, n * 4, res["neuron"], res["gloo"], memcpy, floor))
     return rows
 
 
@@ -132,20 +177,32 @@ def main():
         "reduce_scatter / all_to_all (n-1)/n, broadcast 1). gloo: the same collective on CPU "
         "tensors over PyTorch's Gloo, in the same processes, measured in turn. memcpy: "
         "`b.copy_(a)` of the same bytes in every rank at once, one thread (each rank's share "
-        "of the host's memory bandwidth at that size; in cache below a few MiB).\n"
+        "of the host's memory bandwidth at that size; in cache below a few MiB). copy floor: "
+        "from 1 MiB, in every rank at once, the bytes the collective must read and write "
+        "(all_reduce: N read and written in place, as `t.mul_(1.0)`; all_gather: the rank's "
+        "N/ranks input copied into each of the ranks output blocks; all_to_all: N copied once; "
+        "broadcast: the rank's N/ranks share copied to each of the ranks-1 receivers' "
+        "blocks), the faster of libc memcpy on CPU tensors and the kernel library's copy on "
+        "neuron tensors. gloo/10 under the floor: 10x Gloo cannot be reached on this host's "
+        "memory at that size.\n"
     )
     for world in args.ranks:
         rows = run_ranks(_bench, world, sizes, args.kinds, timeout=3000)[0]
         print(f"### {world} ranks\n")
         print(
-            "| collective | bytes | neuron us | neuron algbw GB/s | neuron busbw GB/s | gloo us | gloo busbw GB/s | busbw neuron/gloo | neuron busbw / memcpy |"
+            "| collective | bytes | neuron us | neuron algbw GB/s | neuron busbw GB/s | gloo us | gloo busbw GB/s | busbw neuron/gloo | neuron busbw / memcpy | copy floor us | gloo us / 10 | neuron / floor |"
         )
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for kind, nbytes, tn, tg, tm in rows:
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for kind, nbytes, tn, tg, tm, tf in rows:
             f = busbw_factor(kind, world)
             bn, bg, mc = nbytes / tn / 1e9 * f, nbytes / tg / 1e9 * f, nbytes / tm / 1e9
+            fl = (
+                f"{tf * 1e6:.1f} | {tg * 1e5:.1f}{' (under)' if tg / 10 < tf else ''} | {tn / tf:.2f}x"
+                if tf
+                else "| |"
+            )
             print(
-                f"| {kind} | {nbytes} | {tn * 1e6:.1f} | {nbytes / tn / 1e9:.2f} | {bn:.2f} | {tg * 1e6:.1f} | {bg:.2f} | {bn / bg:.1f}x | {bn / mc:.0%} |"
+                f"| {kind} | {nbytes} | {tn * 1e6:.1f} | {nbytes / tn / 1e9:.2f} | {bn:.2f} | {tg * 1e6:.1f} | {bg:.2f} | {bn / bg:.1f}x | {bn / mc:.0%} | {fl} |"
             )
         print()
 
