@@ -203,8 +203,8 @@ static double digamma_d(double x) {
     (void)p1;                                                                                     \
     (void)p2;                                                                                     \
     if (so == sizeof(T) && si == sizeof(T)) {                                                     \
-      T *restrict po = (T *)o;                                                                    \
-      const T *restrict pi = (const T *)in;                                                       \
+      T *po = (T *)o; /* po may equal pi (in place): neither is restrict */                       \
+      const T *pi = (const T *)in;                                                                \
       for (int64_t k = 0; k < n; k++) {                                                           \
         C x = (C)LOAD(pi[k]);                                                                     \
         po[k] = STORE(EXPR);                                                                      \
@@ -482,18 +482,18 @@ static inline double pow_f(double a, double b, double al) {
     (void)beta;                                                                                  \
     (void)gamma;                                                                                 \
     if (so == sizeof(T) && sa == sizeof(T) && sb == sizeof(T)) {                                 \
-      T *restrict po = (T *)o;                                                                   \
-      const T *restrict pa = (const T *)a, *restrict pb = (const T *)b;                          \
+      T *po = (T *)o; /* po may equal pa or pb (in place): none is restrict */                   \
+      const T *pa = (const T *)a, *pb = (const T *)b;                                            \
       for (int64_t i = 0; i < n; i++) po[i] = STORE(OP((C)LOAD(pa[i]), (C)LOAD(pb[i]), alpha));  \
       return 0;                                                                                  \
     }                                                                                            \
     if (so == sizeof(T) && (sa == 0) != (sb == 0) &&                                             \
         (sa == sizeof(T) || sb == sizeof(T))) { /* one scalar operand */                         \
-      T *restrict po = (T *)o;                                                                   \
+      T *po = (T *)o;                                                                            \
       T sv;                                                                                      \
       memcpy(&sv, sa == 0 ? a : b, sizeof sv);                                                   \
       const C k = ks ? kv : (C)LOAD(sv);                                                         \
-      const T *restrict pv = (const T *)(sa == 0 ? b : a);                                       \
+      const T *pv = (const T *)(sa == 0 ? b : a);                                                \
       if (sa == 0)                                                                               \
         for (int64_t i = 0; i < n; i++) po[i] = STORE(OP(k, (C)LOAD(pv[i]), alpha));             \
       else                                                                                       \

@@ -39,8 +39,9 @@ static void softmax_rows_f32(const tnk_softmax_args_t *a, int64_t begin, int64_t
     scratch = malloc(sizeof(float) * (size_t)n);
   }
   for (int64_t r = begin; r < end; r++) {
-    float *restrict y = (float *)a->out + r * n;
-    const float *restrict x = (const float *)a->in + r * n;
+    /* y may equal x or g (in place): no pointer here is restrict */
+    float *y = (float *)a->out + r * n;
+    const float *x = (const float *)a->in + r * n;
     if (scratch) {
       float mx = tnk_vmax_f32(x, n);
       float sum = tnk_vexp_bounded_sum_f32(x, mx, scratch, n);
@@ -58,7 +59,7 @@ static void softmax_rows_f32(const tnk_softmax_args_t *a, int64_t begin, int64_t
         for (int64_t k = 0; k < n; k++) y[k] *= inv;
       }
     } else {
-      const float *restrict g = (const float *)a->grad + r * n;
+      const float *g = (const float *)a->grad + r * n;
       float dot = 0;
       if (a->log) {
         for (int64_t k = 0; k < n; k++) dot += g[k];
