@@ -2,9 +2,10 @@
 // _thnn_fused_lstm_cell / _thnn_fused_gru_cell for CUDA, XPU and PrivateUse1
 // tensors, and their autograd formulas call the _backward ops below; PyTorch
 // has no CPU kernel for any of them, so without these nn.LSTM, nn.GRU,
-// nn.LSTMCell and nn.GRUCell failed on neuron. Composed of the device's own
-// element-wise kernels; half types are computed in fp32 and rounded once at
-// the end, as CUDA's fused kernels do.
+// nn.LSTMCell and nn.GRUCell failed on neuron. fp32, bf16 and fp16 run the
+// kernel library's fused cell (tnk_rnn_cell: one launch per cell and step);
+// fp64 is composed of the device's element-wise kernels. Both compute half
+// types in fp32 and round once at the end, as CUDA's fused kernels do.
 //
 // Layouts, shared with the autograd formulas: gates are [batch, k * hidden]
 // blocks (LSTM k = 4: input, forget, cell, output; GRU k = 3: reset, update,
@@ -47,7 +48,9 @@ void check_cell(const char *op, const at::Tensor &ig, const at::Tensor &hg,
   TORCH_CHECK(prev.dim() == 2 && prev.numel() == ig.size(0) * ig.size(1) / k, op,
               ": expected the previous state to be 2-D with ", ig.size(0) * ig.size(1) / k,
               " elements, got ", prev.sizes());
-  for (const at::Tensor *t : {&hg, &prev})
+  std::vector<const at::Tensor *> others{&hg, &prev};
+  if (bi) others.insert(others.end(), {&*ib, &*hb});
+  for (const at::Tensor *t : others)
     TORCH_CHECK(t->device() == ig.device() && t->scalar_type() == ig.scalar_type(), op,
                 ": every tensor must be on ", ig.device(), " with dtype ", ig.scalar_type(),
                 ", got one on ", t->device(), " with ", t->scalar_type());
@@ -62,12 +65,44 @@ at::Tensor sum_gates(const at::Tensor &ig, const at::Tensor &hg,
   return g;
 }
 
+void rnn_task(void *p) { tnk_rnn_cell(static_cast<tnk_rnn_cell_args_t *>(p)); }
+
+bool fused_kernel(const at::Tensor &t) { return tnk_rnn_cell_supported(tnk_of(t)) != 0; }
+
+const void *cptr(const at::Tensor &t) { return t.defined() ? t.const_data_ptr() : nullptr; }
+
+at::Tensor contig(const std::optional<at::Tensor> &t) {
+  return t.has_value() && t->defined() ? t->contiguous() : at::Tensor();
+}
+
+// The kernel's arguments for gates ig, hg [b, k * h] and state prev [b, h].
+tnk_rnn_cell_args_t cell_args(const at::Tensor &prev, int64_t b, int gru, int backward) {
+  tnk_rnn_cell_args_t a{};
+  a.b = b;
+  a.h = prev.numel() / std::max<int64_t>(b, 1);
+  a.dtype = tnk_of(prev);
+  a.gru = gru;
+  a.backward = backward;
+  return a;
+}
+
 }  // namespace
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(
     const at::Tensor &ig, const at::Tensor &hg, const at::Tensor &cx,
     const std::optional<at::Tensor> &ib, const std::optional<at::Tensor> &hb) {
   check_cell("_thnn_fused_lstm_cell", ig, hg, ib, hb, cx, 4);
+  if (fused_kernel(ig)) {
+    at::Tensor igc = ig.contiguous(), hgc = hg.contiguous(), cxc = cx.contiguous();
+    at::Tensor b1 = contig(ib), b2 = contig(hb);
+    at::Tensor hy = at::empty(cx.sizes(), cx.options()), cy = at::empty(cx.sizes(), cx.options());
+    at::Tensor ws = at::empty(ig.sizes(), ig.options());
+    tnk_rnn_cell_args_t a = cell_args(cxc, ig.size(0), 0, 0);
+    a.ig = cptr(igc), a.hg = cptr(hgc), a.b1 = cptr(b1), a.b2 = cptr(b2), a.prev = cptr(cxc);
+    a.out0 = hy.data_ptr(), a.out1 = cy.data_ptr(), a.ws = ws.data_ptr();
+    launch(ig.device().index(), rnn_task, &a, sizeof a, "aten::_thnn_fused_lstm_cell");
+    return {hy, cy, ws};
+  }
   at::ScalarType t = ig.scalar_type(), ct = compute_type(t);
   auto g = sum_gates(ig, hg, ib, hb, ct).chunk(4, 1);
   at::Tensor i = g[0].sigmoid(), f = g[1].sigmoid(), c = g[2].tanh(), o = g[3].sigmoid();
@@ -87,6 +122,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(
                   cx.numel() == cy.numel(),
               "_thnn_fused_lstm_cell_backward: workspace ", ws.sizes(), ", cx ", cx.sizes(),
               " and cy ", cy.sizes(), " do not match");
+  for (const at::Tensor *x : {&cx, &cy})
+    TORCH_CHECK(x->device() == ws.device() && x->scalar_type() == ws.scalar_type(),
+                "_thnn_fused_lstm_cell_backward: every tensor must be on ", ws.device(),
+                " with dtype ", ws.scalar_type());
+  if (fused_kernel(ws)) {
+    at::Tensor g1 = gh ? grad_hy->contiguous() : at::Tensor();
+    at::Tensor g2 = gc ? grad_cy->contiguous() : at::Tensor();
+    at::Tensor cxc = cx.contiguous(), cyc = cy.contiguous(), wsc = ws.contiguous();
+    TORCH_CHECK((!gh || g1.numel() == cx.numel()) && (!gc || g2.numel() == cx.numel()),
+                "_thnn_fused_lstm_cell_backward: the gradients must match cx ", cx.sizes());
+    at::Tensor grad_gates = at::empty(ws.sizes(), ws.options());
+    at::Tensor grad_cx = at::empty(cx.sizes(), cx.options());
+    tnk_rnn_cell_args_t a = cell_args(cxc, ws.size(0), 0, 1);
+    a.ghy = cptr(g1), a.gcy = cptr(g2), a.prev = cptr(cxc), a.cy = cptr(cyc),
+    a.ws = const_cast<void *>(cptr(wsc));  // read only
+    a.gx0 = grad_gates.data_ptr(), a.gprev = grad_cx.data_ptr();
+    launch(ws.device().index(), rnn_task, &a, sizeof a, "aten::_thnn_fused_lstm_cell_backward");
+    return {grad_gates, grad_cx, has_bias ? grad_gates.sum(0) : at::Tensor()};
+  }
   at::ScalarType t = ws.scalar_type(), ct = compute_type(t);
   auto w = ws.to(ct).chunk(4, 1);
   const at::Tensor &i = w[0], &f = w[1], &c = w[2], &o = w[3];
@@ -111,6 +165,17 @@ std::tuple<at::Tensor, at::Tensor> fused_gru_cell(const at::Tensor &ig, const at
                                                   const std::optional<at::Tensor> &ib,
                                                   const std::optional<at::Tensor> &hb) {
   check_cell("_thnn_fused_gru_cell", ig, hg, ib, hb, hx, 3);
+  if (fused_kernel(ig)) {
+    at::Tensor igc = ig.contiguous(), hgc = hg.contiguous(), hxc = hx.contiguous();
+    at::Tensor b1 = contig(ib), b2 = contig(hb);
+    at::Tensor hy = at::empty(hx.sizes(), hx.options());
+    at::Tensor ws = at::empty({ig.size(0), ig.size(1) / 3 * 5}, ig.options());
+    tnk_rnn_cell_args_t a = cell_args(hxc, ig.size(0), 1, 0);
+    a.ig = cptr(igc), a.hg = cptr(hgc), a.b1 = cptr(b1), a.b2 = cptr(b2), a.prev = cptr(hxc);
+    a.out0 = hy.data_ptr(), a.ws = ws.data_ptr();
+    launch(ig.device().index(), rnn_task, &a, sizeof a, "aten::_thnn_fused_gru_cell");
+    return {hy, ws};
+  }
   at::ScalarType t = ig.scalar_type(), ct = compute_type(t);
   bool bias = ib.has_value() && ib->defined();
   auto gi = ig.to(ct).chunk(3, 1), gh = hg.to(ct).chunk(3, 1);
@@ -134,6 +199,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru
                   ws.size(1) == 5 * grad_hy.size(1),
               "_thnn_fused_gru_cell_backward: expected a workspace of [", grad_hy.size(0), ", ",
               5 * grad_hy.size(1), "] for grad_hy ", grad_hy.sizes(), ", got ", ws.sizes());
+  TORCH_CHECK(grad_hy.device() == ws.device() && grad_hy.scalar_type() == ws.scalar_type(),
+              "_thnn_fused_gru_cell_backward: grad_hy and the workspace must be on one device "
+              "with one dtype");
+  if (fused_kernel(ws)) {
+    at::Tensor g = grad_hy.contiguous(), wsc = ws.contiguous();
+    int64_t b = ws.size(0), h3 = ws.size(1) / 5 * 3;
+    at::Tensor gi = at::empty({b, h3}, ws.options()), gh = at::empty({b, h3}, ws.options());
+    at::Tensor ghx = at::empty(grad_hy.sizes(), grad_hy.options());
+    tnk_rnn_cell_args_t a = cell_args(g, b, 1, 1);
+    a.ghy = cptr(g), a.ws = const_cast<void *>(cptr(wsc));  // read only
+    a.gx0 = gi.data_ptr(), a.gx1 = gh.data_ptr(), a.gprev = ghx.data_ptr();
+    launch(ws.device().index(), rnn_task, &a, sizeof a, "aten::_thnn_fused_gru_cell_backward");
+    at::Tensor bi, bh;
+    if (has_bias) bi = gi.sum(0), bh = gh.sum(0);
+    return {gi, gh, ghx, bi, bh};
+  }
   at::ScalarType t = ws.scalar_type(), ct = compute_type(t);
   auto w = ws.to(ct).chunk(5, 1);
   const at::Tensor &r = w[0], &z = w[1], &n = w[2], &h = w[3], &hn = w[4];

@@ -760,6 +760,30 @@ typedef struct tnk_adam_args {
 int tnk_adam_supported(int dtype);
 void tnk_adam(const tnk_adam_args_t *args);
 
+/* ---- recurrent cells --------------------------------------------------------- */
+
+/* The fused LSTM and GRU cells in ATen's layouts (_thnn_fused_lstm_cell,
+ * _thnn_fused_gru_cell and their backward ops), one pass per element of the
+ * [b, h] state, computing in fp32. Every tensor is contiguous, of dtype f32,
+ * bf16 or f16 (tnk_rnn_cell_supported); gates are [b, k * h] blocks (LSTM
+ * k = 4: input, forget, cell, output; GRU k = 3: reset, update, new).
+ * LSTM forward: ig, hg (+ b1, b2 [4h], or NULL), prev = cx -> out0 = hy,
+ *   out1 = cy, ws [b, 4h] = the activated gates.
+ * LSTM backward: ghy and / or gcy (the other NULL), prev = cx, cy, ws ->
+ *   gx0 = grad of the gates [b, 4h], gprev = grad of cx.
+ * GRU forward: ig, hg (+ b1, b2 [3h]), prev = hx -> out0 = hy, ws [b, 5h]
+ *   = reset, update, new, hx, and the hidden new-gate input with its bias.
+ * GRU backward: ghy, ws -> gx0 = grad of the input gates, gx1 = of the
+ *   hidden gates (both [b, 3h]), gprev = grad of hx. */
+typedef struct tnk_rnn_cell_args {
+  const void *ig, *hg, *b1, *b2, *prev, *ghy, *gcy, *cy;
+  void *out0, *out1, *ws, *gx0, *gx1, *gprev;
+  int64_t b, h;
+  int32_t dtype, gru, backward, pad_;
+} tnk_rnn_cell_args_t;
+int tnk_rnn_cell_supported(int dtype);
+void tnk_rnn_cell(const tnk_rnn_cell_args_t *args);
+
 /* ---- attention ------------------------------------------------------------ */
 
 /* Scaled dot product attention, flash style: queries in blocks of 64 rows,

@@ -1891,8 +1891,129 @@ static void test_gather_index_strides(void) {
   CHECK(bad == 0);
 }
 
+/* ---- the fused LSTM / GRU cells against a double-precision reference ---- */
+
+static double sig_d(double x) { return 1 / (1 + exp(-x)); }
+
+/* data in dtype dt from doubles (rounded), and back */
+static void put(void *dst, int dt, const double *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    if (dt == TNK_F32)
+      ((float *)dst)[i] = (float)x[i];
+    else
+      ((uint16_t *)dst)[i] = tnk_f32_to_bf16((float)x[i]);
+  }
+}
+static double get(const void *src, int dt, int64_t i) {
+  return dt == TNK_F32 ? ((const float *)src)[i] : tnk_bf16_to_f32(((const uint16_t *)src)[i]);
+}
+static int rnn_close(const void *got, int dt, const double *want, int64_t n, const char *what) {
+  double tol = dt == TNK_F32 ? 2e-5 : 2e-2;
+  int bad = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (!(fabs(get(got, dt, i) - want[i]) <= tol * (1 + fabs(want[i])))) bad++;
+  if (bad)
+    fprintf(stderr, "  rnn cell %s (dtype %d): %d of %lld off\n", what, dt, bad, (long long)n);
+  return bad;
+}
+
+static void test_rnn_cell(void) {
+  enum { B = 3, H = 300 }; /* two blocks of hidden units per row, the second partial */
+  static double ig[B * 5 * H], hg[B * 5 * H], b1[5 * H], b2[5 * H], prev[B * H], g1[B * H],
+      g2[B * H], want[6][B * 5 * H];
+  static char buf[14][B * 5 * H * 4];
+  for (int i = 0; i < B * 5 * H; i++) {
+    ig[i] = sin(0.37 * i) * 2.5;
+    hg[i] = cos(0.11 * i) * 1.5;
+  }
+  for (int i = 0; i < 5 * H; i++) b1[i] = 0.2 * sin(0.05 * i), b2[i] = -0.1 * cos(0.03 * i);
+  for (int i = 0; i < B * H; i++)
+    prev[i] = 0.8 * cos(0.21 * i), g1[i] = sin(0.13 * i), g2[i] = 0.5 * cos(0.07 * i);
+  const int dts[2] = {TNK_F32, TNK_BF16};
+  for (int d = 0; d < 2; d++)
+    for (int gru = 0; gru < 2; gru++)
+      for (int bias = 0; bias < 2; bias++)
+        for (int grads = 0; grads < (gru ? 1 : 3); grads++) { /* LSTM: both, only hy, only cy */
+          int dt = dts[d], k = gru ? 3 : 4;
+          /* inputs rounded to dt, and the reference read back from them */
+          put(buf[0], dt, ig, B * k * H), put(buf[1], dt, hg, B * k * H);
+          put(buf[2], dt, b1, k * H), put(buf[3], dt, b2, k * H), put(buf[4], dt, prev, B * H);
+          put(buf[5], dt, g1, B * H), put(buf[6], dt, g2, B * H);
+          for (int r = 0; r < B; r++)
+            for (int j = 0; j < H; j++) {
+              double z[4], x = get(buf[4], dt, r * H + j),
+                           gh = grads == 2 ? 0 : get(buf[5], dt, r * H + j),
+                           gc = gru || grads == 1 ? 0 : get(buf[6], dt, r * H + j);
+              for (int q = 0; q < k; q++) {
+                int at = r * k * H + q * H + j;
+                z[q] = get(buf[0], dt, at) + get(buf[1], dt, at) +
+                       (bias ? get(buf[2], dt, q * H + j) + get(buf[3], dt, q * H + j) : 0);
+              }
+              int o1 = r * H + j;
+              if (!gru) {
+                double i = sig_d(z[0]), f = sig_d(z[1]), c = tanh(z[2]), o = sig_d(z[3]);
+                double cy = f * x + i * c, tc = tanh(cy), gcy = gh * o * (1 - tc * tc) + gc;
+                want[0][o1] = o * tc, want[1][o1] = cy;
+                int a = r * 4 * H + j;
+                want[2][a] = gcy * c * i * (1 - i), want[2][a + H] = gcy * x * f * (1 - f);
+                want[2][a + 2 * H] = gcy * i * (1 - c * c),
+                                want[2][a + 3 * H] = gh * tc * o * (1 - o);
+                want[3][o1] = gcy * f;
+              } else {
+                double hn = get(buf[1], dt, r * 3 * H + 2 * H + j) +
+                            (bias ? get(buf[3], dt, 2 * H + j) : 0);
+                double rg = sig_d(z[0]), zg = sig_d(z[1]);
+                double n = tanh(get(buf[0], dt, r * 3 * H + 2 * H + j) +
+                                (bias ? get(buf[2], dt, 2 * H + j) : 0) + rg * hn);
+                double gn = gh * (1 - zg) * (1 - n * n);
+                want[0][o1] = n + zg * (x - n);
+                int a = r * 3 * H + j;
+                want[2][a] = want[4][a] = gn * hn * rg * (1 - rg);
+                want[2][a + H] = want[4][a + H] = gh * (x - n) * zg * (1 - zg);
+                want[2][a + 2 * H] = gn, want[4][a + 2 * H] = gn * rg;
+                want[3][o1] = gh * zg;
+              }
+            }
+          tnk_rnn_cell_args_t a = {.ig = buf[0],
+                                   .hg = buf[1],
+                                   .b1 = bias ? buf[2] : NULL,
+                                   .b2 = bias ? buf[3] : NULL,
+                                   .prev = buf[4],
+                                   .out0 = buf[7],
+                                   .out1 = buf[8],
+                                   .ws = buf[9],
+                                   .b = B,
+                                   .h = H,
+                                   .dtype = dt,
+                                   .gru = gru};
+          tnk_rnn_cell(&a);
+          int bad = rnn_close(buf[7], dt, want[0], B * H, "hy");
+          if (!gru) bad += rnn_close(buf[8], dt, want[1], B * H, "cy");
+          tnk_rnn_cell_args_t g = {.ghy = grads == 2 ? NULL : buf[5],
+                                   .gcy = gru || grads == 1 ? NULL : buf[6],
+                                   .cy = buf[8],
+                                   .prev = buf[4],
+                                   .ws = buf[9],
+                                   .gx0 = buf[10],
+                                   .gx1 = buf[11],
+                                   .gprev = buf[12],
+                                   .b = B,
+                                   .h = H,
+                                   .dtype = dt,
+                                   .gru = gru,
+                                   .backward = 1};
+          tnk_rnn_cell(&g);
+          bad += rnn_close(buf[10], dt, want[2], B * k * H, "grad gates");
+          if (gru) bad += rnn_close(buf[11], dt, want[4], B * k * H, "grad hidden gates");
+          bad += rnn_close(buf[12], dt, want[3], B * H, "grad state");
+          CHECK(bad == 0);
+        }
+  CHECK(!tnk_rnn_cell_supported(TNK_F64) && !tnk_rnn_cell_supported(TNK_I64));
+}
+
 int main(void) {
   RUN(test_philox_known_answers);
+  RUN(test_rnn_cell);
   RUN(test_half_conversions);
   RUN(test_copy_strided_cast);
   RUN(test_fill);
