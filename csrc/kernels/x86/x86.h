@@ -22,7 +22,9 @@
   void tnk_dot_rows_f32_##SFX(int64_t k, const float *x, const float *w, int64_t ldw, int64_t n,   \
                               float *out);                                                         \
   void tnk_dot_rows_bf16_##SFX(int64_t k, const uint16_t *x, const uint16_t *w, int64_t ldw,       \
-                               int64_t n, float *out);
+                               int64_t n, float *out);                                             \
+  void tnk_dot_rows4_f32_##SFX(int64_t k, const float *x, int64_t ldx, const float *w,             \
+                               int64_t ldw, int64_t n, float *out, int64_t ldo);
 TNK_X86_VMATH_DECL(avx2)
 TNK_X86_VMATH_DECL(avx512)
 

@@ -29,6 +29,7 @@ void tnk_config_init_avx512(tnk_config_t *c) {
   g->kc = 512;
   g->nc = 2048;
   g->dot_rows = tnk_dot_rows_f32_avx512;
+  g->dot_rows4 = tnk_dot_rows4_f32_avx512;
   g->dot_rows_bf16 = tnk_dot_rows_bf16_avx512;
   if (c->features & TNK_FEAT_AVX512BF16) {
     g->bf16 = tnk_ukernel_bf16_avx512;
