@@ -58,9 +58,11 @@ typedef void (*tnk_ukernel_bf16_fn)(int64_t kp, const uint32_t *a, const uint32_
 typedef void (*tnk_dot_rows_fn)(int64_t k, const float *x, const float *w, int64_t ldw, int64_t n,
                                 float *out);
 /* out[r * ldo + j] = x row r . w row j (rows ldx and ldw apart) for r < 4
- * and j < n, fp32 (x86/gemm_body.h) */
+ * and j < n, fp32, and bf16 with fp32 sums (x86/gemm_body.h) */
 typedef void (*tnk_dot_rows4_fn)(int64_t k, const float *x, int64_t ldx, const float *w,
                                  int64_t ldw, int64_t n, float *out, int64_t ldo);
+typedef void (*tnk_dot_rows4_bf16_fn)(int64_t k, const uint16_t *x, int64_t ldx, const uint16_t *w,
+                                      int64_t ldw, int64_t n, float *out, int64_t ldo);
 typedef void (*tnk_dot_rows_bf16_fn)(int64_t k, const uint16_t *x, const uint16_t *w, int64_t ldw,
                                      int64_t n, float *out);
 
@@ -85,9 +87,10 @@ typedef struct tnk_gemm_config {
   void (*amx_begin)(void);
   void (*amx_end)(void);
   int64_t amx_kc;
-  tnk_dot_rows_fn dot_rows;           /* NULL: skinny products take the blocked path */
-  tnk_dot_rows_bf16_fn dot_rows_bf16; /* the same over bf16 (fp32 sums) */
-  tnk_dot_rows4_fn dot_rows4;         /* four rows at once (NULL: small-m products are blocked) */
+  tnk_dot_rows_fn dot_rows;             /* NULL: skinny products take the blocked path */
+  tnk_dot_rows_bf16_fn dot_rows_bf16;   /* the same over bf16 (fp32 sums) */
+  tnk_dot_rows4_fn dot_rows4;           /* four rows at once (NULL: small-m products are blocked) */
+  tnk_dot_rows4_bf16_fn dot_rows4_bf16; /* the same over bf16 */
 } tnk_gemm_config_t;
 
 /* Vectorised fp32 row math; the contracts are in vmath.h. The streaming

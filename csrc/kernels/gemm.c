@@ -818,9 +818,10 @@ static void gemm_amx(const f32_problem_t *p, const ukernel_desc_t *uk) {
 
 typedef struct gemv_ctx {
   const f32_problem_t *p;
-  tnk_dot_rows_fn dot_rows;           /* fp32 */
-  tnk_dot_rows_bf16_fn dot_rows_bf16; /* bf16 (p->a16, p->b16) */
-  tnk_dot_rows4_fn dot_rows4;         /* fp32, four rows at once (small products) */
+  tnk_dot_rows_fn dot_rows;             /* fp32 */
+  tnk_dot_rows_bf16_fn dot_rows_bf16;   /* bf16 (p->a16, p->b16) */
+  tnk_dot_rows4_fn dot_rows4;           /* fp32, four rows at once (small products) */
+  tnk_dot_rows4_bf16_fn dot_rows4_bf16; /* bf16, four rows at once */
 } gemv_ctx_t;
 
 /* Columns [begin, end) of C for every row of A: dot products of A rows with
@@ -849,12 +850,12 @@ static int gemv_applies(const f32_problem_t *p, const ukernel_desc_t *uk) {
 }
 
 static void gemm_gemv(const f32_problem_t *p, const ukernel_desc_t *uk) {
-  gemv_ctx_t c = {p, uk->dot_rows, uk->dot_rows_bf16, NULL};
+  gemv_ctx_t c = {p, uk->dot_rows, uk->dot_rows_bf16, NULL, NULL};
   int64_t grain = 32768 / (p->k > 0 ? p->k : 1);
   tnk_parallel_for(p->n, grain > 16 ? grain : 16, gemv_cols, &c);
 }
 
-/* ---- small products: 4 to SMALL_M rows, B with contiguous columns ----------- */
+/* ---- small products: 4 to SMALL_M rows, B with contiguous columns (fp32, bf16) */
 
 /* x @ W^T for a few rows (small-batch inference, recurrent steps): the
  * blocked path packs all of B, the weight, for a handful of rows; here
@@ -870,9 +871,20 @@ static void small_cols(void *vp, int64_t begin, int64_t end) {
   const f32_problem_t *p = c->p;
   float tmp[4 * SMALL_NB];
   for (int64_t j0 = begin; j0 < end; j0 += SMALL_NB) {
-    int64_t w = end - j0 < SMALL_NB ? end - j0 : SMALL_NB;
+    int64_t w = end - j0 < SMALL_NB ? end - j0 : SMALL_NB, i = 0;
+    if (p->dtype == TNK_BF16) {
+      const uint16_t *wb = p->b16 + j0 * p->sb_c;
+      for (; i + 4 <= p->m; i += 4) {
+        c->dot_rows4_bf16(p->k, p->a16 + i * p->sa_r, p->sa_r, wb, p->sb_c, w, tmp, SMALL_NB);
+        store_tile(p, tmp, SMALL_NB, i, j0, 4, w, 0);
+      }
+      for (; i < p->m; i++) {
+        c->dot_rows_bf16(p->k, p->a16 + i * p->sa_r, wb, p->sb_c, w, tmp);
+        store_tile(p, tmp, (int)w, i, j0, 1, w, 0);
+      }
+      continue;
+    }
     const float *wb = p->b + j0 * p->sb_c;
-    int64_t i = 0;
     for (; i + 4 <= p->m; i += 4) {
       c->dot_rows4(p->k, p->a + i * p->sa_r, p->sa_r, wb, p->sb_c, w, tmp, SMALL_NB);
       store_tile(p, tmp, SMALL_NB, i, j0, 4, w, 0);
@@ -885,12 +897,13 @@ static void small_cols(void *vp, int64_t begin, int64_t end) {
 }
 
 static int small_applies(const f32_problem_t *p, const ukernel_desc_t *uk) {
-  return p->dtype == TNK_F32 && p->m >= 4 && p->m <= SMALL_M && p->sa_c == 1 && p->sb_r == 1 &&
-         uk->dot_rows4 && uk->dot_rows;
+  if (p->m < 4 || p->m > SMALL_M || p->sa_c != 1 || p->sb_r != 1) return 0;
+  if (p->dtype == TNK_F32) return uk->dot_rows4 && uk->dot_rows;
+  return p->dtype == TNK_BF16 && uk->dot_rows4_bf16 && uk->dot_rows_bf16;
 }
 
 static void gemm_small_m(const f32_problem_t *p, const ukernel_desc_t *uk) {
-  gemv_ctx_t c = {p, uk->dot_rows, NULL, uk->dot_rows4};
+  gemv_ctx_t c = {p, uk->dot_rows, uk->dot_rows_bf16, uk->dot_rows4, uk->dot_rows4_bf16};
   int64_t grain = 65536 / (p->k * p->m > 0 ? p->k * p->m : 1);
   tnk_parallel_for(p->n, grain > SMALL_NB ? grain : SMALL_NB, small_cols, &c);
 }
@@ -937,7 +950,9 @@ int tnk_gemm_with(const tnk_config_t *cfg, const tnk_gemm_args_t *g) {
     } else { /* bf16/fp16: bf16 dot products, or converted to fp32 while packing */
       p.a16 = (const uint16_t *)g->a + bi * g->sa_b;
       p.b16 = (const uint16_t *)g->b + bi * g->sb_b;
-      if (gemv_applies(&p, uk))
+      if (small_applies(&p, uk))
+        gemm_small_m(&p, uk);
+      else if (gemv_applies(&p, uk))
         gemm_gemv(&p, uk);
       else if (g->dtype == TNK_BF16 && uk->amx_bf16)
         gemm_round_once(&p, uk, uk->amx_kc, gemm_amx);

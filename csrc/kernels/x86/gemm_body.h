@@ -122,7 +122,8 @@ DOT_ROWS(dot_rows_bf16, uint16_t, vf_load_bf16, bf16_widen)
 // clang-format on
 
 /* Small products of a few rows (small-batch inference, recurrent steps):
- * out[r * ldo + j] = x row r . w row j for r < 4, j < n, fp32. A block of
+ * out[r * ldo + j] = x row r . w row j for r < 4, j < n, for fp32 and bf16
+ * (widened to fp32 on load, fp32 sums, as the one-row form). A block of
  * 4 x rows and DOT_NW w rows keeps 4 * DOT_NW vector accumulators, so each
  * loaded w vector serves 4 rows and each x vector DOT_NW columns, where
  * the one-row form loads two vectors per FMA. DOT_NW is 4 with AVX-512's 32
@@ -132,34 +133,38 @@ DOT_ROWS(dot_rows_bf16, uint16_t, vf_load_bf16, bf16_widen)
 #else
 #define DOT_NW 2
 #endif
-static void dot_rows4_f32(int64_t k, const float *x, int64_t ldx, const float *w, int64_t ldw,
-                          int64_t n, float *out, int64_t ldo) {
-  int64_t j = 0;
-  for (; j + DOT_NW <= n; j += DOT_NW) {
-    vf s[4][DOT_NW];
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-        _Pragma("GCC unroll 4") for (int c = 0; c < DOT_NW; c++) s[r][c] = vf_zero();
-    int64_t i = 0;
-    for (; i + VF_LANES <= k; i += VF_LANES) {
-      vf wv[DOT_NW];
-      _Pragma("GCC unroll 4") for (int c = 0; c < DOT_NW; c++) wv[c] =
-          vf_load(w + (j + c) * ldw + i);
-      _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
-        vf xv = vf_load(x + r * ldx + i);
-        _Pragma("GCC unroll 4") for (int c = 0; c < DOT_NW; c++) s[r][c] =
-            vf_fmadd(xv, wv[c], s[r][c]);
-      }
-    }
-    for (int r = 0; r < 4; r++)
-      for (int c = 0; c < DOT_NW; c++) {
-        float acc = vf_hsum(s[r][c]);
-        for (int64_t t = i; t < k; t++) acc += x[r * ldx + t] * w[(j + c) * ldw + t];
-        out[r * ldo + j + c] = acc;
-      }
+#define DOT_ROWS4(NAME, ONE_ROW, ELT, LOAD, ONE)                                                   \
+  static void NAME(int64_t k, const ELT *x, int64_t ldx, const ELT *w, int64_t ldw, int64_t n,     \
+                   float *out, int64_t ldo) {                                                      \
+    int64_t j = 0;                                                                                 \
+    for (; j + DOT_NW <= n; j += DOT_NW) {                                                         \
+      vf s[4][DOT_NW];                                                                             \
+      _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                          \
+          _Pragma("GCC unroll 4") for (int c = 0; c < DOT_NW; c++) s[r][c] = vf_zero();            \
+      int64_t i = 0;                                                                               \
+      for (; i + VF_LANES <= k; i += VF_LANES) {                                                   \
+        vf wv[DOT_NW];                                                                             \
+        _Pragma("GCC unroll 4") for (int c = 0; c < DOT_NW; c++) wv[c] =                           \
+            LOAD(w + (j + c) * ldw + i);                                                           \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {                                      \
+          vf xv = LOAD(x + r * ldx + i);                                                           \
+          _Pragma("GCC unroll 4") for (int c = 0; c < DOT_NW; c++) s[r][c] =                       \
+              vf_fmadd(xv, wv[c], s[r][c]);                                                        \
+        }                                                                                          \
+      }                                                                                            \
+      for (int r = 0; r < 4; r++)                                                                  \
+        for (int c = 0; c < DOT_NW; c++) {                                                         \
+          float acc = vf_hsum(s[r][c]);                                                            \
+          for (int64_t t = i; t < k; t++) acc += ONE(x[r * ldx + t]) * ONE(w[(j + c) * ldw + t]);  \
+          out[r * ldo + j + c] = acc;                                                              \
+        }                                                                                          \
+    }                                                                                              \
+    for (; j < n; j++) /* the last columns, one at a time */                                       \
+      for (int r = 0; r < 4; r++) ONE_ROW(k, x + r * ldx, w + j * ldw, ldw, 1, out + r * ldo + j); \
   }
-  for (; j < n; j++) /* the last columns, one at a time */
-    for (int r = 0; r < 4; r++)
-      dot_rows_f32(k, x + r * ldx, w + j * ldw, ldw, 1, out + r * ldo + j);
-}
+// clang-format off
+DOT_ROWS4(dot_rows4_f32, dot_rows_f32, float, vf_load, f32_id)
+DOT_ROWS4(dot_rows4_bf16, dot_rows_bf16, uint16_t, vf_load_bf16, bf16_widen)
+// clang-format on
 
 #endif

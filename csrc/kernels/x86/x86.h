@@ -24,7 +24,9 @@
   void tnk_dot_rows_bf16_##SFX(int64_t k, const uint16_t *x, const uint16_t *w, int64_t ldw,       \
                                int64_t n, float *out);                                             \
   void tnk_dot_rows4_f32_##SFX(int64_t k, const float *x, int64_t ldx, const float *w,             \
-                               int64_t ldw, int64_t n, float *out, int64_t ldo);
+                               int64_t ldw, int64_t n, float *out, int64_t ldo);                   \
+  void tnk_dot_rows4_bf16_##SFX(int64_t k, const uint16_t *x, int64_t ldx, const uint16_t *w,      \
+                                int64_t ldw, int64_t n, float *out, int64_t ldo);
 TNK_X86_VMATH_DECL(avx2)
 TNK_X86_VMATH_DECL(avx512)
 
@@ -39,6 +41,9 @@ void tnk_vnormalize_f32_avx2(const float *x, float *y, int64_t n, float mean, fl
 /* AVX-512 only */
 void tnk_ukernel_bf16_avx512(int64_t kp, const uint32_t *a, const uint32_t *b, void *c, int64_t ldc,
                              int mode);
+/* the 4-row dot over bf16 on the AVX512-BF16 dot product (same condition) */
+void tnk_dot_rows4_bf16dp_avx512(int64_t k, const uint16_t *x, int64_t ldx, const uint16_t *w,
+                                 int64_t ldw, int64_t n, float *out, int64_t ldo);
 void tnk_vsoftmax_rows_stream_f32_avx512(const float *x, float *y, int64_t rows, int64_t n,
                                          float *scratch);
 void tnk_vlayer_norm_rows_stream_f32_avx512(const float *x, float *y, int64_t rows, int64_t n,

@@ -27,6 +27,7 @@ void tnk_config_init_avx2(tnk_config_t *c) {
   g->nc = 2048; /* columns of B per packed panel */
   g->dot_rows = tnk_dot_rows_f32_avx2;
   g->dot_rows4 = tnk_dot_rows4_f32_avx2;
+  g->dot_rows4_bf16 = tnk_dot_rows4_bf16_avx2;
   g->dot_rows_bf16 = tnk_dot_rows_bf16_avx2;
 
   c->loops = &tnk_eltwise_loops_avx2;

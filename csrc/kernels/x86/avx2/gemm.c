@@ -25,6 +25,11 @@ void tnk_dot_rows4_f32_avx2(int64_t k, const float *x, int64_t ldx, const float 
   dot_rows4_f32(k, x, ldx, w, ldw, n, out, ldo);
 }
 
+void tnk_dot_rows4_bf16_avx2(int64_t k, const uint16_t *x, int64_t ldx, const uint16_t *w,
+                             int64_t ldw, int64_t n, float *out, int64_t ldo) {
+  dot_rows4_bf16(k, x, ldx, w, ldw, n, out, ldo);
+}
+
 void tnk_dot_rows_bf16_avx2(int64_t k, const uint16_t *x, const uint16_t *w, int64_t ldw, int64_t n,
                             float *out) {
   dot_rows_bf16(k, x, w, ldw, n, out);

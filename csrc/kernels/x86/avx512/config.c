@@ -30,12 +30,14 @@ void tnk_config_init_avx512(tnk_config_t *c) {
   g->nc = 2048;
   g->dot_rows = tnk_dot_rows_f32_avx512;
   g->dot_rows4 = tnk_dot_rows4_f32_avx512;
+  g->dot_rows4_bf16 = tnk_dot_rows4_bf16_avx512;
   g->dot_rows_bf16 = tnk_dot_rows_bf16_avx512;
   if (c->features & TNK_FEAT_AVX512BF16) {
     g->bf16 = tnk_ukernel_bf16_avx512;
     g->bf16_mr = 12;
     g->bf16_nr = 32;
     g->bf16_kc = 2048; /* bf16 panels are half the bytes */
+    g->dot_rows4_bf16 = tnk_dot_rows4_bf16dp_avx512;
   }
   const char *amx = getenv("TORCH_NEURONX_AMX");
   if (g->bf16 && !(amx && !strcmp(amx, "0")) && tnk_amx_usable()) {
