@@ -171,3 +171,21 @@ def test_fused_cell_bad_input_raises_as_cuda_does():
         torch.ops.aten._thnn_fused_lstm_cell(g, g, cx, torch.randn(8, device="neuron"))
     with pytest.raises(RuntimeError, match="floating point"):
         torch.ops.aten._thnn_fused_lstm_cell(g.long(), g.long(), cx.long())
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_rnn_under_autocast_matches_cpu_autocast(kind, no_fallback):
+    """bf16 autocast: the fused cells are on the lower-precision list every
+    accelerator backend shares (CUDA's too), so the layer's output is bf16;
+    CPU's own list leaves GRU's cell in fp32. Values within bf16 precision
+    of CPU's autocast run."""
+    torch.manual_seed(9)
+    layer = getattr(torch.nn, kind)(16, 8, num_layers=2)
+    x = torch.randn(5, 3, 16)
+    out = {}
+    for dev in ("cpu", "neuron"):
+        m = copy.deepcopy(layer).to(dev)
+        with torch.autocast(dev, dtype=torch.bfloat16):
+            out[dev] = m(x.to(dev))[0]
+    assert out["neuron"].dtype == torch.bfloat16
+    assert_same(out["neuron"], out["cpu"].to(torch.bfloat16), atol=3e-2, rtol=3e-2)
