@@ -189,3 +189,18 @@ def test_rnn_under_autocast_matches_cpu_autocast(kind, no_fallback):
             out[dev] = m(x.to(dev))[0]
     assert out["neuron"].dtype == torch.bfloat16
     assert_same(out["neuron"], out["cpu"].to(torch.bfloat16), atol=3e-2, rtol=3e-2)
+
+
+def test_fused_cell_backward_rejects_mixed_dtypes():
+    """The backward ops read every tensor as the workspace's dtype: a
+    gradient of another dtype raises instead of being misread."""
+    ws = torch.rand(2, 8, device="neuron")
+    cx, cy = torch.randn(2, 2, device="neuron"), torch.randn(2, 2, device="neuron")
+    with pytest.raises(RuntimeError, match="dtype"):
+        torch.ops.aten._thnn_fused_lstm_cell_backward_impl(cx.double(), None, cx, cy, ws, True)
+    with pytest.raises(RuntimeError, match="dtype"):
+        torch.ops.aten._thnn_fused_gru_cell_backward(
+            torch.randn(2, 2, device="neuron", dtype=torch.float64),
+            torch.rand(2, 10, device="neuron"),
+            True,
+        )

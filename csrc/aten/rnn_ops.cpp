@@ -122,7 +122,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(
                   cx.numel() == cy.numel(),
               "_thnn_fused_lstm_cell_backward: workspace ", ws.sizes(), ", cx ", cx.sizes(),
               " and cy ", cy.sizes(), " do not match");
-  for (const at::Tensor *x : {&cx, &cy})
+  std::vector<const at::Tensor *> all{&cx, &cy};
+  if (gh) all.push_back(&*grad_hy);
+  if (gc) all.push_back(&*grad_cy);
+  for (const at::Tensor *x : all)
     TORCH_CHECK(x->device() == ws.device() && x->scalar_type() == ws.scalar_type(),
                 "_thnn_fused_lstm_cell_backward: every tensor must be on ", ws.device(),
                 " with dtype ", ws.scalar_type());
