@@ -310,6 +310,31 @@ def test_logical_ops(dtype):
     assert torch_neuronx.get_fallback_ops() == {}
 
 
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.float32])
+@pytest.mark.parametrize("name", ["all", "any"])
+def test_all_any_every_form(name, dtype):
+    """all/any over one dim, several, none and every one, with and without
+    keepdim and out=: native, and equal to the CPU's (uint8 stays uint8)."""
+    torch_neuronx.clear_op_tracking()
+    g = torch.Generator().manual_seed(3)
+    x = (torch.rand(3, 4, 5, generator=g) > 0.3).to(dtype)
+    x[1] = 1  # some slices all true
+    xn = x.neuron()
+    f = getattr(torch, name)
+    for dim in (0, -1, (0, 2), (), None):
+        for keepdim in (False, True):
+            kw = {} if dim is None else {"dim": dim}
+            assert_same(f(xn, keepdim=keepdim, **kw), f(x, keepdim=keepdim, **kw))
+            out_n = torch.empty(0, dtype=torch.bool, device="neuron")
+            out_c = torch.empty(0, dtype=torch.bool)
+            if dim is None:
+                f(xn, out=out_n), f(x, out=out_c)
+            else:
+                f(xn, dim, keepdim, out=out_n), f(x, dim, keepdim, out=out_c)
+            assert_same(out_n, out_c)
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_baddbmm(dtype):
     torch_neuronx.clear_op_tracking()

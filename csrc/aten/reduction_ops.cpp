@@ -300,8 +300,13 @@ at::Tensor &logical_reduce(const at::Tensor &self, at::OptionalIntArrayRef dims,
   bool ok;
   to_tnk(self.scalar_type(), &ok);
   if (!ok || out.scalar_type() != at::kBool || self.dim() > TNRT_MAX_DIMS) return out;
-  at::native::resize_output(out, reduced_shape(self, dims, keepdim));
   *done = true;
+  if (dims.has_value() && dims->empty()) {
+    // an empty dim list reduces nothing (unlike sum's): each element's truth
+    at::native::resize_output(out, self.sizes());
+    return at::ne_out(out, self, 0);
+  }
+  at::native::resize_output(out, reduced_shape(self, dims, keepdim));
   if (out.numel() == 0) return out;
   tnk_reduce_args_t a{};
   fill_reduce_args(self, dims, keepdim, out, &a);
@@ -317,27 +322,48 @@ at::Tensor as_input_dtype(const at::Tensor &r, const at::Tensor &self) {
 }
 }  // namespace
 
-#define NEURON_LOGICAL(NAME, OP)                                                        \
-  at::Tensor NAME##_all(const at::Tensor &self) {                                       \
-    at::Tensor out = at::empty({}, self.options().dtype(at::kBool));                    \
-    bool done;                                                                          \
-    logical_reduce(self, std::nullopt, false, OP, out, &done);                          \
-    return done ? as_input_dtype(out, self) : FALLBACK(NAME, self);                     \
-  }                                                                                     \
-  at::Tensor &NAME##_all_out(const at::Tensor &self, at::Tensor &out) {                 \
-    bool done;                                                                          \
-    logical_reduce(self, std::nullopt, false, OP, out, &done);                          \
-    return done ? out : FALLBACK(NAME##_all_out, self, out);                            \
-  }                                                                                     \
-  at::Tensor NAME##_dim(const at::Tensor &self, int64_t dim, bool keepdim) {            \
-    at::Tensor out = at::empty({0}, self.options().dtype(at::kBool));                   \
-    bool done;                                                                          \
-    int64_t d = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));             \
-    logical_reduce(self,                                                                \
-                   self.dim() ? at::OptionalIntArrayRef(at::IntArrayRef(d))             \
-                              : at::OptionalIntArrayRef(std::nullopt),                  \
-                   keepdim, OP, out, &done);                                            \
-    return done ? as_input_dtype(out, self) : FALLBACK(NAME##_dim, self, dim, keepdim); \
+#define NEURON_LOGICAL(NAME, OP)                                                                   \
+  at::Tensor NAME##_all(const at::Tensor &self) {                                                  \
+    at::Tensor out = at::empty({}, self.options().dtype(at::kBool));                               \
+    bool done;                                                                                     \
+    logical_reduce(self, std::nullopt, false, OP, out, &done);                                     \
+    return done ? as_input_dtype(out, self) : FALLBACK(NAME, self);                                \
+  }                                                                                                \
+  at::Tensor &NAME##_all_out(const at::Tensor &self, at::Tensor &out) {                            \
+    bool done;                                                                                     \
+    logical_reduce(self, std::nullopt, false, OP, out, &done);                                     \
+    return done ? out : FALLBACK(NAME##_all_out, self, out);                                       \
+  }                                                                                                \
+  at::Tensor NAME##_dim(const at::Tensor &self, int64_t dim, bool keepdim) {                       \
+    at::Tensor out = at::empty({0}, self.options().dtype(at::kBool));                              \
+    bool done;                                                                                     \
+    int64_t d = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));                        \
+    logical_reduce(self,                                                                           \
+                   self.dim() ? at::OptionalIntArrayRef(at::IntArrayRef(d))                        \
+                              : at::OptionalIntArrayRef(std::nullopt),                             \
+                   keepdim, OP, out, &done);                                                       \
+    return done ? as_input_dtype(out, self) : FALLBACK(NAME##_dim, self, dim, keepdim);            \
+  }                                                                                                \
+  at::Tensor &NAME##_dim_out(const at::Tensor &self, int64_t dim, bool keepdim, at::Tensor &out) { \
+    bool done;                                                                                     \
+    int64_t d = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));                        \
+    logical_reduce(self,                                                                           \
+                   self.dim() ? at::OptionalIntArrayRef(at::IntArrayRef(d))                        \
+                              : at::OptionalIntArrayRef(std::nullopt),                             \
+                   keepdim, OP, out, &done);                                                       \
+    return done ? out : FALLBACK(NAME##_out, self, dim, keepdim, out);                             \
+  }                                                                                                \
+  at::Tensor NAME##_dims(const at::Tensor &self, at::OptionalIntArrayRef dims, bool keepdim) {     \
+    at::Tensor out = at::empty({0}, self.options().dtype(at::kBool));                              \
+    bool done;                                                                                     \
+    logical_reduce(self, dims, keepdim, OP, out, &done);                                           \
+    return done ? as_input_dtype(out, self) : FALLBACK(NAME##_dims, self, dims, keepdim);          \
+  }                                                                                                \
+  at::Tensor &NAME##_dims_out(const at::Tensor &self, at::OptionalIntArrayRef dims, bool keepdim,  \
+                              at::Tensor &out) {                                                   \
+    bool done;                                                                                     \
+    logical_reduce(self, dims, keepdim, OP, out, &done);                                           \
+    return done ? out : FALLBACK(NAME##_dims_out, self, dims, keepdim, out);                       \
   }
 
 NEURON_LOGICAL(all, TNK_ALL)
@@ -673,9 +699,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("all", all_all);
   m.impl("all.all_out", all_all_out);
   m.impl("all.dim", all_dim);
+  m.impl("all.out", all_dim_out);
+  m.impl("all.dims", all_dims);
+  m.impl("all.dims_out", all_dims_out);
   m.impl("any", any_all);
   m.impl("any.all_out", any_all_out);
   m.impl("any.dim", any_dim);
+  m.impl("any.out", any_dim_out);
+  m.impl("any.dims", any_dims);
+  m.impl("any.dims_out", any_dims_out);
   m.impl("argmax", argmax);
   m.impl("argmax.out", argmax_out);
   m.impl("argmin", argmin);
