@@ -3,25 +3,94 @@
 // PyTorch gives PrivateUse1 devices nested-tensor fast paths without kernels:
 // nn.TransformerEncoder in eval mode with a src_key_padding_mask packs the
 // batch into a nested tensor on the input's device (transformer.py lists the
-// PrivateUse1 device beside cpu and cuda) and runs every layer on it, and
-// without a NestedTensorPrivateUse1 kernel for _to_copy even moving one to
-// the CPU raised. A nested tensor is a dense buffer with per-entry sizes,
-// strides and offsets; ATen's own device-generic nested kernels for copies,
-// empty_like, clone and alias work on any device's buffer, so they are
-// registered here as they are for CUDA. Every other nested op runs through
-// the boxed fallback below: its nested and dense neuron arguments are copied
-// to the CPU, the op runs on ATen's NestedTensorCPU kernels, written
-// arguments are copied back and results moved to the device. It counts and
-// warns as the dense CPU fallback does (TORCH_NEURONX_FALLBACK). Unlike the
-// dense fallback it returns views of nested inputs (unbind, select) as
-// copies: writing through one does not change the nested tensor.
+// PrivateUse1 device beside cpu and cuda) and runs every layer on it. A
+// nested tensor is a dense buffer on the device with per-entry sizes, strides
+// and offsets held in CPU tensors. Most of ATen's nested kernels only edit
+// that metadata and call ATen ops on the buffer or on per-entry views of it,
+// so they run on any device: they are registered here as they are for CUDA,
+// and their work lands on neuron's own dense kernels. Among them are the
+// views (unbind, select, view, transpose, unsqueeze, squeeze, narrow, chunk,
+// split, values, detach): they share the device buffer, so writing through
+// one changes the nested tensor, as on CPU.
+//
+// Left to the boxed fallback below are the few kernels that reach the buffer
+// from the host (the sum over the last dimension and its backward loop over
+// data_ptr; layer_norm and _transform_bias_rescale_qkv call CPU kernel stubs)
+// and those built on them (the fused transformer layer and multi-head
+// attention): their nested and dense neuron arguments are copied to the CPU,
+// the op runs on ATen's NestedTensorCPU kernels, written arguments are copied
+// back and results moved to the device. None of them returns a view. The
+// fallback counts and warns as the dense CPU fallback does
+// (TORCH_NEURONX_FALLBACK).
 #include "neuron.h"
 
+#include <ATen/ops/_nested_from_padded_and_nested_example_native.h>
+#include <ATen/ops/_nested_from_padded_native.h>
+#include <ATen/ops/_nested_select_backward_native.h>
+#include <ATen/ops/_nested_tensor_size_native.h>
+#include <ATen/ops/_nested_tensor_softmax_with_shape_native.h>
+#include <ATen/ops/_nested_tensor_storage_offsets_native.h>
+#include <ATen/ops/_nested_tensor_strides_native.h>
+#include <ATen/ops/_softmax_native.h>
+#include <ATen/ops/_softmax_backward_data_native.h>
 #include <ATen/ops/_to_copy_native.h>
+#include <ATen/ops/abs_native.h>
+#include <ATen/ops/add_native.h>
 #include <ATen/ops/alias_native.h>
+#include <ATen/ops/all_native.h>
+#include <ATen/ops/bmm_native.h>
+#include <ATen/ops/cat_native.h>
+#include <ATen/ops/chunk_native.h>
 #include <ATen/ops/clone_native.h>
 #include <ATen/ops/copy_native.h>
+#include <ATen/ops/cos_native.h>
+#include <ATen/ops/detach_native.h>
+#include <ATen/ops/div_native.h>
+#include <ATen/ops/embedding_native.h>
 #include <ATen/ops/empty_like_native.h>
+#include <ATen/ops/eq_native.h>
+#include <ATen/ops/fill_native.h>
+#include <ATen/ops/ge_native.h>
+#include <ATen/ops/gelu_native.h>
+#include <ATen/ops/gelu_backward_native.h>
+#include <ATen/ops/gt_native.h>
+#include <ATen/ops/is_same_size_native.h>
+#include <ATen/ops/isinf_native.h>
+#include <ATen/ops/isnan_native.h>
+#include <ATen/ops/isneginf_native.h>
+#include <ATen/ops/isposinf_native.h>
+#include <ATen/ops/linear_native.h>
+#include <ATen/ops/linear_backward_native.h>
+#include <ATen/ops/logical_not_native.h>
+#include <ATen/ops/masked_fill_native.h>
+#include <ATen/ops/matmul_native.h>
+#include <ATen/ops/matmul_backward_native.h>
+#include <ATen/ops/mul_native.h>
+#include <ATen/ops/narrow_native.h>
+#include <ATen/ops/native_dropout_native.h>
+#include <ATen/ops/neg_native.h>
+#include <ATen/ops/normal_native.h>
+#include <ATen/ops/ones_like_native.h>
+#include <ATen/ops/relu_native.h>
+#include <ATen/ops/select_native.h>
+#include <ATen/ops/sgn_native.h>
+#include <ATen/ops/silu_native.h>
+#include <ATen/ops/silu_backward_native.h>
+#include <ATen/ops/sin_native.h>
+#include <ATen/ops/split_with_sizes_native.h>
+#include <ATen/ops/sqrt_native.h>
+#include <ATen/ops/squeeze_native.h>
+#include <ATen/ops/sub_native.h>
+#include <ATen/ops/tanh_native.h>
+#include <ATen/ops/threshold_backward_native.h>
+#include <ATen/ops/to_padded_tensor_native.h>
+#include <ATen/ops/transpose_native.h>
+#include <ATen/ops/unbind_native.h>
+#include <ATen/ops/unsqueeze_native.h>
+#include <ATen/ops/values_native.h>
+#include <ATen/ops/view_native.h>
+#include <ATen/ops/where_native.h>
+#include <ATen/ops/zero_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -120,11 +189,105 @@ void nested_cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
-  m.impl("_to_copy", at::native::_to_copy_nested);
-  m.impl("copy_", at::native::copy_nested_);
-  m.impl("empty_like", at::native::empty_like_nested);
-  m.impl("clone", at::native::clone_nested);
-  m.impl("alias", at::native::alias_nested);
+  using at::Tensor;
+  namespace n = at::native;
+  // copies and factories
+  m.impl("_to_copy", n::_to_copy_nested);
+  m.impl("copy_", n::copy_nested_);
+  m.impl("empty_like", n::empty_like_nested);
+  m.impl("ones_like", n::ones_like);
+  m.impl("clone", n::clone_nested);
+  m.impl("fill_.Scalar", static_cast<Tensor &(*)(Tensor &, const at::Scalar &)>(n::fill_nested_));
+  m.impl("fill_.Tensor", static_cast<Tensor &(*)(Tensor &, const Tensor &)>(n::fill_nested_));
+  m.impl("zero_", n::zero_nested_);
+  m.impl("normal_", n::normal_nested_);
+  m.impl("cat", n::cat_nested);
+  m.impl("to_padded_tensor", n::NestedTensor_to_padded_tensor_generic);
+  m.impl("_nested_from_padded_and_nested_example", n::NestedTensor_from_padded_and_nested_example);
+  // metadata
+  m.impl("_nested_tensor_size", n::_nested_tensor_size);
+  m.impl("_nested_tensor_strides", n::_nested_tensor_strides);
+  m.impl("_nested_tensor_storage_offsets", n::_nested_tensor_storage_offsets);
+  m.impl("is_same_size", n::nested_is_same_size);
+  // views of the device buffer
+  m.impl("alias", n::alias_nested);
+  m.impl("detach", n::detach);
+  m.impl("values", n::values_nested);
+  m.impl("unbind.int", n::NestedTensor_unbind);
+  m.impl("select.int", n::select_nested);
+  m.impl("transpose.int", n::transpose_nested);
+  m.impl("unsqueeze", n::unsqueeze_nested);
+  m.impl("squeeze", n::squeeze_nested);
+  m.impl("squeeze.dim", static_cast<Tensor (*)(const Tensor &, int64_t)>(n::squeeze_dim_nested));
+  m.impl("squeeze.dims",
+         static_cast<Tensor (*)(const Tensor &, at::IntArrayRef)>(n::squeeze_dim_nested));
+  m.impl("view", n::view_nested);
+  m.impl("narrow", n::narrow_nested_symint);
+  m.impl("chunk", n::chunk_nested_tensor);
+  m.impl("split_with_sizes", n::split_with_sizes_nested);
+  // element-wise, on the buffer
+  m.impl("add.Tensor", n::NestedTensor_add_Tensor);
+  m.impl("add_.Tensor", n::NestedTensor_add__Tensor);
+  m.impl("sub.Tensor", n::NestedTensor_sub_Tensor);
+  m.impl("mul.Tensor", n::NestedTensor_mul_Tensor);
+  m.impl("mul_.Tensor", n::NestedTensor_mul__Tensor);
+  m.impl("mul.Scalar", n::NestedTensor_mul_Scalar);
+  m.impl("mul_.Scalar", n::NestedTensor_mul__Scalar);
+  m.impl("div.Tensor", n::NestedTensor_div_Tensor);
+  m.impl("div.Scalar", n::NestedTensor_div_Scalar);
+  m.impl("eq.Scalar", n::eq_scalar_nested);
+  m.impl("eq.Tensor", n::eq_tensor_nested);
+  m.impl("ge.Scalar", n::ge_scalar_nested);
+  m.impl("gt.Scalar", n::gt_scalar_nested);
+  m.impl("masked_fill.Scalar", n::NestedTensor_masked_fill);
+  m.impl("where.self", n::NestedTensor_where);
+  m.impl("where.self_out", n::NestedTensor_where_out);
+  m.impl("abs", n::NestedTensor_abs);
+  m.impl("abs_", n::NestedTensor_abs_);
+  m.impl("neg", n::NestedTensor_neg);
+  m.impl("neg_", n::NestedTensor_neg_);
+  m.impl("sgn", n::NestedTensor_sgn);
+  m.impl("sgn_", n::NestedTensor_sgn_);
+  m.impl("relu", n::NestedTensor_relu);
+  m.impl("relu_", n::NestedTensor_relu_);
+  m.impl("gelu", n::NestedTensor_gelu);
+  m.impl("gelu_", n::NestedTensor_gelu_);
+  m.impl("silu", n::NestedTensor_silu);
+  m.impl("silu_", n::NestedTensor_silu_);
+  m.impl("tanh", n::NestedTensor_tanh);
+  m.impl("tanh_", n::NestedTensor_tanh_);
+  m.impl("logical_not", n::NestedTensor_logical_not);
+  m.impl("logical_not_", n::NestedTensor_logical_not_);
+  m.impl("sqrt", n::NestedTensor_sqrt);
+  m.impl("sin", n::NestedTensor_sin);
+  m.impl("cos", n::NestedTensor_cos);
+  m.impl("isnan", n::NestedTensor_isnan);
+  m.impl("isinf", n::NestedTensor_isinf);
+  m.impl("isposinf", n::NestedTensor_isposinf);
+  m.impl("isneginf", n::NestedTensor_isneginf);
+  m.impl("native_dropout", n::native_dropout_nested);
+  // per-entry reductions and products
+  m.impl("all.dim", n::NestedTensor_all);
+  m.impl("_softmax", n::softmax_nested);
+  m.impl("_nested_tensor_softmax_with_shape", n::NestedTensor_softmax_dropout);
+  m.impl("bmm", n::bmm_nested);
+  m.impl("matmul", n::matmul_nested);
+  m.impl("matmul.out", n::matmul_out_nested);
+  m.impl("linear", n::nested_linear);
+  m.impl("embedding", n::NestedTensor_embedding);
+  // backward
+  m.impl("_softmax_backward_data", n::nested_softmax_backward);
+  m.impl("_nested_select_backward", n::_nested_select_backward_symint);
+  m.impl("linear_backward", n::nested_linear_backward);
+  m.impl("matmul_backward", n::matmul_backward_nested);
+  m.impl("threshold_backward", n::threshold_backwards_nested);
+  m.impl("gelu_backward", n::gelu_backwards_nested);
+  m.impl("silu_backward", n::silu_backward_nested);
+}
+
+// A padded dense tensor back to a nested one (to_padded_tensor's backward).
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_nested_from_padded", at::native::nested_from_padded_generic);
 }
 
 TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
