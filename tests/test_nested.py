@@ -228,3 +228,28 @@ def test_nested_dropout_keeps_or_zeroes_entries(no_fallback):
         kept = got != 0
         torch.testing.assert_close(got[kept], src[kept] * 2)
         assert 0 < kept.sum() < got.numel()
+
+
+def test_as_nested_tensor_views_the_dense_tensor(no_fallback):
+    """torch.nested.as_nested_tensor of a tensor is a view of it (as on CPU),
+    and gradients flow back to it."""
+    out = {}
+    for dev in ("cpu", "neuron"):
+        d = torch.arange(24.0).reshape(2, 3, 4).to(dev)
+        nt = torch.nested.as_nested_tensor(d)
+        assert nt.is_nested and nt.device == d.device
+        nt.unbind()[1].mul_(-1)
+        x = torch.linspace(-1, 1, 24).reshape(2, 3, 4).to(dev).requires_grad_()
+        (torch.nested.as_nested_tensor(x).to_padded_tensor(0.0).square() * 3).sum().backward()
+        out[dev] = (d.cpu(), x.grad.cpu())
+    for n, c in zip(out["neuron"], out["cpu"]):
+        torch.testing.assert_close(n, c, rtol=0, atol=0)
+
+
+def test_nested_save_load_round_trip(tmp_path, no_fallback):
+    nt = torch.nested.nested_tensor(parts(), device="neuron")
+    torch.save(nt, tmp_path / "nt.pt")
+    back = torch.load(tmp_path / "nt.pt")
+    assert back.is_nested and back.device == nt.device
+    for got, want in zip(back.unbind(), parts()):
+        torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)

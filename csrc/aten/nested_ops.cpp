@@ -31,6 +31,7 @@
 #include <ATen/ops/_nested_tensor_softmax_with_shape_native.h>
 #include <ATen/ops/_nested_tensor_storage_offsets_native.h>
 #include <ATen/ops/_nested_tensor_strides_native.h>
+#include <ATen/ops/_nested_view_from_buffer_native.h>
 #include <ATen/ops/_softmax_native.h>
 #include <ATen/ops/_softmax_backward_data_native.h>
 #include <ATen/ops/_to_copy_native.h>
@@ -285,9 +286,13 @@ TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   m.impl("silu_backward", n::silu_backward_nested);
 }
 
-// A padded dense tensor back to a nested one (to_padded_tensor's backward).
+// Dense device tensors to nested ones: a padded tensor back to a nested one
+// (to_padded_tensor's backward), and a nested view of a dense buffer
+// (torch.nested.as_nested_tensor of a tensor, torch.load of a nested tensor;
+// its sizes, strides and offsets are CPU tensors, as for every nested tensor).
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_nested_from_padded", at::native::nested_from_padded_generic);
+  m.impl("_nested_view_from_buffer", at::native::_nested_view_from_buffer);
 }
 
 TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
