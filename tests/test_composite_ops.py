@@ -1,6 +1,7 @@
 """Ops composed from native kernels (variance, norms, dropout, mse_loss,
-softplus, log_sigmoid, sign, flip, eye, linspace, prod) against CPU, forward
-and backward, with no CPU fallback."""
+softplus, log_sigmoid, sign, flip, eye, linspace, prod, binary_cross_entropy,
+huber_loss, threshold and the shrinks, masked_scatter, count_nonzero,
+repeat_interleave) against CPU, forward and backward, with no CPU fallback."""
 
 import pytest
 import torch
@@ -466,3 +467,136 @@ def test_logcumsumexp_matches_cpu(dtype, dim):
         yn.grad, yc.grad, **(tol if dtype != torch.bfloat16 else {"rtol": 5e-2, "atol": 5e-2})
     )
     assert torch_neuronx.get_fallback_ops() == {}
+
+
+def probabilities(shape, seed):
+    """Values in [0, 1], with exact 0s and 1s (where each log clamps at -100)."""
+    p = torch.rand(shape, generator=torch.Generator().manual_seed(seed))
+    p.view(-1)[:2] = torch.tensor([0.0, 1.0])
+    return p
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_binary_cross_entropy(reduction, weighted):
+    x, t = probabilities((6, 5), 1), probabilities((6, 5), 2)
+    w = torch.rand(5, generator=torch.Generator().manual_seed(3)) if weighted else None
+    x.view(-1)[2:4] = torch.tensor([1.0, 0.0])  # log(0) where the target is 1 and 0
+    grad_check(
+        lambda a, b: F.binary_cross_entropy(
+            a, b, weight=None if w is None else w.to(a.device), reduction=reduction
+        ),
+        x,
+        t,
+        tol={"rtol": 1e-5, "atol": 1e-5},
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_binary_cross_entropy_dtypes_and_errors(dtype):
+    x, t = probabilities((7, 3), 4).to(dtype), probabilities((7, 3), 5).to(dtype)
+    assert_same(
+        F.binary_cross_entropy(x.neuron(), t.neuron()),
+        F.binary_cross_entropy(x, t),
+        **({"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {}),
+    )
+    bad = x.clone()
+    bad[0, 0] = 1.5
+    with pytest.raises(RuntimeError, match="between 0 and 1"):
+        F.binary_cross_entropy(bad.neuron(), t.neuron())
+    bad[0, 0] = float("nan")
+    with pytest.raises(RuntimeError, match="between 0 and 1"):
+        F.binary_cross_entropy(bad.neuron(), t.neuron())
+    with pytest.raises(RuntimeError, match="expected"):
+        torch.ops.aten.binary_cross_entropy(
+            x.neuron(), t.float().neuron() if dtype != torch.float32 else t.double().neuron()
+        )
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        torch.ops.aten.binary_cross_entropy(x.long().neuron(), t.long().neuron())
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("delta", [0.5, 1.0, 2.0])
+def test_huber_loss(reduction, delta):
+    a = torch.randn(5, 7, generator=torch.Generator().manual_seed(6)) * 2
+    b = torch.randn(5, 7, generator=torch.Generator().manual_seed(7))
+    grad_check(lambda x, y: F.huber_loss(x, y, reduction=reduction, delta=delta), a, b)
+    with pytest.raises(RuntimeError, match="non-positive"):
+        F.huber_loss(a.neuron(), b.neuron(), delta=0.0)
+
+
+def test_threshold_and_shrinks():
+    x = torch.randn(6, 9, generator=torch.Generator().manual_seed(8))
+    x[0, :2] = torch.tensor([0.5, -0.5])  # on the edges
+    fns = (
+        lambda v: F.threshold(v, 0.1, 2.0),
+        lambda v: F.hardshrink(v, 0.5),
+        lambda v: F.softshrink(v, 0.5),
+        lambda v: F.relu6(v),
+    )
+    for fn in fns:
+        grad_check(fn, x)
+    # NaN passes through forward (CPU's own gradient at a NaN differs between
+    # its scalar and vector loops, so only the forward is compared)
+    x[0, 2] = float("nan")
+    for fn in fns:
+        assert_same(fn(x.neuron()), fn(x), equal_nan=True)
+    ints = torch.arange(-4, 5)
+    assert_same(F.threshold(ints.neuron(), 1.5, 7.9), F.threshold(ints, 1.5, 7.9))
+    out = torch.empty(0, device="neuron")
+    torch.ops.aten.softshrink.out(x.neuron(), 0.25, out=out)
+    assert_same(out, F.softshrink(x, 0.25), equal_nan=True)
+    with pytest.raises(RuntimeError, match="lambda must be in range"):
+        F.softshrink(x.neuron(), -1.0)
+
+
+def test_masked_scatter():
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(4, 6, generator=g)
+    mask = torch.rand(4, 6, generator=g) > 0.4
+    src = torch.randn(30, generator=g)
+    grad_check(lambda a, s: a.masked_scatter(mask.to(a.device), s), x, src)
+    # a mask broadcast over rows, a strided self written in place
+    row = torch.rand(6, generator=g) > 0.5
+    xn, xc = x.neuron().t(), x.clone().t()
+    xn.masked_scatter_(row[:4].neuron(), src[:30].neuron())
+    xc.masked_scatter_(row[:4], src[:30])
+    assert_same(xn, xc)
+    assert_same(xn.masked_scatter_(torch.zeros_like(xn, dtype=torch.bool), src.neuron()), xc)
+    with pytest.raises(RuntimeError, match="Number of elements of source"):
+        x.neuron().masked_scatter_(torch.ones(4, 6, dtype=torch.bool).neuron(), src[:5].neuron())
+    with pytest.raises(RuntimeError, match="boolean masks"):
+        x.neuron().masked_scatter_(mask.int().neuron(), src.neuron())
+    with pytest.raises(RuntimeError, match="same dtypes"):
+        x.neuron().masked_scatter_(mask.neuron(), src.double().neuron())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.complex64])
+def test_count_nonzero(dtype):
+    x = (torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(10)) > 0.3).to(dtype) * 1
+    x = x.to(dtype)
+    for dim in (None, 0, -1, (0, 2), ()):
+        kw = {} if dim is None else {"dim": dim}
+        assert_same(torch.count_nonzero(x.neuron(), **kw), torch.count_nonzero(x, **kw))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_repeat_interleave_with_tensor_repeats(dtype):
+    reps = torch.tensor([2, 0, 3, 1, 0], dtype=dtype)
+    assert_same(torch.repeat_interleave(reps.neuron()), torch.repeat_interleave(reps))
+    assert_same(
+        torch.repeat_interleave(reps.neuron(), output_size=6),
+        torch.repeat_interleave(reps, output_size=6),
+    )
+    x = torch.randn(5, 3, generator=torch.Generator().manual_seed(11))
+    grad_check(lambda a: torch.repeat_interleave(a, reps.to(a.device), dim=0), x)
+    empty = torch.empty(0, dtype=dtype)
+    assert_same(torch.repeat_interleave(empty.neuron()), torch.repeat_interleave(empty))
+    with pytest.raises(RuntimeError, match="can not be negative"):
+        torch.repeat_interleave(torch.tensor([1, -1], dtype=dtype).neuron())
+    with pytest.raises(RuntimeError, match="1D"):
+        torch.repeat_interleave(reps.view(1, -1).neuron())
+    with pytest.raises(RuntimeError, match="does not match"):
+        torch.repeat_interleave(reps.neuron(), output_size=5)
+    with pytest.raises(NotImplementedError, match="Float"):
+        torch.repeat_interleave(reps.float().neuron())

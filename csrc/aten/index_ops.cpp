@@ -1280,8 +1280,59 @@ at::Tensor embedding_bag_per_sample_weights_backward(
 
 }  // namespace
 
+// ------------------------------------------ masked_scatter_, count_nonzero,
+// repeat_interleave: composites of native ops. masked_scatter_ and
+// repeat_interleave need a count on the host first (one synchronisation, as
+// their output or source extent depends on the data; CUDA syncs there too).
+
+at::Tensor &masked_scatter_(at::Tensor &self, const at::Tensor &mask, const at::Tensor &source) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool,
+              "masked_scatter_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
+              "masked_scatter: expected self and source to have same dtypes but got",
+              self.scalar_type(), " and ", source.scalar_type());
+  at::assert_no_internal_overlap(self);
+  at::Tensor m = *at::expand_inplace(self, mask, "masked_scatter_");
+  int64_t count = m.numel() ? m.sum().item<int64_t>() : 0;
+  TORCH_CHECK(count <= source.numel(), "Number of elements of source < number of ones in mask");
+  if (count == 0) return self;
+  return self.index_put_({m}, source.reshape({-1}).narrow(0, 0, count));
+}
+
+at::Tensor count_nonzero_dims(const at::Tensor &self, at::IntArrayRef dims) {
+  return at::ne(self, 0).sum(dims);
+}
+
+at::Tensor repeat_interleave_counts(const at::Tensor &repeats,
+                                    std::optional<c10::SymInt> output_size) {
+  TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+      "\"repeat_interleave\" not implemented for '", repeats.scalar_type(), "'");
+  if (repeats.numel() == 0) {
+    TORCH_CHECK(!output_size.has_value() || *output_size == 0,
+                "allocated size does not match required size");
+    return at::empty({0}, repeats.options());
+  }
+  at::Tensor ends = repeats.cumsum(0, at::kLong);
+  // the smallest repeat and the total in one copy to the host
+  at::Tensor host = at::stack({repeats.min().to(at::kLong), ends[-1]}).cpu();
+  TORCH_CHECK(host[0].item<int64_t>() >= 0, "repeats can not be negative");
+  int64_t total = host[1].item<int64_t>();
+  TORCH_CHECK(!output_size.has_value() || *output_size == total,
+              "allocated size does not match required size");
+  // entry j of the result counts the ends at or before j
+  at::Tensor marks = at::zeros({total + 1}, ends.options());
+  marks.index_add_(0, ends, at::ones_like(ends));
+  return marks.cumsum(0).narrow(0, 0, total).to(repeats.scalar_type());
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("flip", flip);
+  m.impl("masked_scatter_", masked_scatter_);
+  m.impl("count_nonzero.dim_IntList", count_nonzero_dims);
+  m.impl("repeat_interleave.Tensor", repeat_interleave_counts);
   m.impl("roll", roll);
   m.impl("bincount", bincount);
   m.impl("unfold_backward", unfold_backward);

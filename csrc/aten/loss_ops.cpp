@@ -1,5 +1,5 @@
 // Losses: nll_loss (index.c's nll kernel) and its 2-D+ form, mse_loss,
-// smooth_l1_loss.
+// smooth_l1_loss, huber_loss, binary_cross_entropy.
 #include "neuron.h"
 
 #include <ATen/ExpandUtils.h>
@@ -68,6 +68,96 @@ at::Tensor &smooth_l1_loss_backward_out(const at::Tensor &grad, const at::Tensor
   at::Tensor r = g * grad * norm;
   at::native::resize_output(gin, self.sizes());
   return gin.copy_(r.expand(self.sizes()));
+}
+
+// huber_loss: quadratic below delta, linear above (smooth L1 times delta).
+at::Tensor huber_loss(const at::Tensor &self, const at::Tensor &target, int64_t reduction,
+                      double delta) {
+  TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
+  at::Tensor z = (self - target).abs();
+  at::Tensor l = at::where(z < delta, z * z * 0.5, (z - 0.5 * delta) * delta);
+  if (reduction == at::Reduction::Mean) return l.mean();
+  if (reduction == at::Reduction::Sum) return l.sum();
+  return l;
+}
+
+at::Tensor &huber_loss_out(const at::Tensor &self, const at::Tensor &target, int64_t reduction,
+                           double delta, at::Tensor &out) {
+  return assign_result(out, torch_neuronx::huber_loss(self, target, reduction, delta));
+}
+
+at::Tensor &huber_loss_backward_out(const at::Tensor &grad, const at::Tensor &self,
+                                    const at::Tensor &target, int64_t reduction, double delta,
+                                    at::Tensor &gin) {
+  double norm = reduction == at::Reduction::Mean ? 1.0 / static_cast<double>(self.numel()) : 1.0;
+  at::Tensor x = self - target;
+  at::Tensor r = at::clamp(x, -delta, delta) * grad * norm;
+  at::native::resize_output(gin, self.sizes());
+  return gin.copy_(r.expand(self.sizes()));
+}
+
+// binary_cross_entropy, as CPU computes it: each log clamped at -100, inputs
+// checked to lie in [0, 1] (one synchronisation, as CPU raises there too),
+// input and target squeezed before they meet.
+namespace {
+void check_bce(const at::Tensor &input, const at::Tensor &target) {
+  TORCH_CHECK(target.scalar_type() == input.scalar_type(), "Found dtype ", target.scalar_type(),
+              " but expected ", input.scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()),
+                              "\"binary_cross_entropy\" not implemented for '", input.scalar_type(),
+                              "'");
+}
+
+at::Tensor squeezed_like(const at::Tensor &r, const at::Tensor &input) {
+  at::Tensor out = at::empty_like(input);
+  at::Tensor sq = out.squeeze();
+  TORCH_CHECK(r.sizes() == sq.sizes(), "output with shape ", sq.sizes(),
+              " doesn't match the broadcast shape ", r.sizes());
+  sq.copy_(r);
+  return out;
+}
+}  // namespace
+
+at::Tensor binary_cross_entropy(const at::Tensor &input, const at::Tensor &target,
+                                const std::optional<at::Tensor> &weight, int64_t reduction) {
+  check_bce(input, target);
+  if (input.numel() > 0)
+    TORCH_CHECK(at::logical_and(input >= 0, input <= 1).all().item<bool>(),
+                "all elements of input should be between 0 and 1");
+  at::Tensor x = input.squeeze(), t = target.squeeze();
+  at::Tensor r = (t - 1) * at::clamp_min(at::log1p(-x), -100) - t * at::clamp_min(at::log(x), -100);
+  at::Tensor loss = squeezed_like(r, input);
+  if (weight.has_value() && weight->defined()) loss.mul_(*weight);
+  if (reduction == at::Reduction::Mean) return loss.mean();
+  if (reduction == at::Reduction::Sum) return loss.sum();
+  return loss;
+}
+
+at::Tensor &binary_cross_entropy_out(const at::Tensor &input, const at::Tensor &target,
+                                     const std::optional<at::Tensor> &weight, int64_t reduction,
+                                     at::Tensor &out) {
+  return assign_result(out, torch_neuronx::binary_cross_entropy(input, target, weight, reduction));
+}
+
+at::Tensor binary_cross_entropy_backward(const at::Tensor &grad, const at::Tensor &input,
+                                         const at::Tensor &target,
+                                         const std::optional<at::Tensor> &weight,
+                                         int64_t reduction) {
+  check_bce(input, target);
+  at::Tensor x = input.squeeze(), t = target.squeeze();
+  at::Tensor r = grad.squeeze() * (x - t) / at::clamp_min((1 - x) * x, 1e-12);
+  at::Tensor gi = squeezed_like(r, input);
+  if (weight.has_value() && weight->defined()) gi.mul_(*weight);
+  if (reduction == at::Reduction::Mean) gi.div_(static_cast<double>(input.numel()));
+  return gi;
+}
+
+at::Tensor &binary_cross_entropy_backward_out(const at::Tensor &grad, const at::Tensor &input,
+                                              const at::Tensor &target,
+                                              const std::optional<at::Tensor> &weight,
+                                              int64_t reduction, at::Tensor &gin) {
+  return assign_result(
+      gin, torch_neuronx::binary_cross_entropy_backward(grad, input, target, weight, reduction));
 }
 
 // ---------------------------------------------------------------- nll_loss
@@ -222,6 +312,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mse_loss_backward", mse_loss_backward);
   m.impl("smooth_l1_loss.out", smooth_l1_loss_out);
   m.impl("smooth_l1_loss_backward.grad_input", smooth_l1_loss_backward_out);
+  m.impl("huber_loss", huber_loss);
+  m.impl("huber_loss.out", huber_loss_out);
+  m.impl("huber_loss_backward.out", huber_loss_backward_out);
+  m.impl("binary_cross_entropy", binary_cross_entropy);
+  m.impl("binary_cross_entropy.out", binary_cross_entropy_out);
+  m.impl("binary_cross_entropy_backward", binary_cross_entropy_backward);
+  m.impl("binary_cross_entropy_backward.grad_input", binary_cross_entropy_backward_out);
   m.impl("nll_loss_forward", nll_loss_forward);
   m.impl("nll_loss_backward", nll_loss_backward);
   m.impl("nll_loss2d_forward", nll_loss2d_forward);

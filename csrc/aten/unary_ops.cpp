@@ -661,8 +661,62 @@ at::Tensor &complex_from_parts_out(const at::Tensor &re, const at::Tensor &im, a
   return out;
 }
 
+// threshold, hardshrink, softshrink: selections written as where() over the
+// device's own element-wise kernels (NaN passes through each, as on CPU).
+namespace {
+at::Tensor same_dtype_scalar(const at::Scalar &v, const at::Tensor &like) {
+  return at::scalar_tensor(v, like.options());
+}
+
+void check_shrink_lambda(const at::Tensor &self, const at::Scalar &lambd) {
+  double l = lambd.toDouble();
+  double hi = at::isFloatingType(self.scalar_type())
+                  ? AT_DISPATCH_FLOATING_TYPES_AND2(
+                        at::kBFloat16, at::kHalf, self.scalar_type(), "softshrink",
+                        [] { return static_cast<double>(std::numeric_limits<scalar_t>::max()); })
+                  : std::numeric_limits<double>::infinity();
+  TORCH_CHECK(l >= 0 && l <= hi, "lambda must be in range [0, ", hi, "] for input dtype ",
+              self.scalar_type(), ", but found ", l);
+}
+}  // namespace
+
+at::Tensor &threshold_out(const at::Tensor &self, const at::Scalar &threshold,
+                          const at::Scalar &value, at::Tensor &out) {
+  at::Tensor r = at::where(self <= threshold, same_dtype_scalar(value, self), self);
+  return assign_result(out, r.to(out.scalar_type()));
+}
+
+at::Tensor &hardshrink_out(const at::Tensor &self, const at::Scalar &lambd, at::Tensor &out) {
+  double l = lambd.toDouble();
+  at::Tensor r =
+      at::where(at::logical_and(self >= -l, self <= l), same_dtype_scalar(0, self), self);
+  return assign_result(out, r.to(out.scalar_type()));
+}
+
+at::Tensor &softshrink_out(const at::Tensor &self, const at::Scalar &lambd, at::Tensor &out) {
+  check_shrink_lambda(self, lambd);
+  double l = lambd.toDouble();
+  at::Tensor r = at::where(self > l, self - l, at::where(self < -l, self + l, self * 0));
+  return assign_result(out, r.to(out.scalar_type()));
+}
+
+// hardshrink's and softshrink's backward: the gradient where the input was
+// outside [-lambda, lambda], zero inside.
+at::Tensor &shrink_backward_out(const at::Tensor &grad, const at::Tensor &self,
+                                const at::Scalar &lambd, at::Tensor &gin) {
+  double l = lambd.toDouble();
+  at::Tensor r =
+      at::where(at::logical_and(self >= -l, self <= l), same_dtype_scalar(0, grad), grad);
+  return assign_result(gin, r.to(gin.scalar_type()));
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("softplus.out", softplus_out);
+  m.impl("threshold.out", threshold_out);
+  m.impl("hardshrink.out", hardshrink_out);
+  m.impl("softshrink.out", softshrink_out);
+  m.impl("hardshrink_backward.grad_input", shrink_backward_out);
+  m.impl("softshrink_backward.grad_input", shrink_backward_out);
   m.impl("softplus_backward.grad_input", softplus_backward_out);
   m.impl("log_sigmoid_forward", log_sigmoid_forward);
   m.impl("log_sigmoid_backward", log_sigmoid_backward);
