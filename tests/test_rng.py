@@ -68,6 +68,67 @@ def test_distribution_moments(dtype):
     assert set(b.unique().tolist()) <= {0.0, 1.0} and abs(b.mean() - 0.3) < 0.01
 
 
+DISTRIBUTIONS = {
+    "log_normal": (lambda t: t.log_normal_(0.5, 0.4), torch.float32),
+    "cauchy": (lambda t: t.cauchy_(1.0, 2.0), torch.float32),
+    "geometric": (lambda t: t.geometric_(0.3), torch.float32),
+    "geometric_int64": (lambda t: t.geometric_(0.05), torch.int64),
+    "log_normal_bf16": (lambda t: t.log_normal_(0.0, 0.25), torch.bfloat16),
+    "cauchy_f64": (lambda t: t.cauchy_(-3.0, 0.5), torch.float64),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DISTRIBUTIONS))
+def test_more_distributions_match_cpu_samples(name):
+    """log_normal_, cauchy_, geometric_ on the device's generator: quantiles
+    of 200,000 samples against 200,000 of PyTorch CPU's, reproducible with
+    manual_seed, no fallback."""
+    fill, dtype = DISTRIBUTIONS[name]
+    n = 200_000
+    mode = torch_neuronx.get_fallback_mode()
+    torch_neuronx.set_fallback_mode("error")
+    try:
+        torch.manual_seed(3)
+        got = fill(torch.empty(n, dtype=dtype, device="neuron")).cpu()
+        torch.manual_seed(3)
+        again = fill(torch.empty(n, dtype=dtype, device="neuron")).cpu()
+    finally:
+        torch_neuronx.set_fallback_mode(mode)
+    assert got.dtype == dtype and torch.equal(got, again)
+    want = fill(torch.empty(n, dtype=dtype)).double()
+    got = got.double()
+    assert got.isfinite().all()
+    if name.startswith("geometric"):
+        assert got.min() >= 1 and torch.equal(got, got.round())
+        assert abs(got.mean() / want.mean() - 1) < 0.02, (got.mean(), want.mean())
+        for k in (1, 2, 3):  # P(X = k) against CPU's frequencies
+            assert abs((got == k).double().mean() - (want == k).double().mean()) < 0.006
+    else:
+        # two-sample Kolmogorov-Smirnov distance, read at CPU's percentiles;
+        # 0.01 is past the 1e-6 critical value for n = 200,000 (0.0087)
+        at = want.quantile(torch.linspace(0.01, 0.99, 99, dtype=torch.float64))
+        cdf_got = (got[None, :] <= at[:, None]).double().mean(1)
+        cdf_want = (want[None, :] <= at[:, None]).double().mean(1)
+        assert (cdf_got - cdf_want).abs().max() < 0.01, (cdf_got - cdf_want).abs().max()
+
+
+def test_more_distributions_errors():
+    x = torch.empty(4, device="neuron")
+    with pytest.raises(RuntimeError, match="std > 0.0"):
+        x.log_normal_(0, 0)
+    with pytest.raises(RuntimeError, match="sigma > 0.0"):
+        x.cauchy_(0, -1)
+    for p in (0.0, 1.0, 1.5):
+        with pytest.raises(RuntimeError, match=r"p to be in \(0, 1\)"):
+            x.geometric_(p)
+    with pytest.raises(NotImplementedError, match="Long"):
+        x.long().log_normal_()
+    with pytest.raises(RuntimeError, match="continuous"):
+        x.long().cauchy_()
+    with pytest.raises(NotImplementedError, match="Bool"):
+        x.bool().geometric_(0.5)
+
+
 def test_random_integers():
     torch.manual_seed(1)
     r = torch.randint(3, 10, (100_000,), device="neuron").cpu()

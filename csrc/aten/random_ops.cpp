@@ -1,6 +1,7 @@
 // The device RNG's ops (Philox, csrc/kernels/random.c): uniform_, normal_,
-// random_, bernoulli_, exponential_, multinomial, randperm, dropout; and the
-// device asserts (_assert_async) that multinomial's checks use.
+// random_, bernoulli_, exponential_, log_normal_, cauchy_, geometric_,
+// multinomial, randperm, dropout; and the device asserts (_assert_async) that
+// multinomial's checks use.
 #include "neuron.h"
 
 #include <ATen/Dispatch.h>
@@ -16,6 +17,7 @@
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/MathConstants.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -311,6 +313,55 @@ at::Tensor &exponential_(at::Tensor &self, double lambd, std::optional<at::Gener
   return launch_random(self, a, gen, "aten::exponential_");
 }
 
+// log_normal_, cauchy_ and geometric_: transforms of the device's own normal
+// and uniform samples, from the same generator (so torch.manual_seed and a
+// neuron Generator make them reproducible, as the CPU fallback's host
+// generator would not). Reduced-precision and integer outputs are sampled in
+// float32 (float64 stays float64) and converted once.
+namespace {
+at::Tensor sample_buffer(const at::Tensor &self) {
+  return self.scalar_type() == at::kDouble
+             ? at::empty_like(self, at::MemoryFormat::Contiguous)
+             : at::empty(self.sizes(), self.options().dtype(at::kFloat));
+}
+}  // namespace
+
+at::Tensor &log_normal_(at::Tensor &self, double mean, double std,
+                        std::optional<at::Generator> gen) {
+  TORCH_CHECK(std > 0.0, "log_normal_ expects std > 0.0, but found std=", std);
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()),
+                              "\"log_normal_\" not implemented for '", self.scalar_type(), "'");
+  check_generator_target(self);
+  at::Tensor v = sample_buffer(self);
+  normal_(v, mean, std, gen);
+  return self.copy_(v.exp_());
+}
+
+at::Tensor &cauchy_(at::Tensor &self, double median, double sigma,
+                    std::optional<at::Generator> gen) {
+  TORCH_CHECK(sigma > 0.0, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
+              "Cauchy distribution is a continuous probability distribution. dtype must be a "
+              "floating point but you specified ",
+              self.scalar_type());
+  check_generator_target(self);
+  at::Tensor v = sample_buffer(self);
+  uniform_(v, 0.0, 1.0, gen);
+  return self.copy_(v.sub_(0.5).mul_(c10::pi<double>).tan_().mul_(sigma).add_(median));
+}
+
+at::Tensor &geometric_(at::Tensor &self, double p, std::optional<at::Generator> gen) {
+  TORCH_CHECK(0 < p && p < 1, "geometric_ expects p to be in (0, 1), but got p=", p);
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool && !self.is_complex(),
+                              "\"geometric_\" not implemented for '", self.scalar_type(), "'");
+  check_generator_target(self);
+  at::Tensor v = sample_buffer(self);
+  uniform_(v, 0.0, 1.0, gen);
+  // trials until the first success: ceil(log(u) / log(1 - p)), u in (0, 1]
+  v = at::rsub(v, 1.0).log_().div_(std::log1p(-p)).ceil_().clamp_min_(1.0);
+  return self.copy_(v);
+}
+
 // ------------------------------------------------------------ device asserts
 
 void assert_task(void *p) { tnk_assert(static_cast<tnk_assert_args_t *>(p)); }
@@ -485,6 +536,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bernoulli_.float", bernoulli_float);
   m.impl("bernoulli_.Tensor", bernoulli_tensor);
   m.impl("exponential_", exponential_);
+  m.impl("log_normal_", log_normal_);
+  m.impl("cauchy_", cauchy_);
+  m.impl("geometric_", geometric_);
   m.impl("multinomial", multinomial);
   m.impl("multinomial.out", multinomial_out);
   m.impl("_assert_async", assert_async_plain);
