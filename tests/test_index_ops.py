@@ -641,6 +641,78 @@ def test_histc(dtype):
     no_fallback()
 
 
+@pytest.mark.parametrize("dtype", REALS)
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_and_bucketize(dtype, right):
+    g = torch.Generator().manual_seed(12)
+    bd = torch.randint(-20, 40, (9,), generator=g).sort().values.to(dtype)
+    bd[3] = bd[4]  # a repeated boundary
+    vals = torch.randint(-30, 50, (4, 7), generator=g).to(dtype)
+    vals[0, :3] = bd[:3]  # values on boundaries
+    for out_int32 in (False, True):
+        kw = {"right": right, "out_int32": out_int32}
+        assert_same(
+            torch.searchsorted(bd.neuron(), vals.neuron(), **kw), torch.searchsorted(bd, vals, **kw)
+        )
+        assert_same(
+            torch.bucketize(vals.neuron(), bd.neuron(), **kw), torch.bucketize(vals, bd, **kw)
+        )
+    side = "right" if right else "left"
+    # rows of boundaries, one per row of values; a sorter; scalars; out=
+    rows = torch.randint(-20, 40, (4, 5), generator=g).sort(-1).values.to(dtype)
+    assert_same(
+        torch.searchsorted(rows.neuron(), vals.neuron(), side=side),
+        torch.searchsorted(rows, vals, side=side),
+    )
+    perm = torch.randperm(9, generator=g)
+    shuffled, sorter = bd[perm], perm.argsort()
+    assert_same(
+        torch.searchsorted(shuffled.neuron(), vals.neuron(), right=right, sorter=sorter.neuron()),
+        torch.searchsorted(shuffled, vals, right=right, sorter=sorter),
+    )
+    assert_same(
+        torch.searchsorted(bd.neuron(), 7, right=right), torch.searchsorted(bd, 7, right=right)
+    )
+    assert_same(torch.bucketize(7, bd.neuron(), right=right), torch.bucketize(7, bd, right=right))
+    out = torch.empty(0, dtype=torch.long, device="neuron").t()
+    torch.searchsorted(bd.neuron(), vals.neuron().t(), right=right, out=out)
+    assert_same(out, torch.searchsorted(bd, vals.t(), right=right))
+    no_fallback()
+
+
+def test_searchsorted_nan_promotion_empty_and_errors():
+    bd = torch.tensor([1.0, 2.0, 2.0, 3.0, float("nan")])
+    v = torch.tensor([2.0, float("nan"), 0.0, 5.0, -float("inf")])
+    for right in (False, True):  # NaN: CPU's own comparisons, positions and all
+        assert_same(
+            torch.searchsorted(bd.neuron(), v.neuron(), right=right),
+            torch.searchsorted(bd, v, right=right),
+        )
+    ints = torch.tensor([[1, 5], [2, 9]])
+    assert_same(torch.searchsorted(bd.neuron(), ints.neuron()), torch.searchsorted(bd, ints))
+    assert_same(torch.searchsorted(ints[0].neuron(), 2.5), torch.searchsorted(ints[0], 2.5))
+    empty = torch.tensor([])
+    assert_same(torch.searchsorted(empty.neuron(), v.neuron()), torch.searchsorted(empty, v))
+    assert_same(torch.searchsorted(bd.neuron(), empty.neuron()), torch.searchsorted(bd, empty))
+    no_fallback()
+    b, x = bd.neuron(), v.neuron()
+    with pytest.raises(RuntimeError, match="side and right can't be set to opposites"):
+        torch.searchsorted(b, x, side="left", right=True)
+    with pytest.raises(RuntimeError, match="side can only be 'left' or 'right'"):
+        torch.searchsorted(b, x, side="middle")
+    with pytest.raises(RuntimeError, match="first N-1 dimensions"):
+        torch.searchsorted(torch.ones(2, 2, device="neuron"), torch.ones(1, 2, device="neuron"))
+    with pytest.raises(RuntimeError, match="same size"):
+        torch.searchsorted(b, x, sorter=torch.tensor([0, 1], device="neuron"))
+    with pytest.raises(RuntimeError, match="must be 1 dimension"):
+        torch.bucketize(x, torch.ones(1, 3, device="neuron"))
+    with pytest.raises(NotImplementedError, match="Bool"):
+        torch.searchsorted(torch.tensor([False, True]).neuron(), torch.tensor([True]).neuron())
+    with pytest.raises(RuntimeError, match="sorter"):
+        torch.searchsorted(b, x, sorter=torch.tensor([0, 1, 2, 3, 9], device="neuron"))
+        torch.neuron.synchronize()
+
+
 def test_gather_scatter_int32_index_and_bad_dtype():
     x = torch.randn(3, 4)
     i32 = torch.tensor([[0, 3], [2, 0]], dtype=torch.int32)

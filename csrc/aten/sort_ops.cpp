@@ -1,5 +1,5 @@
-// Sorting (sort.c): sort, topk, histc, and what is read off a sort:
-// kthvalue, median, mode, unique.
+// Sorting (sort.c): sort, topk, histc, searchsorted/bucketize, and what is
+// read off a sort: kthvalue, median, mode, unique.
 #include "neuron.h"
 
 #include <ATen/ExpandUtils.h>
@@ -301,6 +301,152 @@ at::Tensor histc(const at::Tensor &self, int64_t bins, const c10::Scalar &min,
   return histc_out(self, bins, min, max, out);
 }
 
+// ------------------------------------------------- searchsorted, bucketize
+// Checked as CPU checks them (its messages); values and boundaries of
+// different dtypes meet in their promoted dtype, as on CPU.
+namespace {
+void searchsorted_task(void *p) { tnk_searchsorted(static_cast<tnk_searchsorted_args_t *>(p)); }
+
+bool side_right(bool right, std::optional<c10::string_view> side) {
+  if (!side.has_value()) return right;
+  TORCH_CHECK(*side == "left" || *side == "right",
+              "torch.searchsorted(): side can only be 'left' or 'right' but got ", *side);
+  TORCH_CHECK(!(*side == "left" && right),
+              "torch.searchsorted(): side and right can't be set to opposites, got side of ", *side,
+              " while right was True");
+  return *side == "right";
+}
+
+void check_searchsorted(const at::Tensor &boundaries, const at::Tensor &input,
+                        const at::Tensor &sorter, bool out_int32, const at::Tensor &out) {
+  TORCH_CHECK(boundaries.device() == input.device(),
+              "torch.searchsorted(): boundaries and input value tensors should have same device "
+              "type, but got boundaries tensor device type ",
+              boundaries.device(), " and input value tensor device type ", input.device());
+  if (sorter.defined()) {
+    TORCH_CHECK(sorter.device() == boundaries.device(),
+                "torch.searchsorted(): sorter and boundary tensors should have same device type, "
+                "but got sorter tensor device type ",
+                sorter.device(), " and input value tensor device type ", boundaries.device());
+    TORCH_CHECK(sorter.sizes() == boundaries.sizes(),
+                "torch.searchsorted(): boundary and sorter must have the same size, but got "
+                "boundary tensor ",
+                boundaries.sizes(), "and got sorter tensor ", sorter.sizes());
+    TORCH_CHECK(sorter.scalar_type() == at::kLong,
+                "torch.searchsorted(): sorter must be a tensor of long dtype but got dtype ",
+                sorter.scalar_type());
+  }
+  TORCH_CHECK(input.dim() > 0 || (input.numel() == 1 && boundaries.dim() == 1),
+              "torch.searchsorted(): input value can be a scalar only when boundaries tensor "
+              "dimension is 1, but we got boundaries tensor dim(",
+              boundaries.dim(), ") and input value's dim(", input.dim(), ") numel(", input.numel(),
+              ")");
+  TORCH_CHECK(boundaries.dim() != 0,
+              "torch.searchsorted(): boundaries tensor should have positive dimension, but got 0 "
+              "dimension");
+  bool leading_match = boundaries.dim() == input.dim();
+  for (int64_t d = 0; leading_match && d + 1 < boundaries.dim(); d++)
+    leading_match = boundaries.size(d) == input.size(d);
+  TORCH_CHECK(boundaries.dim() == 1 || leading_match,
+              "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 "
+              "dimensions of boundaries tensor and input value tensor must match, but we got "
+              "boundaries tensor ",
+              boundaries.sizes(), " and input value tensor ", input.sizes());
+  at::ScalarType want = out_int32 ? at::kInt : at::kLong;
+  TORCH_CHECK(out.scalar_type() == want,
+              "torch.searchsorted(): output tensor's dtype is wrong, it can only be Int(int32) or "
+              "Long(int64) depending on whether out_int32 flag is True, but we got output "
+              "tensor's dtype ",
+              out.scalar_type(), " and out_int32 flag is ", (out_int32 ? "True" : "False"));
+}
+}  // namespace
+
+at::Tensor &searchsorted_out(const at::Tensor &sorted_sequence, const at::Tensor &self,
+                             bool out_int32, bool right, std::optional<c10::string_view> side,
+                             const std::optional<at::Tensor> &sorter_opt, at::Tensor &out) {
+  at::Tensor sorter = sorter_opt.has_value() ? *sorter_opt : at::Tensor();
+  check_searchsorted(sorted_sequence, self, sorter, out_int32, out);
+  bool is_right = side_right(right, side);
+  at::native::resize_output(out, self.sizes());
+  if (self.numel() == 0) return out;
+  at::ScalarType common = at::result_type(sorted_sequence, self);
+  TORCH_CHECK_NOT_IMPLEMENTED(common != at::kBool && !at::isComplexType(common),
+                              "\"searchsorted\" not implemented for '", common, "'");
+  at::Tensor bd = sorted_sequence.to(common).contiguous(), v = self.to(common).contiguous();
+  tnk_dtype_t dt = tnk_of(bd);
+  TORCH_CHECK_NOT_IMPLEMENTED(dt != TNK_DTYPE_COUNT && tnk_searchsorted_supported(dt),
+                              "\"searchsorted\" not implemented for '", common, "'");
+  at::Tensor so = sorter.defined() ? sorter.contiguous() : sorter;
+  into_contiguous(out, [&](at::Tensor &o) {
+    tnk_searchsorted_args_t a{};
+    a.boundaries = bd.const_data_ptr();
+    a.values = v.const_data_ptr();
+    a.sorter = so.defined() ? so.const_data_ptr<int64_t>() : nullptr;
+    a.out = o.data_ptr();
+    a.n = v.numel();
+    a.len = bd.size(-1);
+    a.bd_rows = bd.dim() == 1 ? 1 : bd.numel() / std::max<int64_t>(a.len, 1);
+    a.per_row = bd.dim() == 1 ? a.n : v.size(-1);
+    a.dtype = dt;
+    a.right = is_right;
+    a.out_int32 = out_int32;
+    a.fault =
+        fault_sink(self.device().index(), "torch.searchsorted(): sorter index out of range", false);
+    launch(self.device().index(), searchsorted_task, &a, sizeof a, "aten::searchsorted",
+           self.numel());
+  });
+  return out;
+}
+
+at::Tensor searchsorted(const at::Tensor &sorted_sequence, const at::Tensor &self, bool out_int32,
+                        bool right, std::optional<c10::string_view> side,
+                        const std::optional<at::Tensor> &sorter) {
+  at::Tensor out = at::empty({0}, self.options().dtype(out_int32 ? at::kInt : at::kLong));
+  return searchsorted_out(sorted_sequence, self, out_int32, right, side, sorter, out);
+}
+
+namespace {
+// A Python number as CPU wraps it: a 0-dim tensor that promotes like a scalar.
+at::Tensor wrapped_scalar(const c10::Scalar &v, const at::Tensor &like) {
+  at::Tensor t = c10::scalar_to_tensor(v, like.device());
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return t;
+}
+}  // namespace
+
+at::Tensor &searchsorted_scalar_out(const at::Tensor &sorted_sequence, const c10::Scalar &self,
+                                    bool out_int32, bool right,
+                                    std::optional<c10::string_view> side,
+                                    const std::optional<at::Tensor> &sorter, at::Tensor &out) {
+  return searchsorted_out(sorted_sequence, wrapped_scalar(self, sorted_sequence), out_int32, right,
+                          side, sorter, out);
+}
+
+at::Tensor searchsorted_scalar(const at::Tensor &sorted_sequence, const c10::Scalar &self,
+                               bool out_int32, bool right, std::optional<c10::string_view> side,
+                               const std::optional<at::Tensor> &sorter) {
+  return torch_neuronx::searchsorted(sorted_sequence, wrapped_scalar(self, sorted_sequence),
+                                     out_int32, right, side, sorter);
+}
+
+at::Tensor &bucketize_out(const at::Tensor &self, const at::Tensor &boundaries, bool out_int32,
+                          bool right, at::Tensor &out) {
+  TORCH_CHECK(boundaries.dim() == 1, "boundaries tensor must be 1 dimension, but got dim(",
+              boundaries.dim(), ")");
+  return searchsorted_out(boundaries, self, out_int32, right, std::nullopt, std::nullopt, out);
+}
+
+at::Tensor bucketize(const at::Tensor &self, const at::Tensor &boundaries, bool out_int32,
+                     bool right) {
+  at::Tensor out = at::empty({0}, self.options().dtype(out_int32 ? at::kInt : at::kLong));
+  return bucketize_out(self, boundaries, out_int32, right, out);
+}
+
+at::Tensor bucketize_scalar(const c10::Scalar &self, const at::Tensor &boundaries, bool out_int32,
+                            bool right) {
+  return torch_neuronx::bucketize(wrapped_scalar(self, boundaries), boundaries, out_int32, right);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mode.values", mode_out);
   m.impl("_unique2", unique2);
@@ -314,6 +460,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("topk.values", topk_values);
   m.impl("histc", histc);
   m.impl("histc.out", histc_out);
+  m.impl("searchsorted.Tensor", searchsorted);
+  m.impl("searchsorted.Tensor_out", searchsorted_out);
+  m.impl("searchsorted.Scalar", searchsorted_scalar);
+  m.impl("searchsorted.Scalar_out", searchsorted_scalar_out);
+  m.impl("bucketize.Tensor", bucketize);
+  m.impl("bucketize.Tensor_out", bucketize_out);
+  m.impl("bucketize.Scalar", bucketize_scalar);
 }
 
 }  // namespace torch_neuronx

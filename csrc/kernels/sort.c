@@ -1,5 +1,6 @@
 /* Sorting (stable merge sort of order-preserving integer keys), top-k
- * (a bounded insertion buffer for small k) and histograms. */
+ * (a bounded insertion buffer for small k), histograms and binary search
+ * (searchsorted). */
 #include "dtype.h"
 #include "tnk.h"
 
@@ -148,4 +149,81 @@ void tnk_histc(const tnk_histc_args_t *a) {
     tnk_store_any((char *)a->out + b * (int64_t)osz, a->out_dtype,
                   (tnk_val_t){(double)counts[b], 0, counts[b], 1});
   free(counts);
+}
+
+/* ---- searchsorted ------------------------------------------------------------- */
+
+int tnk_searchsorted_supported(int dtype) { return dtype >= TNK_U8 && dtype <= TNK_F64; }
+
+/* Boundary j of a row: floating types widened to double (exact), integers
+ * to int64, so one comparison serves every dtype. */
+typedef struct bound_val {
+  double f;
+  int64_t i;
+} bound_val_t;
+
+static bound_val_t load_bound(const char *base, int dt, int64_t j) {
+  bound_val_t v = {0, 0};
+  if (floating(dt))
+    v.f = tnk_ldf(base, dt, j);
+  else
+    v.i = tnk_load_any(base + j * (int64_t)tnk_dtype_size(dt), dt).i;
+  return v;
+}
+
+/* PyTorch's conditions: the lower bound moves right while !(mid >= v), the
+ * upper bound while !(mid > v) (NaN compares false either way). */
+static int go_right(bound_val_t mid, bound_val_t v, int fl, int right) {
+  if (fl) return right ? !(mid.f > v.f) : !(mid.f >= v.f);
+  return right ? !(mid.i > v.i) : !(mid.i >= v.i);
+}
+
+static void searchsorted_range(void *ctx, int64_t begin, int64_t end) {
+  const tnk_searchsorted_args_t *a = ctx;
+  const int fl = floating(a->dtype);
+  const int64_t esz = (int64_t)tnk_dtype_size(a->dtype);
+  int reported = 0;
+  for (int64_t k = begin; k < end; k++) {
+    int64_t row = a->bd_rows == 1 ? 0 : k / a->per_row;
+    const char *bd = (const char *)a->boundaries + row * a->len * esz;
+    const int64_t *sorter = a->sorter ? a->sorter + row * a->len : NULL;
+    bound_val_t v = load_bound(a->values, a->dtype, k);
+    int64_t lo = 0, hi = a->len, bad = 0;
+    while (lo < hi) {
+      int64_t mid = lo + ((hi - lo) >> 1), j = mid;
+      if (sorter) {
+        j = sorter[mid];
+        if (j < 0 || j >= a->len) {
+          if (!reported && a->fault.fn)
+            a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, j, a->len, a->fault.origin);
+          reported = 1;
+          bad = 1;
+          break;
+        }
+      }
+      if (go_right(load_bound(bd, a->dtype, j), v, fl, a->right))
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    int64_t pos = bad ? 0 : lo;
+    if (a->out_int32)
+      ((int32_t *)a->out)[k] = (int32_t)pos;
+    else
+      ((int64_t *)a->out)[k] = pos;
+  }
+}
+
+void tnk_searchsorted(const tnk_searchsorted_args_t *a) {
+  if (a->n <= 0) return;
+  /* every sorter entry is checked, read or not, as CPU checks them */
+  for (int64_t j = 0; a->sorter && j < a->bd_rows * a->len; j++)
+    if (a->sorter[j] < 0 || a->sorter[j] >= a->len) {
+      if (a->fault.fn)
+        a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, a->sorter[j], a->len,
+                    a->fault.origin);
+      memset(a->out, 0, (size_t)a->n * (a->out_int32 ? 4 : 8));
+      return;
+    }
+  tnk_parallel_for(a->n, 4096, searchsorted_range, (void *)a);
 }

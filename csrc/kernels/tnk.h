@@ -643,6 +643,25 @@ typedef struct tnk_histc_args {
 int tnk_histc_supported(int dtype, int out_dtype);
 void tnk_histc(const tnk_histc_args_t *args);
 
+/* torch.searchsorted / bucketize: for each of n contiguous values, in rows
+ * of per_row, its insertion position in its row of the boundaries
+ * (contiguous rows of len; bd_rows == 1: one row for every value), read
+ * through sorter when it is not NULL (int64 [bd_rows, len], positions
+ * within the row). right: the upper bound (boundaries <= v counted), else the
+ * lower bound. The comparisons are those of PyTorch's CPU kernel, so NaN and
+ * unsorted boundaries give its positions. out: int32 (out_int32) or int64.
+ * Real dtypes but bool; values and boundaries of one dtype. */
+typedef struct tnk_searchsorted_args {
+  const void *boundaries, *values;
+  const int64_t *sorter;
+  void *out;
+  int64_t n, per_row, len, bd_rows;
+  int32_t dtype, right, out_int32, pad_;
+  tnk_fault_t fault; /* a sorter entry outside [0, len): every position 0 */
+} tnk_searchsorted_args_t;
+int tnk_searchsorted_supported(int dtype);
+void tnk_searchsorted(const tnk_searchsorted_args_t *args);
+
 /* ---- convolution lowering ---------------------------------------------------- */
 
 /* im2col: image [batch, c, d, h, w] (contiguous) to columns [batch,

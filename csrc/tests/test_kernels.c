@@ -1836,6 +1836,69 @@ static void test_softmax_range(void) {
 /* gather with a transposed index and scatter_add into a strided out;
  * index_add with a strided index and alpha: against loops over the
  * logical indices. */
+/* searchsorted against a linear count: lower bound = boundaries < v,
+ * upper bound = boundaries <= v, for sorted rows with repeats, through a
+ * sorter, in int64 and int32; a sorter entry out of range faults. */
+static int searchsorted_faults;
+static void count_fault(void *ctx, int kind, const char *what, int64_t value, int64_t bound,
+                        uint32_t origin) {
+  (void)ctx, (void)kind, (void)what, (void)origin;
+  CHECK(value == 7 && bound == 6);
+  searchsorted_faults++;
+}
+
+static void test_searchsorted(void) {
+  enum { ROWS = 3, LEN = 6, PER = 5 };
+  int64_t bd[ROWS * LEN], shuffled[ROWS * LEN], sorter[ROWS * LEN], vals[ROWS * PER];
+  int64_t out64[ROWS * PER];
+  int32_t out32[ROWS * PER];
+  for (int r = 0; r < ROWS; r++) {
+    for (int j = 0; j < LEN; j++) bd[r * LEN + j] = 2 * j - (j == 3) + r; /* 1 repeat a row */
+    for (int j = 0; j < LEN; j++) { /* stored reversed, read through the sorter */
+      shuffled[r * LEN + j] = bd[r * LEN + LEN - 1 - j];
+      sorter[r * LEN + j] = LEN - 1 - j;
+    }
+    for (int k = 0; k < PER; k++) vals[r * PER + k] = 3 * k - 2 + r;
+  }
+  for (int variant = 0; variant < 4; variant++) {
+    int right = variant & 1, use_sorter = variant >> 1;
+    tnk_searchsorted_args_t a = {.boundaries = use_sorter ? shuffled : bd,
+                                 .values = vals,
+                                 .sorter = use_sorter ? sorter : NULL,
+                                 .out = out64,
+                                 .n = ROWS * PER,
+                                 .per_row = PER,
+                                 .len = LEN,
+                                 .bd_rows = ROWS,
+                                 .dtype = TNK_I64,
+                                 .right = right};
+    tnk_searchsorted(&a);
+    a.out = out32;
+    a.out_int32 = 1;
+    tnk_searchsorted(&a);
+    for (int r = 0; r < ROWS; r++)
+      for (int k = 0; k < PER; k++) {
+        int64_t v = vals[r * PER + k], want = 0;
+        for (int j = 0; j < LEN; j++) want += right ? bd[r * LEN + j] <= v : bd[r * LEN + j] < v;
+        CHECK(out64[r * PER + k] == want);
+        CHECK(out32[r * PER + k] == want);
+      }
+  }
+  sorter[4] = 7;
+  tnk_searchsorted_args_t bad = {.boundaries = shuffled,
+                                 .values = vals,
+                                 .sorter = sorter,
+                                 .out = out64,
+                                 .n = ROWS * PER,
+                                 .per_row = PER,
+                                 .len = LEN,
+                                 .bd_rows = ROWS,
+                                 .dtype = TNK_I64,
+                                 .fault = {.fn = count_fault}};
+  tnk_searchsorted(&bad);
+  CHECK(searchsorted_faults == 1);
+}
+
 static void test_gather_index_strides(void) {
   enum { M = 5, N = 6 };
   float src[M * N], out[M * N], want[M * N];
@@ -2014,6 +2077,7 @@ static void test_rnn_cell(void) {
 int main(void) {
   RUN(test_philox_known_answers);
   RUN(test_rnn_cell);
+  RUN(test_searchsorted);
   RUN(test_half_conversions);
   RUN(test_copy_strided_cast);
   RUN(test_fill);
