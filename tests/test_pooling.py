@@ -1,4 +1,4 @@
-"""Native 2-D and 3-D pooling (max with indices, average, adaptive average)
+"""Native 2-D and 3-D pooling (max with indices, average, adaptive average and max)
 and bilinear upsampling, forward and backward, against PyTorch CPU."""
 
 import pytest
@@ -24,6 +24,16 @@ POOLS = {
     "adaptive_1": lambda t: F.adaptive_avg_pool2d(t, 1),
     "adaptive_3x4": lambda t: F.adaptive_avg_pool2d(t, (3, 4)),
     "adaptive_up": lambda t: F.adaptive_avg_pool2d(t, (11, 13)),
+    "adaptive_max_1": lambda t: F.adaptive_max_pool2d(t, 1),
+    "adaptive_max_3x4": lambda t: F.adaptive_max_pool2d(t, (3, 4)),
+    "adaptive_max_up": lambda t: F.adaptive_max_pool2d(t, (11, 13)),
+    "adaptive_max_indices": lambda t: F.adaptive_max_pool2d(t, (4, 5), return_indices=True)[
+        1
+    ].float(),
+    "adaptive_max_1d": lambda t: F.adaptive_max_pool1d(t.flatten(2), 7),
+    "adaptive_max_channels_last": lambda t: F.adaptive_max_pool2d(
+        t.contiguous(memory_format=torch.channels_last), (5, 3)
+    ),
     "bilinear_x2": lambda t: F.interpolate(t, scale_factor=2, mode="bilinear"),
     "bilinear_size": lambda t: F.interpolate(t, size=(5, 13), mode="bilinear"),
     "bilinear_align": lambda t: F.interpolate(t, size=(17, 4), mode="bilinear", align_corners=True),
@@ -72,6 +82,9 @@ POOLS3D = {
     "adaptive_1": lambda t: F.adaptive_avg_pool3d(t, 1),
     "adaptive_2x3x4": lambda t: F.adaptive_avg_pool3d(t, (2, 3, 4)),
     "adaptive_up": lambda t: F.adaptive_avg_pool3d(t, (7, 11, 13)),
+    "adaptive_max_2x3x4": lambda t: F.adaptive_max_pool3d(t, (2, 3, 4)),
+    "adaptive_max_up": lambda t: F.adaptive_max_pool3d(t, (7, 11, 13)),
+    "adaptive_max_indices": lambda t: F.adaptive_max_pool3d(t, 3, return_indices=True)[1].float(),
 }
 
 

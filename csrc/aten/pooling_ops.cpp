@@ -1,5 +1,5 @@
 // Pooling (spatial.c): max pooling with indices, average and adaptive
-// average pooling, 2-D and 3-D, forward and backward.
+// average pooling, adaptive max pooling, 2-D and 3-D, forward and backward.
 #include "neuron.h"
 
 #include <ATen/Operators.h>
@@ -286,6 +286,83 @@ at::Tensor adaptive_avg_run(const at::Tensor &self, const at::Tensor *grad, int 
   }
   return res;
 }
+
+// ---- adaptive max pooling: adaptive windows, max with indices; the backward
+// is max pooling's (it scatters through the indices).
+PoolGeom adaptive_geometry(const at::Tensor &self, int spatial, at::IntArrayRef osize,
+                           const char *name) {
+  TORCH_CHECK(self.dim() == spatial + 1 || self.dim() == spatial + 2, name, "(): Expected ",
+              spatial + 1, "D or ", spatial + 2, "D tensor, but got: ", self.sizes());
+  for (int64_t i = 1; i < self.dim(); i++)
+    TORCH_CHECK(self.size(i) > 0, name,
+                "(): Expected input to have non-zero size for non-batch dimensions, but input "
+                "has sizes ",
+                self.sizes(), " with dimension ", i, " being empty");
+  TORCH_CHECK(osize.size() == static_cast<size_t>(spatial), name,
+              "(): internal error: output_size.size() must be ", spatial);
+  PoolGeom g;
+  g.spatial = spatial;
+  for (int i = 0; i < spatial; i++) {
+    int a = 3 - spatial + i;
+    g.in[a] = self.size(self.dim() - spatial + i);
+    g.out[a] = osize[i];
+    TORCH_CHECK(g.out[a] >= 0, name, "(): elements of output_size must be >= 0, but got ", osize);
+    g.k[a] = g.out[a] ? (g.in[a] + g.out[a] - 1) / g.out[a] + 1 : 1;  // for the work split
+  }
+  g.c = self.size(-spatial - 1);
+  g.planes = self.dim() == spatial + 2 ? self.size(0) * g.c : g.c;
+  return g;
+}
+
+at::MemoryFormat adaptive_max_format(const at::Tensor &self, int spatial) {
+  return spatial == 3 ? at::MemoryFormat::Contiguous : format_of(self);
+}
+
+void adaptive_max_forward(const at::Tensor &self, int spatial, at::IntArrayRef osize,
+                          at::Tensor &out, at::Tensor &indices, const char *name) {
+  PoolGeom g = adaptive_geometry(self, spatial, osize, name);
+  at::MemoryFormat fmt = adaptive_max_format(self, spatial);
+  auto shape = pooled_shape(self, g);
+  auto [res, buf] = result_pair(shape, self.options(), fmt);
+  auto [ires, ibuf] = result_pair(shape, self.options().dtype(at::kLong), fmt);
+  if (buf.numel()) {
+    at::Tensor x = self.contiguous();
+    tnk_pool_args_t a = pool_args(g, TNK_POOL_ADAPTIVE_MAX, self);
+    a.in = x.const_data_ptr();
+    a.out = buf.data_ptr();
+    a.indices = ibuf.data_ptr<int64_t>();
+    launch(self.device().index(), pool_task, &a, sizeof a, name);
+    if (!res.is_same(buf)) {
+      res.copy_(buf);
+      ires.copy_(ibuf);
+    }
+  }
+  deliver(out, res, fmt);
+  deliver(indices, ires, fmt);
+}
+
+at::Tensor adaptive_max_backward(const at::Tensor &grad, const at::Tensor &self,
+                                 const at::Tensor &indices, int spatial, const char *name) {
+  TORCH_CHECK(grad.dim() == self.dim() && indices.sizes() == grad.sizes(), name,
+              "(): gradient, indices and input ranks differ: ", grad.sizes(), ", ", indices.sizes(),
+              " and ", self.sizes());
+  std::vector<int64_t> o(grad.sizes().end() - spatial, grad.sizes().end());
+  PoolGeom g = adaptive_geometry(self, spatial, o, name);
+  at::MemoryFormat fmt = format_of(self);
+  auto [res, buf] = result_pair(self.sizes(), self.options(), fmt);
+  if (buf.numel()) {
+    at::Tensor go = grad.contiguous(), ix = indices.contiguous();
+    tnk_pool_args_t a = pool_args(g, TNK_POOL_ADAPTIVE_MAX, self);
+    a.backward = 1;
+    a.in = go.const_data_ptr();
+    a.out = buf.data_ptr();
+    a.indices = const_cast<int64_t *>(ix.const_data_ptr<int64_t>());
+    a.fault = fault_sink(self.device().index(), name, false);
+    launch(self.device().index(), pool_task, &a, sizeof a, name);
+    if (!res.is_same(buf)) res.copy_(buf);
+  }
+  return res;
+}
 }  // namespace
 
 // The 2-D and 3-D entry points: ATen's schemas, the CPU fallback for what
@@ -396,6 +473,28 @@ at::Tensor adaptive_avg_run(const at::Tensor &self, const at::Tensor *grad, int 
     return adaptive_avg_run(self, &grad, SP, o, "aten::_adaptive_avg_pool" #ND "_backward");    \
   }
 
+#define NEURON_ADAPTIVE_MAX(ND, SP)                                                                \
+  std::tuple<at::Tensor &, at::Tensor &> adaptive_max_pool##ND##_out(                              \
+      const at::Tensor &self, at::IntArrayRef size, at::Tensor &out, at::Tensor &indices) {        \
+    if (!pool_dtype_ok(self) || out.scalar_type() != self.scalar_type())                           \
+      return FALLBACK(adaptive_max_pool##ND##_out, self, size, out, indices);                      \
+    TORCH_CHECK(indices.scalar_type() == at::kLong,                                                \
+                "adaptive_max_pool" #ND "(): Expected indices to have dtype Long, but got ",       \
+                indices.scalar_type());                                                            \
+    adaptive_max_forward(self, SP, size, out, indices, "adaptive_max_pool" #ND);                   \
+    return {out, indices};                                                                         \
+  }                                                                                                \
+  at::Tensor &adaptive_max_pool##ND##_backward_out(const at::Tensor &grad, const at::Tensor &self, \
+                                                   const at::Tensor &indices, at::Tensor &gin) {   \
+    if (!max_backward_ok(grad, self, indices, SP))                                                 \
+      return FALLBACK(adaptive_max_pool##ND##_backward_grad_input, grad, self, indices, gin);      \
+    return deliver(                                                                                \
+        gin, adaptive_max_backward(grad, self, indices, SP, "adaptive_max_pool" #ND "_backward"),  \
+        format_of(self));                                                                          \
+  }
+
+NEURON_ADAPTIVE_MAX(2d, 2)
+NEURON_ADAPTIVE_MAX(3d, 3)
 NEURON_MAX_POOL(2d, 2)
 NEURON_MAX_POOL(3d, 3)
 NEURON_AVG_POOL(2d, 2)
@@ -415,7 +514,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("avg_pool" #ND "_backward", avg_pool##ND##_backward);                           \
   m.impl("avg_pool" #ND "_backward.grad_input", avg_pool##ND##_backward_out);            \
   m.impl("_adaptive_avg_pool" #ND, adaptive_avg_pool##ND);                               \
-  m.impl("_adaptive_avg_pool" #ND "_backward", adaptive_avg_pool##ND##_backward);
+  m.impl("_adaptive_avg_pool" #ND "_backward", adaptive_avg_pool##ND##_backward);        \
+  m.impl("adaptive_max_pool" #ND ".out", adaptive_max_pool##ND##_out);                   \
+  m.impl("adaptive_max_pool" #ND "_backward.grad_input", adaptive_max_pool##ND##_backward_out);
   REGISTER_POOLS(2d)
   REGISTER_POOLS(3d)
 #undef REGISTER_POOLS

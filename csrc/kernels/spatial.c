@@ -1,4 +1,4 @@
-/* Pooling (max, average, adaptive average; 2-D and 3-D) and linear/cubic
+/* Pooling (max, average, adaptive average and max; 2-D and 3-D) and linear/cubic
  * resampling of NC(D)HW planes, forward and backward. Work is split over planes (and rows of the
  * output for the forward passes); the backward passes own whole input planes,
  * so their scatter-adds never race. Values go through the shared floating
@@ -42,7 +42,7 @@ typedef struct win {
 static win_t avg_window(const tnk_pool_args_t *a, const pool_geom_t *g, int64_t o, int ax) {
   int64_t in = g->in[ax], out = g->out[ax];
   win_t r;
-  if (a->kind == TNK_POOL_ADAPTIVE_AVG) {
+  if (a->kind == TNK_POOL_ADAPTIVE_AVG || a->kind == TNK_POOL_ADAPTIVE_MAX) {
     r.b = (o * in) / out;
     r.e = ((o + 1) * in + out - 1) / out;
     r.full = r.e - r.b;
@@ -91,13 +91,19 @@ static void pool_fwd_rows(void *p, int64_t begin, int64_t end) {
     int64_t plane = r / (g.out[0] * g.out[1]), oz = r / g.out[1] % g.out[0], oy = r % g.out[1];
     int64_t ibase = plane * g.vin, obase = plane * g.vout + (oz * g.out[1] + oy) * g.out[2];
     for (int64_t ox = 0; ox < g.out[2]; ox++) {
-      if (a->kind == TNK_POOL_MAX) {
+      if (a->kind == TNK_POOL_MAX || a->kind == TNK_POOL_ADAPTIVE_MAX) {
         /* as ATen: the first in-bounds tap is the default, a later value
          * wins when greater or NaN */
         int64_t z0, z1, y0, y1, x0, x1;
-        max_span(&g, 0, oz, &z0, &z1);
-        max_span(&g, 1, oy, &y0, &y1);
-        max_span(&g, 2, ox, &x0, &x1);
+        if (a->kind == TNK_POOL_MAX) {
+          max_span(&g, 0, oz, &z0, &z1);
+          max_span(&g, 1, oy, &y0, &y1);
+          max_span(&g, 2, ox, &x0, &x1);
+        } else { /* adaptive windows; dilation 1 (geom_of's default) */
+          win_t w[3] = {avg_window(a, &g, oz, 0), avg_window(a, &g, oy, 1),
+                        avg_window(a, &g, ox, 2)};
+          z0 = w[0].b, z1 = w[0].e, y0 = w[1].b, y1 = w[1].e, x0 = w[2].b, x1 = w[2].e;
+        }
         int64_t best_i = (z0 * H + y0) * W + x0;
         double best = -INFINITY;
         for (int64_t z = z0; z < z1; z += g.dil[0])
@@ -164,7 +170,7 @@ static void pool_bwd_planes(void *p, int64_t begin, int64_t end) {
         for (int64_t ox = 0; ox < g.out[2]; ox++) {
           int64_t o = plane * g.vout + (oz * g.out[1] + oy) * g.out[2] + ox;
           double gv = tnk_ldf(a->in, dt, o);
-          if (a->kind == TNK_POOL_MAX) {
+          if (a->kind == TNK_POOL_MAX || a->kind == TNK_POOL_ADAPTIVE_MAX) {
             int64_t idx = a->indices[o];
             if (idx < 0 || idx >= isz) {
               if (a->fault.fn)
@@ -196,7 +202,9 @@ void tnk_pool(const tnk_pool_args_t *a) {
     return;
   }
   if (g.vout == 0) return;
-  int64_t work = g.out[2] * (a->kind == TNK_POOL_MAX ? g.k[0] * g.k[1] * g.k[2] : 4);
+  int64_t work =
+      g.out[2] *
+      (a->kind == TNK_POOL_MAX || a->kind == TNK_POOL_ADAPTIVE_MAX ? g.k[0] * g.k[1] * g.k[2] : 4);
   tnk_parallel_for(a->planes * g.out[0] * g.out[1], work >= 4096 ? 1 : 4096 / (work + 1) + 1,
                    pool_fwd_rows, (void *)a);
 }

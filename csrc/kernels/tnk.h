@@ -685,13 +685,14 @@ void tnk_im2col(const tnk_im2col_args_t *args);
  * kd = 0 means 2-D (d = od = kd = sd = dd = 1, pd = 0). Windows follow
  * ATen: start o*s - p, dilation (max only); average: divisor_override when
  * nonzero, else the window size with (count_include_pad) or without the
- * padding; adaptive average: window [floor(o*in/out), ceil((o+1)*in/out)).
+ * padding; adaptive average and adaptive max: window
+ * [floor(o*in/out), ceil((o+1)*in/out)).
  * Max keeps the first maximum, NaN wins; indices are flat offsets
  * (z*h + y)*w + x in the input volume.
  * Backward: `in` is the output gradient, `out` the input gradient (written
  * whole); max reads `indices` and reports an index outside the volume as a
  * fault (skipped). */
-enum { TNK_POOL_MAX = 0, TNK_POOL_AVG, TNK_POOL_ADAPTIVE_AVG };
+enum { TNK_POOL_MAX = 0, TNK_POOL_AVG, TNK_POOL_ADAPTIVE_AVG, TNK_POOL_ADAPTIVE_MAX };
 typedef struct tnk_pool_args {
   const void *in;
   void *out;
