@@ -600,3 +600,57 @@ def test_repeat_interleave_with_tensor_repeats(dtype):
         torch.repeat_interleave(reps.neuron(), output_size=5)
     with pytest.raises(NotImplementedError, match="Float"):
         torch.repeat_interleave(reps.float().neuron())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_round_with_decimals(dtype):
+    x = (torch.randn(200, generator=torch.Generator().manual_seed(13)) * 50).to(dtype)
+    x[:4] = torch.tensor([2.5, -0.125, 1234.5678, 0.0]).to(dtype)
+    for d in (0, 1, 2, 3, -1, -2):
+        assert_same(x.neuron().round(decimals=d), x.round(decimals=d), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int32, torch.int64])
+def test_integer_hardtanh_isnan_and_sums_to_float(dtype):
+    x = torch.arange(-6, 10).to(dtype) if dtype != torch.uint8 else torch.arange(16).to(dtype)
+    xn = x.neuron()
+    assert_same(F.relu6(xn), F.relu6(x))
+    if dtype == torch.uint8:
+        with pytest.raises(RuntimeError, match="negative limits"):
+            F.hardtanh(xn, -2, 3)
+    else:
+        assert_same(F.hardtanh(xn, -2, 3), F.hardtanh(x, -2, 3))
+        assert_same(F.hardtanh(xn, -2.5, 3.7), F.hardtanh(x, -2.5, 3.7))  # no promotion
+        assert_same(
+            F.hardtanh(xn.clone(), -2, 3, inplace=True), F.hardtanh(x.clone(), -2, 3, inplace=True)
+        )
+    assert_same(torch.isnan(xn), torch.isnan(x))
+    m = x.view(4, 4)
+    for dt in (torch.float32, torch.float64):
+        assert_same(m.neuron().sum(1, dtype=dt), m.sum(1, dtype=dt))
+        assert_same(m.neuron().sum(dtype=dt), m.sum(dtype=dt))
+
+
+def test_complex_isnan():
+    z = torch.tensor([1 + 1j, complex(float("nan"), 0), complex(0, float("nan")), 0j])
+    assert_same(torch.isnan(z.neuron()), torch.isnan(z))
+
+
+def test_norm_forms_and_distance_losses():
+    g = torch.Generator().manual_seed(14)
+    a, p, n = (torch.randn(6, 5, generator=g) for _ in range(3))
+    for fn in (
+        lambda x: torch.norm(x, dim=1),
+        lambda x: torch.norm(x, p=1, dim=0, keepdim=True),
+        lambda x: torch.norm(x, p=3),
+        lambda x: torch.norm(x, float("inf"), dim=1, dtype=torch.float64),
+        lambda x: F.pairwise_distance(x, x.flip(0)),
+    ):
+        grad_check(fn, a, tol={"rtol": 1e-5, "atol": 1e-6})
+    grad_check(
+        lambda x, y, z: F.triplet_margin_loss(x, y, z, margin=0.5),
+        a,
+        p,
+        n,
+        tol={"rtol": 1e-5, "atol": 1e-6},
+    )

@@ -130,6 +130,25 @@ at::Tensor linalg_vector_norm(const at::Tensor &self, const c10::Scalar &ord,
   return linalg_vector_norm_out(self, ord, dim, keepdim, dtype, out);
 }
 
+// torch.norm's real forms (pairwise_distance, triplet losses): the vector
+// norm, p = 2 when none is given.
+at::Tensor &norm_dim_out(const at::Tensor &self, const std::optional<c10::Scalar> &p,
+                         at::IntArrayRef dim, bool keepdim, at::Tensor &out) {
+  return linalg_vector_norm_out(self, p.value_or(2), dim, keepdim, std::nullopt, out);
+}
+at::Tensor &norm_dim_dtype_out(const at::Tensor &self, const std::optional<c10::Scalar> &p,
+                               at::IntArrayRef dim, bool keepdim, c10::ScalarType dtype,
+                               at::Tensor &out) {
+  return linalg_vector_norm_out(self, p.value_or(2), dim, keepdim, dtype, out);
+}
+at::Tensor &norm_all_out(const at::Tensor &self, const c10::Scalar &p, at::Tensor &out) {
+  return linalg_vector_norm_out(self, p, std::nullopt, false, std::nullopt, out);
+}
+at::Tensor &norm_all_dtype_out(const at::Tensor &self, const std::optional<c10::Scalar> &p,
+                               c10::ScalarType dtype, at::Tensor &out) {
+  return linalg_vector_norm_out(self, p.value_or(2), std::nullopt, false, dtype, out);
+}
+
 // ------------------------------------------------------------- sum / mean
 
 namespace {
@@ -241,6 +260,12 @@ at::Tensor sum_dim(const at::Tensor &self, at::OptionalIntArrayRef dims, bool ke
   at::Tensor out =
       at::empty(reduced_shape(self, dims, keepdim), self.options().dtype(sum_dtype(self, dtype)));
   if (launch_reduce(out, self, dims, keepdim, TNK_SUM, "aten::sum")) return out;
+  // a dtype the kernel does not reach from self's (integers summed as floats):
+  // ATen casts each element to it first
+  if (dtype.has_value() && *dtype != self.scalar_type() && !self.is_complex() &&
+      !c10::isComplexType(*dtype) &&
+      launch_reduce(out, self.to(*dtype), dims, keepdim, TNK_SUM, "aten::sum"))
+    return out;
   return FALLBACK(sum_dim_IntList, self, dims, keepdim, dtype);
 }
 
@@ -679,6 +704,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("std_mean.correction", std_mean_correction);
   m.impl("linalg_vector_norm", linalg_vector_norm);
   m.impl("linalg_vector_norm.out", linalg_vector_norm_out);
+  m.impl("norm.out", norm_dim_out);
+  m.impl("norm.dtype_out", norm_dim_dtype_out);
+  m.impl("norm.Scalar_out", norm_all_out);
+  m.impl("norm.ScalarOpt_dtype_out", norm_all_dtype_out);
   m.impl("sum.IntList_out", sum_out);
   m.impl("sum.dim_IntList", sum_dim);
   m.impl("sum", sum_all);

@@ -359,17 +359,33 @@ at::Tensor &leaky_relu_out(const at::Tensor &x, const c10::Scalar &slope, at::Te
   return out;
 }
 
+// hardtanh (relu6) of an integer tensor is a clamp to the limits truncated to
+// integers (no type promotion), as ATen computes it
+bool integer_clamp_ok(const at::Tensor &x) {
+  return c10::isIntegralType(x.scalar_type(), false) && !is_wide_unsigned(x.scalar_type());
+}
+c10::Scalar int_limit(const at::Tensor &x, const c10::Scalar &v) {
+  int64_t i = v.toLong();
+  TORCH_CHECK(x.scalar_type() != at::kByte || i >= 0,
+              "cannot do hardtanh on an unsigned type with negative limits");
+  return c10::Scalar(i);
+}
+
 at::Tensor hardtanh(const at::Tensor &x, const c10::Scalar &lo, const c10::Scalar &hi) {
+  if (integer_clamp_ok(x)) return at::clamp(x, int_limit(x, lo), int_limit(x, hi));
   if (!param_ok(x, nullptr)) return FALLBACK(hardtanh, x, lo, hi);
   return param_unary(x, nullptr, TNK_HARDTANH, "aten::hardtanh", lo.toDouble(), hi.toDouble());
 }
 at::Tensor &hardtanh_(at::Tensor &x, const c10::Scalar &lo, const c10::Scalar &hi) {
+  if (integer_clamp_ok(x)) return at::clamp_(x, int_limit(x, lo), int_limit(x, hi));
   if (!param_ok(x, &x)) return FALLBACK(hardtanh_, x, lo, hi);
   param_unary(x, &x, TNK_HARDTANH, "aten::hardtanh_", lo.toDouble(), hi.toDouble());
   return x;
 }
 at::Tensor &hardtanh_out(const at::Tensor &x, const c10::Scalar &lo, const c10::Scalar &hi,
                          at::Tensor &out) {
+  if (integer_clamp_ok(x) && out.scalar_type() == x.scalar_type())
+    return at::clamp_out(out, x, int_limit(x, lo), int_limit(x, hi));
   if (!param_ok(x, &out)) return FALLBACK(hardtanh_out, x, lo, hi, out);
   param_unary(x, &out, TNK_HARDTANH, "aten::hardtanh", lo.toDouble(), hi.toDouble());
   return out;
@@ -558,6 +574,10 @@ at::Tensor signbit(const at::Tensor &x) {
 }
 
 at::Tensor isnan(const at::Tensor &x) {
+  // integers and bools are never NaN; a complex number is when either part is
+  if (c10::isIntegralType(x.scalar_type(), true))
+    return at::zeros(x.sizes(), x.options().dtype(at::kBool));
+  if (x.is_complex()) return at::logical_or(at::isnan(at::real(x)), at::isnan(at::imag(x)));
   if (!float_kernel_ok(x)) return FALLBACK(isnan, x);
   at::Tensor out = at::empty(x.sizes(), x.options().dtype(at::kBool));
   return classify_into(out, x, TNK_ISNAN, "aten::isnan");
@@ -710,8 +730,28 @@ at::Tensor &shrink_backward_out(const at::Tensor &grad, const at::Tensor &self,
   return assign_result(gin, r.to(gin.scalar_type()));
 }
 
+// round(x, decimals): x scaled by 10^decimals, rounded half to even, scaled
+// back (10^-decimals for negative), in x's dtype, in float32 for the half
+// types with one rounding at the end, as CPU does it.
+at::Tensor &round_decimals_out(const at::Tensor &self, int64_t decimals, at::Tensor &out) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()),
+                              "\"round\" not implemented for '", self.scalar_type(), "'");
+  at::Tensor r;
+  if (decimals == 0) {
+    r = at::round(self);
+  } else {
+    double p = std::pow(10.0, static_cast<double>(std::abs(decimals)));
+    at::Tensor x = at::isReducedFloatingType(self.scalar_type()) ? self.to(at::kFloat) : self;
+    at::Tensor ten_pow = at::scalar_tensor(p, x.options());  // p in x's dtype, as CPU
+    r = decimals > 0 ? at::round(x * ten_pow) / ten_pow : at::round(x / ten_pow) * ten_pow;
+    r = r.to(self.scalar_type());
+  }
+  return assign_result(out, r);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("softplus.out", softplus_out);
+  m.impl("round.decimals_out", round_decimals_out);
   m.impl("threshold.out", threshold_out);
   m.impl("hardshrink.out", hardshrink_out);
   m.impl("softshrink.out", softshrink_out);
