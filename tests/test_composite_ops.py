@@ -1,4 +1,4 @@
-"""Ops composed from native kernels (variance, norms, dropout, mse_loss,
+"""Ops composed from native kernels (variance, norms, cdist, dropout, mse_loss,
 softplus, log_sigmoid, sign, flip, eye, linspace, prod, binary_cross_entropy,
 huber_loss, threshold and the shrinks, masked_scatter, count_nonzero,
 repeat_interleave) against CPU, forward and backward, with no CPU fallback."""
@@ -654,3 +654,33 @@ def test_norm_forms_and_distance_losses():
         n,
         tol={"rtol": 1e-5, "atol": 1e-6},
     )
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")])
+def test_cdist_direct_and_backward(p):
+    g = torch.Generator().manual_seed(15)
+    a = torch.randn(2, 1, 5, 4, generator=g)
+    b = torch.randn(3, 7, 4, generator=g)
+    b[0, 0] = a[0, 0, 0]  # a zero distance
+    tol = {"rtol": 1e-4, "atol": 1e-5}
+    grad_check(lambda x, y: torch.cdist(x, y, p=p), a, b, tol=tol)
+    grad_check(lambda x, y: torch.cdist(x, y, p=p), a[0, 0].double(), b[0].double(), tol=tol)
+
+
+def test_cdist_matrix_product_form_and_errors():
+    g = torch.Generator().manual_seed(16)
+    a, b = torch.randn(30, 6, generator=g), torch.randn(40, 6, generator=g)
+    grad_check(lambda x, y: torch.cdist(x, y), a, b, tol={"rtol": 1e-4, "atol": 1e-4})
+    grad_check(
+        lambda x, y: torch.cdist(x, y, compute_mode="use_mm_for_euclid_dist"),
+        a[:5],
+        b[:5],
+        tol={"rtol": 1e-4, "atol": 1e-4},
+    )
+    an, bn = a.neuron(), b.neuron()
+    with pytest.raises(RuntimeError, match="same number of columns"):
+        torch.cdist(an, bn[:, :5])
+    with pytest.raises(RuntimeError, match="non-negative p"):
+        torch.cdist(an, bn, p=-1.0)
+    with pytest.raises(NotImplementedError, match="BFloat16"):
+        torch.cdist(an[:4].bfloat16(), bn[:4].bfloat16(), p=1.0)

@@ -698,8 +698,137 @@ at::Tensor fft_c2r(const at::Tensor &self, at::IntArrayRef dim, int64_t normaliz
 
 }  // namespace
 
+// ------------------------------------------------------------------ cdist
+// torch.cdist's kernel as CPU runs it: p = 2 on more than 25 rows (or
+// compute_mode 1) through the matrix-product form (_euclidean_dist, native),
+// otherwise every pair's difference, reduced per p, over blocks of x1's rows
+// so that the [batch, rows, r2, c] differences stay bounded.
+namespace {
+struct CdistShape {
+  std::vector<int64_t> batch, out;
+  int64_t nb = 1, r1 = 0, r2 = 0, c = 0;
+  at::Tensor x1, x2;  // [nb, r1, c], [nb, r2, c]
+};
+
+CdistShape cdist_shape(const at::Tensor &x1, const at::Tensor &x2) {
+  CdistShape s;
+  s.r1 = x1.size(-2);
+  s.r2 = x2.size(-2);
+  s.c = x1.size(-1);
+  s.batch = at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
+  for (int64_t b : s.batch) s.nb *= b;
+  auto expand = [&](const at::Tensor &x, int64_t r) {
+    std::vector<int64_t> e(s.batch);
+    e.insert(e.end(), {r, s.c});
+    return x.expand(e).reshape({s.nb, r, s.c});
+  };
+  s.x1 = expand(x1, s.r1);
+  s.x2 = expand(x2, s.r2);
+  s.out = s.batch;
+  s.out.insert(s.out.end(), {s.r1, s.r2});
+  return s;
+}
+
+// Rows of x1 per block: about 16M difference elements each.
+int64_t cdist_block(const CdistShape &s) {
+  int64_t per_row = std::max<int64_t>(1, s.nb * s.r2 * s.c);
+  return std::max<int64_t>(1, (int64_t{1} << 24) / per_row);
+}
+
+void check_cdist_direct(const at::Tensor &x1, const at::Tensor &x2) {
+  TORCH_CHECK(x1.scalar_type() == x2.scalar_type(), "expected scalar type ", x1.scalar_type(),
+              " but found ", x2.scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(x1.scalar_type() == at::kFloat || x1.scalar_type() == at::kDouble,
+                              "\"cdist\" not implemented for '", x1.scalar_type(), "'");
+}
+}  // namespace
+
+at::Tensor cdist_forward(const at::Tensor &x1, const at::Tensor &x2, double p,
+                         std::optional<int64_t> compute_mode) {
+  TORCH_CHECK(x1.dim() >= 2, "cdist only supports at least 2D tensors, X1 got: ", x1.dim(), "D");
+  TORCH_CHECK(x2.dim() >= 2, "cdist only supports at least 2D tensors, X2 got: ", x2.dim(), "D");
+  TORCH_CHECK(x1.size(-1) == x2.size(-1),
+              "X1 and X2 must have the same number of columns. X1: ", x1.size(-1),
+              " X2: ", x2.size(-1));
+  TORCH_CHECK(at::isFloatingType(x1.scalar_type()),
+              "cdist only supports floating-point dtypes, X1 got: ", x1.scalar_type());
+  TORCH_CHECK(at::isFloatingType(x2.scalar_type()),
+              "cdist only supports floating-point dtypes, X2 got: ", x2.scalar_type());
+  TORCH_CHECK(p >= 0, "cdist only supports non-negative p values");
+  int64_t mode = compute_mode.value_or(0);
+  TORCH_CHECK(mode >= 0 && mode <= 2, "possible modes: 0, 1, 2, but was: ", mode);
+  CdistShape s = cdist_shape(x1, x2);
+  if (s.r1 == 0 || s.r2 == 0 || s.nb == 0) return at::empty(s.out, x1.options());
+  if (s.c == 0) return at::zeros(s.out, x1.options());
+  if (p == 2 && (mode == 1 || (mode == 0 && (s.r1 > 25 || s.r2 > 25))))
+    return at::_euclidean_dist(s.x1, s.x2).view(s.out);
+  check_cdist_direct(x1, x2);
+  at::Tensor out = at::empty({s.nb, s.r1, s.r2}, x1.options());
+  int64_t block = cdist_block(s);
+  for (int64_t i = 0; i < s.r1; i += block) {
+    int64_t n = std::min(block, s.r1 - i);
+    at::Tensor d = s.x1.narrow(1, i, n).unsqueeze(2) - s.x2.unsqueeze(1);  // [nb, n, r2, c]
+    at::Tensor r;
+    if (p == 0)
+      r = d.ne(0).sum(-1, false, x1.scalar_type());
+    else if (p == 1)
+      r = d.abs().sum(-1);
+    else if (p == 2)
+      r = (d * d).sum(-1).sqrt();
+    else if (std::isinf(p))
+      r = d.abs().amax(-1);
+    else
+      r = d.abs().pow(p).sum(-1).pow(1.0 / p);
+    out.narrow(1, i, n).copy_(r);
+  }
+  return out.view(s.out);
+}
+
+// The gradient for x1 of the direct form (x2's is this with the roles
+// swapped, as autograd calls it), in x1's batch-expanded shape as CPU's.
+at::Tensor cdist_backward(const at::Tensor &grad, const at::Tensor &x1, const at::Tensor &x2,
+                          double p, const at::Tensor &cdist) {
+  TORCH_CHECK(x1.is_contiguous(), "_cdist_backward requires X1 to be contiguous");
+  TORCH_CHECK(x2.is_contiguous(), "_cdist_backward requires X2 to be contiguous");
+  TORCH_CHECK(cdist.is_contiguous(), "_cdist_backward requires dist to be contiguous");
+  TORCH_CHECK(grad.is_contiguous(), "_cdist_backward requires grad to be contiguous");
+  CdistShape s = cdist_shape(x1, x2);
+  std::vector<int64_t> xshape(s.batch);
+  xshape.insert(xshape.end(), {s.r1, s.c});
+  if (s.r1 == 0 || s.r2 == 0 || s.c == 0 || s.nb == 0 || p == 0)
+    return at::zeros(xshape, x1.options());
+  check_cdist_direct(x1, x2);
+  at::Tensor g = grad.reshape({s.nb, s.r1, s.r2}), dist = cdist.reshape({s.nb, s.r1, s.r2});
+  at::Tensor out = at::empty({s.nb, s.r1, s.c}, x1.options());
+  int64_t block = cdist_block(s);
+  for (int64_t i = 0; i < s.r1; i += block) {
+    int64_t n = std::min(block, s.r1 - i);
+    at::Tensor d = s.x1.narrow(1, i, n).unsqueeze(2) - s.x2.unsqueeze(1);  // [nb, n, r2, c]
+    at::Tensor gi = g.narrow(1, i, n).unsqueeze(-1), di = dist.narrow(1, i, n).unsqueeze(-1);
+    at::Tensor zero = at::zeros({}, d.options());
+    at::Tensor t;
+    if (p == 1) {
+      t = d.sign() * gi;
+    } else if (p < 2) {  // 0 where the distance is 0, or a coordinate is for p < 1
+      at::Tensor v = d.sign() * d.abs().pow(p - 1) * gi / di.pow(p - 1);
+      at::Tensor z = p < 1 ? at::logical_or(di == 0, d == 0) : (di == 0).expand_as(d);
+      t = at::where(z, zero, v);
+    } else if (p == 2) {
+      t = at::where(di == 0, zero, gi * d / di);
+    } else if (std::isinf(p)) {
+      t = gi * d.sign() * (d.abs() == di).to(d.scalar_type());
+    } else {
+      t = at::where(di == 0, zero, d * d.abs().pow(p - 2) * gi / di.pow(p - 1));
+    }
+    out.narrow(1, i, n).copy_(t.sum(2));
+  }
+  return out.view(xshape);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_solve_triangular", linalg_solve_triangular);
+  m.impl("_cdist_forward", cdist_forward);
+  m.impl("_cdist_backward", cdist_backward);
   m.impl("linalg_solve_triangular.out", linalg_solve_triangular_out);
   m.impl("mm", mm);
   m.impl("mm.out", mm_out);
