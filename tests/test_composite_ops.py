@@ -1,6 +1,6 @@
 """Ops composed from native kernels (variance, norms, cdist, dropout, mse_loss,
 softplus, log_sigmoid, sign, flip, eye, linspace, prod, binary_cross_entropy,
-huber_loss, threshold and the shrinks, masked_scatter, count_nonzero,
+huber_loss, threshold and the shrinks, masked_scatter, take/put, count_nonzero,
 repeat_interleave) against CPU, forward and backward, with no CPU fallback."""
 
 import pytest
@@ -684,3 +684,30 @@ def test_cdist_matrix_product_form_and_errors():
         torch.cdist(an, bn, p=-1.0)
     with pytest.raises(NotImplementedError, match="BFloat16"):
         torch.cdist(an[:4].bfloat16(), bn[:4].bfloat16(), p=1.0)
+
+
+def test_take_and_put():
+    g = torch.Generator().manual_seed(17)
+    x = torch.randn(4, 5, generator=g)
+    idx = torch.tensor([[0, 19, -1], [-20, 7, 7]])
+    grad_check(lambda a: torch.take(a, idx.to(a.device)), x)
+    distinct = torch.tensor([0, 19, -2, 7, 11, -9])  # no two name one element
+    for accumulate, where in ((False, distinct), (True, idx)):
+        src = torch.randn(6, generator=g)
+        for base in (x, x.t()):  # contiguous and strided destinations
+            want = base.clone().put_(where, src, accumulate)
+            got = base.neuron().clone().put_(where.neuron(), src.neuron(), accumulate)
+            assert_same(got, want)
+    grad_check(
+        lambda a, s: a.put(idx.to(a.device), s, accumulate=True), x, torch.randn(2, 3, generator=g)
+    )
+    xn = x.neuron()
+    with pytest.raises(RuntimeError, match="long tensor"):
+        xn.take(idx.int().neuron())
+    with pytest.raises(IndexError, match="same number of elements"):
+        xn.clone().put_(idx.neuron(), torch.ones(2, device="neuron"))
+    with pytest.raises(RuntimeError, match="same dtype"):
+        xn.clone().put_(idx.neuron(), torch.ones(6, dtype=torch.float64, device="neuron"))
+    with pytest.raises(IndexError):
+        xn.take(torch.tensor([20]).neuron())
+        torch.neuron.synchronize()

@@ -1280,8 +1280,8 @@ at::Tensor embedding_bag_per_sample_weights_backward(
 
 }  // namespace
 
-// ------------------------------------------ masked_scatter_, count_nonzero,
-// repeat_interleave: composites of native ops. masked_scatter_ and
+// ------------------------------------------ masked_scatter_, take, put_,
+// count_nonzero, repeat_interleave: composites of native ops. masked_scatter_ and
 // repeat_interleave need a count on the host first (one synchronisation, as
 // their output or source extent depends on the data; CUDA syncs there too).
 
@@ -1298,6 +1298,43 @@ at::Tensor &masked_scatter_(at::Tensor &self, const at::Tensor &mask, const at::
   TORCH_CHECK(count <= source.numel(), "Number of elements of source < number of ones in mask");
   if (count == 0) return self;
   return self.index_put_({m}, source.reshape({-1}).narrow(0, 0, count));
+}
+
+// take / put_: the tensor seen as one flat row, indexed with wrap-around of
+// negative indices; advanced indexing checks the range (IndexError, at the
+// next synchronisation as for every device-side index check).
+at::Tensor take(const at::Tensor &self, const at::Tensor &index) {
+  TORCH_CHECK(index.scalar_type() == at::kLong,
+              "take(): Expected a long tensor for index, but got ", index.scalar_type());
+  TORCH_CHECK_INDEX(self.numel() > 0 || index.numel() == 0,
+                    "take(): tried to take from an empty tensor");
+  at::Tensor flat = self.reshape({-1});
+  return flat.index({index.reshape({-1})}).view(index.sizes());
+}
+
+at::Tensor &take_out(const at::Tensor &self, const at::Tensor &index, at::Tensor &out) {
+  return assign_result(out, torch_neuronx::take(self, index));
+}
+
+at::Tensor &put_(at::Tensor &self, const at::Tensor &index, const at::Tensor &source,
+                 bool accumulate) {
+  TORCH_CHECK(index.scalar_type() == at::kLong,
+              "put_(): Expected a long tensor for index, but got ", index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
+              "put_(): self and source expected to have the same dtype, but got self.dtype = ",
+              self.scalar_type(), " and source.dtype = ", source.scalar_type());
+  TORCH_CHECK_INDEX(source.numel() == index.numel(),
+                    "put_(): Expected source and index to have the same number of elements, but "
+                    "got source.numel() = ",
+                    source.numel(), ", index.numel() = ", index.numel());
+  TORCH_CHECK_INDEX(self.numel() > 0 || index.numel() == 0,
+                    "put_(): Tried to put elements into an empty tensor");
+  at::assert_no_internal_overlap(self);
+  if (index.numel() == 0) return self;
+  at::Tensor work = self.is_contiguous() ? self : self.contiguous();
+  work.view({-1}).index_put_({index.reshape({-1})}, source.reshape({-1}), accumulate);
+  if (!work.is_same(self)) self.copy_(work);
+  return self;
 }
 
 at::Tensor count_nonzero_dims(const at::Tensor &self, at::IntArrayRef dims) {
@@ -1331,6 +1368,9 @@ at::Tensor repeat_interleave_counts(const at::Tensor &repeats,
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("flip", flip);
   m.impl("masked_scatter_", masked_scatter_);
+  m.impl("take", take);
+  m.impl("take.out", take_out);
+  m.impl("put_", put_);
   m.impl("count_nonzero.dim_IntList", count_nonzero_dims);
   m.impl("repeat_interleave.Tensor", repeat_interleave_counts);
   m.impl("roll", roll);
