@@ -139,17 +139,15 @@ tnk_pool_args_t pool_args(const PoolGeom &g, int kind, const at::Tensor &x) {
 }
 
 // ---- max pooling with indices
-void max_pool_forward(const at::Tensor &self, int spatial, at::IntArrayRef k, at::IntArrayRef st,
-                      at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode, at::Tensor &out,
-                      at::Tensor &indices, const char *name) {
-  PoolGeom g = pool_geometry(self, spatial, k, st, pad, dil, ceil_mode, name);
-  at::MemoryFormat fmt = format_of(self);
+// Max (or adaptive max) pooling with indices into out and indices, in fmt.
+void max_pool_run(const at::Tensor &self, const PoolGeom &g, int kind, at::MemoryFormat fmt,
+                  at::Tensor &out, at::Tensor &indices, const char *name) {
   auto shape = pooled_shape(self, g);
   auto [res, buf] = result_pair(shape, self.options(), fmt);
   auto [ires, ibuf] = result_pair(shape, self.options().dtype(at::kLong), fmt);
   if (buf.numel()) {
     at::Tensor x = self.contiguous();
-    tnk_pool_args_t a = pool_args(g, TNK_POOL_MAX, self);
+    tnk_pool_args_t a = pool_args(g, kind, self);
     a.in = x.const_data_ptr();
     a.out = buf.data_ptr();
     a.indices = ibuf.data_ptr<int64_t>();
@@ -161,6 +159,34 @@ void max_pool_forward(const at::Tensor &self, int spatial, at::IntArrayRef k, at
   }
   deliver(out, res, fmt);
   deliver(indices, ires, fmt);
+}
+
+void max_pool_forward(const at::Tensor &self, int spatial, at::IntArrayRef k, at::IntArrayRef st,
+                      at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode, at::Tensor &out,
+                      at::Tensor &indices, const char *name) {
+  PoolGeom g = pool_geometry(self, spatial, k, st, pad, dil, ceil_mode, name);
+  max_pool_run(self, g, TNK_POOL_MAX, format_of(self), out, indices, name);
+}
+
+// The gradient of a max (or adaptive max) pool: scattered through indices;
+// an index outside the input faults as `what`.
+at::Tensor max_pool_backward_run(const at::Tensor &grad, const at::Tensor &self, const PoolGeom &g,
+                                 const at::Tensor &indices, int kind, const char *what,
+                                 const char *name) {
+  at::MemoryFormat fmt = format_of(self);
+  auto [res, buf] = result_pair(self.sizes(), self.options(), fmt);
+  if (buf.numel()) {
+    at::Tensor go = grad.contiguous(), ix = indices.contiguous();
+    tnk_pool_args_t a = pool_args(g, kind, self);
+    a.backward = 1;
+    a.in = go.const_data_ptr();
+    a.out = buf.data_ptr();
+    a.indices = const_cast<int64_t *>(ix.const_data_ptr<int64_t>());
+    a.fault = fault_sink(self.device().index(), what, false);
+    launch(self.device().index(), pool_task, &a, sizeof a, name);
+    if (!res.is_same(buf)) res.copy_(buf);
+  }
+  return res;
 }
 
 at::Tensor max_pool_backward(const at::Tensor &grad, const at::Tensor &self, int spatial,
@@ -178,21 +204,8 @@ at::Tensor max_pool_backward(const at::Tensor &grad, const at::Tensor &self, int
     at::native::max_pool3d_backward_shape_check(
         self, grad, indices, g.c, K[0], K[1], K[2], S[0], S[1], S[2], P[0], P[1], P[2], D[0], D[1],
         D[2], g.in[0], g.in[1], g.in[2], g.out[0], g.out[1], g.out[2], name);
-  at::MemoryFormat fmt = format_of(self);
-  auto [res, buf] = result_pair(self.sizes(), self.options(), fmt);
-  if (buf.numel()) {
-    at::Tensor go = grad.contiguous(), ix = indices.contiguous();
-    tnk_pool_args_t a = pool_args(g, TNK_POOL_MAX, self);
-    a.backward = 1;
-    a.in = go.const_data_ptr();
-    a.out = buf.data_ptr();
-    a.indices = const_cast<int64_t *>(ix.const_data_ptr<int64_t>());
-    a.fault = fault_sink(self.device().index(),
-                         spatial == 2 ? "max_pool2d_backward" : "max_pool3d_backward", false);
-    launch(self.device().index(), pool_task, &a, sizeof a, name);
-    if (!res.is_same(buf)) res.copy_(buf);
-  }
-  return res;
+  return max_pool_backward_run(grad, self, g, indices, TNK_POOL_MAX,
+                               spatial == 2 ? "max_pool2d_backward" : "max_pool3d_backward", name);
 }
 
 bool max_backward_ok(const at::Tensor &grad, const at::Tensor &self, const at::Tensor &indices,
@@ -321,24 +334,8 @@ at::MemoryFormat adaptive_max_format(const at::Tensor &self, int spatial) {
 void adaptive_max_forward(const at::Tensor &self, int spatial, at::IntArrayRef osize,
                           at::Tensor &out, at::Tensor &indices, const char *name) {
   PoolGeom g = adaptive_geometry(self, spatial, osize, name);
-  at::MemoryFormat fmt = adaptive_max_format(self, spatial);
-  auto shape = pooled_shape(self, g);
-  auto [res, buf] = result_pair(shape, self.options(), fmt);
-  auto [ires, ibuf] = result_pair(shape, self.options().dtype(at::kLong), fmt);
-  if (buf.numel()) {
-    at::Tensor x = self.contiguous();
-    tnk_pool_args_t a = pool_args(g, TNK_POOL_ADAPTIVE_MAX, self);
-    a.in = x.const_data_ptr();
-    a.out = buf.data_ptr();
-    a.indices = ibuf.data_ptr<int64_t>();
-    launch(self.device().index(), pool_task, &a, sizeof a, name);
-    if (!res.is_same(buf)) {
-      res.copy_(buf);
-      ires.copy_(ibuf);
-    }
-  }
-  deliver(out, res, fmt);
-  deliver(indices, ires, fmt);
+  max_pool_run(self, g, TNK_POOL_ADAPTIVE_MAX, adaptive_max_format(self, spatial), out, indices,
+               name);
 }
 
 at::Tensor adaptive_max_backward(const at::Tensor &grad, const at::Tensor &self,
@@ -348,20 +345,7 @@ at::Tensor adaptive_max_backward(const at::Tensor &grad, const at::Tensor &self,
               " and ", self.sizes());
   std::vector<int64_t> o(grad.sizes().end() - spatial, grad.sizes().end());
   PoolGeom g = adaptive_geometry(self, spatial, o, name);
-  at::MemoryFormat fmt = format_of(self);
-  auto [res, buf] = result_pair(self.sizes(), self.options(), fmt);
-  if (buf.numel()) {
-    at::Tensor go = grad.contiguous(), ix = indices.contiguous();
-    tnk_pool_args_t a = pool_args(g, TNK_POOL_ADAPTIVE_MAX, self);
-    a.backward = 1;
-    a.in = go.const_data_ptr();
-    a.out = buf.data_ptr();
-    a.indices = const_cast<int64_t *>(ix.const_data_ptr<int64_t>());
-    a.fault = fault_sink(self.device().index(), name, false);
-    launch(self.device().index(), pool_task, &a, sizeof a, name);
-    if (!res.is_same(buf)) res.copy_(buf);
-  }
-  return res;
+  return max_pool_backward_run(grad, self, g, indices, TNK_POOL_ADAPTIVE_MAX, name, name);
 }
 }  // namespace
 

@@ -341,6 +341,16 @@ at::Tensor &logical_reduce(const at::Tensor &self, at::OptionalIntArrayRef dims,
   return out;
 }
 
+// One dim (a 0-dim tensor reduces over everything).
+at::Tensor &logical_reduce_dim(const at::Tensor &self, int64_t dim, bool keepdim,
+                               tnk_reduce_op_t op, at::Tensor &out, bool *done) {
+  int64_t d = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  return logical_reduce(self,
+                        self.dim() ? at::OptionalIntArrayRef(at::IntArrayRef(d))
+                                   : at::OptionalIntArrayRef(std::nullopt),
+                        keepdim, op, out, done);
+}
+
 // all/any of a uint8 tensor are uint8 (CPU's and CUDA's legacy rule)
 at::Tensor as_input_dtype(const at::Tensor &r, const at::Tensor &self) {
   return self.scalar_type() == at::kByte ? r.to(at::kByte) : r;
@@ -362,20 +372,12 @@ at::Tensor as_input_dtype(const at::Tensor &r, const at::Tensor &self) {
   at::Tensor NAME##_dim(const at::Tensor &self, int64_t dim, bool keepdim) {                       \
     at::Tensor out = at::empty({0}, self.options().dtype(at::kBool));                              \
     bool done;                                                                                     \
-    int64_t d = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));                        \
-    logical_reduce(self,                                                                           \
-                   self.dim() ? at::OptionalIntArrayRef(at::IntArrayRef(d))                        \
-                              : at::OptionalIntArrayRef(std::nullopt),                             \
-                   keepdim, OP, out, &done);                                                       \
+    logical_reduce_dim(self, dim, keepdim, OP, out, &done);                                        \
     return done ? as_input_dtype(out, self) : FALLBACK(NAME##_dim, self, dim, keepdim);            \
   }                                                                                                \
   at::Tensor &NAME##_dim_out(const at::Tensor &self, int64_t dim, bool keepdim, at::Tensor &out) { \
     bool done;                                                                                     \
-    int64_t d = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));                        \
-    logical_reduce(self,                                                                           \
-                   self.dim() ? at::OptionalIntArrayRef(at::IntArrayRef(d))                        \
-                              : at::OptionalIntArrayRef(std::nullopt),                             \
-                   keepdim, OP, out, &done);                                                       \
+    logical_reduce_dim(self, dim, keepdim, OP, out, &done);                                        \
     return done ? out : FALLBACK(NAME##_out, self, dim, keepdim, out);                             \
   }                                                                                                \
   at::Tensor NAME##_dims(const at::Tensor &self, at::OptionalIntArrayRef dims, bool keepdim) {     \
