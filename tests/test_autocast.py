@@ -41,3 +41,23 @@ def test_autocast_backward():
         y = torch.mm(w, w).sum()
     y.backward()
     assert w.grad.dtype == torch.float32 and w.grad.device.type == "neuron"
+
+
+def test_binary_cross_entropy_runs_in_fp32_as_cpu_autocast():
+    """CPU's autocast runs binary_cross_entropy in fp32 (CUDA's bans it, for
+    fp16's range); neuron follows CPU: bf16 probabilities against fp32
+    targets give CPU autocast's loss and gradient."""
+    g = torch.Generator().manual_seed(0)
+    x, t = torch.randn(6, 4, generator=g), torch.rand(6, 4, generator=g)
+    w = torch.randn(4, 4, generator=g)
+    res = {}
+    for dev in ("cpu", "neuron"):
+        wd = w.to(dev).detach().requires_grad_()
+        with torch.autocast(dev, dtype=torch.bfloat16):
+            p = torch.sigmoid(x.to(dev) @ wd)
+            loss = torch.nn.functional.binary_cross_entropy(p, t.to(dev))
+        assert p.dtype == torch.bfloat16 and loss.dtype == torch.float32
+        loss.backward()
+        res[dev] = (loss.detach().cpu(), wd.grad.cpu())
+    for n, c in zip(res["neuron"], res["cpu"]):
+        torch.testing.assert_close(n, c, rtol=2e-2, atol=2e-2)

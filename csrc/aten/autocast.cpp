@@ -25,5 +25,8 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 #define NEURON_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
   AT_FORALL_PROMOTE(NEURON_PROMOTE)
 #undef NEURON_PROMOTE
+  // CUDA bans binary_cross_entropy under autocast (log of fp16 probabilities
+  // overflows); CPU autocast, bf16 as neuron's, runs it in fp32: so does neuron
+  KERNEL_PRIVATEUSEONE(binary_cross_entropy, fp32)
 }
 }  // namespace at::autocast
