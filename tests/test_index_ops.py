@@ -713,6 +713,38 @@ def test_searchsorted_nan_promotion_empty_and_errors():
         torch.neuron.synchronize()
 
 
+@pytest.mark.parametrize("dtype", REALS + [torch.bool])
+@pytest.mark.parametrize("name", ["cummax", "cummin"])
+def test_cummax_cummin(dtype, name):
+    g = torch.Generator().manual_seed(18)
+    x = torch.randint(-3, 4, (4, 6, 5), generator=g).to(dtype)  # many ties
+    if dtype.is_floating_point:
+        x[0, 2, 1] = x[1, 4, 3] = x[1, 1, 3] = float("nan")
+    f = getattr(torch, name)
+    for dim in (0, 1, -1):
+        vn, in_ = f(x.neuron(), dim)
+        vc, ic = f(x, dim)
+        assert_same(vn, vc, equal_nan=True)
+        assert_same(in_, ic)
+    # out= into strided outputs, a 0-dim input
+    v = torch.empty(5, 6, 4, dtype=dtype, device="neuron").transpose(0, 2)
+    i = torch.empty(5, 6, 4, dtype=torch.long, device="neuron").transpose(0, 2)
+    f(x.neuron(), 1, out=(v, i))
+    assert_same(v, f(x, 1).values, equal_nan=True)
+    assert_same(i, f(x, 1).indices)
+    assert_same(f(x[0, 0, 0].neuron(), 0).values, f(x[0, 0, 0], 0).values)
+    no_fallback()
+
+
+def test_cummax_backward():
+    x = torch.randn(3, 7, generator=torch.Generator().manual_seed(19))
+    xc, xn = x.clone().requires_grad_(), x.neuron().requires_grad_()
+    (torch.cummax(xc, 1).values * torch.arange(7.0)).sum().backward()
+    (torch.cummax(xn, 1).values * torch.arange(7.0).neuron()).sum().backward()
+    assert_same(xn.grad, xc.grad)
+    no_fallback()
+
+
 def test_gather_scatter_int32_index_and_bad_dtype():
     x = torch.randn(3, 4)
     i32 = torch.tensor([[0, 3], [2, 0]], dtype=torch.int32)

@@ -616,6 +616,52 @@ at::Tensor &scan_out(const at::Tensor &self, int64_t dim, at::Tensor &out, int o
   return out;
 }
 
+// cummax / cummin: ATen's cummax/cummin size the outputs and call these
+// helpers with a wrapped dim and a non-empty input.
+namespace {
+void cumext_task(void *p) { tnk_cumext(static_cast<tnk_cumext_args_t *>(p)); }
+
+void cumext_helper(const at::Tensor &self, at::Tensor &values, at::Tensor &indices, int64_t dim,
+                   bool is_max) {
+  at::Tensor x = self.contiguous();
+  bool direct = values.is_contiguous() && indices.is_contiguous();
+  at::Tensor v = direct ? values : at::empty(x.sizes(), values.options());
+  at::Tensor i = direct ? indices : at::empty(x.sizes(), indices.options());
+  tnk_cumext_args_t a{};
+  a.in = x.const_data_ptr();
+  a.values = v.data_ptr();
+  a.indices = i.data_ptr<int64_t>();
+  split_dims(x.sizes(), dim, &a.outer, &a.inner);
+  a.len = x.size(dim);
+  a.dtype = tnk_of(x);
+  a.is_max = is_max;
+  launch(self.device().index(), cumext_task, &a, sizeof a,
+         is_max ? "aten::_cummax_helper" : "aten::_cummin_helper", x.numel());
+  if (!direct) {
+    values.copy_(v);
+    indices.copy_(i);
+  }
+}
+
+bool cumext_native(const at::Tensor &self, const at::Tensor &values, const at::Tensor &indices) {
+  tnk_dtype_t dt = tnk_of(self);
+  return dt != TNK_DTYPE_COUNT && tnk_cumext_supported(dt) && self.dim() <= TNRT_MAX_DIMS &&
+         values.scalar_type() == self.scalar_type() && indices.scalar_type() == at::kLong;
+}
+}  // namespace
+
+void cummax_helper(const at::Tensor &self, at::Tensor &values, at::Tensor &indices, int64_t dim) {
+  if (!cumext_native(self, values, indices))
+    return FALLBACK(_cummax_helper, self, values, indices, dim);
+  cumext_helper(self, values, indices, dim, true);
+}
+
+void cummin_helper(const at::Tensor &self, at::Tensor &values, at::Tensor &indices, int64_t dim) {
+  if (!cumext_native(self, values, indices))
+    return FALLBACK(_cummin_helper, self, values, indices, dim);
+  cumext_helper(self, values, indices, dim, false);
+}
+
 c10::ScalarType scan_dtype(const at::Tensor &self, std::optional<c10::ScalarType> dtype) {
   if (dtype.has_value()) return *dtype;
   return c10::isIntegralType(self.scalar_type(), true) ? at::kLong : self.scalar_type();
@@ -746,6 +792,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("max.dim", max_dim);
   m.impl("min.dim", min_dim);
   m.impl("_logcumsumexp", logcumsumexp);
+  m.impl("_cummax_helper", cummax_helper);
+  m.impl("_cummin_helper", cummin_helper);
   m.impl("_logcumsumexp.out", logcumsumexp_out);
   m.impl("cumsum", cumsum);
   m.impl("cumsum.out", cumsum_out);

@@ -416,6 +416,48 @@ void tnk_scan(const tnk_scan_args_t *a) {
   tnk_parallel_for(a->outer * a->inner, 16384 / len > 1 ? 16384 / len : 1, scan_range, (void *)a);
 }
 
+/* ---- cummax / cummin --------------------------------------------------------------- */
+
+int tnk_cumext_supported(int dtype) { return real_dtype(dtype); }
+
+static void cumext_range(void *p, int64_t begin, int64_t end) {
+  const tnk_cumext_args_t *a = p;
+  const int fl = floating(a->dtype);
+  const size_t esz = tnk_dtype_size(a->dtype);
+  for (int64_t r = begin; r < end; r++) {
+    int64_t o = r / a->inner, i = r % a->inner;
+    int64_t off = o * a->len * a->inner + i, idx = 0;
+    const char *best = (const char *)a->in + off * (int64_t)esz;
+    double bf = fl ? tnk_ldf(a->in, a->dtype, off) : 0;
+    int64_t bi = fl ? 0 : tnk_load_any(best, a->dtype).i;
+    for (int64_t k = 0; k < a->len; k++, off += a->inner) {
+      const char *x = (const char *)a->in + off * (int64_t)esz;
+      int take;
+      if (fl) {
+        double v = tnk_ldf(a->in, a->dtype, off);
+        take = isnan(v) || (!isnan(bf) && (a->is_max ? v >= bf : v <= bf));
+        if (take) bf = v;
+      } else {
+        int64_t v = tnk_load_any(x, a->dtype).i;
+        take = a->is_max ? v >= bi : v <= bi;
+        if (take) bi = v;
+      }
+      if (take) {
+        best = x;
+        idx = k;
+      }
+      memcpy((char *)a->values + off * (int64_t)esz, best, esz);
+      a->indices[off] = idx;
+    }
+  }
+}
+
+void tnk_cumext(const tnk_cumext_args_t *a) {
+  if (!tnk_cumext_supported(a->dtype) || a->len <= 0) return;
+  tnk_parallel_for(a->outer * a->inner, 16384 / a->len > 1 ? 16384 / a->len : 1, cumext_range,
+                   (void *)a);
+}
+
 /* ---- isin -------------------------------------------------------------------------- */
 
 int tnk_isin_supported(int dtype) { return real_dtype(dtype); }

@@ -589,6 +589,21 @@ typedef struct tnk_scan_args {
 int tnk_scan_supported(int in_dtype, int out_dtype);
 void tnk_scan(const tnk_scan_args_t *args);
 
+/* Running maximum (is_max) or minimum with its index along one dim of a
+ * contiguous [outer, len, inner] tensor into contiguous values (same dtype)
+ * and int64 indices, as PyTorch's CPU kernel: a later equal element takes
+ * over (its index is reported), a NaN takes over and holds until the next
+ * NaN. Real dtypes. */
+typedef struct tnk_cumext_args {
+  const void *in;
+  void *values;
+  int64_t *indices;
+  int64_t outer, len, inner;
+  int32_t dtype, is_max;
+} tnk_cumext_args_t;
+int tnk_cumext_supported(int dtype);
+void tnk_cumext(const tnk_cumext_args_t *args);
+
 /* out[i] = (elements[i] in test[0..m)) != invert, contiguous, one real
  * dtype; bool out. */
 typedef struct tnk_isin_args {

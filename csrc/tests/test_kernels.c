@@ -1899,6 +1899,39 @@ static void test_searchsorted(void) {
   CHECK(searchsorted_faults == 1);
 }
 
+/* cummax/cummin along the middle dim of [2, 5, 3] against a direct loop:
+ * ties take the later index, a NaN takes over until the next NaN. */
+static void test_cumext(void) {
+  enum { O = 2, L = 5, I = 3 };
+  float in[O * L * I], vals[O * L * I];
+  int64_t idx[O * L * I];
+  for (int k = 0; k < O * L * I; k++) in[k] = (float)((k * 7) % 5) - 2.0f;
+  in[1 * I + 1] = NAN;
+  for (int is_max = 0; is_max < 2; is_max++) {
+    tnk_cumext_args_t a = {.in = in,
+                           .values = vals,
+                           .indices = idx,
+                           .outer = O,
+                           .len = L,
+                           .inner = I,
+                           .dtype = TNK_F32,
+                           .is_max = is_max};
+    tnk_cumext(&a);
+    for (int o = 0; o < O; o++)
+      for (int i = 0; i < I; i++) {
+        float best = in[o * L * I + i];
+        int64_t bi = 0;
+        for (int l = 0; l < L; l++) {
+          float x = in[(o * L + l) * I + i];
+          if (isnan(x) || (!isnan(best) && (is_max ? x >= best : x <= best))) best = x, bi = l;
+          int k = (o * L + l) * I + i;
+          CHECK(idx[k] == bi);
+          CHECK(isnan(best) ? isnan(vals[k]) : vals[k] == best);
+        }
+      }
+  }
+}
+
 static void test_gather_index_strides(void) {
   enum { M = 5, N = 6 };
   float src[M * N], out[M * N], want[M * N];
@@ -2078,6 +2111,7 @@ int main(void) {
   RUN(test_philox_known_answers);
   RUN(test_rnn_cell);
   RUN(test_searchsorted);
+  RUN(test_cumext);
   RUN(test_half_conversions);
   RUN(test_copy_strided_cast);
   RUN(test_fill);
