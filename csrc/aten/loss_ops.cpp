@@ -18,15 +18,25 @@ namespace torch_neuronx {
 
 namespace {
 void nll_task(void *p) { tnk_nll(static_cast<tnk_nll_args_t *>(p)); }
+
+// An element-wise loss reduced as asked (reduction: 0 none, 1 mean, 2 sum).
+at::Tensor reduced_loss(const at::Tensor &l, int64_t reduction) {
+  if (reduction == at::Reduction::Mean) return l.mean();
+  if (reduction == at::Reduction::Sum) return l.sum();
+  return l;
+}
+
+// A gradient written into grad_input with the input's shape.
+at::Tensor &assign_expanded(at::Tensor &gin, const at::Tensor &r, at::IntArrayRef shape) {
+  at::native::resize_output(gin, shape);
+  return gin.copy_(r.expand(shape));
+}
 }  // namespace
 
-// mse_loss and its backward (reduction: 0 none, 1 mean, 2 sum).
+// mse_loss and its backward.
 at::Tensor mse_loss(const at::Tensor &self, const at::Tensor &target, int64_t reduction) {
   at::Tensor d = self - target;
-  at::Tensor l = d * d;
-  if (reduction == 1) return l.mean();
-  if (reduction == 2) return l.sum();
-  return l;
+  return reduced_loss(d * d, reduction);
 }
 
 at::Tensor &mse_loss_out(const at::Tensor &self, const at::Tensor &target, int64_t reduction,
@@ -46,10 +56,8 @@ at::Tensor smooth_l1(const at::Tensor &self, const at::Tensor &target, int64_t r
                      double beta) {
   TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
   at::Tensor d = (self - target).abs();
-  at::Tensor l = beta == 0 ? d : at::where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta);
-  if (reduction == 1) return l.mean();
-  if (reduction == 2) return l.sum();
-  return l;
+  return reduced_loss(beta == 0 ? d : at::where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta),
+                      reduction);
 }
 
 at::Tensor &smooth_l1_loss_out(const at::Tensor &self, const at::Tensor &target, int64_t reduction,
@@ -65,9 +73,7 @@ at::Tensor &smooth_l1_loss_backward_out(const at::Tensor &grad, const at::Tensor
   at::Tensor x = self - target;
   at::Tensor g = beta == 0 ? at::sign(x) : at::clamp(x / beta, -1.0, 1.0);
   double norm = reduction == 1 ? 1.0 / static_cast<double>(self.numel()) : 1.0;
-  at::Tensor r = g * grad * norm;
-  at::native::resize_output(gin, self.sizes());
-  return gin.copy_(r.expand(self.sizes()));
+  return assign_expanded(gin, g * grad * norm, self.sizes());
 }
 
 // huber_loss: quadratic below delta, linear above (smooth L1 times delta).
@@ -75,10 +81,7 @@ at::Tensor huber_loss(const at::Tensor &self, const at::Tensor &target, int64_t 
                       double delta) {
   TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
   at::Tensor z = (self - target).abs();
-  at::Tensor l = at::where(z < delta, z * z * 0.5, (z - 0.5 * delta) * delta);
-  if (reduction == at::Reduction::Mean) return l.mean();
-  if (reduction == at::Reduction::Sum) return l.sum();
-  return l;
+  return reduced_loss(at::where(z < delta, z * z * 0.5, (z - 0.5 * delta) * delta), reduction);
 }
 
 at::Tensor &huber_loss_out(const at::Tensor &self, const at::Tensor &target, int64_t reduction,
@@ -91,9 +94,7 @@ at::Tensor &huber_loss_backward_out(const at::Tensor &grad, const at::Tensor &se
                                     at::Tensor &gin) {
   double norm = reduction == at::Reduction::Mean ? 1.0 / static_cast<double>(self.numel()) : 1.0;
   at::Tensor x = self - target;
-  at::Tensor r = at::clamp(x, -delta, delta) * grad * norm;
-  at::native::resize_output(gin, self.sizes());
-  return gin.copy_(r.expand(self.sizes()));
+  return assign_expanded(gin, at::clamp(x, -delta, delta) * grad * norm, self.sizes());
 }
 
 // binary_cross_entropy, as CPU computes it: each log clamped at -100, inputs
@@ -128,9 +129,7 @@ at::Tensor binary_cross_entropy(const at::Tensor &input, const at::Tensor &targe
   at::Tensor r = (t - 1) * at::clamp_min(at::log1p(-x), -100) - t * at::clamp_min(at::log(x), -100);
   at::Tensor loss = squeezed_like(r, input);
   if (weight.has_value() && weight->defined()) loss.mul_(*weight);
-  if (reduction == at::Reduction::Mean) return loss.mean();
-  if (reduction == at::Reduction::Sum) return loss.sum();
-  return loss;
+  return reduced_loss(loss, reduction);
 }
 
 at::Tensor &binary_cross_entropy_out(const at::Tensor &input, const at::Tensor &target,
