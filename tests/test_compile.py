@@ -445,13 +445,13 @@ def test_aot_autograd_cache_across_processes(tmp_path):
 
 
 def test_op_without_kernel_falls_back_in_compiled_graph_as_in_eager():
-    """cummax has no neuron kernel and Inductor keeps it as a call to ATen:
+    """mode has no neuron kernel and Inductor keeps it as a call to ATen:
     it runs through the CPU fallback, counted, with the eager results; in
     "error" mode it raises as eager does."""
     import torch_neuronx
 
     def f(x):
-        return torch.cummax(x * 2, 0)[0] + 1
+        return torch.mode(x * 2, 0)[0] + 1
 
     x = torch.randn(50)
     prev = torch_neuronx.get_fallback_mode()
@@ -460,10 +460,10 @@ def test_op_without_kernel_falls_back_in_compiled_graph_as_in_eager():
         torch_neuronx.clear_op_tracking()
         out = torch.compile(f)(x.to(DEV))
         close(out, f(x))
-        assert torch_neuronx.get_fallback_ops() == {"aten::_cummax_helper": 1}
+        assert torch_neuronx.get_fallback_ops() == {"aten::mode": 1}
         torch._dynamo.reset()
         torch_neuronx.set_fallback_mode("error")
-        with pytest.raises(NotImplementedError, match="cummax"):
+        with pytest.raises(NotImplementedError, match="mode"):
             torch.compile(f)(x.to(DEV))
     finally:
         torch_neuronx.set_fallback_mode(prev)
