@@ -260,9 +260,10 @@ at::Tensor avg_pool_run(const at::Tensor &self, const at::Tensor *grad, int spat
   return res;
 }
 
-// ---- adaptive average pooling
-at::Tensor adaptive_avg_run(const at::Tensor &self, const at::Tensor *grad, int spatial,
-                            at::IntArrayRef osize, const char *name) {
+// ---- adaptive pooling: windows [floor(o*in/out), ceil((o+1)*in/out)), ATen's
+// argument checks first.
+PoolGeom adaptive_geometry(const at::Tensor &self, int spatial, at::IntArrayRef osize,
+                           const char *name) {
   TORCH_CHECK(self.dim() == spatial + 1 || self.dim() == spatial + 2, name, "(): Expected ",
               spatial + 1, "D or ", spatial + 2, "D tensor, but got ", self.sizes());
   TORCH_CHECK(osize.size() == static_cast<size_t>(spatial), name, ": output_size must be ",
@@ -283,8 +284,17 @@ at::Tensor adaptive_avg_run(const at::Tensor &self, const at::Tensor *grad, int 
     int a = 3 - spatial + i;
     g.in[a] = self.size(self.dim() - spatial + i);
     g.out[a] = osize[i];
+    g.k[a] = g.out[a] ? (g.in[a] + g.out[a] - 1) / g.out[a] + 1 : 1;  // for the work split
   }
-  g.planes = self.dim() == spatial + 2 ? self.size(0) * self.size(1) : self.size(0);
+  g.c = self.size(-spatial - 1);
+  g.planes = self.dim() == spatial + 2 ? self.size(0) * g.c : g.c;
+  return g;
+}
+
+// ---- adaptive average pooling
+at::Tensor adaptive_avg_run(const at::Tensor &self, const at::Tensor *grad, int spatial,
+                            at::IntArrayRef osize, const char *name) {
+  PoolGeom g = adaptive_geometry(self, spatial, osize, name);
   at::MemoryFormat fmt = avg_format(self, spatial, grad != nullptr);
   auto [res, buf] =
       result_pair(grad ? self.sizes().vec() : pooled_shape(self, g), self.options(), fmt);
@@ -300,33 +310,8 @@ at::Tensor adaptive_avg_run(const at::Tensor &self, const at::Tensor *grad, int 
   return res;
 }
 
-// ---- adaptive max pooling: adaptive windows, max with indices; the backward
-// is max pooling's (it scatters through the indices).
-PoolGeom adaptive_geometry(const at::Tensor &self, int spatial, at::IntArrayRef osize,
-                           const char *name) {
-  TORCH_CHECK(self.dim() == spatial + 1 || self.dim() == spatial + 2, name, "(): Expected ",
-              spatial + 1, "D or ", spatial + 2, "D tensor, but got: ", self.sizes());
-  for (int64_t i = 1; i < self.dim(); i++)
-    TORCH_CHECK(self.size(i) > 0, name,
-                "(): Expected input to have non-zero size for non-batch dimensions, but input "
-                "has sizes ",
-                self.sizes(), " with dimension ", i, " being empty");
-  TORCH_CHECK(osize.size() == static_cast<size_t>(spatial), name,
-              "(): internal error: output_size.size() must be ", spatial);
-  PoolGeom g;
-  g.spatial = spatial;
-  for (int i = 0; i < spatial; i++) {
-    int a = 3 - spatial + i;
-    g.in[a] = self.size(self.dim() - spatial + i);
-    g.out[a] = osize[i];
-    TORCH_CHECK(g.out[a] >= 0, name, "(): elements of output_size must be >= 0, but got ", osize);
-    g.k[a] = g.out[a] ? (g.in[a] + g.out[a] - 1) / g.out[a] + 1 : 1;  // for the work split
-  }
-  g.c = self.size(-spatial - 1);
-  g.planes = self.dim() == spatial + 2 ? self.size(0) * g.c : g.c;
-  return g;
-}
-
+// ---- adaptive max pooling: max with indices over the adaptive windows; the
+// backward is max pooling's (it scatters through the indices).
 at::MemoryFormat adaptive_max_format(const at::Tensor &self, int spatial) {
   return spatial == 3 ? at::MemoryFormat::Contiguous : format_of(self);
 }

@@ -1860,18 +1860,22 @@ static void test_searchsorted(void) {
     }
     for (int k = 0; k < PER; k++) vals[r * PER + k] = 3 * k - 2 + r;
   }
+  const tnk_searchsorted_args_t base = {.boundaries = bd,
+                                        .values = vals,
+                                        .out = out64,
+                                        .n = ROWS * PER,
+                                        .per_row = PER,
+                                        .len = LEN,
+                                        .bd_rows = ROWS,
+                                        .dtype = TNK_I64};
   for (int variant = 0; variant < 4; variant++) {
     int right = variant & 1, use_sorter = variant >> 1;
-    tnk_searchsorted_args_t a = {.boundaries = use_sorter ? shuffled : bd,
-                                 .values = vals,
-                                 .sorter = use_sorter ? sorter : NULL,
-                                 .out = out64,
-                                 .n = ROWS * PER,
-                                 .per_row = PER,
-                                 .len = LEN,
-                                 .bd_rows = ROWS,
-                                 .dtype = TNK_I64,
-                                 .right = right};
+    tnk_searchsorted_args_t a = base;
+    if (use_sorter) {
+      a.boundaries = shuffled;
+      a.sorter = sorter;
+    }
+    a.right = right;
     tnk_searchsorted(&a);
     a.out = out32;
     a.out_int32 = 1;
@@ -1885,16 +1889,10 @@ static void test_searchsorted(void) {
       }
   }
   sorter[4] = 7;
-  tnk_searchsorted_args_t bad = {.boundaries = shuffled,
-                                 .values = vals,
-                                 .sorter = sorter,
-                                 .out = out64,
-                                 .n = ROWS * PER,
-                                 .per_row = PER,
-                                 .len = LEN,
-                                 .bd_rows = ROWS,
-                                 .dtype = TNK_I64,
-                                 .fault = {.fn = count_fault}};
+  tnk_searchsorted_args_t bad = base;
+  bad.boundaries = shuffled;
+  bad.sorter = sorter;
+  bad.fault.fn = count_fault;
   tnk_searchsorted(&bad);
   CHECK(searchsorted_faults == 1);
 }
