@@ -134,12 +134,12 @@ class Peaks:
             )
         else:
             lines.append("- bf16 peak: the fp32 peak (no bf16 dot-product instruction on this CPU)")
-        if "amx-bf16" not in _C._cpu_features():
-            amx = "absent"
-        elif _C._bf16_gemm_kernel() == "amx":
-            amx = "present, bf16 GEMMs run on them"
-        else:
-            amx = "present, not used (TORCH_NEURONX_AMX=0, or the OS did not grant the tile state)"
+        amx = _C._amx_status()
+        if amx == "in use":
+            amx = "in use, bf16 GEMMs run on them"
+            dot = self._best("bf16-dot512")
+            if dot:  # the dot-product peak beside it: what the fallback path could reach
+                amx += f"; the AVX512-BF16 dot-product peak beside them: {dot:.0f} GFLOPS"
         lines.append(f"- AMX bf16 tiles: {amx}")
         return lines
 

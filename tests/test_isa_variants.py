@@ -93,3 +93,64 @@ def test_bf16_gemm_kernel_follows_the_cpu_features():
         assert kernel in ("amx", "avx512-bf16")
     else:
         assert kernel == "fp32"
+
+
+_AMX_CHILD = """
+import torch
+from torch_neuronx import _C
+torch.manual_seed(0)
+a, b = torch.randn(96, 200), torch.randn(200, 72)
+ab, bb = a.bfloat16(), b.bfloat16()
+out = (ab.to("neuron") @ bb.to("neuron")).cpu()
+torch.testing.assert_close(out, ab @ bb, rtol=1.6e-2, atol=1e-2)
+lin = torch.nn.Linear(200, 72)
+x = torch.randn(16, 200)
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    want = lin(x)
+lin_n = lin.to("neuron")
+with torch.autocast("neuron", dtype=torch.bfloat16):
+    got = lin_n(x.to("neuron"))
+torch.testing.assert_close(got.cpu(), want, rtol=1.6e-2, atol=1e-2)
+print("kernel", _C._bf16_gemm_kernel())
+print("amx", _C._amx_status())
+"""
+
+
+def test_amx_guard_never_takes_the_process_down():
+    """TORCH_NEURONX_AMX=force runs the tile self-test even where CPUID has no
+    AMX. Where tiles work (an AMX host with the OS grant) bf16 GEMMs then run
+    on them and match CPU; everywhere else the self-test's SIGILL is caught,
+    one warning says why, and bf16 GEMMs match CPU on the dot-product path.
+    Before the guard (and the fixed tile configuration) the first bf16
+    matmul on an AMX host killed the process with SIGILL."""
+    env = dict(os.environ, TORCH_NEURONX_AMX="force")
+    r = subprocess.run(
+        [sys.executable, "-c", _AMX_CHILD], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, (r.returncode, r.stdout[-2000:], r.stderr[-3000:])
+    features = torch_neuronx._C._cpu_features()
+    if "amx-bf16" in features and torch_neuronx._C._amx_status() == "in use":
+        assert "kernel amx" in r.stdout and "amx in use" in r.stdout, r.stdout
+        assert "AMX not used" not in r.stderr
+    else:
+        assert "kernel amx" not in r.stdout, r.stdout
+        assert "amx not used: the tile self-test raised SIGILL" in r.stdout, r.stdout
+        warning = "torch_neuronx warning: AMX not used: the tile self-test raised SIGILL"
+        assert r.stderr.count(warning) == 1, r.stderr[-3000:]
+
+
+def test_amx_status_matches_the_gemm_kernel():
+    """The AMX state in words agrees with what bf16 GEMMs run on, and info
+    shows it beside the measured peaks."""
+    status, kernel = torch_neuronx._C._amx_status(), torch_neuronx._C._bf16_gemm_kernel()
+    assert (status == "in use") == (kernel == "amx"), (status, kernel)
+    if "amx-bf16" not in torch_neuronx._C._cpu_features():
+        assert status == "absent" or (
+            os.environ.get("TORCH_NEURONX_AMX") in ("0", "force") and status != "in use"
+        )
+    r = subprocess.run(
+        [sys.executable, "-m", "torch_neuronx.info"], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"AMX tiles: {status}" in r.stdout, r.stdout
+    assert "measured peaks, GFLOPS" in r.stdout, r.stdout

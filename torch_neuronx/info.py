@@ -32,7 +32,8 @@ def main():
     )
     print(
         f"kernel ISA selected: {_C._isa()} (TORCH_NEURONX_ISA overrides); bf16 GEMM on: "
-        f"{_C._bf16_gemm_kernel()} (TORCH_NEURONX_AMX=0 turns AMX off)"
+        f"{_C._bf16_gemm_kernel()}; AMX tiles: {_C._amx_status()} "
+        "(TORCH_NEURONX_AMX=0 turns AMX off)"
     )
     print(
         f"host thread pool: {_C._num_threads()} threads; "
@@ -55,6 +56,7 @@ def main():
             f"{_gib(total):>12}{_gib(total - free):>12}"
             f"{_gib(torch.neuron.memory_allocated(i)):>12}"
         )
+    _peaks()
     _collectives()
     p = torch.neuron.get_device_properties(0)
     if p.total_memory < p.modelled_memory:
@@ -64,6 +66,29 @@ def main():
             f"shared by all devices (set TORCH_NEURONX_DEVICE_MEMORY to choose less)"
         )
     return 0
+
+
+# (instruction, what it is): the kinds _C._measure_peak times
+_PEAK_KINDS = (
+    ("fp32-fma256", "fp32 AVX2 FMA"),
+    ("fp32-fma512", "fp32 AVX-512 FMA"),
+    ("bf16-dot512", "bf16 AVX512-BF16 dot"),
+    ("bf16-amx", "bf16 AMX tiles"),
+)
+
+
+def _peaks():
+    """The compute limits, measured now (about 0.3 s each): independent
+    chains of one instruction on every kernel thread at once."""
+    rates = []
+    for kind, what in _PEAK_KINDS:
+        rate = _C._measure_peak(kind)
+        if rate > 0:
+            rates.append(f"{what} {rate / 1e9:,.0f}")
+    print(
+        f"measured peaks, GFLOPS on {_C._num_threads()} threads: "
+        f"{'; '.join(rates) if rates else 'none (no vector FMA on this build)'}"
+    )
 
 
 def _collectives():

@@ -224,4 +224,7 @@ PYBIND11_MODULE(_C, m) {
   // What bf16 GEMMs run on in this process: "amx" (tiles), "avx512-bf16"
   // (dot products) or "fp32" (converted while packing).
   m.def("_bf16_gemm_kernel", [] { return std::string(tnk_bf16_gemm_kernel()); });
+  // Whether bf16 GEMMs may use AMX tiles, and why not (tnk.h: the CPU,
+  // TORCH_NEURONX_AMX, the OS grant, the tile self-test).
+  m.def("_amx_status", [] { return std::string(tnk_amx_status()); });
 }

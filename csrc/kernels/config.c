@@ -8,6 +8,8 @@
 #endif
 
 #include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -36,13 +38,69 @@ int tnk_cpu_features(void) {
   return features;
 }
 
-int tnk_amx_usable(void) {
+static tnk_amx_state_t g_amx_state;
+static int g_amx_signal;
+static char g_amx_words[160];
+static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
+
+static void decide_amx(void) {
 #if defined(__x86_64__)
-  return (tnk_cpu_features() & TNK_FEAT_AMX_BF16) && tnk_amx_request();
+  const char *env = getenv("TORCH_NEURONX_AMX");
+  int force = env && !strcmp(env, "force");
+  if (env && !strcmp(env, "0"))
+    g_amx_state = TNK_AMX_OFF;
+  else if (!(tnk_cpu_features() & TNK_FEAT_AMX_BF16) && !force)
+    g_amx_state = TNK_AMX_ABSENT;
+  else if (!tnk_amx_request() && !force)
+    g_amx_state = TNK_AMX_NOT_GRANTED;
+  else {
+    int r = tnk_amx_self_test();
+    g_amx_state = r == 0 ? TNK_AMX_IN_USE : r > 0 ? TNK_AMX_FAULTED : TNK_AMX_WRONG;
+    g_amx_signal = r > 0 ? r : 0;
+  }
 #else
-  return 0;
+  g_amx_state = TNK_AMX_NOT_BUILT;
 #endif
+  switch (g_amx_state) {
+    case TNK_AMX_IN_USE: snprintf(g_amx_words, sizeof g_amx_words, "in use"); break;
+    case TNK_AMX_ABSENT: snprintf(g_amx_words, sizeof g_amx_words, "absent"); break;
+    case TNK_AMX_OFF: snprintf(g_amx_words, sizeof g_amx_words, "off (TORCH_NEURONX_AMX=0)"); break;
+    case TNK_AMX_NOT_GRANTED:
+      snprintf(g_amx_words, sizeof g_amx_words,
+               "not used: the OS did not grant the tile state (Linux 5.16 or later grants it)");
+      break;
+    case TNK_AMX_FAULTED:
+      snprintf(g_amx_words, sizeof g_amx_words, "not used: the tile self-test raised %s",
+               g_amx_signal == SIGILL    ? "SIGILL"
+               : g_amx_signal == SIGSEGV ? "SIGSEGV"
+                                         : "a signal");
+      break;
+    case TNK_AMX_WRONG:
+      snprintf(g_amx_words, sizeof g_amx_words,
+               "not used: the tile self-test gave a wrong product");
+      break;
+    default: snprintf(g_amx_words, sizeof g_amx_words, "not built (not x86-64)"); break;
+  }
+  /* the user was promised AMX by the CPU (or asked for it): say why not, once */
+  if ((g_amx_state == TNK_AMX_FAULTED || g_amx_state == TNK_AMX_WRONG) &&
+      ((tnk_cpu_features() & TNK_FEAT_AMX_BF16) || getenv("TORCH_NEURONX_AMX")))
+    fprintf(stderr,
+            "torch_neuronx warning: AMX %s; bf16 GEMMs run on the dot-product path instead "
+            "(TORCH_NEURONX_AMX=0 silences this)\n",
+            g_amx_words);
 }
+
+tnk_amx_state_t tnk_amx_state(void) {
+  pthread_once(&g_amx_once, decide_amx);
+  return g_amx_state;
+}
+
+const char *tnk_amx_status(void) {
+  pthread_once(&g_amx_once, decide_amx);
+  return g_amx_words;
+}
+
+int tnk_amx_usable(void) { return tnk_amx_state() == TNK_AMX_IN_USE; }
 
 /* The best variant this build and CPU run, or the forced one. */
 static int choose_isa(void) {

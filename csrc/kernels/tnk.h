@@ -41,11 +41,29 @@ enum { TNK_ISA_REFERENCE = 0, TNK_ISA_AVX2 = 1, TNK_ISA_AVX512 = 2 };
  * bf16 GEMM micro-kernel, used with the avx512 ISA). */
 enum { TNK_FEAT_AVX512BF16 = 4 };
 /* AMX with bf16 tiles (Intel Sapphire Rapids and later): the bf16 GEMM
- * runs on them when the OS grants the tile state (TORCH_NEURONX_AMX=0
- * turns that off). */
+ * runs on them when the OS grants the tile state and the tiles pass a
+ * self-test (TORCH_NEURONX_AMX=0 turns that off). */
 enum { TNK_FEAT_AMX_BF16 = 8 };
-/* 1 when the CPU has AMX-BF16 and the OS has granted this process the tile
- * state (asked on the first call). */
+/* Whether this process's bf16 GEMMs may use AMX tiles, decided once on the
+ * first call: the CPU has AMX-BF16 (TORCH_NEURONX_AMX=force tries the tiles
+ * even where CPUID says it has not, which exercises the guard), the
+ * variable is not 0, the OS grants the tile state, and one small product on
+ * tiles gives the exact answer without a fault. When the CPU reports AMX but
+ * the self-test fails, one warning goes to stderr and the bf16 GEMM stays
+ * on the dot-product path. */
+typedef enum {
+  TNK_AMX_IN_USE = 0,
+  TNK_AMX_ABSENT,      /* the CPU has no AMX-BF16 */
+  TNK_AMX_OFF,         /* TORCH_NEURONX_AMX=0 */
+  TNK_AMX_NOT_GRANTED, /* arch_prctl(ARCH_REQ_XCOMP_PERM) refused */
+  TNK_AMX_FAULTED,     /* the self-test raised a signal */
+  TNK_AMX_WRONG,       /* the self-test's product was wrong */
+  TNK_AMX_NOT_BUILT    /* not an x86-64 build */
+} tnk_amx_state_t;
+tnk_amx_state_t tnk_amx_state(void);
+/* the state in words, with the signal when the self-test faulted */
+const char *tnk_amx_status(void);
+/* tnk_amx_state() == TNK_AMX_IN_USE */
 int tnk_amx_usable(void);
 int tnk_cpu_features(void);
 int tnk_isa(void);

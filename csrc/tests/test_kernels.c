@@ -1398,18 +1398,67 @@ static int bf16_gemm_variants(tnk_config_t out[3]) {
   return n;
 }
 
-/* Where the CPU has AMX-BF16 and the OS grants the tile state, the AVX-512
- * configuration runs bf16 GEMMs on AMX (unless TORCH_NEURONX_AMX=0). */
+/* The AVX-512 configuration runs bf16 GEMMs on AMX exactly when the
+ * process decided AMX is usable (CPU, TORCH_NEURONX_AMX, the OS grant and
+ * the tile self-test: config.c). */
 static void test_amx_configured(void) {
   tnk_config_t c;
-  int amx = tnk_amx_usable();
-  const char *off = getenv("TORCH_NEURONX_AMX");
   if (tnk_config_for_isa(TNK_ISA_AVX512, &c) != 0) return;
-  CHECK((c.gemm.amx_bf16 != NULL) == (amx && !(off && !strcmp(off, "0"))));
-  printf("  bf16 GEMM kernels checked: %s\n", c.gemm.amx_bf16 ? "AMX tiles and AVX512-BF16"
-                                              : c.gemm.bf16   ? "AVX512-BF16"
-                                                              : "fp32");
+  CHECK((c.gemm.amx_bf16 != NULL) == (tnk_amx_usable() && c.gemm.bf16 != NULL));
+  printf("  AMX: %s; bf16 GEMM kernels checked: %s\n", tnk_amx_status(),
+         c.gemm.amx_bf16 ? "AMX tiles and AVX512-BF16"
+         : c.gemm.bf16   ? "AVX512-BF16"
+                         : "fp32");
 }
+
+#if defined(__x86_64__)
+#include <signal.h>
+
+#include "x86/x86.h"
+
+/* The bytes LDTILECFG loads are the intended configuration: palette 1,
+ * tiles 0-7 of 16 rows x 64 bytes, the rest zero. (GCC 12 once dropped
+ * the colsb/rows stores of a stack configuration: 0-row tiles, SIGILL on
+ * the first tile instruction of every AMX host.) */
+static void test_amx_tile_config_bytes(void) {
+  const uint8_t *cfg = tnk_amx_tile_config();
+  CHECK(((uintptr_t)cfg & 63) == 0);
+  CHECK(cfg[0] == 1); /* palette */
+  CHECK(cfg[1] == 0); /* start_row */
+  for (int i = 2; i < 16; i++) CHECK(cfg[i] == 0);
+  for (int t = 0; t < 16; t++) {
+    uint16_t colsb = (uint16_t)(cfg[16 + 2 * t] | cfg[16 + 2 * t + 1] << 8);
+    CHECK(colsb == (t < 8 ? 64 : 0));
+    CHECK(cfg[48 + t] == (t < 8 ? 16 : 0));
+  }
+}
+
+static int g_prior_handler_ran;
+static void prior_sigill_handler(int sig) { g_prior_handler_ran = sig; }
+
+/* The self-test cannot take the process down: where tiles work (AMX-BF16
+ * granted) it returns 0, the exact product; everywhere else the first tile
+ * instruction raises SIGILL, which it catches and returns. Either way the
+ * SIGILL handler the process had before is back afterwards. */
+static void test_amx_self_test_guard(void) {
+  struct sigaction mine, before, after;
+  memset(&mine, 0, sizeof mine);
+  mine.sa_handler = prior_sigill_handler;
+  sigemptyset(&mine.sa_mask);
+  sigaction(SIGILL, &mine, &before);
+  int tiles = (tnk_cpu_features() & TNK_FEAT_AMX_BF16) && tnk_amx_request();
+  int r = tnk_amx_self_test();
+  CHECK(r == (tiles ? 0 : SIGILL));
+  sigaction(SIGILL, NULL, &after);
+  CHECK(after.sa_handler == prior_sigill_handler);
+  raise(SIGILL); /* the handler restored is the one that runs */
+  CHECK(g_prior_handler_ran == SIGILL);
+  sigaction(SIGILL, &before, NULL);
+  printf("  AMX tile self-test on this CPU: %s\n", r == 0        ? "exact product"
+                                                   : r == SIGILL ? "SIGILL caught"
+                                                                 : "unexpected");
+}
+#endif
 
 /* A bf16/fp16 product deeper than one packed block is rounded once, as
  * CPU rounds it: every variant against the reference (fp32 sums, one
@@ -2130,6 +2179,10 @@ int main(void) {
   RUN(test_pool3d);
   RUN(test_im2col_3d);
   RUN(test_amx_configured);
+#if defined(__x86_64__)
+  RUN(test_amx_tile_config_bytes);
+  RUN(test_amx_self_test_guard);
+#endif
   RUN(test_gemm_bf16_variants);
   RUN(test_gemm_narrow_rounds_once);
   RUN(test_unary);

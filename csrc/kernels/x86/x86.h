@@ -58,5 +58,11 @@ void tnk_amx_end(void);
 void tnk_amx_bf16_32x32(int64_t kp, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
                         int64_t ldc, int accumulate);
 void tnk_amx_peak_chains(long iters);
+/* the 64 bytes LDTILECFG loads (palette 1, tiles 0-7 of 16 x 64 bytes) */
+const uint8_t *tnk_amx_tile_config(void);
+/* One 32x32x32 product on tiles against a scalar loop, faults caught:
+ * 0 when exact, -1 when wrong, else the signal it raised (SIGILL where the
+ * CPU or OS gives no tiles). Safe to call on any x86-64 CPU. */
+int tnk_amx_self_test(void);
 
 #endif

@@ -1,8 +1,5 @@
 /* The AVX-512 overrides of the kernel configuration (config.h), applied
  * on top of the AVX2 ones: the row statistics stay AVX2's. */
-#include <stdlib.h>
-#include <string.h>
-
 #include "../../config.h"
 #include "../x86.h"
 
@@ -39,8 +36,7 @@ void tnk_config_init_avx512(tnk_config_t *c) {
     g->bf16_kc = 2048; /* bf16 panels are half the bytes */
     g->dot_rows4_bf16 = tnk_dot_rows4_bf16dp_avx512;
   }
-  const char *amx = getenv("TORCH_NEURONX_AMX");
-  if (g->bf16 && !(amx && !strcmp(amx, "0")) && tnk_amx_usable()) {
+  if (g->bf16 && tnk_amx_usable()) { /* AMX-BF16, granted, self-tested (config.c) */
     g->amx_bf16 = tnk_amx_bf16_32x32;
     g->amx_begin = tnk_amx_begin;
     g->amx_end = tnk_amx_end;
