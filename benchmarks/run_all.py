@@ -4,7 +4,9 @@ in one process on the same threads (interleaved rounds, medians), and
 written as one results table.
 
 Not a test: it reports ratios and never asserts on time.
-    python benchmarks/run_all.py [--write docs/benchmarks/results.md] [--quick]
+    python benchmarks/run_all.py [--write FILE | --write-host] [--quick]
+--write-host writes docs/benchmarks/hosts/<CPU model>.md: one file per CPU
+model the project has run on (docs/benchmarks/results.md lists them).
 """
 
 import argparse
@@ -79,15 +81,55 @@ def side_by_side(make, rounds=5, reps=3, warmup=1):
     return {d: statistics.median(v) for d, v in samples.items()}
 
 
-def cpu_name():
+def _cpuinfo():
+    """The first processor's fields of /proc/cpuinfo ({} where there is none)."""
+    fields = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break
+                k, _, v = line.partition(":")
+                fields[k.strip()] = v.strip()
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    return fields
+
+
+# the /proc/cpuinfo flags that decide which kernels run or how fast the peers are
+_FLAGS_THAT_MATTER = (
+    "avx2 fma f16c avx512f avx512bw avx512vl avx512_vnni avx512_bf16 avx512_fp16 "
+    "avx_vnni amx_tile amx_bf16 amx_int8 amx_fp16"
+).split()
+
+
+def cpu_name():
+    """The CPU model as the host names it, with family/model/stepping (cloud
+    hosts often report only "AMD EPYC" or "Intel Xeon Processor")."""
+    info = _cpuinfo()
+    name = info.get("model name") or platform.processor() or "unknown"
+    if "cpu family" in info:
+        name += (
+            f" (family {info['cpu family']}, model {info.get('model', '?')}, "
+            f"stepping {info.get('stepping', '?')})"
+        )
+    return name
+
+
+def cpu_flags():
+    """The flags of _FLAGS_THAT_MATTER this CPU has, in that order."""
+    have = set(_cpuinfo().get("flags", "").split())
+    return [f for f in _FLAGS_THAT_MATTER if f in have]
+
+
+def host_slug():
+    """A file name for this CPU model: vendor and model name, family and model."""
+    info = _cpuinfo()
+    words = (info.get("model name") or platform.processor() or "unknown").lower()
+    slug = "-".join("".join(c if c.isalnum() else " " for c in words).split())
+    if "cpu family" in info:
+        slug += f"-f{info['cpu family']}-m{info.get('model', '0')}"
+    return slug
 
 
 class Peaks:
@@ -869,6 +911,11 @@ SECTIONS = {
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--write", help="markdown file for the results table")
+    p.add_argument(
+        "--write-host",
+        action="store_true",
+        help="write the table to docs/benchmarks/hosts/<this CPU model>.md",
+    )
     p.add_argument("--quick", action="store_true", help="smaller sizes, fewer rounds")
     p.add_argument(
         "--sections",
@@ -905,7 +952,9 @@ def main():
         "",
         f"- Machine: {cpu_name()}, {os.cpu_count()} cores visible, {threads} threads used; "
         f"torch {torch.__version__}; kernel ISA chosen: {isa}",
-        f"- CPU flags used: {', '.join(_C._cpu_features())}",
+        f"- CPU flags that matter here: {' '.join(cpu_flags()) or 'none'}; kernel features "
+        f"detected: {', '.join(_C._cpu_features())}",
+        f"- Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         *peaks.describe(),
         "",
         "| benchmark | neuron | PyTorch CPU | neuron/CPU | note |",
@@ -914,9 +963,13 @@ def main():
     lines += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in rows]
     text = "\n".join(lines) + "\n"
     print(text)
+    if args.write_host:
+        args.write = os.path.join(HERE, "..", "docs", "benchmarks", "hosts", host_slug() + ".md")
+        os.makedirs(os.path.dirname(args.write), exist_ok=True)
     if args.write:
         with open(args.write, "w") as f:
             f.write(text)
+        print(f"written: {os.path.normpath(args.write)}")
 
 
 if __name__ == "__main__":
