@@ -61,9 +61,7 @@ struct NeuronAllocator final : c10::DeviceAllocator {
     a.shape.sizes[0] = static_cast<int64_t>(count);
     a.dst = {dest, TNK_U8, 0, {1}};
     a.src = {const_cast<void *>(src), TNK_U8, 0, {1}};
-    launch(
-        current_device(), [](void *p) { tnk_copy(static_cast<tnk_copy_args_t *>(p)); }, &a,
-        sizeof a, "copy_data");
+    launch_kernel<TNK_K_COPY>(current_device(), a, "copy_data");
   }
   bool initialized() override { return tnrt_is_initialized(); }
   void emptyCache(c10::MempoolId_t) override {

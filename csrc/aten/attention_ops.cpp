@@ -16,9 +16,6 @@
 namespace torch_neuronx {
 namespace {
 
-void sdpa_forward_task(void *p) { tnk_sdpa_forward(static_cast<tnk_sdpa_args_t *>(p)); }
-void sdpa_backward_task(void *p) { tnk_sdpa_backward(static_cast<tnk_sdpa_args_t *>(p)); }
-
 bool attention_dtype(c10::ScalarType t) {
   return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
 }
@@ -147,8 +144,8 @@ sdpa_overrideable(const at::Tensor &query, const at::Tensor &key, const at::Tens
   a.o = o.data_ptr<float>();
   a.lse = lse.data_ptr<float>();
   set_strides(o, a.so);
-  launch(query.device().index(), sdpa_forward_task, &a, sizeof a,
-         "aten::_scaled_dot_product_fused_attention_overrideable");
+  launch_kernel<TNK_K_SDPA_FORWARD>(query.device().index(), a,
+                                    "aten::_scaled_dot_product_fused_attention_overrideable");
   at::Tensor out = finish(result, o, query);
   at::Tensor none = at::empty({0}, query.options().dtype(at::kLong));
   // No dropout, so no RNG state: 0-dim seed and offset, as the meta function.
@@ -196,8 +193,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_bac
   set_strides(gq, a.sgq);
   set_strides(gk, a.sgk);
   set_strides(gv, a.sgv);
-  launch(query.device().index(), sdpa_backward_task, &a, sizeof a,
-         "aten::_scaled_dot_product_fused_attention_overrideable_backward");
+  launch_kernel<TNK_K_SDPA_BACKWARD>(
+      query.device().index(), a, "aten::_scaled_dot_product_fused_attention_overrideable_backward");
   return {finish(rq, gq, query), finish(rk, gk, key), finish(rv, gv, value), at::Tensor()};
 }
 

@@ -43,8 +43,6 @@ namespace {
 
 // ---------------------------------------------------------------- ternary
 
-void ternary_task(void *p) { tnk_ternary(static_cast<tnk_ternary_args_t *>(p)); }
-
 bool ternary_ok(const at::Tensor &out, std::initializer_list<const at::Tensor *> ins) {
   if (!floating_dtype(out.scalar_type()) || out.dim() > TNRT_MAX_DIMS) return false;
   for (const at::Tensor *t : ins)
@@ -77,7 +75,7 @@ void launch_ternary(const at::Tensor &out, const at::Tensor &a, const at::Tensor
   }
   x.op = op;
   x.value = value;
-  launch(out.device().index(), ternary_task, &x, sizeof x, name, out.numel());
+  launch_kernel<TNK_K_TERNARY>(out.device().index(), x, name, out.numel());
 }
 
 }  // namespace
@@ -167,21 +165,6 @@ at::Tensor &lerp_out(const at::Tensor &self, const at::Tensor &end, const c10::S
 
 namespace {
 
-// Task arguments: the kernel descriptor plus room for a scalar operand that
-// travels inline (a CPU wrapped number such as the 2 in `x * 2`).
-struct BinaryTask {
-  tnk_binary_args_t args;
-  int32_t scalar_slot;  // -1: none; 1: a; 2: b
-  alignas(16) unsigned char scalar[16];
-};
-
-void binary_task(void *p) {
-  auto *t = static_cast<BinaryTask *>(p);
-  if (t->scalar_slot == 1) t->args.a.data = t->scalar;
-  if (t->scalar_slot == 2) t->args.b.data = t->scalar;
-  tnk_binary(&t->args);
-}
-
 // Strides of t aligned to an output of `ndim` dims, 0 where broadcast.
 void broadcast_strides(const at::Tensor &t, at::IntArrayRef out_sizes, int64_t *strides) {
   int64_t nd = out_sizes.size(), td = t.dim();
@@ -211,10 +194,12 @@ bool launch_binary(const at::Tensor &out, const at::Tensor &a0, const at::Tensor
   c10::ScalarType common = compute.value_or(out.scalar_type());
   bool ok;
   tnk_dtype_t dt = to_tnk(common, &ok);
-  if (!ok || !tnk_binary_supported(op, dt) || out.dim() > TNRT_MAX_DIMS) return false;
+  if (!ok || !kernel_supported(TNK_K_BINARY, kernel_query(op, dt, -1, -1)) ||
+      out.dim() > TNRT_MAX_DIMS)
+    return false;
   at::assert_no_internal_overlap(out);
-  BinaryTask task{};
-  task.scalar_slot = -1;
+  // a CPU scalar operand travels in the descriptor (inline_operand)
+  tnk_binary_args_t args{};
   // Converted operands must outlive the launch: freed earlier, their blocks
   // could be handed to the other operand's conversion, queued before us.
   at::Tensor keep[2], converted[2];
@@ -222,15 +207,15 @@ bool launch_binary(const at::Tensor &out, const at::Tensor &a0, const at::Tensor
     v->dtype = dt;
     if (is_cpu_scalar(t)) {  // read now: host memory, no device work
       at::Tensor s = t.scalar_type() == common ? t : t.to(common);
-      std::memcpy(task.scalar, s.const_data_ptr(), s.itemsize());
-      task.scalar_slot = slot;
+      std::memcpy(args.inline_value, s.const_data_ptr(), s.itemsize());
+      args.inline_operand = slot;
       // fp16/bf16 arithmetic takes the number at fp32, as CUDA's kernels
       // and the CPU's mul/div do (0.1 rounded to bf16 first is 0.4% off;
       // the CPU's add/sub round it, CUDA's do not); comparisons compare
       // with the number in the tensor's dtype, as both do.
       if (at::isReducedFloatingType(common) && !compute.has_value() && !t.is_complex()) {
-        task.args.scalar_operand = slot;
-        task.args.scalar = t.item<double>();
+        args.scalar_operand = slot;
+        args.scalar = t.item<double>();
       }
       for (int d = 0; d < TNRT_MAX_DIMS; d++) v->strides[d] = 0;
       return;
@@ -246,27 +231,27 @@ bool launch_binary(const at::Tensor &out, const at::Tensor &a0, const at::Tensor
   };
   // Only one CPU scalar can travel inline; two means both are scalars and
   // the caller never gets here (the op would not dispatch to neuron).
-  operand(a0, &task.args.a, 1);
-  operand(b0, &task.args.b, 2);
-  task.args.shape.ndim = static_cast<int32_t>(out.dim());
+  operand(a0, &args.a, 1);
+  operand(b0, &args.b, 2);
+  args.shape.ndim = static_cast<int32_t>(out.dim());
   for (int64_t d = 0; d < out.dim(); d++) {
-    task.args.shape.sizes[d] = out.size(d);
-    task.args.out.strides[d] = out.stride(d);
+    args.shape.sizes[d] = out.size(d);
+    args.out.strides[d] = out.stride(d);
   }
-  task.args.out.data = out.numel() ? out.data_ptr() : nullptr;
-  task.args.out.dtype = compute.has_value() ? TNK_BOOL : dt;
-  task.args.op = op;
-  task.args.dtype = dt;
-  task.args.fault = {tnrt_stream_fault, current_native_stream(out.device().index()), name,
-                     TNRT_FAULT_ZERO_DIVISION, tnrt_thread_token()};
+  args.out.data = out.numel() ? out.data_ptr() : nullptr;
+  args.out.dtype = compute.has_value() ? TNK_BOOL : dt;
+  args.op = op;
+  args.dtype = dt;
+  args.fault = {tnrt_stream_fault, current_native_stream(out.device().index()), name,
+                TNRT_FAULT_ZERO_DIVISION, tnrt_thread_token()};
   if (c10::isIntegralType(common, true))
-    task.args.ialpha = alpha.toLong();
+    args.ialpha = alpha.toLong();
   else
-    task.args.alpha = alpha.toDouble();
-  task.args.beta = beta;
-  task.args.gamma = gamma;
+    args.alpha = alpha.toDouble();
+  args.beta = beta;
+  args.gamma = gamma;
   if (out.numel() == 0) return true;
-  launch(out.device().index(), binary_task, &task, sizeof task, name, out.numel());
+  launch_kernel<TNK_K_BINARY>(out.device().index(), args, name, out.numel());
   return true;
 }
 
@@ -590,7 +575,7 @@ bool activation_ok(const at::Tensor &grad, const at::Tensor &saved) {
   bool ok;
   tnk_dtype_t dt = to_tnk(grad.scalar_type(), &ok);
   return ok && grad.scalar_type() == saved.scalar_type() && grad.device() == saved.device() &&
-         tnk_binary_supported(TNK_GELU_BWD, dt);
+         kernel_supported(TNK_K_BINARY, kernel_query(TNK_GELU_BWD, dt, -1, -1));
 }
 }  // namespace
 

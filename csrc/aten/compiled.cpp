@@ -139,7 +139,7 @@ void launch_compiled(uintptr_t fn, const std::string &fmt, uintptr_t name, const
   task.origin = tnrt_thread_token();
   if (fmt.size() > kMaxArgs) {
     // More arguments than a task carries inline: run it here, after the
-    // stream's earlier work (correct, and rare: a fused kernel of over 119 arguments).
+    // stream's earlier work (correct, and rare: a fused kernel of over 127 arguments).
     std::vector<uint64_t> slots(fmt.size());
     c10::DeviceIndex device = pack(fmt, args, slots.data(), nullptr);
     if (device < 0) device = current_device();
@@ -154,8 +154,9 @@ void launch_compiled(uintptr_t fn, const std::string &fmt, uintptr_t name, const
   c10::DeviceIndex device = pack(fmt, args, task.args, task.by_value);
   if (device < 0) device = current_device();
   task.stream = current_native_stream(device);
-  launch(device, run_compiled, &task, offsetof(CompiledTask, args) + fmt.size() * sizeof(uint64_t),
-         reinterpret_cast<const char *>(name));
+  launch_host_code(device, run_compiled, &task,
+                   offsetof(CompiledTask, args) + fmt.size() * sizeof(uint64_t),
+                   reinterpret_cast<const char *>(name));
 }
 
 tnrt_stream_t *stream_of(int device, int64_t id) {

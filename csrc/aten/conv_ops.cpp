@@ -30,8 +30,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_cpu_backward(
 
 namespace {
 
-void im2col_task(void *p) { tnk_im2col(static_cast<tnk_im2col_args_t *>(p)); }
-
 // A convolution's geometry over three spatial dims (depth, height, width):
 // a 1-D or 2-D convolution has unit leading dims (size, kernel, stride and
 // dilation 1, padding 0), so one lowering serves conv1d/2d/3d.
@@ -131,7 +129,7 @@ void lower(const ConvGeom &g, const at::Tensor &im, const at::Tensor &col, bool 
   bool ok;
   a.dtype = to_tnk(im.scalar_type(), &ok);
   a.col2im = col2im;
-  launch(im.device().index(), im2col_task, &a, sizeof a, col2im ? "aten::col2im" : "aten::im2col");
+  launch_kernel<TNK_K_IM2COL>(im.device().index(), a, col2im ? "aten::col2im" : "aten::im2col");
 }
 
 at::Tensor columns(const ConvGeom &g, const at::Tensor &x) {

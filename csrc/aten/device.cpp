@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 
 namespace torch_neuronx {
@@ -119,24 +120,83 @@ int64_t small_kernel_elems() { return g_small_kernel_elems.load(std::memory_orde
 
 int64_t set_small_kernel_elems(int64_t n) { return g_small_kernel_elems.exchange(n); }
 
-void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void *args, size_t size,
-            const char *name, int64_t elems) {
-  tnrt_stream_t *s = current_native_stream(device);
-  // A kernel over a few elements takes less time than handing it to the
-  // stream's worker on another core; on an idle stream it runs in place.
-  bool small = elems >= 0 && elems <= small_kernel_elems();
+namespace {
+
+const tnrt_kernel_provider_t *g_provider = nullptr;
+std::string g_provider_error;
+std::once_flag g_provider_once;
+
+void choose_provider() {
+  const char *env = std::getenv("TORCH_NEURONX_KERNEL_PROVIDER");
+  const char *name = env && *env ? env : "host";
+  const tnrt_kernel_provider_t *p = tnk_provider_named(name);
+  if (!p) {
+    g_provider_error = std::string("TORCH_NEURONX_KERNEL_PROVIDER='") + name +
+                       "' names no kernel provider; this build has 'host' (the kernel library on "
+                       "the host cores) and 'counting' (host, counting launches per kernel)";
+    return;
+  }
+  if (tnrt_set_kernel_provider(p) != TNRT_OK) {
+    g_provider_error = std::string("kernel provider '") + name + "': " + tnrt_last_error();
+    return;
+  }
+  g_provider = p;
+}
+
+// Queues on s what submit() queues, with the profiler's link when it records.
+template <class Submit>
+void launch_with_profiler(tnrt_stream_t *s, const char *name, Submit submit) {
   if (!profiler_recording()) {
-    check(small ? tnrt_launch_small(s, fn, args, size, name, nullptr)
-                : tnrt_launch(s, fn, args, size, name),
-          "neuron kernel launch");
+    check(submit(static_cast<uint64_t *>(nullptr)), "neuron kernel launch");
     return;
   }
   int64_t t0 = tnrt_now_ns();
   uint64_t seq = 0;
-  check(small ? tnrt_launch_small(s, fn, args, size, name, &seq)
-              : tnrt_launch_seq(s, fn, args, size, name, &seq),
-        "neuron kernel launch");
+  check(submit(&seq), "neuron kernel launch");
   profiler_note_launch(s, seq, t0, tnrt_now_ns(), name);
+}
+
+}  // namespace
+
+const tnrt_kernel_provider_t *kernel_provider() {
+  std::call_once(g_provider_once, choose_provider);
+  TORCH_CHECK(g_provider, g_provider_error);
+  return g_provider;
+}
+
+bool kernel_supported(tnk_kernel_t kernel, const tnrt_kernel_query_t &q) {
+  kernel_provider();
+  return tnrt_kernel_supported(kernel, &q) != 0;
+}
+
+void launch_kernel_id(c10::DeviceIndex device, tnk_kernel_t kernel, const void *args, size_t size,
+                      const char *name, int64_t elems) {
+  kernel_provider();
+  tnrt_stream_t *s = current_native_stream(device);
+  // A kernel over a few elements takes less time than handing it to the
+  // stream's worker on another core; on an idle stream it runs in place.
+  int small = elems >= 0 && elems <= small_kernel_elems();
+  launch_with_profiler(s, name, [&](uint64_t *seq) {
+    return tnrt_launch_kernel(s, kernel, args, size, name, small, seq);
+  });
+}
+
+void require_host_code(const char *what) {
+  const tnrt_kernel_provider_t *p = kernel_provider();
+  TORCH_CHECK(p->runs_host_code, what, ": host code cannot run on this device: its kernel ",
+              "provider '", p->name, "' runs only its own kernels");
+}
+
+void launch_host_code(c10::DeviceIndex device, tnrt_task_fn fn, const void *args, size_t size,
+                      const char *name, int64_t elems) {
+  require_host_code(name);
+  tnrt_stream_t *s = current_native_stream(device);
+  bool small = elems >= 0 && elems <= small_kernel_elems();
+  launch_with_profiler(s, name, [&](uint64_t *seq) {
+    if (small) return tnrt_launch_small(s, fn, args, size, name, seq);
+    return seq ? tnrt_launch_seq(s, fn, args, size, name, seq)
+               : tnrt_launch(s, fn, args, size, name);
+  });
 }
 
 void set_current_device_unchecked(c10::DeviceIndex index) noexcept {

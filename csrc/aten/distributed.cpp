@@ -1099,6 +1099,7 @@ class ProcessGroupNeuron : public c10d::Backend {
     } init{d, local_rank, local_size, timeout_.count(), exchange, &ctx, &comm->c, TNRT_OK, {}};
     Init *ip = &init;
     tnrt_stream_t *cs = native_stream(comm->stream);
+    require_host_code("neuron collectives");
     tnrt_status_t st = tnrt_launch(
         cs,
         [](void *a) {
@@ -1152,6 +1153,7 @@ class ProcessGroupNeuron : public c10d::Backend {
     }
     seq_++;
     auto *job = new Job{comm, done, std::move(body), cs, tnrt_thread_token(), name};
+    require_host_code("neuron collectives");
     tnrt_status_t st = tnrt_launch(cs, run_job, &job, sizeof job, name);
     if (st != TNRT_OK) {
       delete job;
@@ -1256,6 +1258,7 @@ static py::tuple share_storage(py::object obj) {
       size_t n;
     } args{q, p, n};
     tnrt_stream_t *s = tnrt_stream_get(d, 0);
+    require_host_code("neuron collectives");
     tnrt_status_t st = tnrt_launch(
         s,
         [](void *a) {

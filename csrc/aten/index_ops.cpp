@@ -20,10 +20,6 @@
 namespace torch_neuronx {
 
 namespace {
-void index_task(void *p) { tnk_index(static_cast<tnk_index_args_t *>(p)); }
-void gather_task(void *p) { tnk_gather(static_cast<tnk_gather_args_t *>(p)); }
-void isin_task(void *p) { tnk_isin(static_cast<tnk_isin_args_t *>(p)); }
-void where_task(void *p) { tnk_where(static_cast<tnk_where_args_t *>(p)); }
 
 void check_same_device(const at::Tensor &a, const at::Tensor &b) {
   TORCH_CHECK(a.device() == b.device(),
@@ -42,7 +38,6 @@ at::Tensor on_device(const at::Tensor &t, c10::Device dev, c10::ScalarType dt) {
   return t.scalar_type() == dt ? t : t.to(dt);
 }
 
-void tri_task(void *p) { tnk_tri(static_cast<tnk_tri_args_t *>(p)); }
 }  // namespace
 
 // flip: a reversed view (negative strides are not allowed in a tensor, so
@@ -238,7 +233,7 @@ at::Tensor &where_out(const at::Tensor &cond, const at::Tensor &self, const at::
   fill_strides(a, shape, w.a.strides);
   w.b = {const_cast<void *>(b.const_data_ptr()), w.out.dtype, 0, {}};
   fill_strides(b, shape, w.b.strides);
-  launch(dev.index(), where_task, &w, sizeof w, "aten::where", out.numel());
+  launch_kernel<TNK_K_WHERE>(dev.index(), w, "aten::where", out.numel());
   return out;
 }
 
@@ -278,7 +273,7 @@ at::Tensor &tri_into(at::Tensor &out, const at::Tensor &self, int64_t k, bool up
                 : self.itemsize() == 2 ? TNK_I16
                 : self.itemsize() == 4 ? TNK_I32
                                        : TNK_I64;
-    launch(self.device().index(), tri_task, &a, sizeof a, name);
+    launch_kernel<TNK_K_TRI>(self.device().index(), a, name);
   }
   if (!o.is_same(out)) out.copy_(o);
   return out;
@@ -337,7 +332,7 @@ at::Tensor &index_select_out(const at::Tensor &self, int64_t dim, const at::Tens
     a.dtype = tnk_of(self);
     a.index_dtype = tnk_of(index);
     a.fault = fault_sink(self.device().index(), "index_select", true);
-    launch(self.device().index(), index_task, &a, sizeof a, "aten::index_select");
+    launch_kernel<TNK_K_INDEX>(self.device().index(), a, "aten::index_select");
   });
   return out;
 }
@@ -375,7 +370,7 @@ void index_rows(at::Tensor &out, int64_t d, const at::Tensor &index, const at::T
     a.alpha = alpha;
     a.wrap = wrap;
     a.fault = fault_sink(o.device().index(), what, index_error);
-    launch(o.device().index(), index_task, &a, sizeof a, name);
+    launch_kernel<TNK_K_INDEX>(o.device().index(), a, name);
   });
 }
 
@@ -390,7 +385,8 @@ void index_add_into(at::Tensor &out, int64_t dim, const at::Tensor &index, const
 bool index_add_native(const at::Tensor &self, int64_t dim, const at::Tensor &index,
                       const at::Tensor &source) {
   tnk_dtype_t dt = tnk_of(self);
-  return dt != TNK_DTYPE_COUNT && tnk_index_supported(dt, tnk_of(index), TNK_INDEX_ADD) &&
+  return dt != TNK_DTYPE_COUNT &&
+         kernel_supported(TNK_K_INDEX, kernel_query(-1, dt, tnk_of(index), TNK_INDEX_ADD)) &&
          index.dim() <= 1 && source.scalar_type() == self.scalar_type() &&
          index.device() == self.device() && source.device() == self.device() && self.dim() > 0 &&
          source.dim() == self.dim();
@@ -455,7 +451,7 @@ at::Tensor &index_copy_out(const at::Tensor &self, int64_t dim, const at::Tensor
                 source.scalar_type() == self.scalar_type() &&
                 out.scalar_type() == self.scalar_type() && index.device() == self.device() &&
                 source.device() == self.device() && dt != TNK_DTYPE_COUNT &&
-                tnk_index_supported(dt, TNK_I64, TNK_INDEX_PUT) &&
+                kernel_supported(TNK_K_INDEX, kernel_query(-1, dt, TNK_I64, TNK_INDEX_PUT)) &&
                 index.numel() == (scalar ? 1 : source.size(d));
   for (int64_t k = 0; native && k < self.dim(); k++)
     native = k == d || self.size(k) == source.size(k);
@@ -495,7 +491,7 @@ at::Tensor &index_fill_(at::Tensor &self, int64_t dim, const at::Tensor &index,
   tnk_dtype_t dt = tnk_of(self);
   bool native = index.scalar_type() == at::kLong && index.dim() <= 1 &&
                 index.device() == self.device() && dt != TNK_DTYPE_COUNT &&
-                tnk_index_supported(dt, TNK_I64, TNK_INDEX_PUT) &&
+                kernel_supported(TNK_K_INDEX, kernel_query(-1, dt, TNK_I64, TNK_INDEX_PUT)) &&
                 (self.is_complex() || !value.isComplex()) &&
                 at::has_internal_overlap(self) != at::MemOverlap::Yes;
   if (!native) return FALLBACK(index_fill__int_Scalar, self, dim, index, value);
@@ -526,7 +522,7 @@ at::Tensor embedding_dense_backward(const at::Tensor &grad, const at::Tensor &in
   int64_t nw = num_weights.expect_int(), pad = padding_idx.expect_int();
   tnk_dtype_t dt = tnk_of(grad);
   if (scale_grad_by_freq || dt == TNK_DTYPE_COUNT ||
-      !tnk_index_supported(dt, tnk_of(indices), TNK_INDEX_ADD) ||
+      !kernel_supported(TNK_K_INDEX, kernel_query(-1, dt, tnk_of(indices), TNK_INDEX_ADD)) ||
       !at::isFloatingType(grad.scalar_type()) || indices.device() != grad.device())
     return at::native::call_fallback_fn_symint<
         &neuron_cpu_fallback, ATEN_OP(embedding_dense_backward)>::call(grad, indices, num_weights,
@@ -559,7 +555,7 @@ at::Tensor embedding_dense_backward(const at::Tensor &grad, const at::Tensor &in
     a.mode = TNK_INDEX_ADD;
     a.alpha = 1.0;
     a.fault = fault_sink(grad.device().index(), "embedding_backward", true);
-    launch(grad.device().index(), index_task, &a, sizeof a, "aten::embedding_dense_backward");
+    launch_kernel<TNK_K_INDEX>(grad.device().index(), a, "aten::embedding_dense_backward");
   }
   return half ? acc.to(grad.scalar_type()) : acc;
 }
@@ -599,7 +595,7 @@ void launch_gather(const at::Tensor &indexed, const at::Tensor &dense, const at:
       a.value.f = value->toDouble();
   }
   a.fault = fault_sink(indexed.device().index(), what, false);
-  launch(indexed.device().index(), gather_task, &a, sizeof a, what);
+  launch_kernel<TNK_K_GATHER>(indexed.device().index(), a, what);
 }
 
 void check_gather_shapes(const char *name, const at::Tensor &self, int64_t dim,
@@ -628,7 +624,7 @@ void check_gather_shapes(const char *name, const at::Tensor &self, int64_t dim,
 bool gather_native(const at::Tensor &self, const at::Tensor &index, const at::Tensor *src,
                    int mode) {
   tnk_dtype_t dt = tnk_of(self);
-  return dt != TNK_DTYPE_COUNT && tnk_gather_supported(mode, dt) &&
+  return dt != TNK_DTYPE_COUNT && kernel_supported(TNK_K_GATHER, kernel_query(-1, dt, -1, mode)) &&
          index.device() == self.device() && index.dim() <= TNRT_MAX_DIMS &&
          (!src || (src->device() == self.device() && src->scalar_type() == self.scalar_type()));
 }
@@ -812,7 +808,7 @@ at::Tensor &masked_fill_impl(at::Tensor &self, const at::Tensor &mask, const at:
     int64_t md = d - (nd - m.dim());
     w.cond.strides[d] = (md < 0 || m.size(md) == 1) ? 0 : m.stride(md);
   }
-  launch(self.device().index(), where_task, &w, sizeof w, "aten::masked_fill_", self.numel());
+  launch_kernel<TNK_K_WHERE>(self.device().index(), w, "aten::masked_fill_", self.numel());
   return self;
 }
 
@@ -851,8 +847,9 @@ at::Tensor &isin_out(const at::Tensor &elements, const at::Tensor &test, bool as
   c10::ScalarType common = at::result_type(elements, test);
   bool ok;
   tnk_dtype_t dt = to_tnk(common, &ok);
-  if (!ok || !tnk_isin_supported(dt) || out.scalar_type() != at::kBool ||
-      test.device() != elements.device() || elements.numel() * test.numel() > (int64_t{1} << 28))
+  if (!ok || !kernel_supported(TNK_K_ISIN, kernel_query(-1, dt, -1, -1)) ||
+      out.scalar_type() != at::kBool || test.device() != elements.device() ||
+      elements.numel() * test.numel() > (int64_t{1} << 28))
     return FALLBACK(isin_Tensor_Tensor_out, elements, test, assume_unique, invert, out);
   at::native::resize_output(out, elements.sizes());
   if (elements.numel() == 0) return out;
@@ -866,7 +863,7 @@ at::Tensor &isin_out(const at::Tensor &elements, const at::Tensor &test, bool as
     a.m = t.numel();
     a.dtype = dt;
     a.invert = invert;
-    launch(elements.device().index(), isin_task, &a, sizeof a, "aten::isin");
+    launch_kernel<TNK_K_ISIN>(elements.device().index(), a, "aten::isin");
   });
   return out;
 }
@@ -879,10 +876,7 @@ at::Tensor isin(const at::Tensor &elements, const at::Tensor &test, bool assume_
 
 // ------------------------------------------------------- nonzero, masked_select
 
-namespace {
-void nonzero_count_task(void *p) { tnk_count_nonzero(static_cast<tnk_nonzero_args_t *>(p)); }
-void nonzero_task(void *p) { tnk_nonzero(static_cast<tnk_nonzero_args_t *>(p)); }
-}  // namespace
+namespace {}  // namespace
 
 // Data-dependent size: counts on the device, synchronises (as CUDA does),
 // then writes the coordinates.
@@ -902,13 +896,13 @@ at::Tensor &nonzero_out(const at::Tensor &self, at::Tensor &out) {
   for (int64_t d = 0; d < x.dim(); d++) a.sizes[d] = x.size(d);
   a.dtype = tnk_of(x);
   a.count = count.data_ptr<int64_t>();
-  launch(self.device().index(), nonzero_count_task, &a, sizeof a, "aten::nonzero(count)");
+  launch_kernel<TNK_K_COUNT_NONZERO>(self.device().index(), a, "aten::nonzero(count)");
   int64_t n = count.item<int64_t>();
   at::native::resize_output(out, {n, x.dim()});
   if (n == 0 || x.dim() == 0) return out;
   into_contiguous(out, [&](at::Tensor &o) {
     a.out = o.data_ptr();
-    launch(self.device().index(), nonzero_task, &a, sizeof a, "aten::nonzero");
+    launch_kernel<TNK_K_NONZERO>(self.device().index(), a, "aten::nonzero");
   });
   return out;
 }
@@ -1051,7 +1045,7 @@ at::Tensor &index_out(const at::Tensor &self, const c10::List<std::optional<at::
   into_contiguous(out, [&](at::Tensor &o) {
     tnk_index_args_t a{};
     fill_advanced_args(ai, x, o.data_ptr(), TNK_INDEX_SELECT, &a, "index");
-    launch(self.device().index(), index_task, &a, sizeof a, "aten::index");
+    launch_kernel<TNK_K_INDEX>(self.device().index(), a, "aten::index");
   });
   return out;
 }
@@ -1069,8 +1063,8 @@ at::Tensor &index_put_impl_(at::Tensor &self, const c10::List<std::optional<at::
   // Into an expanded tensor ATen still writes, element by element, with a
   // deprecation warning: the CPU path gives its exact result.
   if (at::has_internal_overlap(self) == at::MemOverlap::Yes || dt == TNK_DTYPE_COUNT ||
-      !tnk_index_supported(dt, TNK_I64, mode) || values.device() != self.device() ||
-      !make_advanced_index(self, indices, &ai))
+      !kernel_supported(TNK_K_INDEX, kernel_query(-1, dt, TNK_I64, mode)) ||
+      values.device() != self.device() || !make_advanced_index(self, indices, &ai))
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_index_put_impl_)>::call(
         self, indices, values, accumulate, unsafe);
   TORCH_CHECK(values.scalar_type() == self.scalar_type(),
@@ -1093,7 +1087,7 @@ at::Tensor &index_put_impl_(at::Tensor &self, const c10::List<std::optional<at::
   at::Tensor x = direct ? self : ai.src.contiguous();
   tnk_index_args_t a{};
   fill_advanced_args(ai, x, v.data_ptr(), mode, &a, "index_put");
-  launch(self.device().index(), index_task, &a, sizeof a, "aten::index_put_");
+  launch_kernel<TNK_K_INDEX>(self.device().index(), a, "aten::index_put_");
   if (!direct) ai.src.copy_(x);
   return self;
 }

@@ -26,7 +26,6 @@ namespace torch_neuronx {
 // layout of ATen's (and of its meta function, which compiled graphs check):
 // batches of column-major (F-contiguous) matrices.
 namespace {
-void trsm_task(void *p) { tnk_trsm(static_cast<tnk_trsm_args_t *>(p)); }
 
 // Solves A x = x in place: x [..., n, k] holds B, its batch dimensions
 // collapse to one (it was made here); A broadcasts to x's batch.
@@ -51,7 +50,7 @@ void solve_in_place(const at::Tensor &A, const at::Tensor &x, bool upper, bool u
   t.dtype = A.scalar_type() == at::kDouble ? TNK_F64 : TNK_F32;
   t.upper = upper;
   t.unit = unit;
-  launch(A.device().index(), trsm_task, &t, sizeof t, "aten::linalg_solve_triangular");
+  launch_kernel<TNK_K_TRSM>(A.device().index(), t, "aten::linalg_solve_triangular");
 }
 
 // x resized to shape as batches of column-major matrices.
@@ -116,12 +115,10 @@ at::Tensor linalg_solve_triangular(const at::Tensor &A, const at::Tensor &B, boo
 
 namespace {
 
-void gemm_task(void *p) { tnk_gemm(static_cast<tnk_gemm_args_t *>(p)); }
-
 bool gemm_dtype_ok(const at::Tensor &t) {
   bool ok;
   tnk_dtype_t dt = to_tnk(t.scalar_type(), &ok);
-  return ok && tnk_gemm_supported(dt);
+  return ok && kernel_supported(TNK_K_GEMM, kernel_query(-1, dt, -1, -1));
 }
 
 // Products the GEMM kernel has no dtype for, from native kernels: complex as
@@ -209,7 +206,7 @@ void launch_gemm(const at::Tensor &out, const at::Tensor &a, const at::Tensor &b
     out.zero_();
     return;
   }
-  launch(out.device().index(), gemm_task, &g, sizeof g, name);
+  launch_kernel<TNK_K_GEMM>(out.device().index(), g, name);
 }
 
 void check_mm(const at::Tensor &a, const at::Tensor &b, const char *op) {

@@ -17,7 +17,6 @@
 namespace torch_neuronx {
 
 namespace {
-void nll_task(void *p) { tnk_nll(static_cast<tnk_nll_args_t *>(p)); }
 
 // An element-wise loss reduced as asked (reduction: 0 none, 1 mean, 2 sum).
 at::Tensor reduced_loss(const at::Tensor &l, int64_t reduction) {
@@ -179,7 +178,8 @@ void check_nll(const at::Tensor &self, const at::Tensor &target, const at::Tenso
 
 bool nll_native(const at::Tensor &self, const at::Tensor &target, const at::Tensor &weight) {
   tnk_dtype_t dt = tnk_of(self);
-  return dt != TNK_DTYPE_COUNT && tnk_nll_supported(dt) && target.device() == self.device() &&
+  return dt != TNK_DTYPE_COUNT && kernel_supported(TNK_K_NLL, kernel_query(-1, dt, -1, -1)) &&
+         target.device() == self.device() &&
          (!weight.defined() ||
           (weight.device() == self.device() && weight.scalar_type() == self.scalar_type()));
 }
@@ -212,7 +212,7 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor &self,
   a.dtype = tnk_of(self);
   a.reduction = static_cast<int32_t>(reduction);
   a.fault = fault_sink(self.device().index(), "nll_loss (target)", true);
-  launch(self.device().index(), nll_task, &a, sizeof a, "aten::nll_loss_forward");
+  launch_kernel<TNK_K_NLL>(self.device().index(), a, "aten::nll_loss_forward");
   return {out, tw};
 }
 
@@ -250,7 +250,7 @@ at::Tensor nll_loss_backward(const at::Tensor &grad_output, const at::Tensor &se
   a.reduction = static_cast<int32_t>(reduction);
   a.backward = 1;
   a.fault = fault_sink(self.device().index(), "nll_loss_backward (target)", true);
-  launch(self.device().index(), nll_task, &a, sizeof a, "aten::nll_loss_backward");
+  launch_kernel<TNK_K_NLL>(self.device().index(), a, "aten::nll_loss_backward");
   return gi;
 }
 

@@ -7,6 +7,8 @@
 #include <torch/extension.h>
 #include <torch/version.h>
 
+#include <cctype>
+
 namespace py = pybind11;
 using namespace torch_neuronx;
 
@@ -115,9 +117,7 @@ PYBIND11_MODULE(_C, m) {
       while (tnrt_now_ns() < until) {
       }
     };
-    check(
-        tnrt_launch(current_native_stream(current_device()), task, &cycles, sizeof cycles, "sleep"),
-        "_sleep");
+    launch_host_code(current_device(), task, &cycles, sizeof cycles, "_sleep");
   });
   m.def("_current_stream", [](int d) {
     c10::Stream s = current_stream(static_cast<c10::DeviceIndex>(d));
@@ -184,7 +184,7 @@ PYBIND11_MODULE(_C, m) {
     double result = 0;
     PeakArgs a{k, &result};
     c10::DeviceIndex device = current_device();
-    launch(
+    launch_host_code(
         device,
         [](void *p) {
           auto *m = static_cast<PeakArgs *>(p);
@@ -204,7 +204,7 @@ PYBIND11_MODULE(_C, m) {
       const void *src;
       int64_t bytes;
     } a{reinterpret_cast<void *>(dst), reinterpret_cast<const void *>(src), bytes};
-    launch(
+    launch_host_code(
         current_device(),
         [](void *p) {
           auto *m = static_cast<MemcpyArgs *>(p);
@@ -227,4 +227,26 @@ PYBIND11_MODULE(_C, m) {
   // Whether bf16 GEMMs may use AMX tiles, and why not (tnk.h: the CPU,
   // TORCH_NEURONX_AMX, the OS grant, the tile self-test).
   m.def("_amx_status", [] { return std::string(tnk_amx_status()); });
+  // The kernel provider in use (runtime/provider.h) and, under the counting
+  // provider, the launches of each kernel so far (names as in
+  // kernels/kernel_list.h, lower case), optionally reset.
+  m.def("_kernel_provider", [] { return std::string(kernel_provider()->name); });
+  m.def(
+      "_kernel_launch_counts",
+      [](bool reset) {
+        TORCH_CHECK(std::string(kernel_provider()->name) == "counting",
+                    "_kernel_launch_counts: launches are counted only under "
+                    "TORCH_NEURONX_KERNEL_PROVIDER=counting (the provider in use is '",
+                    kernel_provider()->name, "')");
+        uint64_t counts[TNK_KERNEL_COUNT];
+        tnk_kernel_launch_counts(counts, reset ? 1 : 0);
+        py::dict out;
+        for (int k = 0; k < TNK_KERNEL_COUNT; k++) {
+          std::string name(tnk_kernel_names[k]);
+          for (char &c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+          out[py::str(name)] = counts[k];
+        }
+        return out;
+      },
+      py::arg("reset") = false);
 }

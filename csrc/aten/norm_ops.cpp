@@ -178,8 +178,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
 
 namespace {
 
-void softmax_task(void *p) { tnk_softmax(static_cast<tnk_softmax_args_t *>(p)); }
-
 // out (contiguous, shape of in) = softmax of in along dim. Returns false if
 // the kernels cannot take the dtypes.
 bool launch_softmax(const at::Tensor &out, const at::Tensor &in0, const at::Tensor &grad0,
@@ -187,7 +185,7 @@ bool launch_softmax(const at::Tensor &out, const at::Tensor &in0, const at::Tens
   bool ok1, ok2;
   tnk_dtype_t dt = to_tnk(in0.scalar_type(), &ok1);
   tnk_dtype_t odt = to_tnk(out.scalar_type(), &ok2);
-  if (!ok1 || !ok2 || !tnk_softmax_supported(dt, odt)) return false;
+  if (!ok1 || !ok2 || !kernel_supported(TNK_K_SOFTMAX, kernel_query(-1, dt, odt, -1))) return false;
   if (grad0.defined() && grad0.scalar_type() != in0.scalar_type()) return false;
   if (out.numel() == 0) return true;
   at::Tensor in = in0.contiguous(), grad = grad0.defined() ? grad0.contiguous() : grad0;
@@ -205,7 +203,7 @@ bool launch_softmax(const at::Tensor &out, const at::Tensor &in0, const at::Tens
   a.out_dtype = odt;
   a.log = log;
   a.backward = grad.defined();
-  launch(out.device().index(), softmax_task, &a, sizeof a, name, out.numel());
+  launch_kernel<TNK_K_SOFTMAX>(out.device().index(), a, name, out.numel());
   return true;
 }
 
@@ -263,8 +261,6 @@ NEURON_SOFTMAX(_log_softmax, true)
 
 namespace {
 
-void layer_norm_task(void *p) { tnk_layer_norm(static_cast<tnk_layer_norm_args_t *>(p)); }
-
 bool same_float(const at::Tensor &ref, const std::optional<at::Tensor> &t) {
   return !t.has_value() || !t->defined() ||
          (t->scalar_type() == ref.scalar_type() && t->device() == ref.device());
@@ -304,8 +300,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
   a.y = y.numel() ? y.data_ptr() : nullptr;
   a.mean = mean.numel() ? mean.data_ptr() : nullptr;
   a.rstd = rstd.numel() ? rstd.data_ptr() : nullptr;
-  if (y.numel())
-    launch(x.device().index(), layer_norm_task, &a, sizeof a, "aten::native_layer_norm");
+  if (y.numel()) launch_kernel<TNK_K_LAYER_NORM>(x.device().index(), a, "aten::native_layer_norm");
   return {y, mean, rstd};
 }
 
@@ -341,7 +336,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
   a.gw = gw.defined() && gw.numel() ? gw.data_ptr() : nullptr;
   a.gb = gb.defined() && gb.numel() ? gb.data_ptr() : nullptr;
   if (a.n > 0 && (a.gx || a.gw || a.gb))
-    launch(x.device().index(), layer_norm_task, &a, sizeof a, "aten::native_layer_norm_backward");
+    launch_kernel<TNK_K_LAYER_NORM>(x.device().index(), a, "aten::native_layer_norm_backward");
   return {gx, gw, gb};
 }
 

@@ -71,7 +71,6 @@ void fused_sgd_tensor_lr(at::TensorList params, at::TensorList grads, at::Tensor
 // ---------------------------------------------------------- fused Adam/AdamW
 
 namespace {
-void adam_task(void *p) { tnk_adam(static_cast<tnk_adam_args_t *>(p)); }
 
 const float *device_scalar(const std::optional<at::Tensor> &t, c10::Device dev,
                            std::vector<at::Tensor> &keep) {
@@ -105,8 +104,8 @@ void fused_adam(at::TensorList params, at::TensorList grads, at::TensorList exp_
                   "and shape");
       TORCH_CHECK(t.is_contiguous(), "fused Adam on neuron expects contiguous tensors");
     }
-    TORCH_CHECK(ok && tnk_adam_supported(dt), "fused Adam supports floating parameters, got ",
-                p.scalar_type());
+    TORCH_CHECK(ok && kernel_supported(TNK_K_ADAM, kernel_query(-1, dt, -1, -1)),
+                "fused Adam supports floating parameters, got ", p.scalar_type());
     tnk_adam_args_t a{};
     a.param = p.data_ptr();
     a.grad = const_cast<void *>(grads[i].const_data_ptr());
@@ -127,8 +126,7 @@ void fused_adam(at::TensorList params, at::TensorList grads, at::TensorList exp_
     a.adamw = adamw;
     a.amsgrad = amsgrad;
     a.maximize = maximize;
-    launch(dev.index(), adam_task, &a, sizeof a,
-           adamw ? "aten::_fused_adamw_" : "aten::_fused_adam_");
+    launch_kernel<TNK_K_ADAM>(dev.index(), a, adamw ? "aten::_fused_adamw_" : "aten::_fused_adam_");
   }
 }
 }  // namespace

@@ -20,7 +20,6 @@ namespace torch_neuronx {
 // the helpers shared with resample_ops.cpp are in neuron.h).
 
 namespace {
-void pool_task(void *p) { tnk_pool(static_cast<tnk_pool_args_t *>(p)); }
 
 // Pooling geometry over the last `spatial` (2 or 3) dims; arrays are
 // (depth, height, width), depth unused in 2-D.
@@ -151,7 +150,7 @@ void max_pool_run(const at::Tensor &self, const PoolGeom &g, int kind, at::Memor
     a.in = x.const_data_ptr();
     a.out = buf.data_ptr();
     a.indices = ibuf.data_ptr<int64_t>();
-    launch(self.device().index(), pool_task, &a, sizeof a, name);
+    launch_kernel<TNK_K_POOL>(self.device().index(), a, name);
     if (!res.is_same(buf)) {
       res.copy_(buf);
       ires.copy_(ibuf);
@@ -183,7 +182,7 @@ at::Tensor max_pool_backward_run(const at::Tensor &grad, const at::Tensor &self,
     a.out = buf.data_ptr();
     a.indices = const_cast<int64_t *>(ix.const_data_ptr<int64_t>());
     a.fault = fault_sink(self.device().index(), what, false);
-    launch(self.device().index(), pool_task, &a, sizeof a, name);
+    launch_kernel<TNK_K_POOL>(self.device().index(), a, name);
     if (!res.is_same(buf)) res.copy_(buf);
   }
   return res;
@@ -254,7 +253,7 @@ at::Tensor avg_pool_run(const at::Tensor &self, const at::Tensor *grad, int spat
     a.divisor = divisor.value_or(0);
     a.in = in.const_data_ptr();
     a.out = buf.data_ptr();
-    launch(self.device().index(), pool_task, &a, sizeof a, name);
+    launch_kernel<TNK_K_POOL>(self.device().index(), a, name);
     if (!res.is_same(buf)) res.copy_(buf);
   }
   return res;
@@ -304,7 +303,7 @@ at::Tensor adaptive_avg_run(const at::Tensor &self, const at::Tensor *grad, int 
     a.backward = grad != nullptr;
     a.in = in.const_data_ptr();
     a.out = buf.data_ptr();
-    launch(self.device().index(), pool_task, &a, sizeof a, name);
+    launch_kernel<TNK_K_POOL>(self.device().index(), a, name);
     if (!res.is_same(buf)) res.copy_(buf);
   }
   return res;

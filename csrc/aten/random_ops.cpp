@@ -37,8 +37,6 @@ namespace {
 
 // ------------------------------------------------------------------ random
 
-void random_task(void *p) { tnk_random(static_cast<tnk_random_args_t *>(p)); }
-
 // A neuron generator dispatches random ops here even for CPU tensors; CPU
 // and CUDA refuse a generator of another device with this message.
 void check_generator_target(const at::Tensor &t) {
@@ -57,7 +55,7 @@ at::Tensor &launch_random(at::Tensor &self, tnk_random_args_t &a, std::optional<
   auto so = philox_next(gen, self.device().index());
   a.seed = so.first;
   a.offset = so.second;
-  launch(self.device().index(), random_task, &a, sizeof a, name);
+  launch_kernel<TNK_K_RANDOM>(self.device().index(), a, name);
   return self;
 }
 
@@ -364,8 +362,6 @@ at::Tensor &geometric_(at::Tensor &self, double p, std::optional<at::Generator> 
 
 // ------------------------------------------------------------ device asserts
 
-void assert_task(void *p) { tnk_assert(static_cast<tnk_assert_args_t *>(p)); }
-
 }  // namespace
 
 // Raises msg (RuntimeError) at the next synchronisation covering this point
@@ -379,7 +375,7 @@ void assert_async(const at::Tensor &cond, c10::string_view msg) {
   a.flag = flag.const_data_ptr();
   a.fault = {tnrt_stream_fault, current_native_stream(flag.device().index()),
              intern_message(std::string(msg)), TNRT_FAULT_MESSAGE, tnrt_thread_token()};
-  launch(flag.device().index(), assert_task, &a, sizeof a, "aten::_assert_async");
+  launch_kernel<TNK_K_ASSERT>(flag.device().index(), a, "aten::_assert_async");
 }
 
 namespace {
@@ -451,8 +447,6 @@ at::Tensor multinomial(const at::Tensor &self, int64_t n_sample, bool replacemen
   return multinomial_out(self, n_sample, replacement, gen, result);
 }
 
-void randperm_task(void *p) { tnk_randperm(static_cast<tnk_randperm_args_t *>(p)); }
-
 // randperm on the device: n values, each dtype checked as ATen does (a
 // float type must represent every integer up to n exactly).
 at::Tensor &randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor &out) {
@@ -500,7 +494,7 @@ at::Tensor &randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor
   auto so = philox_next(gen, out.device().index());
   a.seed = so.first;
   a.offset = so.second;
-  launch(out.device().index(), randperm_task, &a, sizeof a, "aten::randperm");
+  launch_kernel<TNK_K_RANDPERM>(out.device().index(), a, "aten::randperm");
   if (!dst.is_same(out)) out.copy_(dst);
   return out;
 }

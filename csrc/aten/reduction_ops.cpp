@@ -19,10 +19,7 @@
 
 namespace torch_neuronx {
 
-namespace {
-void argreduce_task(void *p) { tnk_argreduce(static_cast<tnk_argreduce_args_t *>(p)); }
-void scan_task(void *p) { tnk_scan(static_cast<tnk_scan_args_t *>(p)); }
-}  // namespace
+namespace {}  // namespace
 
 namespace {
 
@@ -151,11 +148,7 @@ at::Tensor &norm_all_dtype_out(const at::Tensor &self, const std::optional<c10::
 
 // ------------------------------------------------------------- sum / mean
 
-namespace {
-
-void reduce_task(void *p) { tnk_reduce(static_cast<tnk_reduce_args_t *>(p)); }
-
-}  // namespace
+namespace {}  // namespace
 
 std::vector<int64_t> reduced_shape(const at::Tensor &self, at::OptionalIntArrayRef dims,
                                    bool keepdim) {
@@ -204,13 +197,14 @@ bool launch_reduce(const at::Tensor &out, const at::Tensor &self, at::OptionalIn
   bool ok1, ok2;
   tnk_dtype_t idt = to_tnk(self.scalar_type(), &ok1);
   tnk_dtype_t odt = to_tnk(out.scalar_type(), &ok2);
-  if (!ok1 || !ok2 || !tnk_reduce_supported(op, idt, odt) || self.dim() > TNRT_MAX_DIMS)
+  if (!ok1 || !ok2 || !kernel_supported(TNK_K_REDUCE, kernel_query(op, idt, odt, -1)) ||
+      self.dim() > TNRT_MAX_DIMS)
     return false;
   if (out.numel() == 0) return true;
   tnk_reduce_args_t a{};
   fill_reduce_args(self, dims, keepdim, out, &a);
   a.op = op;
-  launch(out.device().index(), reduce_task, &a, sizeof a, name, self.numel());
+  launch_kernel<TNK_K_REDUCE>(out.device().index(), a, name, self.numel());
   return true;
 }
 
@@ -336,8 +330,8 @@ at::Tensor &logical_reduce(const at::Tensor &self, at::OptionalIntArrayRef dims,
   tnk_reduce_args_t a{};
   fill_reduce_args(self, dims, keepdim, out, &a);
   a.op = op;
-  launch(self.device().index(), reduce_task, &a, sizeof a,
-         op == TNK_ALL ? "aten::all" : "aten::any", self.numel());
+  launch_kernel<TNK_K_REDUCE>(self.device().index(), a, op == TNK_ALL ? "aten::all" : "aten::any",
+                              self.numel());
   return out;
 }
 
@@ -405,8 +399,9 @@ bool extreme_into(const at::Tensor &self, at::OptionalIntArrayRef dims, bool kee
                   tnk_reduce_op_t op, at::Tensor &out) {
   bool ok;
   tnk_dtype_t dt = to_tnk(self.scalar_type(), &ok);
-  if (!ok || !tnk_reduce_supported(op, dt, dt) || out.scalar_type() != self.scalar_type() ||
-      self.dim() > TNRT_MAX_DIMS || out.device() != self.device())
+  if (!ok || !kernel_supported(TNK_K_REDUCE, kernel_query(op, dt, dt, -1)) ||
+      out.scalar_type() != self.scalar_type() || self.dim() > TNRT_MAX_DIMS ||
+      out.device() != self.device())
     return false;
   auto mask = at::dim_list_to_bitset(dims.value_or(at::IntArrayRef{}), self.dim());
   bool all = !dims.has_value() || dims->empty();
@@ -417,8 +412,8 @@ bool extreme_into(const at::Tensor &self, at::OptionalIntArrayRef dims, bool kee
   tnk_reduce_args_t a{};
   fill_reduce_args(self, dims, keepdim, out, &a);
   a.op = op;
-  launch(self.device().index(), reduce_task, &a, sizeof a,
-         op == TNK_MAX ? "aten::max" : "aten::min", self.numel());
+  launch_kernel<TNK_K_REDUCE>(self.device().index(), a, op == TNK_MAX ? "aten::max" : "aten::min",
+                              self.numel());
   return true;
 }
 }  // namespace
@@ -495,8 +490,8 @@ void arg_reduce(const at::Tensor &self, int64_t dim, bool flatten, bool is_max, 
   auto run = [&](at::Tensor &idx, at::Tensor *vals) {
     a.indices = idx.data_ptr();
     a.values = vals ? vals->data_ptr() : nullptr;
-    launch(self.device().index(), argreduce_task, &a, sizeof a,
-           is_max ? "aten::argmax" : "aten::argmin");
+    launch_kernel<TNK_K_ARGREDUCE>(self.device().index(), a,
+                                   is_max ? "aten::argmax" : "aten::argmin");
   };
   if (indices.is_contiguous() && (!values || values->is_contiguous())) {
     run(indices, values);
@@ -511,7 +506,7 @@ void arg_reduce(const at::Tensor &self, int64_t dim, bool flatten, bool is_max, 
 
 bool arg_native(const at::Tensor &self) {
   tnk_dtype_t dt = tnk_of(self);
-  return dt != TNK_DTYPE_COUNT && tnk_argreduce_supported(dt);
+  return dt != TNK_DTYPE_COUNT && kernel_supported(TNK_K_ARGREDUCE, kernel_query(-1, dt, -1, -1));
 }
 
 at::Tensor &argmaxmin_out(const at::Tensor &self, std::optional<int64_t> dim, bool keepdim,
@@ -592,7 +587,8 @@ at::Tensor &scan_out(const at::Tensor &self, int64_t dim, at::Tensor &out, int o
   if (self.numel() == 0) return out;
   at::Tensor x = self.contiguous();
   bool ok;
-  if (!tnk_scan_supported(tnk_of(x), to_tnk(out.scalar_type(), &ok)))
+  if (!kernel_supported(TNK_K_SCAN,
+                        kernel_query(-1, tnk_of(x), to_tnk(out.scalar_type(), &ok), -1)))
     x = x.to(out.scalar_type());  // e.g. integers summed as float64: cast first, as CPU
   if (x.storage().is_alias_of(out.storage()) && !x.is_same(out)) x = x.clone();
   into_contiguous(out, [&](at::Tensor &o) {
@@ -608,10 +604,10 @@ at::Tensor &scan_out(const at::Tensor &self, int64_t dim, at::Tensor &out, int o
     a.in_dtype = tnk_of(x);
     a.out_dtype = tnk_of(o);
     a.op = op;
-    launch(self.device().index(), scan_task, &a, sizeof a,
-           op == TNK_SCAN_PROD  ? "aten::cumprod"
-           : op == TNK_SCAN_SUM ? "aten::cumsum"
-                                : "aten::_logcumsumexp");
+    launch_kernel<TNK_K_SCAN>(self.device().index(), a,
+                              op == TNK_SCAN_PROD  ? "aten::cumprod"
+                              : op == TNK_SCAN_SUM ? "aten::cumsum"
+                                                   : "aten::_logcumsumexp");
   });
   return out;
 }
@@ -619,7 +615,6 @@ at::Tensor &scan_out(const at::Tensor &self, int64_t dim, at::Tensor &out, int o
 // cummax / cummin: ATen's cummax/cummin size the outputs and call these
 // helpers with a wrapped dim and a non-empty input.
 namespace {
-void cumext_task(void *p) { tnk_cumext(static_cast<tnk_cumext_args_t *>(p)); }
 
 void cumext_helper(const at::Tensor &self, at::Tensor &values, at::Tensor &indices, int64_t dim,
                    bool is_max) {
@@ -635,8 +630,8 @@ void cumext_helper(const at::Tensor &self, at::Tensor &values, at::Tensor &indic
   a.len = x.size(dim);
   a.dtype = tnk_of(x);
   a.is_max = is_max;
-  launch(self.device().index(), cumext_task, &a, sizeof a,
-         is_max ? "aten::_cummax_helper" : "aten::_cummin_helper", x.numel());
+  launch_kernel<TNK_K_CUMEXT>(self.device().index(), a,
+                              is_max ? "aten::_cummax_helper" : "aten::_cummin_helper", x.numel());
   if (!direct) {
     values.copy_(v);
     indices.copy_(i);
@@ -645,8 +640,9 @@ void cumext_helper(const at::Tensor &self, at::Tensor &values, at::Tensor &indic
 
 bool cumext_native(const at::Tensor &self, const at::Tensor &values, const at::Tensor &indices) {
   tnk_dtype_t dt = tnk_of(self);
-  return dt != TNK_DTYPE_COUNT && tnk_cumext_supported(dt) && self.dim() <= TNRT_MAX_DIMS &&
-         values.scalar_type() == self.scalar_type() && indices.scalar_type() == at::kLong;
+  return dt != TNK_DTYPE_COUNT && kernel_supported(TNK_K_CUMEXT, kernel_query(-1, dt, -1, -1)) &&
+         self.dim() <= TNRT_MAX_DIMS && values.scalar_type() == self.scalar_type() &&
+         indices.scalar_type() == at::kLong;
 }
 }  // namespace
 
@@ -672,7 +668,8 @@ bool scan_native(const at::Tensor &self, c10::ScalarType out) {
   tnk_dtype_t o = to_tnk(out, &ok);
   tnk_dtype_t i = tnk_of(self);
   return ok && i != TNK_DTYPE_COUNT && self.dim() <= TNRT_MAX_DIMS &&
-         (tnk_scan_supported(i, o) || tnk_scan_supported(o, o));
+         (kernel_supported(TNK_K_SCAN, kernel_query(-1, i, o, -1)) ||
+          kernel_supported(TNK_K_SCAN, kernel_query(-1, o, o, -1)));
 }
 }  // namespace
 

@@ -17,9 +17,7 @@
 
 namespace torch_neuronx {
 
-namespace {
-void resample_task(void *p) { tnk_resample(static_cast<tnk_resample_args_t *>(p)); }
-}  // namespace
+namespace {}  // namespace
 
 // Nearest-neighbour upsampling (1-D/2-D/3-D, "nearest" and "nearest-exact")
 // as one index_select per spatial dim; the backward sums the gradient back
@@ -149,7 +147,7 @@ at::Tensor resample_run(const at::Tensor &in, const at::Tensor &like, int spatia
     a.align_corners = align;
     a.backward = backward;
     a.mode = mode;
-    launch(like.device().index(), resample_task, &a, sizeof a, name);
+    launch_kernel<TNK_K_RESAMPLE>(like.device().index(), a, name);
     if (!res.is_same(buf)) res.copy_(buf);
   } else if (buf.numel()) {
     res.zero_();
@@ -254,13 +252,13 @@ NEURON_RESAMPLE(upsample_bicubic2d, 2, TNK_RESAMPLE_CUBIC, S2, (sh, sw))
 
 // ---------------------------------------------------------------- grid_sample
 namespace {
-void grid_task(void *p) { tnk_grid_sample(static_cast<tnk_grid_sample_args_t *>(p)); }
 
 bool grid_native(const at::Tensor &input, const at::Tensor &grid, int64_t mode, int64_t pad) {
   bool ok;
   tnk_dtype_t dt = to_tnk(input.scalar_type(), &ok);
   return ok && input.dim() == 4 && grid.dim() == 4 && grid.scalar_type() == input.scalar_type() &&
-         tnk_grid_sample_supported(dt, static_cast<int>(mode), static_cast<int>(pad));
+         kernel_supported(TNK_K_GRID_SAMPLE,
+                          kernel_query(static_cast<int>(pad), dt, -1, static_cast<int>(mode)));
 }
 
 tnk_grid_sample_args_t grid_args(const at::Tensor &x, const at::Tensor &grid, int64_t mode,
@@ -295,7 +293,7 @@ at::Tensor grid_sampler_2d(const at::Tensor &input, const at::Tensor &grid, int6
   a.in = x.const_data_ptr();
   a.grid = g.const_data_ptr();
   a.out = out.data_ptr();
-  launch(x.device().index(), grid_task, &a, sizeof a, "aten::grid_sampler_2d");
+  launch_kernel<TNK_K_GRID_SAMPLE>(x.device().index(), a, "aten::grid_sampler_2d");
   return out;
 }
 
@@ -329,7 +327,7 @@ std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_backward(const at::Tensor &gr
   a.gout = go.const_data_ptr();
   a.gin = gin.defined() ? gin.data_ptr() : nullptr;
   a.ggrid = ggrid.data_ptr();
-  launch(x.device().index(), grid_task, &a, sizeof a, "aten::grid_sampler_2d_backward");
+  launch_kernel<TNK_K_GRID_SAMPLE>(x.device().index(), a, "aten::grid_sampler_2d_backward");
   return {gin, ggrid};
 }
 

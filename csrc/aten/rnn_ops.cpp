@@ -65,9 +65,9 @@ at::Tensor sum_gates(const at::Tensor &ig, const at::Tensor &hg,
   return g;
 }
 
-void rnn_task(void *p) { tnk_rnn_cell(static_cast<tnk_rnn_cell_args_t *>(p)); }
-
-bool fused_kernel(const at::Tensor &t) { return tnk_rnn_cell_supported(tnk_of(t)) != 0; }
+bool fused_kernel(const at::Tensor &t) {
+  return kernel_supported(TNK_K_RNN_CELL, kernel_query(-1, tnk_of(t), -1, -1)) != 0;
+}
 
 const void *cptr(const at::Tensor &t) { return t.defined() ? t.const_data_ptr() : nullptr; }
 
@@ -100,7 +100,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(
     tnk_rnn_cell_args_t a = cell_args(cxc, ig.size(0), 0, 0);
     a.ig = cptr(igc), a.hg = cptr(hgc), a.b1 = cptr(b1), a.b2 = cptr(b2), a.prev = cptr(cxc);
     a.out0 = hy.data_ptr(), a.out1 = cy.data_ptr(), a.ws = ws.data_ptr();
-    launch(ig.device().index(), rnn_task, &a, sizeof a, "aten::_thnn_fused_lstm_cell");
+    launch_kernel<TNK_K_RNN_CELL>(ig.device().index(), a, "aten::_thnn_fused_lstm_cell");
     return {hy, cy, ws};
   }
   at::ScalarType t = ig.scalar_type(), ct = compute_type(t);
@@ -141,7 +141,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(
     a.ghy = cptr(g1), a.gcy = cptr(g2), a.prev = cptr(cxc), a.cy = cptr(cyc),
     a.ws = const_cast<void *>(cptr(wsc));  // read only
     a.gx0 = grad_gates.data_ptr(), a.gprev = grad_cx.data_ptr();
-    launch(ws.device().index(), rnn_task, &a, sizeof a, "aten::_thnn_fused_lstm_cell_backward");
+    launch_kernel<TNK_K_RNN_CELL>(ws.device().index(), a, "aten::_thnn_fused_lstm_cell_backward");
     return {grad_gates, grad_cx, has_bias ? grad_gates.sum(0) : at::Tensor()};
   }
   at::ScalarType t = ws.scalar_type(), ct = compute_type(t);
@@ -176,7 +176,7 @@ std::tuple<at::Tensor, at::Tensor> fused_gru_cell(const at::Tensor &ig, const at
     tnk_rnn_cell_args_t a = cell_args(hxc, ig.size(0), 1, 0);
     a.ig = cptr(igc), a.hg = cptr(hgc), a.b1 = cptr(b1), a.b2 = cptr(b2), a.prev = cptr(hxc);
     a.out0 = hy.data_ptr(), a.ws = ws.data_ptr();
-    launch(ig.device().index(), rnn_task, &a, sizeof a, "aten::_thnn_fused_gru_cell");
+    launch_kernel<TNK_K_RNN_CELL>(ig.device().index(), a, "aten::_thnn_fused_gru_cell");
     return {hy, ws};
   }
   at::ScalarType t = ig.scalar_type(), ct = compute_type(t);
@@ -213,7 +213,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru
     tnk_rnn_cell_args_t a = cell_args(g, b, 1, 1);
     a.ghy = cptr(g), a.ws = const_cast<void *>(cptr(wsc));  // read only
     a.gx0 = gi.data_ptr(), a.gx1 = gh.data_ptr(), a.gprev = ghx.data_ptr();
-    launch(ws.device().index(), rnn_task, &a, sizeof a, "aten::_thnn_fused_gru_cell_backward");
+    launch_kernel<TNK_K_RNN_CELL>(ws.device().index(), a, "aten::_thnn_fused_gru_cell_backward");
     at::Tensor bi, bh;
     if (has_bias) bi = gi.sum(0), bh = gh.sum(0);
     return {gi, gh, ghx, bi, bh};

@@ -16,7 +16,9 @@
 #include <vector>
 
 extern "C" {
+#include "../kernels/kernel_list.h"
 #include "../kernels/tnk.h"
+#include "../runtime/provider.h"
 #include "../runtime/tnrt.h"
 }
 
@@ -67,8 +69,47 @@ void register_runtime();
 // once on this thread.
 int64_t small_kernel_elems();
 int64_t set_small_kernel_elems(int64_t n);  // returns the old value (benchmarks)
-void launch(c10::DeviceIndex device, tnrt_task_fn fn, const void *args, size_t size,
-            const char *name, int64_t elems = -1);
+// Kernels are launched by id with their descriptor (kernels/kernel_list.h)
+// and run by the kernel provider in use (runtime/provider.h; chosen once,
+// TORCH_NEURONX_KERNEL_PROVIDER=host|counting, default host):
+//   launch_kernel<TNK_K_UNARY>(device, args, "aten::abs", out.numel());
+// The descriptor's type is checked against the kernel's at compile time.
+template <tnk_kernel_t K>
+struct KernelArgs;
+#define TNX_KERNEL_ARGS_(ID, FN, ARGS, SUPPORTED) \
+  template <>                                     \
+  struct KernelArgs<TNK_K_##ID> {                 \
+    using type = ARGS;                            \
+  };
+TNK_KERNELS(TNX_KERNEL_ARGS_)
+#undef TNX_KERNEL_ARGS_
+void launch_kernel_id(c10::DeviceIndex device, tnk_kernel_t kernel, const void *args, size_t size,
+                      const char *name, int64_t elems);
+template <tnk_kernel_t K>
+inline void launch_kernel(c10::DeviceIndex device, const typename KernelArgs<K>::type &args,
+                          const char *name, int64_t elems = -1) {
+  static_assert(sizeof args <= TNRT_KERNEL_ARGS_MAX, "kernel descriptor too large for a launch");
+  launch_kernel_id(device, K, &args, sizeof args, name, elems);
+}
+// The provider in use, chosen on the first call (RuntimeError naming
+// TORCH_NEURONX_KERNEL_PROVIDER for an unknown name).
+const tnrt_kernel_provider_t *kernel_provider();
+// A support query: the operation code and dtypes a kernel's descriptor
+// would carry (-1: not applicable; kernels/kernel_list.h says which a kernel reads).
+inline tnrt_kernel_query_t kernel_query(int op, int dtype, int dtype2, int mode) {
+  return {op, dtype, dtype2, mode};
+}
+// Whether the provider in use runs kernel K for the query.
+bool kernel_supported(tnk_kernel_t kernel, const tnrt_kernel_query_t &q);
+// Queues host code fn(args) on the device's current stream: Inductor's
+// compiled C++, users' C kernels, host copies, measurements. Only a device
+// whose provider runs host code takes it (RuntimeError otherwise, naming
+// the provider); the software NeuronCore's does.
+void launch_host_code(c10::DeviceIndex device, tnrt_task_fn fn, const void *args, size_t size,
+                      const char *name, int64_t elems = -1);
+// The check launch_host_code makes, for code that queues host tasks on a
+// stream of its own choosing (the collectives' communication streams).
+void require_host_code(const char *what);
 // Memory history (memory_history.cpp): allocations and frees while
 // torch.neuron.memory._record_memory_history is on.
 bool memory_history_enabled();

@@ -166,8 +166,6 @@ std::tuple<at::Tensor &, at::Tensor &> mode_out(const at::Tensor &self, int64_t 
 // ------------------------------------------------------------ sort / topk
 
 namespace {
-void sort_task(void *p) { tnk_sort(static_cast<tnk_sort_args_t *>(p)); }
-void histc_task(void *p) { tnk_histc(static_cast<tnk_histc_args_t *>(p)); }
 
 // Sorts (k = size along dim) or selects the top k along dim into values and
 // indices, resized to self's shape with dim of size k.
@@ -197,7 +195,7 @@ void sort_into(const at::Tensor &self, int64_t dim, int64_t k, bool descending, 
   a.k = k;
   a.dtype = tnk_of(self);
   a.descending = descending;
-  launch(self.device().index(), sort_task, &a, sizeof a, name);
+  launch_kernel<TNK_K_SORT>(self.device().index(), a, name);
   if (!direct) {
     values.copy_(last ? v : v.movedim(-1, dim));
     indices.copy_(last ? i : i.movedim(-1, dim));
@@ -206,7 +204,7 @@ void sort_into(const at::Tensor &self, int64_t dim, int64_t k, bool descending, 
 
 bool sort_native(const at::Tensor &self) {
   tnk_dtype_t dt = tnk_of(self);
-  return dt != TNK_DTYPE_COUNT && tnk_sort_supported(dt);
+  return dt != TNK_DTYPE_COUNT && kernel_supported(TNK_K_SORT, kernel_query(-1, dt, -1, -1));
 }
 }  // namespace
 
@@ -263,7 +261,8 @@ at::Tensor &histc_out(const at::Tensor &self, int64_t bins, const c10::Scalar &m
   tnk_dtype_t dt = tnk_of(self);
   bool ok;
   tnk_dtype_t odt = to_tnk(out.scalar_type(), &ok);
-  if (dt == TNK_DTYPE_COUNT || !ok || !tnk_histc_supported(dt, odt) ||
+  if (dt == TNK_DTYPE_COUNT || !ok ||
+      !kernel_supported(TNK_K_HISTC, kernel_query(-1, dt, odt, -1)) ||
       out.scalar_type() != self.scalar_type())
     return FALLBACK(histc_out, self, bins, min, max, out);
   double lo = min.toDouble(), hi = max.toDouble();
@@ -290,7 +289,7 @@ at::Tensor &histc_out(const at::Tensor &self, int64_t bins, const c10::Scalar &m
     a.hi = hi;
     a.dtype = dt;
     a.out_dtype = odt;
-    launch(self.device().index(), histc_task, &a, sizeof a, "aten::histc");
+    launch_kernel<TNK_K_HISTC>(self.device().index(), a, "aten::histc");
   });
   return out;
 }
@@ -305,7 +304,6 @@ at::Tensor histc(const at::Tensor &self, int64_t bins, const c10::Scalar &min,
 // Checked as CPU checks them (its messages); values and boundaries of
 // different dtypes meet in their promoted dtype, as on CPU.
 namespace {
-void searchsorted_task(void *p) { tnk_searchsorted(static_cast<tnk_searchsorted_args_t *>(p)); }
 
 bool side_right(bool right, std::optional<c10::string_view> side) {
   if (!side.has_value()) return right;
@@ -374,8 +372,9 @@ at::Tensor &searchsorted_out(const at::Tensor &sorted_sequence, const at::Tensor
                               "\"searchsorted\" not implemented for '", common, "'");
   at::Tensor bd = sorted_sequence.to(common).contiguous(), v = self.to(common).contiguous();
   tnk_dtype_t dt = tnk_of(bd);
-  TORCH_CHECK_NOT_IMPLEMENTED(dt != TNK_DTYPE_COUNT && tnk_searchsorted_supported(dt),
-                              "\"searchsorted\" not implemented for '", common, "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      dt != TNK_DTYPE_COUNT && kernel_supported(TNK_K_SEARCHSORTED, kernel_query(-1, dt, -1, -1)),
+      "\"searchsorted\" not implemented for '", common, "'");
   at::Tensor so = sorter.defined() ? sorter.contiguous() : sorter;
   into_contiguous(out, [&](at::Tensor &o) {
     tnk_searchsorted_args_t a{};
@@ -392,8 +391,7 @@ at::Tensor &searchsorted_out(const at::Tensor &sorted_sequence, const at::Tensor
     a.out_int32 = out_int32;
     a.fault =
         fault_sink(self.device().index(), "torch.searchsorted(): sorter index out of range", false);
-    launch(self.device().index(), searchsorted_task, &a, sizeof a, "aten::searchsorted",
-           self.numel());
+    launch_kernel<TNK_K_SEARCHSORTED>(self.device().index(), a, "aten::searchsorted", self.numel());
   });
   return out;
 }

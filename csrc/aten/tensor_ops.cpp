@@ -30,9 +30,7 @@
 
 namespace torch_neuronx {
 
-namespace {
-void arange_task(void *p) { tnk_arange(static_cast<tnk_arange_args_t *>(p)); }
-}  // namespace
+namespace {}  // namespace
 
 tnk_dtype_t to_tnk(c10::ScalarType t, bool *ok) {
   *ok = true;
@@ -104,8 +102,6 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
 }
 
 // ------------------------------------------------------------------ copies
-
-void copy_task(void *p) { tnk_copy(static_cast<tnk_copy_args_t *>(p)); }
 
 }  // namespace
 
@@ -305,7 +301,7 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blo
       tnrt_event_destroy(e);
       device_allocator()->recordStream(src.storage().data_ptr(), current_stream(dd));
     }
-    launch(dd, copy_task, &a, sizeof a, "aten::copy_", dst.numel());
+    launch_kernel<TNK_K_COPY>(dd, a, "aten::copy_", dst.numel());
     if (dd != sd) {  // and the source device's later work after the copy
       tnrt_event_t *e = tnrt_event_create(TNRT_EVENT_DEFAULT);
       check(tnrt_event_record(e, current_native_stream(dd)), "event record");
@@ -323,9 +319,8 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blo
   // a synchronous copy of a few elements (item(), a scalar to the device)
   // runs in place on an idle stream, as small kernels do
   bool small = !async && dst.numel() <= small_kernel_elems();
-  check(small ? tnrt_launch_small(s, copy_task, &a, sizeof a, name, nullptr)
-              : tnrt_launch(s, copy_task, &a, sizeof a, name),
-        "neuron copy");
+  kernel_provider();
+  check(tnrt_launch_kernel(s, TNK_K_COPY, &a, sizeof a, name, small, nullptr), "neuron copy");
   if (async) {
     // Returns at once, as CUDA does for pinned memory; the pinned buffer
     // is kept alive until this stream passes the copy.
@@ -434,8 +429,6 @@ tnk_scalar_t to_scalar(const c10::Scalar &v) {
   return s;
 }
 
-void fill_task(void *p) { tnk_fill(static_cast<tnk_fill_args_t *>(p)); }
-
 at::Tensor &fill_scalar(at::Tensor &self, const c10::Scalar &value) {
   check_scalar_fits(value, self.scalar_type());
   if (self.numel() == 0) return self;
@@ -449,7 +442,7 @@ at::Tensor &fill_scalar(at::Tensor &self, const c10::Scalar &value) {
               "resolve_conj() first");
   set_shape(&a.shape, self.sizes());
   a.value = to_scalar(value);
-  launch(self.device().index(), fill_task, &a, sizeof a, "aten::fill_", self.numel());
+  launch_kernel<TNK_K_FILL>(self.device().index(), a, "aten::fill_", self.numel());
   return self;
 }
 
@@ -464,7 +457,8 @@ c10::Scalar local_scalar_dense(const at::Tensor &self) {
     // (one element: every index is 0, any dst strides do)
     tnk_copy_args_t a = copy_args(buf, self.strides(), dt, self, dt);
     tnrt_stream_t *s = current_native_stream(self.device().index());
-    check(tnrt_launch_small(s, copy_task, &a, sizeof a, "aten::_local_scalar_dense", nullptr),
+    kernel_provider();
+    check(tnrt_launch_kernel(s, TNK_K_COPY, &a, sizeof a, "aten::_local_scalar_dense", 1, nullptr),
           "neuron copy");
     check(tnrt_stream_synchronize(s), "stream synchronize");
     return at::_local_scalar_dense(at::from_blob(buf, {}, self.options().device(at::kCPU)));
@@ -545,20 +539,9 @@ CatShape cat_shape(const std::vector<std::reference_wrapper<const at::Tensor>> &
           c10::maybe_wrap_dim(dim, meta.dim())};
 }
 
-// Up to three inputs of a cat copied by one task (the copies fill the
-// task's argument space): a decode step's KV-cache and rotary cats are one
-// launch each, not a narrow, a copy_ and a launch per input.
-struct CatTask {
-  int32_t n;
-  tnk_copy_args_t copy[3];
-};
-static_assert(sizeof(CatTask) <= TNRT_TASK_ARGS_MAX, "cat task too large");
-
-void cat_task(void *p) {
-  auto *t = static_cast<CatTask *>(p);
-  for (int32_t i = 0; i < t->n; i++) tnk_copy(&t->copy[i]);
-}
-
+// Up to three inputs of a cat copied by one launch (tnk_copy_batch): a
+// decode step's KV-cache and rotary cats are one launch each, not a
+// narrow, a copy_ and a launch per input.
 // The inputs copied into out along d by cat tasks; false (nothing done)
 // when an input needs the general copy_ (another device or dtype, a conj or
 // neg view, too many dims, memory shared with out).
@@ -576,10 +559,10 @@ bool cat_by_tasks(const std::vector<std::reference_wrapper<const at::Tensor>> &l
   if (!ok) return false;
   char *base = static_cast<char *>(out.data_ptr());
   int64_t step = out.stride(d) * static_cast<int64_t>(out.itemsize());
-  CatTask task{};
+  tnk_copy_batch_args_t task{};
   int64_t offset = 0, elems = 0;
   auto flush = [&] {
-    if (task.n) launch(out.device().index(), cat_task, &task, sizeof task, "aten::cat", elems);
+    if (task.n) launch_kernel<TNK_K_COPY_BATCH>(out.device().index(), task, "aten::cat", elems);
     task.n = 0;
     elems = 0;
   };
@@ -748,7 +731,7 @@ at::Tensor &arange_out(const c10::Scalar &start, const c10::Scalar &end, const c
   a.start = xs;
   a.step = st;
   a.dtype = dt;
-  if (n) launch(out.device().index(), arange_task, &a, sizeof a, "aten::arange");
+  if (n) launch_kernel<TNK_K_ARANGE>(out.device().index(), a, "aten::arange");
   return out;
 }
 

@@ -113,8 +113,6 @@ bool float_kernel_ok(const at::Tensor &t) {
          (dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16);
 }
 
-void unary_task(void *p) { tnk_unary(static_cast<tnk_unary_args_t *>(p)); }
-
 // The descriptor of an element-wise map from `in` to `out` (same shape).
 tnk_unary_args_t map_args(const at::Tensor &out, const at::Tensor &in, int op) {
   tnk_unary_args_t a{};
@@ -138,7 +136,7 @@ void launch_unary(const at::Tensor &out, const at::Tensor &in0, tnk_unary_op_t o
   a.p0 = p0;
   a.p1 = p1;
   a.p2 = p2;
-  launch(out.device().index(), unary_task, &a, sizeof a, name, out.numel());
+  launch_kernel<TNK_K_UNARY>(out.device().index(), a, name, out.numel());
 }
 
 at::Tensor unary_functional(const at::Tensor &x, tnk_unary_op_t op, double p0, const char *name,
@@ -221,8 +219,6 @@ bool complex_inplace_ok(const at::Tensor &t) {
 
 bool real_result(int op) { return op == TNK_CX_ABS || op == TNK_CX_ANGLE; }
 
-void complex_task(void *p) { tnk_complex_unary(static_cast<tnk_unary_args_t *>(p)); }
-
 // out = op(x) (out may be x for in-place ops whose result stays complex).
 void launch_complex(const at::Tensor &out, const at::Tensor &in0, int op, const char *name) {
   if (out.numel() == 0) return;
@@ -230,7 +226,7 @@ void launch_complex(const at::Tensor &out, const at::Tensor &in0, int op, const 
   at::Tensor holder;
   const at::Tensor &in = readable_input(out, in0, holder);
   tnk_unary_args_t a = map_args(out, in, op);
-  launch(out.device().index(), complex_task, &a, sizeof a, name);
+  launch_kernel<TNK_K_COMPLEX_UNARY>(out.device().index(), a, name);
 }
 
 at::ScalarType complex_result_type(const at::Tensor &x, int op) {
@@ -532,14 +528,13 @@ at::Tensor &pow_scalar_(at::Tensor &x, const c10::Scalar &p) {
 // isnan / isinf / isposinf / isneginf of floating tensors into bool.
 
 namespace {
-void classify_task(void *p) { tnk_classify(static_cast<tnk_unary_args_t *>(p)); }
 
 at::Tensor &classify_into(at::Tensor &out, const at::Tensor &x, tnk_classify_op_t op,
                           const char *name) {
   at::native::resize_output(out, x.sizes());
   if (out.numel() == 0) return out;
   tnk_unary_args_t a = map_args(out, x, op);
-  launch(x.device().index(), classify_task, &a, sizeof a, name);
+  launch_kernel<TNK_K_CLASSIFY>(x.device().index(), a, name);
   return out;
 }
 }  // namespace
@@ -589,7 +584,6 @@ bool int_or_bool(const at::Tensor &t) {
   return c10::isIntegralType(t.scalar_type(), true) && t.dim() <= TNRT_MAX_DIMS &&
          !is_wide_unsigned(t.scalar_type());
 }
-void not_task(void *p) { tnk_bitwise_not(static_cast<tnk_unary_args_t *>(p)); }
 at::Tensor &not_into(at::Tensor &out, const at::Tensor &x0) {
   at::native::resize_output(out, x0.sizes());
   if (out.numel() == 0) return out;
@@ -601,7 +595,7 @@ at::Tensor &not_into(at::Tensor &out, const at::Tensor &x0) {
   to_view(out, &a.out);
   to_view(x, &a.in);
   a.dtype = a.in.dtype;
-  launch(x.device().index(), not_task, &a, sizeof a, "aten::bitwise_not");
+  launch_kernel<TNK_K_BITWISE_NOT>(x.device().index(), a, "aten::bitwise_not");
   return out;
 }
 }  // namespace

@@ -326,7 +326,10 @@ void tnk_binary(const tnk_binary_args_t *a) {
   int64_t esz = (int64_t)tnk_dtype_size(a->dtype);
   int64_t oesz = a->op >= TNK_EQ && a->op <= TNK_GE ? 1 : esz; /* bool for comparisons */
   tnk_iter_t it;
-  if (!tnk_iter_init(&it, &a->shape, 3, (tnk_view_t[]){a->out, a->a, a->b},
+  tnk_view_t va = a->a, vb = a->b;
+  if (a->inline_operand == 1) va.data = (void *)a->inline_value;
+  if (a->inline_operand == 2) vb.data = (void *)a->inline_value;
+  if (!tnk_iter_init(&it, &a->shape, 3, (tnk_view_t[]){a->out, va, vb},
                      (int64_t[]){oesz, esz, esz}))
     return;
   bin_ctx_t c = {.fn = find_loop(a->op, a->dtype), .ialpha = a->ialpha};

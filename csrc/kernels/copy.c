@@ -130,3 +130,7 @@ void tnk_copy(const tnk_copy_args_t *a) {
   it.rows_loop = copy_rows;
   tnk_iter_run(&it, 1 << 16, copy_loop, &c);
 }
+
+void tnk_copy_batch(const tnk_copy_batch_args_t *a) {
+  for (int32_t i = 0; i < a->n && i < 3; i++) tnk_copy(&a->copy[i]);
+}

@@ -127,6 +127,13 @@ typedef struct tnk_copy_args {
   tnk_view_t dst, src;
 } tnk_copy_args_t;
 void tnk_copy(const tnk_copy_args_t *a);
+/* Up to three copies in one launch, in order (torch.cat's inputs into their
+ * slices of the output: a decode step's KV-cache cat is one launch). */
+typedef struct tnk_copy_batch_args {
+  int32_t n;
+  tnk_copy_args_t copy[3];
+} tnk_copy_batch_args_t;
+void tnk_copy_batch(const tnk_copy_batch_args_t *a);
 
 /* A scalar in the widest form of each kind; the kernel converts once. */
 typedef struct tnk_scalar {
@@ -278,6 +285,12 @@ typedef struct tnk_binary_args {
    * storage type first; 0: none. Floating arithmetic only (not comparisons). */
   int32_t scalar_operand;
   double scalar;
+  /* 1 (a) or 2 (b): that operand is one element held in `inline_value`
+   * (a CPU scalar's bytes in `dtype`, copied into the descriptor at launch,
+   * its view's strides 0 and data ignored); 0: none. The descriptor is all
+   * the kernel reads besides the views' memory, wherever it was copied. */
+  int32_t inline_operand;
+  unsigned char inline_value[16] __attribute__((aligned(16)));
 } tnk_binary_args_t;
 int tnk_binary_supported(int op, int dtype);
 void tnk_binary(const tnk_binary_args_t *args);

@@ -148,7 +148,11 @@ typedef void (*tnrt_task_fn)(void *args);
 #define TNRT_STREAMS_PER_DEVICE 32
 #define TNRT_COMM_STREAMS 4
 /* Bytes of arguments a task may carry inline (copied at launch). */
-#define TNRT_TASK_ARGS_MAX 992
+/* (1056: a task slot of the host HAL is 1088 bytes, 17 cache lines, with
+ * its 32-byte header; a kernel launch spends 16 of these bytes on its own
+ * header, provider.h, and the largest descriptor, three copies of
+ * tnk_copy_batch_args_t, takes 992) */
+#define TNRT_TASK_ARGS_MAX 1056
 
 /* NULL when device/index is out of range. Streams live until process exit. */
 tnrt_stream_t *tnrt_stream_get(int device, int index);

@@ -3,6 +3,8 @@
 #include "check.h"
 #include "config.h"
 #include "tnk.h"
+#include "kernel_list.h"
+#include "provider.h"
 #include "vmath.h"
 #include "dtype.h"
 
@@ -2154,6 +2156,88 @@ static void test_rnn_cell(void) {
   CHECK(!tnk_rnn_cell_supported(TNK_F64) && !tnk_rnn_cell_supported(TNK_I64));
 }
 
+/* The host provider (kernels/provider.c, generated from kernel_list.h):
+ * every id has a name and runs its entry point; its support answers are the
+ * library's own probes; the counting provider counts each run per id. */
+static void test_host_provider(void) {
+  const tnrt_kernel_provider_t *host = tnk_host_provider(), *counting = tnk_counting_provider();
+  CHECK(host->api_version == TNRT_PROVIDER_API_VERSION && host->kernel_count == TNK_KERNEL_COUNT);
+  CHECK(host->runs_host_code == 1 && counting->kernel_count == TNK_KERNEL_COUNT);
+  CHECK(tnk_provider_named("host") == host && tnk_provider_named("counting") == counting);
+  CHECK(tnk_provider_named("gpu") == NULL && tnk_provider_named(NULL) == NULL);
+  for (int k = 0; k < TNK_KERNEL_COUNT; k++) CHECK(tnk_kernel_names[k] && *tnk_kernel_names[k]);
+  CHECK(!strcmp(tnk_kernel_names[TNK_K_GEMM], "GEMM"));
+  /* supports: the probes, through the table */
+  int agree = 1;
+  for (int dt = 0; dt < TNK_DTYPE_COUNT; dt++) {
+    for (int op = 0; op < TNK_UNARY_OP_COUNT; op++) {
+      tnrt_kernel_query_t q = {op, dt, -1, -1};
+      agree &= host->supports(NULL, TNK_K_UNARY, &q) == (tnk_unary_supported(op, dt) != 0);
+    }
+    for (int op = 0; op < TNK_BINARY_OP_COUNT; op++) {
+      tnrt_kernel_query_t q = {op, dt, -1, -1};
+      agree &= host->supports(NULL, TNK_K_BINARY, &q) == (tnk_binary_supported(op, dt) != 0);
+    }
+    tnrt_kernel_query_t q = {-1, dt, -1, -1};
+    agree &= host->supports(NULL, TNK_K_GEMM, &q) == (tnk_gemm_supported(dt) != 0);
+    for (int odt = 0; odt < TNK_DTYPE_COUNT; odt++) {
+      tnrt_kernel_query_t q2 = {-1, dt, odt, -1};
+      agree &= host->supports(NULL, TNK_K_SOFTMAX, &q2) == (tnk_softmax_supported(dt, odt) != 0);
+    }
+  }
+  CHECK(agree);
+  /* run: a copy and a batch of two through the table, counted */
+  uint64_t c0[TNK_KERNEL_COUNT], c1[TNK_KERNEL_COUNT];
+  tnk_kernel_launch_counts(c0, 1);
+  float src[6] = {1, 2, 3, 4, 5, 6}, dst[6] = {0};
+  tnk_copy_args_t a = {0};
+  a.shape.ndim = 1;
+  a.shape.sizes[0] = 6;
+  a.dst = (tnk_view_t){dst, TNK_F32, 0, {1}};
+  a.src = (tnk_view_t){src, TNK_F32, 0, {1}};
+  counting->run(counting->ctx, TNK_K_COPY, &a);
+  for (int i = 0; i < 6; i++) CHECK(dst[i] == src[i]);
+  tnk_copy_batch_args_t b = {0};
+  b.n = 2;
+  b.copy[0] = a;
+  b.copy[0].shape.sizes[0] = 3;
+  b.copy[0].dst.data = dst + 3;
+  b.copy[1] = a;
+  b.copy[1].shape.sizes[0] = 3;
+  b.copy[1].src.data = src + 3;
+  counting->run(counting->ctx, TNK_K_COPY_BATCH, &b);
+  CHECK(dst[3] == 1 && dst[4] == 2 && dst[5] == 3 && dst[0] == 4 && dst[1] == 5 && dst[2] == 6);
+  host->run(host->ctx, TNK_K_COPY, &a); /* the host provider counts nothing */
+  tnk_kernel_launch_counts(c1, 0);
+  CHECK(c1[TNK_K_COPY] == 1 && c1[TNK_K_COPY_BATCH] == 1 && c1[TNK_K_GEMM] == 0);
+  tnk_kernel_launch_counts(c1, 1);
+  tnk_kernel_launch_counts(c1, 0);
+  CHECK(c1[TNK_K_COPY] == 0);
+}
+
+/* The binary kernel reads an inline scalar operand from its descriptor
+ * (inline_operand), wherever the descriptor was copied to. */
+static void test_binary_inline_operand(void) {
+  float x[4] = {1, 2, 3, 4}, out[4] = {0};
+  tnk_binary_args_t a;
+  memset(&a, 0, sizeof a);
+  a.shape.ndim = 1;
+  a.shape.sizes[0] = 4;
+  a.out = (tnk_view_t){out, TNK_F32, 0, {1}};
+  a.a = (tnk_view_t){x, TNK_F32, 0, {1}};
+  a.b = (tnk_view_t){NULL, TNK_F32, 0, {0}};
+  a.op = TNK_MUL;
+  a.dtype = TNK_F32;
+  a.alpha = 1;
+  a.inline_operand = 2;
+  float three = 3;
+  memcpy(a.inline_value, &three, sizeof three);
+  tnk_binary_args_t moved = a; /* as a launch copies it */
+  memset(&a, 0xff, sizeof a);
+  tnk_binary(&moved);
+  for (int i = 0; i < 4; i++) CHECK(out[i] == x[i] * 3);
+}
+
 int main(void) {
   RUN(test_philox_known_answers);
   RUN(test_rnn_cell);
@@ -2178,6 +2262,8 @@ int main(void) {
   RUN(test_resample_cubic);
   RUN(test_pool3d);
   RUN(test_im2col_3d);
+  RUN(test_host_provider);
+  RUN(test_binary_inline_operand);
   RUN(test_amx_configured);
 #if defined(__x86_64__)
   RUN(test_amx_tile_config_bytes);

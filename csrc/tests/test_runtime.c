@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 /* Tests of the runtime: device model, allocator, streams, events, pool. */
 #include "check.h"
+#include "provider.h"
 #include "tnrt.h"
 
 #include <signal.h>
@@ -975,6 +976,97 @@ static void test_shared_segments(void) {
   tnrt_set_shared_segments(0);
 }
 
+/* ---- the kernel-provider interface (provider.h) -------------------------
+ * A provider of three kernels that records what it ran, in order: launches
+ * reach run() with their id and a copy of the descriptor, in stream order,
+ * with the provider they were launched with; bad providers, ids and
+ * descriptor sizes are refused with a message. */
+typedef struct fake_provider_log {
+  int n;
+  int32_t kernel[16];
+  int64_t value[16];
+  int which[16]; /* 1: the first provider, 2: the second */
+} fake_log_t;
+static fake_log_t g_fake_log;
+
+static int fake_supports(void *ctx, int32_t kernel, const tnrt_kernel_query_t *q) {
+  (void)ctx;
+  return kernel == 1 && q->dtype == 7; /* kernel 1 only, dtype 7 only */
+}
+static void fake_run(void *ctx, int32_t kernel, void *args) {
+  int i = g_fake_log.n++;
+  if (i >= 16) return;
+  g_fake_log.kernel[i] = kernel;
+  memcpy(&g_fake_log.value[i], args, sizeof(int64_t));
+  g_fake_log.which[i] = (int)(intptr_t)ctx;
+  *(int64_t *)args = -1; /* the copy is the task's own: writing it harms no one */
+}
+
+static void test_kernel_provider(void) {
+  const tnrt_kernel_provider_t *before = tnrt_kernel_provider();
+  static const tnrt_kernel_provider_t one = {
+      TNRT_PROVIDER_API_VERSION, "fake-one", 3, 0, fake_supports, fake_run, (void *)1};
+  static const tnrt_kernel_provider_t two = {
+      TNRT_PROVIDER_API_VERSION, "fake-two", 3, 0, fake_supports, fake_run, (void *)2};
+  tnrt_kernel_provider_t bad = one;
+  bad.api_version = 99;
+  CHECK(tnrt_set_kernel_provider(&bad) == TNRT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(tnrt_last_error(), "api_version 99") != NULL);
+  bad = one;
+  bad.run = NULL;
+  CHECK(tnrt_set_kernel_provider(&bad) == TNRT_ERR_INVALID_ARGUMENT);
+  bad = one;
+  bad.kernel_count = 0;
+  CHECK(tnrt_set_kernel_provider(&bad) == TNRT_ERR_INVALID_ARGUMENT);
+  CHECK(tnrt_set_kernel_provider(NULL) == TNRT_ERR_INVALID_ARGUMENT);
+  CHECK(tnrt_kernel_provider() == before); /* refusals change nothing */
+  if (!before) {
+    int64_t x = 0;
+    CHECK(tnrt_launch_kernel(tnrt_stream_get(0, 0), 0, &x, sizeof x, "none", 0, NULL) ==
+          TNRT_ERR_NOT_SUPPORTED);
+    CHECK(strstr(tnrt_last_error(), "no kernel provider") != NULL);
+  }
+
+  CHECK(tnrt_set_kernel_provider(&one) == TNRT_OK);
+  CHECK(tnrt_kernel_provider() == &one);
+  tnrt_kernel_query_t q = {-1, 7, -1, -1};
+  CHECK(tnrt_kernel_supported(1, &q));
+  CHECK(!tnrt_kernel_supported(0, &q));
+  CHECK(!tnrt_kernel_supported(3, &q)); /* outside the provider's ids */
+  CHECK(!tnrt_kernel_supported(-1, &q));
+  q.dtype = 6;
+  CHECK(!tnrt_kernel_supported(1, &q));
+
+  memset(&g_fake_log, 0, sizeof g_fake_log);
+  tnrt_stream_t *s = tnrt_stream_get(0, 0);
+  int64_t v = 10;
+  CHECK(tnrt_launch_kernel(s, 2, &v, sizeof v, "k2", 0, NULL) == TNRT_OK);
+  v = 11; /* the launch copied the descriptor */
+  uint64_t seq = 0;
+  CHECK(tnrt_launch_kernel(s, 0, &v, sizeof v, "k0", 0, &seq) == TNRT_OK);
+  CHECK(seq > 0);
+  CHECK(tnrt_set_kernel_provider(&two) == TNRT_OK);
+  v = 12;
+  CHECK(tnrt_launch_kernel(s, 1, &v, sizeof v, "k1", 1, NULL) == TNRT_OK);
+  CHECK(tnrt_stream_synchronize(s) == TNRT_OK);
+  CHECK(g_fake_log.n == 3);
+  CHECK(g_fake_log.kernel[0] == 2 && g_fake_log.value[0] == 10 && g_fake_log.which[0] == 1);
+  CHECK(g_fake_log.kernel[1] == 0 && g_fake_log.value[1] == 11 && g_fake_log.which[1] == 1);
+  CHECK(g_fake_log.kernel[2] == 1 && g_fake_log.value[2] == 12 && g_fake_log.which[2] == 2);
+
+  /* refusals: an id the provider lacks, a descriptor over the limit */
+  CHECK(tnrt_launch_kernel(s, 3, &v, sizeof v, "k3", 0, NULL) == TNRT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(tnrt_last_error(), "kernel id 3") != NULL);
+  CHECK(tnrt_launch_kernel(s, -1, &v, sizeof v, "k-1", 0, NULL) == TNRT_ERR_INVALID_ARGUMENT);
+  static unsigned char big[TNRT_KERNEL_ARGS_MAX + 1];
+  CHECK(tnrt_launch_kernel(s, 0, big, sizeof big, "big", 0, NULL) == TNRT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(tnrt_last_error(), "descriptor") != NULL);
+  CHECK(tnrt_launch_kernel(s, 0, big, TNRT_KERNEL_ARGS_MAX, "max", 0, NULL) == TNRT_OK);
+  CHECK(tnrt_stream_synchronize(s) == TNRT_OK);
+  CHECK(g_fake_log.n == 4);
+  if (before) CHECK(tnrt_set_kernel_provider(before) == TNRT_OK);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--bad-hal")) {
     RUN(test_hal_library_that_cannot_load);
@@ -1011,6 +1103,7 @@ int main(int argc, char **argv) {
   RUN(test_team_concurrent_callers);
   RUN(test_pinned);
   RUN(test_trace);
+  RUN(test_kernel_provider);
   RUN(test_device_faults);
   RUN(test_fork_child_refuses);
   RUN(test_shared_memory);
