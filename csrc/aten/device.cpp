@@ -122,7 +122,8 @@ int64_t set_small_kernel_elems(int64_t n) { return g_small_kernel_elems.exchange
 
 namespace {
 
-const tnrt_kernel_provider_t *g_provider = nullptr;
+// set once by choose_provider; read without a lock by every launch
+std::atomic<const tnrt_kernel_provider_t *> g_provider{nullptr};
 std::string g_provider_error;
 std::once_flag g_provider_once;
 
@@ -140,7 +141,7 @@ void choose_provider() {
     g_provider_error = std::string("kernel provider '") + name + "': " + tnrt_last_error();
     return;
   }
-  g_provider = p;
+  g_provider.store(p, std::memory_order_release);
 }
 
 // Queues on s what submit() queues, with the profiler's link when it records.
@@ -159,19 +160,23 @@ void launch_with_profiler(tnrt_stream_t *s, const char *name, Submit submit) {
 }  // namespace
 
 const tnrt_kernel_provider_t *kernel_provider() {
+  // every launch asks: the chosen provider is one atomic load (std::call_once
+  // costs two thread-local lookups a call in libstdc++)
+  if (const tnrt_kernel_provider_t *p = g_provider.load(std::memory_order_acquire)) return p;
   std::call_once(g_provider_once, choose_provider);
-  TORCH_CHECK(g_provider, g_provider_error);
-  return g_provider;
+  const tnrt_kernel_provider_t *p = g_provider.load(std::memory_order_acquire);
+  TORCH_CHECK(p, g_provider_error);
+  return p;
 }
 
 bool kernel_supported(tnk_kernel_t kernel, const tnrt_kernel_query_t &q) {
-  kernel_provider();
-  return tnrt_kernel_supported(kernel, &q) != 0;
+  const tnrt_kernel_provider_t *p = kernel_provider();
+  return kernel >= 0 && kernel < p->kernel_count && p->supports(p->ctx, kernel, &q) != 0;
 }
 
 void launch_kernel_id(c10::DeviceIndex device, tnk_kernel_t kernel, const void *args, size_t size,
                       const char *name, int64_t elems) {
-  kernel_provider();
+  kernel_provider();  // chosen (or its error raised) before the first launch
   tnrt_stream_t *s = current_native_stream(device);
   // A kernel over a few elements takes less time than handing it to the
   // stream's worker on another core; on an idle stream it runs in place.

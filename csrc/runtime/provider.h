@@ -43,25 +43,32 @@ typedef struct tnrt_kernel_provider {
    * outside [0, kernel_count). */
   int (*supports)(void *ctx, int32_t kernel, const tnrt_kernel_query_t *q);
   /* Runs kernel `kernel` over its descriptor, in stream order, on the
-   * device's queue. Faults go through tnrt_fault as any task's. */
+   * device's queue (or in place on the launching thread, for a small
+   * kernel on an idle stream: then the descriptor is the launcher's own).
+   * It reads the descriptor and never writes it. Faults go through
+   * tnrt_fault as any task's. */
   void (*run)(void *ctx, int32_t kernel, void *args);
   void *ctx;
 } tnrt_kernel_provider_t;
 
-/* Makes p the provider of every device from the next launch on (launches
- * already queued keep the provider they were launched with). p must live
+/* The most kernel ids a provider may define. */
+#define TNRT_MAX_KERNELS 64
+
+/* Makes p the provider of every device. A kernel task runs with the
+ * provider in use when it runs: set it before the first launch (aten sets
+ * it once), or synchronize the devices before changing it. p must live
  * until process exit. INVALID_ARGUMENT, naming the fault, for a NULL p, an
  * api_version other than TNRT_PROVIDER_API_VERSION, a missing entry or a
- * kernel_count < 1. */
+ * kernel_count outside 1..TNRT_MAX_KERNELS. */
 tnrt_status_t tnrt_set_kernel_provider(const tnrt_kernel_provider_t *p);
 /* The provider in use; NULL until one is set. */
 const tnrt_kernel_provider_t *tnrt_kernel_provider(void);
 /* 1 when the provider in use runs kernel for q (0 with none set). */
 int tnrt_kernel_supported(int32_t kernel, const tnrt_kernel_query_t *q);
 
-/* Bytes of a kernel descriptor a launch carries (the task slot less the
- * launch header). */
-#define TNRT_KERNEL_ARGS_MAX (TNRT_TASK_ARGS_MAX - 16)
+/* Bytes of a kernel descriptor a launch carries (a task's inline
+ * arguments: the descriptor is the task's argument block, as it is). */
+#define TNRT_KERNEL_ARGS_MAX TNRT_TASK_ARGS_MAX
 
 /* Queues kernel `kernel` of the provider in use on s with its descriptor
  * (args_size bytes, copied), as tnrt_launch queues a task; small: as

@@ -149,8 +149,7 @@ typedef void (*tnrt_task_fn)(void *args);
 #define TNRT_COMM_STREAMS 4
 /* Bytes of arguments a task may carry inline (copied at launch). */
 /* (1056: a task slot of the host HAL is 1088 bytes, 17 cache lines, with
- * its 32-byte header; a kernel launch spends 16 of these bytes on its own
- * header, provider.h, and the largest descriptor, three copies of
+ * its 32-byte header; the largest kernel descriptor, three copies of
  * tnk_copy_batch_args_t, takes 992) */
 #define TNRT_TASK_ARGS_MAX 1056
 

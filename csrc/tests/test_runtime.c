@@ -985,8 +985,11 @@ typedef struct fake_provider_log {
   int n;
   int32_t kernel[16];
   int64_t value[16];
-  int which[16]; /* 1: the first provider, 2: the second */
+  int which[16];    /* 1: the first provider, 2: the second */
+  int in_place[16]; /* run on the launching thread */
+  const void *where[16];
 } fake_log_t;
+static pthread_t g_launcher;
 static fake_log_t g_fake_log;
 
 static int fake_supports(void *ctx, int32_t kernel, const tnrt_kernel_query_t *q) {
@@ -999,7 +1002,8 @@ static void fake_run(void *ctx, int32_t kernel, void *args) {
   g_fake_log.kernel[i] = kernel;
   memcpy(&g_fake_log.value[i], args, sizeof(int64_t));
   g_fake_log.which[i] = (int)(intptr_t)ctx;
-  *(int64_t *)args = -1; /* the copy is the task's own: writing it harms no one */
+  g_fake_log.in_place[i] = pthread_equal(pthread_self(), g_launcher);
+  g_fake_log.where[i] = args;
 }
 
 static void test_kernel_provider(void) {
@@ -1038,6 +1042,7 @@ static void test_kernel_provider(void) {
   CHECK(!tnrt_kernel_supported(1, &q));
 
   memset(&g_fake_log, 0, sizeof g_fake_log);
+  g_launcher = pthread_self();
   tnrt_stream_t *s = tnrt_stream_get(0, 0);
   int64_t v = 10;
   CHECK(tnrt_launch_kernel(s, 2, &v, sizeof v, "k2", 0, NULL) == TNRT_OK);
@@ -1045,6 +1050,7 @@ static void test_kernel_provider(void) {
   uint64_t seq = 0;
   CHECK(tnrt_launch_kernel(s, 0, &v, sizeof v, "k0", 0, &seq) == TNRT_OK);
   CHECK(seq > 0);
+  CHECK(tnrt_stream_synchronize(s) == TNRT_OK); /* a task runs with the provider of its run */
   CHECK(tnrt_set_kernel_provider(&two) == TNRT_OK);
   v = 12;
   CHECK(tnrt_launch_kernel(s, 1, &v, sizeof v, "k1", 1, NULL) == TNRT_OK);
@@ -1064,6 +1070,30 @@ static void test_kernel_provider(void) {
   CHECK(tnrt_launch_kernel(s, 0, big, TNRT_KERNEL_ARGS_MAX, "max", 0, NULL) == TNRT_OK);
   CHECK(tnrt_stream_synchronize(s) == TNRT_OK);
   CHECK(g_fake_log.n == 4);
+  CHECK(!g_fake_log.in_place[3] && g_fake_log.where[3] != big); /* queued: a copy */
+  bad = one;
+  bad.kernel_count = TNRT_MAX_KERNELS + 1;
+  CHECK(tnrt_set_kernel_provider(&bad) == TNRT_ERR_INVALID_ARGUMENT);
+
+  /* small on an idle stream: run in place over the launcher's own
+   * descriptor, nothing copied (retry while the worker settles, bounded) */
+  int in_place = 0;
+  for (int tries = 0; tries < 2000 && !in_place && !tnrt_launch_blocking(); tries++) {
+    CHECK(tnrt_stream_synchronize(s) == TNRT_OK);
+    usleep(50);
+    g_fake_log.n = 0;
+    v = 40 + tries % 8;
+    CHECK(tnrt_launch_kernel(s, 2, &v, sizeof v, "small", 1, NULL) == TNRT_OK);
+    CHECK(tnrt_stream_synchronize(s) == TNRT_OK);
+    int i = 0;
+    CHECK(g_fake_log.n == 1);
+    CHECK(g_fake_log.kernel[i] == 2 && g_fake_log.value[i] == v && g_fake_log.which[i] == 2);
+    if (g_fake_log.in_place[i]) {
+      in_place = 1;
+      CHECK(g_fake_log.where[i] == &v);
+    }
+  }
+  if (!tnrt_launch_blocking()) CHECK(in_place);
   if (before) CHECK(tnrt_set_kernel_provider(before) == TNRT_OK);
 }
 
