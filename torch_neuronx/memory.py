@@ -4,35 +4,141 @@
 (``torch.cuda._memory_viz``, or the file from ``_dump_snapshot`` dropped on
 pytorch.org/memory_viz) reads it."""
 
+import collections
 import contextlib
 import itertools
 import pickle
 import sys
 import threading
-from typing import Literal
+from typing import Any, Literal
+
+import torch
 
 from . import _C
-from .neuron import (  # noqa: F401  (the statistics, under their torch.cuda.memory names)
-    _dev,
-    _device_t,
-    empty_cache,
-    get_per_process_memory_fraction,
-    host_memory_stats,
-    max_memory_allocated,
-    max_memory_reserved,
-    mem_get_info,
-    memory_allocated,
-    memory_reserved,
-    memory_stats,
-    memory_stats_as_nested_dict,
-    memory_summary,
-    reset_accumulated_host_memory_stats,
-    reset_accumulated_memory_stats,
-    reset_max_memory_allocated,
-    reset_peak_host_memory_stats,
-    reset_peak_memory_stats,
-    set_per_process_memory_fraction,
-)
+from ._utils import _dev, _device_t
+
+# The numbers come from the same allocator torch.accelerator reads.
+
+
+def memory_stats(device: _device_t = None) -> "collections.OrderedDict[str, Any]":
+    return torch.accelerator.memory_stats(_dev(device))
+
+
+def memory_stats_as_nested_dict(device: _device_t = None) -> dict:
+    _C._lazy_init()
+    return torch._C._accelerator_getDeviceStats(_dev(device))
+
+
+def memory_allocated(device: _device_t = None) -> int:
+    return torch.accelerator.memory_allocated(_dev(device))
+
+
+def max_memory_allocated(device: _device_t = None) -> int:
+    return torch.accelerator.max_memory_allocated(_dev(device))
+
+
+def memory_reserved(device: _device_t = None) -> int:
+    return torch.accelerator.memory_reserved(_dev(device))
+
+
+def max_memory_reserved(device: _device_t = None) -> int:
+    return torch.accelerator.max_memory_reserved(_dev(device))
+
+
+def reset_peak_memory_stats(device: _device_t = None) -> None:
+    _C._lazy_init()
+    torch.accelerator.reset_peak_memory_stats(_dev(device))
+
+
+def reset_accumulated_memory_stats(device: _device_t = None) -> None:
+    _C._lazy_init()
+    torch.accelerator.reset_accumulated_memory_stats(_dev(device))
+
+
+def reset_max_memory_allocated(device: _device_t = None) -> None:
+    reset_peak_memory_stats(device)
+
+
+def set_per_process_memory_fraction(fraction: float, device: _device_t = None) -> None:
+    """Limits this process to fraction (0..1) of the device's memory; an
+    allocation past it raises torch.OutOfMemoryError (as torch.cuda's)."""
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    _C._set_memory_fraction(fraction, _dev(device))
+
+
+def get_per_process_memory_fraction(device: _device_t = None) -> float:
+    return _C._get_memory_fraction(_dev(device))
+
+
+def host_memory_stats() -> "collections.OrderedDict[str, Any]":
+    """Statistics of the pinned host memory allocator (torch.cuda's keys)."""
+    return collections.OrderedDict(sorted(_C._host_memory_stats().items()))
+
+
+def reset_peak_host_memory_stats() -> None:
+    _C._reset_host_memory_stats(True)
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    _C._reset_host_memory_stats(False)
+
+
+def empty_cache() -> None:
+    if _C._is_initialized():
+        torch._C._accelerator_emptyCache()
+
+
+def mem_get_info(device: _device_t = None) -> tuple:
+    """(free, total) bytes of the device's modelled HBM."""
+    _C._lazy_init()
+    return torch.accelerator.get_memory_info(_dev(device))
+
+
+def memory_summary(device: _device_t = None, abbreviated: bool = False) -> str:
+    """A human-readable table of the allocator's statistics."""
+    idx = _dev(device)
+    stats = memory_stats(idx)
+
+    def fmt(n):
+        for unit in ("B", "KiB", "MiB", "GiB"):
+            if abs(n) < 1024 or unit == "GiB":
+                return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+            n /= 1024
+
+    rows = [
+        ("Allocated memory", "allocated_bytes", fmt),
+        ("Active memory", "active_bytes", fmt),
+        ("Requested memory", "requested_bytes", fmt),
+        ("Reserved memory", "reserved_bytes", fmt),
+        ("Non-releasable memory", "inactive_split_bytes", fmt),
+        ("Allocations", "allocation", str),
+        ("Active allocs", "active", str),
+        ("Reserved segments", "segment", str),
+    ]
+    free, total = mem_get_info(idx)
+    lines = [
+        "=" * 75,
+        f" neuron:{idx} memory summary ({_C._get_device_properties(idx)['name']})",
+        f" capacity {fmt(total)}, free {fmt(free)}",
+        "-" * 75,
+        f" {'Metric':<24}{'Cur Usage':>12}{'Peak Usage':>12}{'Tot Alloc':>13}{'Tot Freed':>13}",
+        "-" * 75,
+    ]
+    for title, key, f in rows:
+        g = lambda k, key=key: stats.get(f"{key}.all.{k}", 0)  # noqa: E731
+        lines.append(
+            f" {title:<24}{f(g('current')):>12}{f(g('peak')):>12}"
+            f"{f(g('allocated')):>13}{f(g('freed')):>13}"
+        )
+    lines += [
+        "-" * 75,
+        f" OOMs: {stats.get('num_ooms', 0)}   alloc retries: {stats.get('num_alloc_retries', 0)}",
+        "=" * 75,
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _record_memory_history(

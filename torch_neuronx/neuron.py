@@ -1,31 +1,48 @@
 """``torch.neuron``: the device module, mirroring ``torch.cuda``."""
 
-import collections
 from typing import Any
 
 import torch
 
-from . import _C
-
-_device_t = torch.device | str | int | None
+from . import _C, amp, graphs, memory, random  # noqa: F401  (torch.neuron.amp, .graphs, .memory, .random)
+from ._utils import _dev, _device_t, _get_device_index  # noqa: F401
+from .graphs import NeuronGraph, graph, is_current_stream_capturing  # noqa: F401
+from .memory import (  # noqa: F401  (torch.neuron.memory_allocated and the rest, as torch.cuda)
+    MemPool,
+    empty_cache,
+    get_per_process_memory_fraction,
+    host_memory_stats,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_snapshot,
+    memory_stats,
+    memory_stats_as_nested_dict,
+    memory_summary,
+    reset_accumulated_host_memory_stats,
+    reset_accumulated_memory_stats,
+    reset_max_memory_allocated,
+    reset_peak_host_memory_stats,
+    reset_peak_memory_stats,
+    set_per_process_memory_fraction,
+    use_mem_pool,
+)
+from .random import (  # noqa: F401  (torch.neuron.manual_seed and the rest, as torch.cuda)
+    default_generator,
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
 
 # ------------------------------------------------------------------ devices
-
-
-def _get_device_index(device: _device_t, optional: bool = True) -> int:
-    if device is None:
-        if not optional:
-            raise ValueError("Expected a neuron device, but got None")
-        return current_device()
-    if isinstance(device, str):
-        device = torch.device(device)
-    if isinstance(device, torch.device):
-        if device.type != "neuron":
-            raise ValueError(f"Expected a neuron device, but got: {device}")
-        return current_device() if device.index is None else device.index
-    if isinstance(device, int):
-        return device
-    raise ValueError(f"Expected a neuron device or index, but got: {device!r}")
 
 
 def is_available() -> bool:
@@ -257,10 +274,6 @@ def stream(stream: torch.Stream | None) -> StreamContext:
 # ---------------------------------------------------------------------- RNG
 
 
-def default_generator(device: _device_t = None) -> torch.Generator:
-    return _C._default_generator(_get_device_index(device))
-
-
 def __getattr__(name):
     if name == "_initialized":
         # read by torch.utils.checkpoint (and others) to decide whether the
@@ -271,127 +284,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'torch.neuron' has no attribute '{name}'")
 
 
-def manual_seed(seed: int) -> None:
-    default_generator().manual_seed(int(seed))
-
-
-def manual_seed_all(seed: int) -> None:
-    for i in range(device_count()):
-        _C._default_generator(i).manual_seed(int(seed))
-
-
-def seed() -> None:
-    default_generator().seed()
-
-
-def seed_all() -> None:
-    s = default_generator(0).seed() if device_count() else None
-    for i in range(1, device_count()):
-        _C._default_generator(i).manual_seed(s)
-
-
-def initial_seed() -> int:
-    return default_generator().initial_seed()
-
-
-def get_rng_state(device: _device_t = "neuron") -> torch.Tensor:
-    return default_generator(device).get_state()
-
-
-def get_rng_state_all() -> list:
-    return [get_rng_state(i) for i in range(device_count())]
-
-
-def set_rng_state(new_state: torch.Tensor, device: _device_t = "neuron") -> None:
-    default_generator(device).set_state(
-        new_state.clone(memory_format=torch.contiguous_format).cpu()
-    )
-
-
-def set_rng_state_all(new_states) -> None:
-    for i, state in enumerate(new_states):
-        set_rng_state(state, i)
-
-
 # ------------------------------------------------------------------- memory
-# The numbers come from the same allocator torch.accelerator reads.
-
-
-def _dev(device):
-    idx = _get_device_index(device)
-    n = device_count()
-    if not 0 <= idx < n:  # also before the runtime starts (it would read 0)
-        raise RuntimeError(
-            f"neuron error: invalid device ordinal: device index {idx} is out of range; "
-            f"{n} neuron device(s) are visible (set NEURON_RT_VISIBLE_CORES to choose them)"
-        )
-    return idx
-
-
-def memory_stats(device: _device_t = None) -> "collections.OrderedDict[str, Any]":
-    return torch.accelerator.memory_stats(_dev(device))
-
-
-def memory_stats_as_nested_dict(device: _device_t = None) -> dict:
-    _C._lazy_init()
-    return torch._C._accelerator_getDeviceStats(_dev(device))
-
-
-def memory_allocated(device: _device_t = None) -> int:
-    return torch.accelerator.memory_allocated(_dev(device))
-
-
-def max_memory_allocated(device: _device_t = None) -> int:
-    return torch.accelerator.max_memory_allocated(_dev(device))
-
-
-def memory_reserved(device: _device_t = None) -> int:
-    return torch.accelerator.memory_reserved(_dev(device))
-
-
-def max_memory_reserved(device: _device_t = None) -> int:
-    return torch.accelerator.max_memory_reserved(_dev(device))
-
-
-def reset_peak_memory_stats(device: _device_t = None) -> None:
-    _C._lazy_init()
-    torch.accelerator.reset_peak_memory_stats(_dev(device))
-
-
-def reset_accumulated_memory_stats(device: _device_t = None) -> None:
-    _C._lazy_init()
-    torch.accelerator.reset_accumulated_memory_stats(_dev(device))
-
-
-def reset_max_memory_allocated(device: _device_t = None) -> None:
-    reset_peak_memory_stats(device)
-
-
-def set_per_process_memory_fraction(fraction: float, device: _device_t = None) -> None:
-    """Limits this process to fraction (0..1) of the device's memory; an
-    allocation past it raises torch.OutOfMemoryError (as torch.cuda's)."""
-    if not isinstance(fraction, float):
-        raise TypeError("Invalid type for fraction argument, must be `float`")
-    if not 0 <= fraction <= 1:
-        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
-    _C._set_memory_fraction(fraction, _dev(device))
-
-
-def get_per_process_memory_fraction(device: _device_t = None) -> float:
-    return _C._get_memory_fraction(_dev(device))
-
-
-def host_memory_stats() -> "collections.OrderedDict[str, Any]":
-    """Statistics of the pinned host memory allocator (torch.cuda's keys)."""
-    return collections.OrderedDict(sorted(_C._host_memory_stats().items()))
-
-
-def reset_peak_host_memory_stats() -> None:
-    _C._reset_host_memory_stats(True)
-
-
-def reset_accumulated_host_memory_stats() -> None:
-    _C._reset_host_memory_stats(False)
 
 
 def device_memory_used(device: _device_t = None) -> int:
@@ -419,69 +312,6 @@ def utilization(device: _device_t = None) -> int:
     span = now - prev[1]
     return 0 if span <= 0 else min(100, round(100 * (busy - prev[0]) / span))
 
-
-def empty_cache() -> None:
-    if is_initialized():
-        torch._C._accelerator_emptyCache()
-
-
-def mem_get_info(device: _device_t = None) -> tuple:
-    """(free, total) bytes of the device's modelled HBM."""
-    _C._lazy_init()
-    return torch.accelerator.get_memory_info(_dev(device))
-
-
-def memory_summary(device: _device_t = None, abbreviated: bool = False) -> str:
-    """A human-readable table of the allocator's statistics."""
-    idx = _dev(device)
-    stats = memory_stats(idx)
-
-    def fmt(n):
-        for unit in ("B", "KiB", "MiB", "GiB"):
-            if abs(n) < 1024 or unit == "GiB":
-                return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-            n /= 1024
-
-    rows = [
-        ("Allocated memory", "allocated_bytes", fmt),
-        ("Active memory", "active_bytes", fmt),
-        ("Requested memory", "requested_bytes", fmt),
-        ("Reserved memory", "reserved_bytes", fmt),
-        ("Non-releasable memory", "inactive_split_bytes", fmt),
-        ("Allocations", "allocation", str),
-        ("Active allocs", "active", str),
-        ("Reserved segments", "segment", str),
-    ]
-    free, total = mem_get_info(idx)
-    lines = [
-        "=" * 75,
-        f" neuron:{idx} memory summary ({get_device_name(idx)})",
-        f" capacity {fmt(total)}, free {fmt(free)}",
-        "-" * 75,
-        f" {'Metric':<24}{'Cur Usage':>12}{'Peak Usage':>12}{'Tot Alloc':>13}{'Tot Freed':>13}",
-        "-" * 75,
-    ]
-    for title, key, f in rows:
-        g = lambda k, key=key: stats.get(f"{key}.all.{k}", 0)  # noqa: E731
-        lines.append(
-            f" {title:<24}{f(g('current')):>12}{f(g('peak')):>12}"
-            f"{f(g('allocated')):>13}{f(g('freed')):>13}"
-        )
-    lines += [
-        "-" * 75,
-        f" OOMs: {stats.get('num_ooms', 0)}   alloc retries: {stats.get('num_alloc_retries', 0)}",
-        "=" * 75,
-    ]
-    return "\n".join(lines) + "\n"
-
-
-from . import (  # noqa: E402  (torch.neuron.amp / torch.neuron.random)
-    amp,
-    memory,  # noqa: E402  (torch.neuron.memory)
-    random,
-)
-from .graphs import NeuronGraph, graph, is_current_stream_capturing  # noqa: E402,F401
-from .memory import MemPool, memory_snapshot, use_mem_pool  # noqa: E402,F401
 
 __all__ = [
     "MemPool",
