@@ -1,8 +1,9 @@
-// Native 1-D and 2-D convolution, regular and transposed (forward and
+// Native 1-D, 2-D and 3-D convolution, regular and transposed (forward and
 // backward), lowered to im2col / col2im (kernels/conv.c) and the batched GEMM;
 // grouped convolutions run one GEMM per group. What the native path does not
-// take (3-D) runs as CPU convolutions on host views (conv_cpu), counted as
-// fallbacks. Also im2col / col2im (unfold / fold).
+// take (dtypes other than fp32/bf16/fp16, mixed dtypes or devices) runs as CPU
+// convolutions on host views (conv_cpu), counted as fallbacks. Also im2col /
+// col2im (unfold / fold).
 #include "neuron.h"
 
 #include <ATen/Operators.h>
@@ -17,8 +18,8 @@
 
 namespace torch_neuronx {
 
-// Convolutions the native path does not take (3-D) run as CPU convolutions
-// on host views, counted as fallbacks (defined below).
+// Convolutions the native path does not take run as CPU convolutions on
+// host views, counted as fallbacks (defined below).
 at::Tensor conv_cpu(const at::Tensor &input, const at::Tensor &weight,
                     const std::optional<at::Tensor> &bias, at::IntArrayRef stride,
                     at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
@@ -380,8 +381,8 @@ at::Tensor col2im(const at::Tensor &self, c10::SymIntArrayRef osize, at::IntArra
 }
 
 // ------------------------------------------------------------- convolution
-// The convolutions the native path (above) does not take (3-D ones) run as
-// CPU convolutions on host views, counted as fallbacks like any other.
+// The convolutions the native path (above) does not take run as CPU
+// convolutions on host views, counted as fallbacks like any other.
 
 namespace {
 

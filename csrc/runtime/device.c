@@ -1,10 +1,15 @@
 /* Runtime initialisation: the HAL, its devices, error reporting.
  *
  * A device is a logical NeuronCore as the HAL reports it (the software
- * core's model: host_model.c). The environment:
+ * core's model: host_model.c). The environment read here:
  *   TORCH_NEURONX_HAL        a HAL shared library to load instead of the
  *                            software NeuronCore (exports TNRT_HAL_ENTRY)
- *   NEURON_LAUNCH_BLOCKING   1: every launch waits for its task */
+ *   NEURON_LAUNCH_BLOCKING   1: every launch waits for its task
+ *   TORCH_NEURONX_SHARED_DEVICE_MEMORY  1/0: device memory other ranks of
+ *                            the host can map, from the start (default: on
+ *                            when LOCAL_WORLD_SIZE > 1, as torchrun sets it)
+ * (the device model's variables are read in host_model.c, the protect
+ * mode's in hal_host.c, the thread pool's in pool.c) */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
