@@ -13,13 +13,16 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "hal_support.h"
 #include "internal.h"
 
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 tnrt_runtime_t g_rt;
@@ -59,16 +62,40 @@ tnrt_status_t tnrt_set_error(tnrt_status_t status, const char *fmt, ...) {
   return status;
 }
 
+/* The runtime's clock: events, traces, and the HAL through k_support. */
+int64_t tnrt_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int trace_enabled(void) {
+  return atomic_load_explicit(&g_trace_enabled, memory_order_relaxed);
+}
+
+/* What a HAL may call of the runtime (hal_support.h). */
+static const tnrt_hal_support_t k_support = {
+    .version = TNRT_HAL_SUPPORT_VERSION,
+    .set_error = tnrt_set_error,
+    .now_ns = tnrt_now_ns,
+    .trace_enabled = trace_enabled,
+    .trace_task = tnrt_trace_push,
+    .pin_queue_worker = tnrt_pin_queue_worker,
+};
+
 /* The HAL: the software NeuronCore unless TORCH_NEURONX_HAL names a driver
  * library; its table must speak this runtime's API version. */
 static tnrt_status_t select_hal(const tnrt_hal_t **out) {
   const char *path = getenv("TORCH_NEURONX_HAL");
+  tnrt_hal_host_support(&k_support);
   const tnrt_hal_t *hal = tnrt_hal_host();
   if (path && *path) {
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib)
       return tnrt_set_error(TNRT_ERR_CONFIG, "TORCH_NEURONX_HAL=%s cannot be loaded: %s", path,
                             dlerror());
+    tnrt_hal_support_fn support = (tnrt_hal_support_fn)dlsym(lib, TNRT_HAL_SUPPORT_ENTRY);
+    if (support) support(&k_support);
     tnrt_hal_entry_fn entry = (tnrt_hal_entry_fn)dlsym(lib, TNRT_HAL_ENTRY);
     hal = entry ? entry() : NULL;
     if (!hal)

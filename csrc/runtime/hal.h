@@ -1,10 +1,12 @@
 /* Hardware abstraction layer: the device boundary. Everything the runtime
  * and the layers above do to a device goes through this table: what the
  * devices are, their memory, moving bytes in and out of it, and queues of
- * tasks. One implementation ships (hal_host.c: the software NeuronCore, host
- * memory and host worker threads); a driver plugs in by filling the same
- * table, built into the library or loaded from a shared library named by
- * TORCH_NEURONX_HAL (it exports TNRT_HAL_ENTRY).
+ * tasks. One implementation ships (csrc/neuroncore: the software NeuronCore,
+ * host memory and host worker threads); a driver plugs in by filling the
+ * same table, built into the library or loaded from a shared library named
+ * by TORCH_NEURONX_HAL (it exports TNRT_HAL_ENTRY, and may export
+ * TNRT_HAL_SUPPORT_ENTRY to receive what it may call of the runtime:
+ * hal_support.h). A HAL calls nothing else of the runtime.
  *
  * Device tasks (tnrt_launch) run on the device: there they may dereference
  * device pointers, and host memory the caller keeps alive (transfers from
@@ -83,8 +85,8 @@ typedef struct tnrt_hal {
   uint64_t (*queue_busy_ns)(tnrt_hal_queue_t *q);
 } tnrt_hal_t;
 
-/* The software NeuronCore (hal_host.c). */
-const tnrt_hal_t *tnrt_hal_host(void);
+/* The software NeuronCore (csrc/neuroncore/hal_host.c; hal_support.h
+ * declares its entry points). */
 
 /* The symbol a HAL shared library exports: a function returning its table
  * (TORCH_NEURONX_HAL=/path/to/libhal.so selects it at tnrt_init). */

@@ -8,8 +8,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#define TNRT_MAX_DEVICES 128
-
 struct tnrt_stream {
   int device, index;
   pthread_once_t once;
@@ -63,14 +61,6 @@ tnrt_status_t tnrt_graph_append(struct tnrt_graph *g, tnrt_task_fn fn, const voi
 /* Selects the HAL and reads its devices into rt (device.c). */
 tnrt_status_t tnrt_configure_devices(tnrt_runtime_t *rt);
 
-/* The software NeuronCore's devices, modelled from the environment
- * (host_model.c); the host HAL reports them. */
-typedef struct tnrt_host_model {
-  int count;
-  tnrt_device_props_t props[TNRT_MAX_DEVICES];
-  uint64_t budget; /* what the host's RAM can back, all devices together */
-} tnrt_host_model_t;
-tnrt_status_t tnrt_host_model(tnrt_host_model_t *out);
 /* Allocator lifecycle (allocator.c). */
 void tnrt_allocator_init(int device_count);
 

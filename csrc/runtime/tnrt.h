@@ -33,6 +33,8 @@ typedef enum tnrt_status {
 
 /* Dimensions of a tensor view a kernel takes (more fall back to the CPU). */
 #define TNRT_MAX_DIMS 12
+/* The most devices a HAL may report. */
+#define TNRT_MAX_DEVICES 128
 /* How a kernel that meets bad data reports it (tnk_fault_t.kind, and
  * tnrt_stream_fault's kind): INDEX an index out of range (IndexError),
  * ASSERT other bad data (RuntimeError), ZERO_DIVISION an integer division by

@@ -1097,6 +1097,35 @@ static void test_kernel_provider(void) {
   if (before) CHECK(tnrt_set_kernel_provider(before) == TNRT_OK);
 }
 
+/* The software NeuronCore loaded as a driver would be: its sources built
+ * into a HAL library of their own (tests/hal_wrapped.c), selected with
+ * TORCH_NEURONX_HAL, reporting its memory as not host addressable. Bytes
+ * move through its transfers and tasks; the trace records its worker
+ * writes reach the runtime through the support table. */
+static void test_wrapped_hal(void) {
+  CHECK(tnrt_init() == TNRT_OK);
+  CHECK(!strcmp(tnrt_hal_name(), "wrapped-host"));
+  CHECK(!tnrt_host_addressable());
+  CHECK(tnrt_device_count() == 4);
+  void *p;
+  tnrt_block_t *b;
+  CHECK(tnrt_malloc(1, 4096, NULL, &p, &b) == TNRT_OK);
+  unsigned char in[4096], out[4096];
+  for (int i = 0; i < 4096; i++) in[i] = (unsigned char)(i * 13);
+  CHECK(tnrt_memcpy_h2d(1, p, in, sizeof in) == TNRT_OK);
+  tnrt_stream_t *s = tnrt_stream_get(1, 0);
+  fill_args_t f = {p, 64, 5};
+  CHECK(tnrt_launch(s, fill_task, &f, sizeof f, "fill") == TNRT_OK);
+  CHECK(tnrt_stream_synchronize(s) == TNRT_OK);
+  CHECK(tnrt_memcpy_d2h(1, out, p, sizeof out) == TNRT_OK);
+  CHECK(out[0] == 5 && out[63] == 68 && out[64] == in[64] && out[4095] == in[4095]);
+  tnrt_free(b);
+  /* a bad device is reported through the library's set_error */
+  tnrt_device_props_t props;
+  CHECK(tnrt_device_properties(7, &props) == TNRT_ERR_INVALID_DEVICE);
+  CHECK(strlen(tnrt_last_error()) > 0);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--bad-hal")) {
     RUN(test_hal_library_that_cannot_load);
@@ -1110,6 +1139,19 @@ int main(int argc, char **argv) {
     RUN(test_shared_memory);
     RUN(test_shared_segments);
     return REPORT("test_runtime --protect");
+  }
+  if (argc > 1 && !strcmp(argv[1], "--wrapped-hal")) {
+    const char *protect = getenv("TORCH_NEURONX_PROTECT_DEVICE_MEMORY");
+    RUN(test_wrapped_hal);
+    if (protect && !strcmp(protect, "1")) RUN(test_protected_device_memory);
+    RUN(test_stream_order_and_sync);
+    RUN(test_events);
+    RUN(test_small_tasks);
+    RUN(test_trace);
+    RUN(test_kernel_provider);
+    RUN(test_device_faults);
+    return REPORT(protect && !strcmp(protect, "1") ? "test_runtime --wrapped-hal (protected)"
+                                                   : "test_runtime --wrapped-hal");
   }
   if (argc > 1 && !strcmp(argv[1], "--config")) {
     RUN(test_devices_config);

@@ -9,7 +9,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "internal.h"
+#include "neuroncore.h"
+
+#include <stdarg.h>
 
 #include <ctype.h>
 #include <errno.h>
@@ -116,7 +118,21 @@ static int parse_core_list(const char *v, int max_core, int *ids, int cap) {
   return n;
 }
 
-tnrt_status_t tnrt_host_model(tnrt_host_model_t *out) {
+static char g_error[256];
+
+const char *tnc_host_model_error(void) { return g_error; }
+
+static tnrt_status_t fail(tnrt_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static tnrt_status_t fail(tnrt_status_t status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(g_error, sizeof g_error, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+tnrt_status_t tnc_host_model(tnc_host_model_t *out) {
   const char *inst = getenv("TORCH_NEURONX_INSTANCE");
   const instance_model_t *m = &k_models[0];
   if (inst && *inst) {
@@ -124,16 +140,16 @@ tnrt_status_t tnrt_host_model(tnrt_host_model_t *out) {
     for (size_t i = 0; i < sizeof k_models / sizeof *k_models; i++)
       if (!strcmp(inst, k_models[i].name)) m = &k_models[i];
     if (!m)
-      return tnrt_set_error(TNRT_ERR_CONFIG,
-                            "TORCH_NEURONX_INSTANCE=%s is not a known instance "
-                            "model; use trn2 or trn3",
-                            inst);
+      return fail(TNRT_ERR_CONFIG,
+                  "TORCH_NEURONX_INSTANCE=%s is not a known instance "
+                  "model; use trn2 or trn3",
+                  inst);
   }
   int chips, lnc, num_cores;
   if (env_int("TORCH_NEURONX_NUM_CHIPS", 1, &chips) || chips < 1 || chips > 16)
-    return tnrt_set_error(TNRT_ERR_CONFIG, "TORCH_NEURONX_NUM_CHIPS must be an integer in 1..16");
+    return fail(TNRT_ERR_CONFIG, "TORCH_NEURONX_NUM_CHIPS must be an integer in 1..16");
   if (env_int("NEURON_LOGICAL_NC_CONFIG", 2, &lnc) || (lnc != 1 && lnc != 2))
-    return tnrt_set_error(TNRT_ERR_CONFIG, "NEURON_LOGICAL_NC_CONFIG must be 1 or 2");
+    return fail(TNRT_ERR_CONFIG, "NEURON_LOGICAL_NC_CONFIG must be 1 or 2");
   int per_chip = (int)m->physical_cores_per_chip / lnc;
   int total = per_chip * chips;
 
@@ -144,14 +160,14 @@ tnrt_status_t tnrt_host_model(tnrt_host_model_t *out) {
   if (vis && *vis) {
     n = parse_core_list(vis, total, ids, TNRT_MAX_DEVICES);
     if (n < 0)
-      return tnrt_set_error(TNRT_ERR_CONFIG,
-                            "NEURON_RT_VISIBLE_CORES=%s is not a list of "
-                            "distinct logical cores in 0..%d (e.g. \"0-3\" or "
-                            "\"1,2\")",
-                            vis, total - 1);
+      return fail(TNRT_ERR_CONFIG,
+                  "NEURON_RT_VISIBLE_CORES=%s is not a list of "
+                  "distinct logical cores in 0..%d (e.g. \"0-3\" or "
+                  "\"1,2\")",
+                  vis, total - 1);
   }
   if (env_int("NEURON_RT_NUM_CORES", n, &num_cores) || num_cores > n)
-    return tnrt_set_error(TNRT_ERR_CONFIG, "NEURON_RT_NUM_CORES must be an integer in 0..%d", n);
+    return fail(TNRT_ERR_CONFIG, "NEURON_RT_NUM_CORES must be an integer in 0..%d", n);
   n = num_cores;
 
   uint64_t cap = m->hbm_bytes_per_chip / (uint64_t)per_chip;
@@ -159,10 +175,10 @@ tnrt_status_t tnrt_host_model(tnrt_host_model_t *out) {
   if (mem && *mem) {
     cap = parse_bytes(mem);
     if (!cap)
-      return tnrt_set_error(TNRT_ERR_CONFIG,
-                            "TORCH_NEURONX_DEVICE_MEMORY=%s is not a size like "
-                            "\"512M\" or \"8G\"",
-                            mem);
+      return fail(TNRT_ERR_CONFIG,
+                  "TORCH_NEURONX_DEVICE_MEMORY=%s is not a size like "
+                  "\"512M\" or \"8G\"",
+                  mem);
   }
   /* The software core's device memory is host memory: no device may model
    * more than the host can back, and all devices together share that

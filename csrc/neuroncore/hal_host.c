@@ -12,7 +12,10 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "internal.h"
+#include "neuroncore.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
 
 #include <errno.h>
 #include <sched.h>
@@ -80,11 +83,11 @@ enum { W_BUSY = 0, W_IDLE = 1, W_INLINE = 2 };
  * times its tasks; its clock reads are not on the caller's path. */
 static atomic_int g_time_inline;
 
-int64_t tnrt_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
+const tnrt_hal_support_t *tnc_rt;
+
+void tnrt_hal_host_support(const tnrt_hal_support_t *support) { tnc_rt = support; }
+
+static inline int64_t now_ns(void) { return tnc_rt->now_ns(); }
 
 /* How a stream worker spins before it sleeps (waiting for work, or for
  * another stream). Alone on the host it pauses in place, for latency. When
@@ -186,11 +189,11 @@ static void device_exit(void) {
 /* The worker waits until the queue holds a task that is not being run in
  * place: it spins, then sleeps. */
 static void wait_for_work(tnrt_hal_queue_t *q) {
-  int64_t spin_until = tnrt_now_ns() + SPIN_NS;
+  int64_t spin_until = now_ns() + SPIN_NS;
   int spins = 0;
   for (;;) {
     if (atomic_load(&q->tail) != atomic_load(&q->head) && atomic_load(&q->wstate) == W_IDLE) return;
-    if (spin_turn(++spins) && tnrt_now_ns() > spin_until) break;
+    if (spin_turn(++spins) && now_ns() > spin_until) break;
   }
   pthread_mutex_lock(&q->mu);
   atomic_store(&q->worker_sleeping, 1);
@@ -201,7 +204,7 @@ static void wait_for_work(tnrt_hal_queue_t *q) {
 
 static void *queue_worker(void *arg) {
   pthread_setname_np(pthread_self(), "neuron-queue"); /* a device stream's worker */
-  tnrt_pin_queue_worker();
+  tnc_rt->pin_queue_worker();
   tnrt_hal_queue_t *q = arg;
   uint64_t head = 0;
   for (;;) {
@@ -217,15 +220,15 @@ static void *queue_worker(void *arg) {
       }
     }
     task_slot_t *slot = &q->ring[head % RING_SLOTS];
-    int64_t t0 = tnrt_now_ns();
+    int64_t t0 = now_ns();
     device_enter();
     slot->fn(slot->args);
     device_exit();
-    int64_t t1 = tnrt_now_ns();
+    int64_t t1 = now_ns();
     atomic_fetch_add_explicit(&q->busy_ns, (uint64_t)(t1 - t0), memory_order_relaxed);
-    if (atomic_load_explicit(&g_trace_enabled, memory_order_relaxed)) {
+    if (tnc_rt->trace_enabled()) {
       tnrt_trace_record_t rec = {slot->name, q->device, q->index, slot->seq, t0, t1};
-      tnrt_trace_push(&rec);
+      tnc_rt->trace_task(&rec);
     }
     uint64_t seq = slot->seq;
     head++;
@@ -243,11 +246,11 @@ static void *queue_worker(void *arg) {
 static tnrt_status_t host_queue_create(void *ctx, int device, int index, tnrt_hal_queue_t **out) {
   (void)ctx;
   tnrt_hal_queue_t *q = calloc(1, sizeof(*q));
-  if (!q) return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY, "queue allocation");
+  if (!q) return tnc_rt->set_error(TNRT_ERR_OUT_OF_MEMORY, "queue allocation");
   q->ring = aligned_alloc(64, sizeof(task_slot_t) * RING_SLOTS);
   if (!q->ring) {
     free(q);
-    return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY, "queue ring allocation");
+    return tnc_rt->set_error(TNRT_ERR_OUT_OF_MEMORY, "queue ring allocation");
   }
   q->device = device;
   q->index = index;
@@ -265,7 +268,7 @@ static tnrt_status_t host_queue_create(void *ctx, int device, int index, tnrt_ha
   if (rc != 0) {
     free(q->ring);
     free(q);
-    return tnrt_set_error(TNRT_ERR_INTERNAL, "cannot start stream worker: %s", strerror(rc));
+    return tnc_rt->set_error(TNRT_ERR_INTERNAL, "cannot start stream worker: %s", strerror(rc));
   }
   *out = q; /* lives until process exit, like the stream that owns it */
   return TNRT_OK;
@@ -274,8 +277,8 @@ static tnrt_status_t host_queue_create(void *ctx, int device, int index, tnrt_ha
 static tnrt_status_t host_queue_submit(tnrt_hal_queue_t *q, tnrt_task_fn fn, const void *args,
                                        size_t size, const char *name, uint64_t *seq) {
   if (size > TNRT_TASK_ARGS_MAX)
-    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "task arguments of %zu bytes exceed %d", size,
-                          TNRT_TASK_ARGS_MAX);
+    return tnc_rt->set_error(TNRT_ERR_INVALID_ARGUMENT, "task arguments of %zu bytes exceed %d",
+                             size, TNRT_TASK_ARGS_MAX);
   pthread_mutex_lock(&q->submit_mu);
   uint64_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
   if (tail - atomic_load(&q->head) >= RING_SLOTS) {
@@ -325,18 +328,18 @@ static int host_queue_run_inline(tnrt_hal_queue_t *q, tnrt_task_fn fn, const voi
     pthread_mutex_unlock(&q->submit_mu);
     return 0;
   }
-  int tracing = atomic_load_explicit(&g_trace_enabled, memory_order_relaxed);
+  int tracing = tnc_rt->trace_enabled();
   int timed = tracing || atomic_load_explicit(&g_time_inline, memory_order_relaxed);
-  int64_t t0 = timed ? tnrt_now_ns() : 0;
+  int64_t t0 = timed ? now_ns() : 0;
   device_enter();
   fn((void *)args);
   device_exit();
   if (timed) {
-    int64_t t1 = tnrt_now_ns();
+    int64_t t1 = now_ns();
     atomic_fetch_add_explicit(&q->busy_ns, (uint64_t)(t1 - t0), memory_order_relaxed);
     if (tracing) {
       tnrt_trace_record_t rec = {name, q->device, q->index, tail + 1, t0, t1};
-      tnrt_trace_push(&rec);
+      tnc_rt->trace_task(&rec);
     }
   }
   atomic_store(&q->tail, tail + 1);
@@ -365,10 +368,10 @@ static uint64_t host_queue_submitted(tnrt_hal_queue_t *q) {
 
 static void host_queue_wait(tnrt_hal_queue_t *q, uint64_t seq) {
   if (host_queue_completed(q) >= seq) return;
-  int64_t spin_until = tnrt_now_ns() + SPIN_NS;
+  int64_t spin_until = now_ns() + SPIN_NS;
   int spins = 0;
   while (host_queue_completed(q) < seq)
-    if (spin_turn(++spins) && tnrt_now_ns() > spin_until) break;
+    if (spin_turn(++spins) && now_ns() > spin_until) break;
   if (host_queue_completed(q) >= seq) return;
   pthread_mutex_lock(&q->mu);
   atomic_fetch_add(&q->done_waiters, 1);
@@ -398,7 +401,7 @@ static tnrt_status_t map_segment(size_t bytes, void **out);
 static tnrt_status_t track_segment(void *ptr, size_t bytes) {
   if (!protecting()) return TNRT_OK;
   segment_t *seg = malloc(sizeof *seg);
-  if (!seg) return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY, "segment record");
+  if (!seg) return tnc_rt->set_error(TNRT_ERR_OUT_OF_MEMORY, "segment record");
   pthread_mutex_lock(&g_access_mu);
   *seg = (segment_t){ptr, bytes, g_segments};
   g_segments = seg;
@@ -434,8 +437,8 @@ static tnrt_status_t map_segment(size_t bytes, void **out) {
   char *p =
       mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)
-    return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY,
-                          "host memory backing the device is exhausted (%s)", strerror(errno));
+    return tnc_rt->set_error(TNRT_ERR_OUT_OF_MEMORY,
+                             "host memory backing the device is exhausted (%s)", strerror(errno));
   if (huge) { /* keep the aligned part; host_mem_free unmaps exactly it */
     char *start = (char *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
     size_t head = (size_t)(start - p), tail = span - head - bytes;
@@ -485,9 +488,9 @@ static tnrt_status_t host_mem_alloc_shared(void *ctx, int device, size_t bytes, 
     int err = errno;
     if (fd >= 0) close(fd);
     free(rec);
-    return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY,
-                          "shared device memory of %zu bytes cannot be created (%s)", bytes,
-                          strerror(err));
+    return tnc_rt->set_error(TNRT_ERR_OUT_OF_MEMORY,
+                             "shared device memory of %zu bytes cannot be created (%s)", bytes,
+                             strerror(err));
   }
   tnrt_status_t st = track_segment(p, bytes);
   if (st != TNRT_OK) {
@@ -515,7 +518,7 @@ static tnrt_status_t host_mem_import(void *ctx, int device, const tnrt_mem_handl
   host_handle_t h;
   memcpy(&h, handle->bytes, sizeof h);
   if (h.magic != HANDLE_MAGIC || h.pid <= 0 || h.fd < 0 || !h.bytes)
-    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT, "not a device memory handle");
+    return tnc_rt->set_error(TNRT_ERR_INVALID_ARGUMENT, "not a device memory handle");
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)h.pid, (int)h.fd);
   int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -523,17 +526,17 @@ static tnrt_status_t host_mem_import(void *ctx, int device, const tnrt_mem_handl
   if (fd < 0 || fstat(fd, &sb) != 0 || (uint64_t)sb.st_ino != h.ino ||
       (uint64_t)sb.st_dev != h.dev || (uint64_t)sb.st_size < h.bytes) {
     if (fd >= 0) close(fd);
-    return tnrt_set_error(TNRT_ERR_INVALID_ARGUMENT,
-                          "the device memory of process %d cannot be mapped (has it "
-                          "exited or freed the memory?)",
-                          (int)h.pid);
+    return tnc_rt->set_error(TNRT_ERR_INVALID_ARGUMENT,
+                             "the device memory of process %d cannot be mapped (has it "
+                             "exited or freed the memory?)",
+                             (int)h.pid);
   }
   void *p = mmap(NULL, (size_t)h.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int err = errno;
   close(fd); /* the mapping keeps the memory */
   if (p == MAP_FAILED)
-    return tnrt_set_error(TNRT_ERR_OUT_OF_MEMORY, "mapping %llu bytes of process %d: %s",
-                          (unsigned long long)h.bytes, (int)h.pid, strerror(err));
+    return tnc_rt->set_error(TNRT_ERR_OUT_OF_MEMORY, "mapping %llu bytes of process %d: %s",
+                             (unsigned long long)h.bytes, (int)h.pid, strerror(err));
   tnrt_status_t st = track_segment(p, (size_t)h.bytes);
   if (st != TNRT_OK) {
     munmap(p, (size_t)h.bytes);
@@ -614,19 +617,19 @@ static tnrt_status_t host_memset(void *ctx, int device, void *dst, int value, si
 /* ---- devices: the environment's model, read once ---- */
 
 static pthread_once_t g_model_once = PTHREAD_ONCE_INIT;
-static tnrt_host_model_t g_model;
+static tnc_host_model_t g_model;
 static tnrt_status_t g_model_status;
 static char g_model_error[256];
 
 static void read_model(void) {
-  g_model_status = tnrt_host_model(&g_model);
+  g_model_status = tnc_host_model(&g_model);
   if (g_model_status != TNRT_OK)
-    snprintf(g_model_error, sizeof g_model_error, "%s", tnrt_last_error());
+    snprintf(g_model_error, sizeof g_model_error, "%s", tnc_host_model_error());
 }
 
 static tnrt_status_t model(void) {
   pthread_once(&g_model_once, read_model);
-  if (g_model_status != TNRT_OK) return tnrt_set_error(g_model_status, "%s", g_model_error);
+  if (g_model_status != TNRT_OK) return tnc_rt->set_error(g_model_status, "%s", g_model_error);
   return TNRT_OK;
 }
 
@@ -642,7 +645,7 @@ static tnrt_status_t host_get_properties(void *ctx, int device, tnrt_device_prop
   tnrt_status_t st = model();
   if (st != TNRT_OK) return st;
   if (device < 0 || device >= g_model.count)
-    return tnrt_set_error(TNRT_ERR_INVALID_DEVICE, "no host device %d", device);
+    return tnc_rt->set_error(TNRT_ERR_INVALID_DEVICE, "no host device %d", device);
   *out = g_model.props[device];
   return TNRT_OK;
 }
