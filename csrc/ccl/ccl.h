@@ -14,7 +14,7 @@
  * a rank may fill round k+1 while peers still read round k.
  *
  * That staged path is the latency path, and the only one for small
- * messages. Large ones (at least 256 KiB: ccl.c's DIRECT_MIN, chosen by
+ * messages. Large ones (at least 256 KiB: ccl_internal.h's DIRECT_MIN, chosen by
  * measurement) take the direct path when they can, reading the peers'
  * device buffers in place as CUDA IPC / NCCL's P2P with registered buffers
  * do, with no copy through the slots: device memory the caching allocator

@@ -45,47 +45,42 @@ static inline uint16_t tnk_f32_to_f16(float f) {
   return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
 }
 #else
-static inline float tnk_f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
-  if (exp == 0) {
-    if (man == 0) {
-      u = sign;
-    } else { /* subnormal: normalise */
-      int e = -1;
-      do {
-        e++;
-        man <<= 1;
-      } while (!(man & 0x400));
-      u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
-    }
-  } else if (exp == 0x1f) {
-    u = sign | 0x7f800000u | (man << 13);
-  } else {
-    u = sign | ((exp + 127 - 15) << 23) | (man << 13);
-  }
+/* Branch-free (masks select the cases), so that loops over them vectorise
+ * (the collectives' fp16 reduction, ccl/reduce.c), and independent of the
+ * FTZ / DAZ modes: a subnormal fp16 is a normal fp32, converted from its
+ * integer mantissa, and fp32 inputs below 2^-14 round with an fp32 addition
+ * of 0.5 whose result is normal. Checked against a branching reference and
+ * F16C over all 2^16 and 2^32 inputs (the same bits, NaN payloads aside). */
+static inline uint32_t tnk_mask_(int cond) { return (uint32_t)0 - (uint32_t)(cond != 0); }
+static inline uint32_t tnk_select_(uint32_t m, uint32_t a, uint32_t b) {
+  return (a & m) | (b & ~m);
+}
+static inline uint32_t tnk_f32_bits_(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static inline float tnk_bits_f32_(uint32_t u) {
   float f;
   memcpy(&f, &u, 4);
   return f;
 }
-
+static inline float tnk_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, man = h & 0x3ff;
+  uint32_t normal = ((e + 112u) << 23) | (man << 13); /* rebias 15 -> 127 */
+  uint32_t sub = tnk_f32_bits_((float)(int32_t)man * 0x1p-24f);
+  uint32_t u = tnk_select_(tnk_mask_(e == 0), sub, normal) | (tnk_mask_(e == 0x1f) & 0x7f800000u);
+  return tnk_bits_f32_(sign | u);
+}
 static inline uint16_t tnk_f32_to_f16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
-  uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return sign | 0x7e00;  /* NaN */
-  if (a >= 0x477ff000u) return sign | 0x7c00; /* rounds to inf */
-  if (a < 0x38800000u) {                      /* result is subnormal or zero */
-    if (a < 0x33000000u) return sign;         /* below half the smallest subnormal */
-    uint32_t man = (a & 0x7fffff) | 0x800000;
-    int shift = 126 - (int)(a >> 23); /* 14..24 */
-    uint32_t q = man >> shift, rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (q & 1))) q++;
-    return sign | (uint16_t)q;
-  }
-  uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - (112u << 23);
-  return sign | (uint16_t)(r >> 13);
+  uint32_t u = tnk_f32_bits_(f), a = u & 0x7fffffffu, sign = (u >> 16) & 0x8000u;
+  int32_t sa = (int32_t)a; /* a < 2^31: signed compares, which SSE2 has */
+  uint32_t normal = (a + 0xfffu + ((a >> 13) & 1u) - (112u << 23)) >> 13;
+  uint32_t sub = tnk_f32_bits_(tnk_bits_f32_(a) + 0.5f) - 0x3f000000u; /* ulp of 0.5: 2^-24 */
+  uint32_t r = tnk_select_(tnk_mask_(sa < 0x38800000), sub, normal);   /* below 2^-14 */
+  r = tnk_select_(tnk_mask_(sa >= 0x477ff000), 0x7c00u, r);            /* rounds to inf */
+  r = tnk_select_(tnk_mask_(sa > 0x7f800000), 0x7e00u, r);             /* NaN */
+  return (uint16_t)(sign | r);
 }
 #endif
 

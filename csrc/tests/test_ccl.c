@@ -49,7 +49,7 @@ static int file_exchange(void *ctx, const void *mine, void *all, size_t bytes) {
 /* ---- where the checks' buffers live ----
  * MEM_HOST: malloc (private: the staged path); MEM_SHARED: the runtime's
  * caching allocator with shared segments on (the direct path above its
- * threshold, 256 KiB: ccl.c's DIRECT_MIN); MEM_MIXED: shared on every rank
+ * threshold, 256 KiB: ccl_internal.h's DIRECT_MIN); MEM_MIXED: shared on every rank
  * but the last, which has host memory (every rank must stay staged). */
 enum { MEM_HOST, MEM_SHARED, MEM_MIXED };
 static int g_mem, g_rank, g_nranks;
@@ -88,7 +88,7 @@ static void xfree(void *p) {
   free(p);
 }
 
-/* Whether a call of `bytes` (the message as ccl.c measures it) must have
+/* Whether a call of `bytes` (the message as the communicator measures it) must have
  * taken the direct path, against the communicator's count before it. */
 static int direct_wrong(tnccl_comm_t *c, uint64_t before, size_t bytes, const char *what) {
   int want = g_mem == MEM_SHARED && g_nranks > 1 && bytes >= DIRECT_MIN_BYTES;
@@ -214,7 +214,7 @@ static unsigned char pattern(int s, int d, size_t i) {
 }
 
 /* The bytes rank s sends rank d in all_to_all_v's variant v: small and
- * uneven with zeros, larger than a slot (ccl.c: 2 MiB) with zeros, or all
+ * uneven with zeros, larger than a slot (ccl_internal.h: 2 MiB) with zeros, or all
  * zero. */
 #define SLOT ((size_t)2 << 20)
 static size_t a2a_bytes(int s, int d, int v) {
