@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 
+from suite_runner import run_suites
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB = os.path.join(HERE, "..", "build", "c", "libtnrt_hal_wrapped.so")
 SUITES = ["test_streams.py", "test_memory.py", "test_copies.py", "test_training_ops.py"]
@@ -35,22 +37,6 @@ def test_info_names_the_library_hal():
 
 
 def test_suites_run_through_the_library_hal():
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-x",
-            "-p",
-            "no:cacheprovider",
-            *[os.path.join(HERE, s) for s in SUITES],
-        ],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=HERE,
-    )
+    r = run_suites(SUITES, _env())
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert " passed" in r.stdout and " skipped" not in r.stdout, r.stdout[-2000:]

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from suite_runner import run_suites
 
 import torch_neuronx
 
@@ -30,7 +31,6 @@ SUITES = [
 def test_suites_under_forced_isa(isa):
     if isa != "reference" and isa not in " ".join(torch_neuronx._C._cpu_features()):
         pytest.skip(f"this CPU has no {isa}")  # a machine fact, not a failure
-    here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, TORCH_NEURONX_ISA=isa)
     probe = subprocess.run(
         [sys.executable, "-m", "torch_neuronx.info"],
@@ -40,23 +40,7 @@ def test_suites_under_forced_isa(isa):
         timeout=120,
     )
     assert f"kernel ISA selected: {isa}" in probe.stdout, probe.stdout
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-x",
-            "-p",
-            "no:cacheprovider",
-            *[os.path.join(here, s) for s in SUITES],
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=here,
-    )
+    r = run_suites(SUITES, env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
 
 

@@ -45,23 +45,17 @@ static void counting_run(void *ctx, int32_t kernel, void *args) {
   host_run(ctx, kernel, args);
 }
 
-static const tnrt_kernel_provider_t k_host = {
-    .api_version = TNRT_PROVIDER_API_VERSION,
-    .name = "host",
-    .kernel_count = TNK_KERNEL_COUNT,
-    .runs_host_code = 1,
-    .supports = host_supports,
-    .run = host_run,
-};
-
-static const tnrt_kernel_provider_t k_counting = {
-    .api_version = TNRT_PROVIDER_API_VERSION,
-    .name = "counting",
-    .kernel_count = TNK_KERNEL_COUNT,
-    .runs_host_code = 1,
-    .supports = host_supports,
-    .run = counting_run,
-};
+/* the library's providers differ only in name and run */
+#define PROVIDER(NAME, RUN)                  \
+  {.api_version = TNRT_PROVIDER_API_VERSION, \
+   .name = NAME,                             \
+   .kernel_count = TNK_KERNEL_COUNT,         \
+   .runs_host_code = 1,                      \
+   .supports = host_supports,                \
+   .run = RUN}
+static const tnrt_kernel_provider_t k_host = PROVIDER("host", host_run);
+static const tnrt_kernel_provider_t k_counting = PROVIDER("counting", counting_run);
+#undef PROVIDER
 
 const tnrt_kernel_provider_t *tnk_host_provider(void) { return &k_host; }
 
