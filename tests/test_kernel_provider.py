@@ -93,4 +93,24 @@ def test_unknown_provider_is_a_runtime_error_naming_the_variable():
     r = _run(code, TORCH_NEURONX_KERNEL_PROVIDER="gpu")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "raised" in r.stdout and "TORCH_NEURONX_KERNEL_PROVIDER='gpu'" in r.stdout, r.stdout
-    assert "'host'" in r.stdout and "'counting'" in r.stdout
+    assert "'host'" in r.stdout and "'counting'" in r.stdout and "'kernels-only'" in r.stdout
+
+
+def test_a_provider_that_runs_no_host_code_refuses_host_tasks():
+    """Under a provider that runs only its own kernels (as a device with its
+    own kernel library would), kernels still give CPU's results and a host
+    code task is refused with a RuntimeError naming the provider, not run."""
+    code = (
+        "import torch\n"
+        "a = torch.randn(16, 8)\n"
+        "torch.testing.assert_close((a.to('neuron') * 3).sum(0).cpu(), (a * 3).sum(0))\n"
+        "try:\n"
+        "    torch.neuron._sleep(10)\n"
+        "except RuntimeError as e:\n"
+        "    print('refused', e)\n"
+    )
+    r = _run(code, TORCH_NEURONX_KERNEL_PROVIDER="kernels-only")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "refused" in r.stdout and "'kernels-only' runs only its own kernels" in r.stdout, (
+        r.stdout
+    )

@@ -134,7 +134,8 @@ void choose_provider() {
   if (!p) {
     g_provider_error = std::string("TORCH_NEURONX_KERNEL_PROVIDER='") + name +
                        "' names no kernel provider; this build has 'host' (the kernel library on "
-                       "the host cores) and 'counting' (host, counting launches per kernel)";
+                       "the host cores), 'counting' (host, counting launches per kernel) and "
+                       "'kernels-only' (host, running no host code)";
     return;
   }
   if (tnrt_set_kernel_provider(p) != TNRT_OK) {

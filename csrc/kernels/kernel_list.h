@@ -67,7 +67,9 @@ extern const char *const tnk_kernel_names[TNK_KERNEL_COUNT];
  * - "host": every kernel on the host cores (the tnk_* entry points, the
  *   configuration's ISA variants);
  * - "counting": the host provider, counting launches per kernel id, so that
- *   a test can see which kernels an op ran and how often. */
+ *   a test can see which kernels an op ran and how often;
+ * - "kernels-only": the host provider saying it runs no host code, as a
+ *   device with its own kernel library would (host-code tasks are refused). */
 struct tnrt_kernel_provider;
 const struct tnrt_kernel_provider *tnk_host_provider(void);
 const struct tnrt_kernel_provider *tnk_counting_provider(void);

@@ -45,16 +45,18 @@ static void counting_run(void *ctx, int32_t kernel, void *args) {
   host_run(ctx, kernel, args);
 }
 
-/* the library's providers differ only in name and run */
-#define PROVIDER(NAME, RUN)                  \
+/* the library's providers differ only in name, run and whether host code
+ * may share their queues */
+#define PROVIDER(NAME, RUN, HOST_CODE)       \
   {.api_version = TNRT_PROVIDER_API_VERSION, \
    .name = NAME,                             \
    .kernel_count = TNK_KERNEL_COUNT,         \
-   .runs_host_code = 1,                      \
+   .runs_host_code = HOST_CODE,              \
    .supports = host_supports,                \
    .run = RUN}
-static const tnrt_kernel_provider_t k_host = PROVIDER("host", host_run);
-static const tnrt_kernel_provider_t k_counting = PROVIDER("counting", counting_run);
+static const tnrt_kernel_provider_t k_host = PROVIDER("host", host_run, 1);
+static const tnrt_kernel_provider_t k_counting = PROVIDER("counting", counting_run, 1);
+static const tnrt_kernel_provider_t k_kernels_only = PROVIDER("kernels-only", host_run, 0);
 #undef PROVIDER
 
 const tnrt_kernel_provider_t *tnk_host_provider(void) { return &k_host; }
@@ -65,6 +67,7 @@ const tnrt_kernel_provider_t *tnk_provider_named(const char *name) {
   if (!name) return NULL;
   if (!strcmp(name, "host")) return tnk_host_provider();
   if (!strcmp(name, "counting")) return tnk_counting_provider();
+  if (!strcmp(name, "kernels-only")) return &k_kernels_only;
   return NULL;
 }
 

@@ -2165,6 +2165,7 @@ static void test_host_provider(void) {
   CHECK(host->runs_host_code == 1 && counting->kernel_count == TNK_KERNEL_COUNT);
   CHECK(tnk_provider_named("host") == host && tnk_provider_named("counting") == counting);
   CHECK(tnk_provider_named("gpu") == NULL && tnk_provider_named(NULL) == NULL);
+  CHECK(tnk_provider_named("kernels-only")->runs_host_code == 0);
   for (int k = 0; k < TNK_KERNEL_COUNT; k++) CHECK(tnk_kernel_names[k] && *tnk_kernel_names[k]);
   CHECK(!strcmp(tnk_kernel_names[TNK_K_GEMM], "GEMM"));
   /* supports: the probes, through the table */
