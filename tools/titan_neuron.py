@@ -123,6 +123,17 @@ def main() -> None:
         tt_train.main(tt_train.Trainer)
     else:  # 0.3.x
         tt_train.main()
+    if _CPU:
+        # The CPU/Gloo reference run (torch_neuronx not loaded) has been seen
+        # to abort at interpreter exit after TorchTitan destroyed the process
+        # group ("terminate called without an active exception", no Python
+        # frame: a joinable std::thread in torch's teardown), in 2 of 3 CI
+        # runs on 2026-12-07, after every step had run and logged. Its work
+        # is done here: leave without the teardown. The neuron run exits
+        # normally, so its teardown stays under test.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
