@@ -41,3 +41,21 @@ def assert_same(neuron_result, cpu_result, **kw):
     assert neuron_result.device.type == "neuron", neuron_result.device
     assert neuron_result.dtype == cpu_result.dtype
     torch.testing.assert_close(neuron_result.cpu(), cpu_result, **kw)
+
+
+@pytest.fixture
+def fresh_op_tracking():
+    """Clears the CPU-fallback tracking (torch_neuronx.get_fallback_ops) first:
+    what the test then finds there, it made itself. The per-op files use it
+    for every test (pytestmark)."""
+    torch_neuronx.clear_op_tracking()
+    yield
+
+
+@pytest.fixture
+def all_native():
+    """As fresh_op_tracking, and after the test nothing fell back to CPU (for
+    ops composed from native kernels: none of the pieces may fall back)."""
+    torch_neuronx.clear_op_tracking()
+    yield
+    assert torch_neuronx.get_fallback_ops() == {}

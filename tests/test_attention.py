@@ -1,15 +1,19 @@
-"""scaled_dot_product_attention on neuron: the flash-style fused kernel
-(forward and backward) against PyTorch CPU, and the cases that take the math
-path instead."""
+"""scaled_dot_product_attention on neuron (csrc/aten/attention_ops.cpp): the
+flash-style fused kernel (forward and backward) against PyTorch CPU, the
+cases that take the math path instead, and the fused kernel's edge cases."""
 
 import pytest
 import torch
 import torch.nn.functional as F
+from op_util import gen, native
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
 import torch_neuronx
 
 FUSED = "aten::_scaled_dot_product_fused_attention_overrideable"
+
+pytestmark = pytest.mark.usefixtures("fresh_op_tracking")
 
 
 def run(dev, q, k, v, dtype=torch.float32, **kw):
@@ -110,3 +114,147 @@ def test_bad_shapes_raise_like_cpu():
         F.scaled_dot_product_attention(q, k, k)  # heads differ without enable_gqa
     with pytest.raises(RuntimeError):
         F.scaled_dot_product_attention(q, q[..., :3], q)  # head dims differ
+
+
+# ---- edge cases (issue 16; tools/mutate.py checks that these tests catch
+# planted bugs) of the fused kernel (kernels/attention.c: blocks of 128
+# queries, tiles of 128 keys, online softmax) forward and backward: sequence
+# lengths 1, 17, 65, 130 and 257 (one, two and three tiles with remainders),
+# causal with equal and unequal lengths, boolean and float masks with -inf
+# entries and fully masked rows, logits of about 1e3 whose maximum moves from
+# tile to tile (the running rescale), q/k/v transposed from [B, L, H, E],
+# bf16 ------------------------------------------------------------------------------
+
+
+def sdpa_run(dev, q, k, v, dtype=torch.float32, layout="bhle", **kw):
+    """Output and q/k/v gradients. layout "blhe": q/k/v stored [B, L, H, E]
+    and transposed to [B, H, L, E] (the usual HF layout: non-contiguous)."""
+    leaves = []
+    args = []
+    for t in (q, k, v):
+        if layout == "blhe":
+            leaf = t.transpose(1, 2).contiguous().to(dev, dtype, copy=True).requires_grad_()
+            args.append(leaf.transpose(1, 2))
+        else:
+            leaf = t.to(dev, dtype, copy=True).requires_grad_()
+            args.append(leaf)
+        leaves.append(leaf)
+    kw = {
+        a: (
+            b.to(dev, dtype)
+            if torch.is_tensor(b) and b.is_floating_point()
+            else b.to(dev)
+            if torch.is_tensor(b)
+            else b
+        )
+        for a, b in kw.items()
+    }
+    if dev == "cpu":
+        o = F.scaled_dot_product_attention(*args, **kw)
+    else:
+        with sdpa_kernel(SDPBackend.OVERRIDEABLE):  # the fused kernel or an error
+            o = F.scaled_dot_product_attention(*args, **kw)
+    wgt = torch.linspace(-1, 1, o.numel()).view(o.shape).to(dev)
+    (o.float() * wgt).sum().backward()
+    return [t.detach().cpu().float() for t in (o, *(x.grad for x in leaves))]
+
+
+def sdpa_compare(q, k, v, tol, f64=False, **kw):
+    """The fused kernel against CPU; with f64, against CPU in float64 with
+    an absolute tolerance of tol["atol"] times each result's largest
+    magnitude (where CPU's fp32 is itself further off than the kernel)."""
+    with profile(activities=[ProfilerActivity.CPU]) as p:
+        got = sdpa_run("neuron", q, k, v, **kw)
+    names = {e.key for e in p.key_averages()}
+    assert FUSED in names and FUSED + "_backward" in names
+    if f64:
+        want = sdpa_run("cpu", q, k, v, **dict(kw, dtype=torch.float64))
+    else:
+        want = sdpa_run("cpu", q, k, v, **kw)
+    for name, a, b in zip(("out", "dq", "dk", "dv"), got, want):
+        t = dict(tol, atol=tol["atol"] * float(b.abs().max())) if f64 else tol
+        torch.testing.assert_close(a, b, msg=lambda m, name=name: f"{name}: {m}", **t)
+    native()
+
+
+def qkv(lq, lk, e=16, ev=None, heads=2, seed=0, scale=1.0):
+    g = gen(seed)
+    return (
+        torch.randn(1, heads, lq, e, generator=g) * scale,
+        torch.randn(1, heads, lk, e, generator=g),
+        torch.randn(1, heads, lk, ev or e, generator=g),
+    )
+
+
+ATT_TOL = {"rtol": 1e-4, "atol": 5e-5}
+SEQ = [1, 17, 65, 130, 257]
+
+
+@pytest.mark.parametrize("lq", SEQ)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_sdpa_lengths(lq, causal):
+    """Square and (for the full case) unequal lengths: lk = 2 * lq + 3 puts
+    the last key tile's remainder elsewhere."""
+    q, k, v = qkv(lq, lq, e=24, ev=20, seed=lq)
+    sdpa_compare(q, k, v, ATT_TOL, is_causal=causal)
+    if not causal:
+        q, k, v = qkv(lq, 2 * lq + 3, seed=lq + 1)
+        sdpa_compare(q, k, v, ATT_TOL)
+
+
+@pytest.mark.parametrize("lq,lk", [(130, 17), (17, 130), (1, 257), (257, 65)])
+def test_sdpa_causal_unequal_lengths(lq, lk):
+    """Causal with lq != lk: PyTorch's top-left alignment (query i sees keys
+    0..i); queries past lk see every key."""
+    q, k, v = qkv(lq, lk, seed=lq * 7 + lk)
+    sdpa_compare(q, k, v, ATT_TOL, is_causal=True)
+
+
+def test_sdpa_large_logits_max_moves_between_tiles():
+    """Scores of ~1e3 whose row maximum grows from key tile to key tile: a
+    kernel that skips the running rescale (or rescales the sum but not the
+    accumulator) is off by factors of exp(hundreds)."""
+    lq, lk = 65, 300
+    q, k, v = qkv(lq, lk, e=8, seed=50)
+    q = q.abs() + 1.0  # positive queries: scores grow with the key scale
+    ramp = torch.linspace(0.5, 30.0, lk).view(1, 1, lk, 1)
+    k = k.abs() * ramp + 0.1  # later keys score higher
+    tol = {"rtol": 1e-4, "atol": 1e-4}  # of the largest magnitude; CPU's fp32 is 4x further off
+    sdpa_compare(q, k, v, tol, f64=True)
+    sdpa_compare(q * 3, k.flip(2), v, tol, f64=True)  # the max in the first tile
+
+
+def test_sdpa_masks_with_minus_inf_rows():
+    """Boolean and float masks with many masked entries, -inf in the float
+    mask, and fully masked query rows (zeros, as the CPU math path gives),
+    at two key tiles with a remainder; broadcast masks ([L, S] and a
+    key-padding [B, 1, 1, S])."""
+    lq, lk = 70, 150
+    q, k, v = qkv(lq, lk, seed=51)
+    g = gen(52)
+    bmask = torch.rand(lq, lk, generator=g) > 0.7  # 70% masked
+    bmask[3] = False  # a fully masked row
+    bmask[4, :] = False
+    bmask[4, 140] = True  # only a key in the last tile
+    sdpa_compare(q, k, v, ATT_TOL, attn_mask=bmask)
+    fmask = torch.randn(1, 2, lq, lk, generator=g) * 3
+    fmask[..., ::3] = float("-inf")
+    fmask[0, 1, 9] = float("-inf")  # fully masked (head 1, query 9)
+    fmask[0, 0, 10, :128] = float("-inf")  # only the second tile is visible
+    sdpa_compare(q, k, v, ATT_TOL, attn_mask=fmask)
+    pad = torch.ones(1, 1, 1, lk, dtype=torch.bool)
+    pad[..., 100:] = False  # key padding: the second tile entirely masked
+    sdpa_compare(q, k, v, ATT_TOL, attn_mask=pad)
+
+
+@pytest.mark.parametrize("lq", [17, 130])
+def test_sdpa_transposed_qkv_bf16_gqa(lq):
+    """q/k/v transposed from [B, L, H, E] (strides of H * E between
+    positions), in fp32 and bf16; grouped-query attention with a causal
+    mask; an explicit scale."""
+    q, k, v = qkv(lq, lq + 5, e=32, heads=4, seed=53)
+    sdpa_compare(q, k, v, ATT_TOL, layout="blhe")
+    sdpa_compare(q, k, v, ATT_TOL, layout="blhe", is_causal=True, scale=0.05)
+    sdpa_compare(q, k, v, {"rtol": 3e-2, "atol": 3e-2}, dtype=torch.bfloat16, layout="blhe")
+    kg, vg = k[:, :2], v[:, 2:]  # two kv heads for four query heads
+    sdpa_compare(q, kg, vg, ATT_TOL, layout="blhe", is_causal=True, enable_gqa=True)

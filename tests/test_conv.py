@@ -1,12 +1,16 @@
-"""Native convolutions (im2col + GEMM, col2im for the input gradient) against
-CPU: 1-D, 2-D and 3-D, stride, padding, dilation, groups, bias, half precision."""
+"""Native convolutions (csrc/aten/conv_ops.cpp: im2col + GEMM, col2im for the
+input gradient) against CPU: 1-D, 2-D and 3-D, stride, padding, dilation,
+groups, bias, half precision; and their edge cases."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 from conftest import assert_same
+from op_util import both, native, randn
 
 import torch_neuronx
+
+pytestmark = pytest.mark.usefixtures("fresh_op_tracking")
 
 CASES = [
     dict(shape=(2, 3, 9, 11), w=(4, 3, 3, 3), kw=dict(padding=1)),
@@ -169,3 +173,97 @@ def test_unfold_fold():
     for dev in ("cpu", "neuron"):
         with pytest.raises(RuntimeError, match="kernel size should be greater than zero"):
             F.unfold(torch.zeros(1, 1, 4, 4, device=dev), (0, 2))
+
+
+# ---- edge cases (issue 16; tools/mutate.py checks that these tests catch
+# planted bugs): conv1d / conv2d / conv_transpose (im2col / col2im + GEMM) with
+# stride, padding, dilation, groups, bias, channels-last and transposed
+# inputs, sizes over several GEMM tiles, bf16 -------------------------------------
+
+CONV_CASES = {
+    # 1-D: stride, padding, dilation, groups together; long rows
+    "1d_all": ((2, 6, 301), (9, 2, 5), dict(stride=3, padding=4, dilation=2, groups=3)),
+    "1d_depthwise": ((3, 8, 40), (8, 1, 7), dict(padding=3, groups=8)),
+    # 2-D over several GEMM tiles: 40 output channels, 72-deep columns,
+    # ~500 pixels
+    "2d_tiles": ((2, 8, 21, 25), (40, 8, 3, 3), dict(padding=1)),
+    "2d_stride_dil": (
+        (2, 4, 19, 23),
+        (6, 2, 3, 2),
+        dict(stride=(2, 3), padding=(2, 1), dilation=(2, 3), groups=2),
+    ),
+    "2d_one_pixel_out": ((3, 5, 4, 4), (7, 5, 4, 4), dict()),
+    "2d_kernel_over_padding": ((1, 2, 3, 3), (3, 2, 5, 5), dict(padding=2)),
+}
+
+
+def conv_layout(x, layout):
+    if layout == "channels_last" and x.dim() == 4:
+        return x.contiguous(memory_format=torch.channels_last)
+    if layout == "transposed":  # the last two dims swapped in storage
+        return x.transpose(-1, -2).contiguous().transpose(-1, -2)
+    if layout == "offset":
+        big = torch.zeros(x.shape[0] + 1, *x.shape[1:])
+        big[1:] = x
+        return big[1:]
+    return x
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "transposed", "offset"])
+@pytest.mark.parametrize("case", list(CONV_CASES))
+def test_conv_edge_cases_forward_backward(case, layout):
+    shape, wshape, kw = CONV_CASES[case]
+    x = conv_layout(randn(*shape, seed=60), layout)
+    w = randn(*wshape, seed=61) * 0.3
+    b = randn(wshape[0], seed=62)
+    conv = F.conv1d if len(shape) == 3 else F.conv2d
+    xc, xn = both(x)
+    wc, wn = both(w)
+    bc, bn = both(b)
+    yc, yn = conv(xc, wc, bc, **kw), conv(xn, wn, bn, **kw)
+    assert_same(yn, yc, rtol=1e-4, atol=1e-4)
+    gy = randn(*yc.shape, seed=63)
+    yc.backward(gy)
+    yn.backward(gy.neuron())
+    assert_same(xn.grad, xc.grad, rtol=1e-4, atol=1e-4)
+    assert_same(wn.grad, wc.grad, rtol=1e-4, atol=2e-4 * (yc.numel() / wshape[0]) ** 0.5)
+    assert_same(bn.grad, bc.grad, rtol=1e-4, atol=1e-4 * (yc.numel() / wshape[0]) ** 0.5)
+    native("conv")
+
+
+@pytest.mark.parametrize("dim", [1, 2])
+def test_conv_transpose_and_bf16(dim):
+    """Transposed convolution (col2im forward) with stride, padding,
+    output_padding, dilation and groups; bf16 forward and backward."""
+    if dim == 1:
+        x, w = randn(2, 4, 23, seed=64), randn(4, 3, 5, seed=65)
+        f, kw = (
+            F.conv_transpose1d,
+            dict(stride=3, padding=2, output_padding=1, groups=2, dilation=2),
+        )
+    else:
+        x, w = randn(2, 4, 9, 11, seed=64), randn(4, 3, 3, 4, seed=65)
+        f, kw = F.conv_transpose2d, dict(stride=(2, 3), padding=1, output_padding=(1, 2), groups=2)
+    b = randn(6, seed=66)
+    xc, xn = both(x)
+    wc, wn = both(w)
+    yc, yn = f(xc, wc, b, **kw), f(xn, wn, b.neuron(), **kw)
+    assert_same(yn, yc, rtol=1e-4, atol=1e-4)
+    gy = randn(*yc.shape, seed=67)
+    yc.backward(gy)
+    yn.backward(gy.neuron())
+    assert_same(xn.grad, xc.grad, rtol=1e-4, atol=1e-4)
+    assert_same(wn.grad, wc.grad, rtol=1e-4, atol=1e-3)
+    conv = F.conv1d if dim == 1 else F.conv2d
+    xb, wb = x.bfloat16(), w.transpose(0, 1).contiguous().bfloat16()
+    xc, xn = both(xb)
+    wc, wn = both(wb)
+    yc = conv(xc, wc, None, padding=1, dilation=2)
+    yn = conv(xn, wn, None, padding=1, dilation=2)
+    assert_same(yn, yc, rtol=2e-2, atol=5e-2)
+    gy = randn(*yc.shape, seed=68, dtype=torch.bfloat16)
+    yc.backward(gy)
+    yn.backward(gy.neuron())
+    assert_same(xn.grad, xc.grad, rtol=2e-2, atol=5e-2)
+    assert_same(wn.grad, wc.grad, rtol=3e-2, atol=0.3)
+    native("conv")

@@ -1,26 +1,18 @@
-"""Native indexing against CPU: index_select/index_add/embedding, gather/scatter,
-nll_loss/cross_entropy, max/min with indices, argmax/argmin, cumsum/cumprod,
-masked_fill, isin; and bad indices raising like CPU (at the next sync)."""
+"""Native indexing (csrc/aten/index_ops.cpp) against CPU: index_select /
+index_add / index_copy / index_fill / embedding, gather / scatter /
+scatter_reduce, take / put, masked_fill / masked_scatter / masked_select,
+where, tril / triu, isin, nonzero, count_nonzero, bincount through its
+callers, repeat_interleave, roll and padding, advanced indexing; bad indices
+raising like CPU (at the next sync); and the edge cases of gather / scatter /
+index_select / index_add."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 from conftest import assert_same, run_python
+from op_util import REALS, gen, grad_check, native, randn, rnd
 
 import torch_neuronx
-
-FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
-REALS = FLOATS + [torch.int64, torch.int32, torch.int8, torch.uint8]
-
-
-@pytest.fixture(autouse=True)
-def _track():
-    torch_neuronx.clear_op_tracking()
-    yield
-
-
-def no_fallback():
-    assert torch_neuronx.get_fallback_ops() == {}
 
 
 def rand(shape, dtype, seed=0):
@@ -28,6 +20,9 @@ def rand(shape, dtype, seed=0):
     if dtype.is_floating_point:
         return torch.randn(shape, generator=g).to(dtype)
     return torch.randint(0, 50, shape, generator=g).to(dtype)
+
+
+pytestmark = pytest.mark.usefixtures("fresh_op_tracking")
 
 
 @pytest.mark.parametrize("dtype", REALS + [torch.bool, torch.complex64])
@@ -40,7 +35,7 @@ def test_index_select(dtype, dim, idx_dtype):
     xt = x.transpose(0, 2)  # non-contiguous source
     assert_same(xt.neuron().index_select(dim, idx.neuron()), xt.index_select(dim, idx))
     assert_same(x.neuron().index_select(dim, idx.neuron()[:0]), x.index_select(dim, idx[:0]))
-    no_fallback()
+    native()
 
 
 def test_index_select_out_and_scalar_index():
@@ -67,7 +62,7 @@ def test_index_add(dtype):
     y = x.neuron()
     y.index_add_(1, torch.tensor([0, 3, 3]).neuron(), srcT.neuron())
     assert_same(y, x.index_add(1, torch.tensor([0, 3, 3]), srcT))
-    no_fallback()
+    native()
 
 
 @pytest.mark.parametrize(
@@ -106,7 +101,7 @@ def test_index_copy_matches_cpu_on_device(dtype):
     for dim in (0, -1):
         z, v, i = make(()), make(()), torch.tensor([0])
         assert_same(z.neuron().index_copy(dim, i.neuron(), v.neuron()), z.index_copy(dim, i, v))
-    no_fallback()
+    native()
     # a KV-cache update captured, then replayed at new positions
     cache, ref = torch.zeros(1, 2, 8, 4, dtype=dtype).neuron(), torch.zeros(1, 2, 8, 4, dtype=dtype)
     pos, val = torch.tensor([0]).neuron(), make((1, 2, 1, 4)).neuron()
@@ -183,7 +178,7 @@ def test_index_fill_matches_cpu_on_device(dtype):
     )
     e = torch.tensor([], dtype=torch.int64)
     assert_same(x.neuron().index_fill(1, e.neuron(), value), x.index_fill(1, e, value))
-    no_fallback()
+    native()
 
 
 def test_index_fill_bad_input_raises_like_cpu():
@@ -229,7 +224,7 @@ def test_index_copy_backward_on_device():
     xn.index_copy(0, i.neuron(), sn).backward(g.neuron())
     assert_same(xn.grad, x.grad)
     assert_same(sn.grad, src.grad)
-    no_fallback()
+    native()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -247,7 +242,7 @@ def test_embedding_forward_backward(dtype, padding_idx):
     assert_same(out_n, out)
     tol = dict(atol=2e-2, rtol=2e-2) if dtype == torch.bfloat16 else {}
     assert_same(emb_n.weight.grad, emb.weight.grad, **tol)
-    no_fallback()
+    native()
 
 
 @pytest.mark.parametrize("dtype", REALS + [torch.bool])
@@ -267,7 +262,7 @@ def test_gather_scatter(dtype):
         y = x.neuron()
         y.scatter_add_(0, idx.neuron(), src.neuron())
         assert_same(y, x.scatter_add(0, idx, src))
-    no_fallback()
+    native()
 
 
 def test_gather_noncontiguous_and_backward():
@@ -278,98 +273,7 @@ def test_gather_noncontiguous_and_backward():
     torch.gather(xn, 0, idx.neuron()).pow(2).sum().backward()
     torch.gather(xc, 0, idx).pow(2).sum().backward()
     assert_same(xn.grad, xc.grad)
-    no_fallback()
-
-
-@pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_cross_entropy(dtype, reduction):
-    logits = torch.randn(6, 11).to(dtype)
-    target = torch.tensor([1, 10, 0, -100, 3, 3])
-    weight = torch.rand(11).to(dtype)
-    for w in (None, weight):
-        ln = logits.neuron().requires_grad_()
-        lc = logits.clone().requires_grad_()
-        wn = None if w is None else w.neuron()
-        loss_n = F.cross_entropy(ln, target.neuron(), weight=wn, reduction=reduction)
-        loss_c = F.cross_entropy(lc, target, weight=w, reduction=reduction)
-        tol = dict(atol=2e-2, rtol=2e-2) if dtype in (torch.bfloat16, torch.float16) else {}
-        assert_same(loss_n, loss_c, **tol)
-        loss_n.float().sum().backward()
-        loss_c.float().sum().backward()
-        assert_same(ln.grad, lc.grad, **tol)
-    no_fallback()
-
-
-def test_nll_loss_1d_input_and_checks():
-    x = torch.randn(5).log_softmax(0)
-    t = torch.tensor(3)
-    assert_same(F.nll_loss(x.neuron(), t.neuron()), F.nll_loss(x, t))
-    with pytest.raises(ValueError, match="batch_size|Expected"):
-        F.nll_loss(
-            torch.randn(3, 4, device="neuron"), torch.zeros(2, dtype=torch.long, device="neuron")
-        )
-    with pytest.raises(RuntimeError, match="Long"):
-        F.nll_loss(
-            torch.randn(3, 4, device="neuron"), torch.zeros(3, dtype=torch.int32, device="neuron")
-        )
-
-
-@pytest.mark.parametrize("dtype", REALS)
-def test_argmax_argmin_max_dim(dtype):
-    x = rand((4, 7, 3), torch.float32, 6).to(dtype)
-    x[1, 2, 0] = x[1, 5, 0]  # ties: the first wins
-    for dim in (None, 0, 1, -1):
-        for keep in (False, True):
-            assert_same(x.neuron().argmax(dim, keep), x.argmax(dim, keep))
-            assert_same(x.neuron().argmin(dim, keep), x.argmin(dim, keep))
-    for dim in (0, 1, 2):
-        vn, in_ = x.neuron().max(dim)
-        vc, ic = x.max(dim)
-        assert_same(vn, vc)
-        assert_same(in_, ic)
-        vn, in_ = x.neuron().transpose(0, 1).min(dim, keepdim=True)
-        vc, ic = x.transpose(0, 1).min(dim, keepdim=True)
-        assert_same(vn, vc)
-        assert_same(in_, ic)
-    no_fallback()
-
-
-def test_argmax_nan_and_errors():
-    x = torch.tensor([[1.0, float("nan"), 3.0, float("nan")], [2.0, 1.0, 0.5, 7.0]])
-    assert_same(x.neuron().argmax(1), x.argmax(1))
-    assert_same(x.neuron().argmin(1), x.argmin(1))
-    vn, in_ = x.neuron().max(1)
-    assert_same(vn, x.max(1)[0], equal_nan=True)
-    for dev in ("cpu", "neuron"):  # IndexError, as CPU
-        with pytest.raises(IndexError, match="numel"):
-            torch.empty(0, device=dev).argmax()
-    with pytest.raises(IndexError, match="non-zero size"):
-        torch.empty(2, 0, device="neuron").max(1)
-
-
-@pytest.mark.parametrize("dtype", REALS + [torch.bool])
-def test_cumsum_cumprod(dtype):
-    x = rand((3, 5, 2), torch.float32, 7).mul(0.5).to(dtype)
-    for dim in (0, 1, -1):
-        assert_same(x.neuron().cumsum(dim), x.cumsum(dim))
-        if dtype != torch.bool:
-            tol = dict(atol=1e-2, rtol=1e-2) if dtype in (torch.bfloat16, torch.float16) else {}
-            assert_same(x.neuron().cumprod(dim), x.cumprod(dim), **tol)
-    assert_same(x.neuron().cumsum(1, dtype=torch.float64), x.cumsum(1, dtype=torch.float64))
-    no_fallback()
-
-
-def test_cumsum_backward_and_inplace():
-    x = torch.randn(4, 6)
-    xn = x.neuron().requires_grad_()
-    xc = x.clone().requires_grad_()
-    (xn.cumsum(1) ** 2).sum().backward()
-    (xc.cumsum(1) ** 2).sum().backward()
-    assert_same(xn.grad, xc.grad)
-    y = x.neuron()
-    y.cumsum_(0)
-    assert_same(y, x.cumsum(0))
+    native()
 
 
 @pytest.mark.parametrize("dtype", REALS + [torch.bool])
@@ -385,7 +289,7 @@ def test_masked_fill(dtype):
     xt = x.t().neuron()  # non-contiguous, in place
     xt.masked_fill_(mask.view(4, 1).neuron(), value)
     assert_same(xt, x.t().masked_fill(mask.view(4, 1), value))
-    no_fallback()
+    native()
     with pytest.raises(RuntimeError, match="boolean"):
         x.neuron().masked_fill(mask.neuron().int(), 1)
 
@@ -396,7 +300,7 @@ def test_masked_fill_attention_mask_pattern():
     ref = scores.masked_fill(causal, float("-inf")).softmax(-1)
     out = scores.neuron().masked_fill(causal.neuron(), float("-inf")).softmax(-1)
     assert_same(out, ref)
-    no_fallback()
+    native()
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32])
@@ -407,7 +311,7 @@ def test_isin(dtype):
         assert_same(
             torch.isin(e.neuron(), t.neuron(), invert=invert), torch.isin(e, t, invert=invert)
         )
-    no_fallback()
+    native()
 
 
 BAD_INDEX_CASES = {
@@ -487,7 +391,7 @@ def test_advanced_index(case, dtype):
         return  # x > 0 on bool is a different op; covered by the other dtypes
     f = INDEX_CASES[case]
     assert_same(f(x.neuron(), lambda t: t.neuron()), f(x, lambda t: t))
-    no_fallback()
+    native()
 
 
 def test_advanced_index_cpu_indices_and_backward():
@@ -499,7 +403,7 @@ def test_advanced_index_cpu_indices_and_backward():
     (xn[idx.neuron(), 2:] ** 2).sum().backward()  # backward accumulates duplicates
     (xc[idx, 2:] ** 2).sum().backward()
     assert_same(xn.grad, xc.grad)
-    no_fallback()
+    native()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32, torch.bool])
@@ -524,7 +428,7 @@ def test_index_put(dtype, accumulate):
     ref = x.clone()
     ref[ref != ref[0, 0]] = v[0]
     assert_same(m, ref)
-    no_fallback()
+    native()
 
 
 def test_index_errors_like_cpu():
@@ -553,196 +457,13 @@ def test_nonzero_and_masked_select(dtype):
     assert_same(torch.nonzero(x.neuron()[:0]), torch.nonzero(x[:0]))
     mask = torch.tensor([True, False, True])
     assert_same(x.neuron().masked_select(mask.neuron()), x.masked_select(mask))
-    no_fallback()
+    native()
 
 
 def test_printing_needs_no_fallback():
     x = torch.randn(3, 4, device="neuron")
     assert "neuron:0" in str(x)
-    no_fallback()
-
-
-@pytest.mark.parametrize("dtype", REALS + [torch.bool])
-@pytest.mark.parametrize("descending", [False, True])
-def test_sort_stable(dtype, descending):
-    x = torch.randint(0, 5, (3, 40, 4)).to(dtype)  # many ties: stability matters
-    for dim in (1, -1, 0):
-        vn, in_ = torch.sort(x.neuron(), dim=dim, descending=descending, stable=True)
-        vc, ic = torch.sort(x, dim=dim, descending=descending, stable=True)
-        assert_same(vn, vc)
-        assert_same(in_, ic)
-    assert_same(torch.argsort(x.neuron(), dim=1, stable=True), torch.argsort(x, dim=1, stable=True))
-    no_fallback()
-
-
-def test_sort_nan_and_signed_zero():
-    x = torch.tensor([3.0, float("nan"), -0.0, 0.0, -float("inf"), 1.0, float("nan")])
-    for desc in (False, True):
-        vn, in_ = x.neuron().sort(descending=desc, stable=True)
-        vc, ic = x.sort(descending=desc, stable=True)
-        assert_same(vn, vc, equal_nan=True)
-        assert_same(in_, ic)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int32])
-@pytest.mark.parametrize("k", [1, 2, 7, 50])
-@pytest.mark.parametrize("largest", [True, False])
-def test_topk(dtype, k, largest):
-    x = torch.randn(6, 50).mul(100).to(dtype)  # distinct enough that indices are unique
-    vn, in_ = torch.topk(x.neuron(), k, dim=1, largest=largest)
-    vc, ic = torch.topk(x, k, dim=1, largest=largest)
-    assert_same(vn, vc)
-    # ties may order differently: the indices must pick the same values, on
-    # CPU (not through neuron's own gather), and be distinct per row
-    picked = x.gather(1, in_.cpu())
-    assert torch.equal(picked, vc)
-    assert all(len(set(row.tolist())) == k for row in in_.cpu())
-    vn0, in0 = torch.topk(x.neuron().t(), min(k, 6), dim=0, largest=largest)
-    vc0, _ = torch.topk(x.t(), min(k, 6), dim=0, largest=largest)
-    assert_same(vn0, vc0)
-    assert torch.equal(x.t().gather(0, in0.cpu()), vc0)
-    no_fallback()
-    with pytest.raises(RuntimeError, match="k out of range"):
-        torch.topk(x.neuron(), 51)
-
-
-def test_moe_router_pattern():
-    """The Mixtral/Qwen-MoE routing step: softmax, topk, one-hot counts, histc."""
-    logits = torch.randn(16, 8)
-
-    def route(lg):
-        w = lg.softmax(-1)
-        top_w, top_i = torch.topk(w, 2, dim=-1)
-        top_w = top_w / top_w.sum(-1, keepdim=True)
-        counts = torch.histc(top_i.flatten().float(), bins=8, min=0, max=7)
-        counts_int = (
-            torch.histc(top_i.flatten(), bins=8, min=0, max=7) if lg.device.type != "cpu" else None
-        )
-        order = top_i.flatten().argsort(stable=True)
-        return top_w, top_i, counts, counts_int, order
-
-    n = route(logits.neuron())
-    c = route(logits)
-    for a, b in zip(n[:3] + n[4:], c[:3] + c[4:]):
-        assert_same(a, b)
-    assert_same(n[3], c[2].long())  # integer histc, as CUDA computes it
-    no_fallback()
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_histc(dtype):
-    x = torch.randn(1000).to(dtype)
-    for bins, lo, hi in ((10, -2, 2), (7, 0, 0), (3, -0.5, 0.5)):
-        assert_same(torch.histc(x.neuron(), bins, lo, hi), torch.histc(x, bins, lo, hi))
-    same = torch.full((5,), 2.0, dtype=dtype)
-    assert_same(torch.histc(same.neuron(), 4), torch.histc(same, 4))
-    with pytest.raises(RuntimeError, match="max must be larger"):
-        torch.histc(x.neuron(), 4, 3, 1)
-    no_fallback()
-
-
-@pytest.mark.parametrize("dtype", REALS)
-@pytest.mark.parametrize("right", [False, True])
-def test_searchsorted_and_bucketize(dtype, right):
-    g = torch.Generator().manual_seed(12)
-    bd = torch.randint(-20, 40, (9,), generator=g).sort().values.to(dtype)
-    bd[3] = bd[4]  # a repeated boundary
-    vals = torch.randint(-30, 50, (4, 7), generator=g).to(dtype)
-    vals[0, :3] = bd[:3]  # values on boundaries
-    for out_int32 in (False, True):
-        kw = {"right": right, "out_int32": out_int32}
-        assert_same(
-            torch.searchsorted(bd.neuron(), vals.neuron(), **kw), torch.searchsorted(bd, vals, **kw)
-        )
-        assert_same(
-            torch.bucketize(vals.neuron(), bd.neuron(), **kw), torch.bucketize(vals, bd, **kw)
-        )
-    side = "right" if right else "left"
-    # rows of boundaries, one per row of values; a sorter; scalars; out=
-    rows = torch.randint(-20, 40, (4, 5), generator=g).sort(-1).values.to(dtype)
-    assert_same(
-        torch.searchsorted(rows.neuron(), vals.neuron(), side=side),
-        torch.searchsorted(rows, vals, side=side),
-    )
-    perm = torch.randperm(9, generator=g)
-    shuffled, sorter = bd[perm], perm.argsort()
-    assert_same(
-        torch.searchsorted(shuffled.neuron(), vals.neuron(), right=right, sorter=sorter.neuron()),
-        torch.searchsorted(shuffled, vals, right=right, sorter=sorter),
-    )
-    assert_same(
-        torch.searchsorted(bd.neuron(), 7, right=right), torch.searchsorted(bd, 7, right=right)
-    )
-    assert_same(torch.bucketize(7, bd.neuron(), right=right), torch.bucketize(7, bd, right=right))
-    out = torch.empty(0, dtype=torch.long, device="neuron").t()
-    torch.searchsorted(bd.neuron(), vals.neuron().t(), right=right, out=out)
-    assert_same(out, torch.searchsorted(bd, vals.t(), right=right))
-    no_fallback()
-
-
-def test_searchsorted_nan_promotion_empty_and_errors():
-    bd = torch.tensor([1.0, 2.0, 2.0, 3.0, float("nan")])
-    v = torch.tensor([2.0, float("nan"), 0.0, 5.0, -float("inf")])
-    for right in (False, True):  # NaN: CPU's own comparisons, positions and all
-        assert_same(
-            torch.searchsorted(bd.neuron(), v.neuron(), right=right),
-            torch.searchsorted(bd, v, right=right),
-        )
-    ints = torch.tensor([[1, 5], [2, 9]])
-    assert_same(torch.searchsorted(bd.neuron(), ints.neuron()), torch.searchsorted(bd, ints))
-    assert_same(torch.searchsorted(ints[0].neuron(), 2.5), torch.searchsorted(ints[0], 2.5))
-    empty = torch.tensor([])
-    assert_same(torch.searchsorted(empty.neuron(), v.neuron()), torch.searchsorted(empty, v))
-    assert_same(torch.searchsorted(bd.neuron(), empty.neuron()), torch.searchsorted(bd, empty))
-    no_fallback()
-    b, x = bd.neuron(), v.neuron()
-    with pytest.raises(RuntimeError, match="side and right can't be set to opposites"):
-        torch.searchsorted(b, x, side="left", right=True)
-    with pytest.raises(RuntimeError, match="side can only be 'left' or 'right'"):
-        torch.searchsorted(b, x, side="middle")
-    with pytest.raises(RuntimeError, match="first N-1 dimensions"):
-        torch.searchsorted(torch.ones(2, 2, device="neuron"), torch.ones(1, 2, device="neuron"))
-    with pytest.raises(RuntimeError, match="same size"):
-        torch.searchsorted(b, x, sorter=torch.tensor([0, 1], device="neuron"))
-    with pytest.raises(RuntimeError, match="must be 1 dimension"):
-        torch.bucketize(x, torch.ones(1, 3, device="neuron"))
-    with pytest.raises(NotImplementedError, match="Bool"):
-        torch.searchsorted(torch.tensor([False, True]).neuron(), torch.tensor([True]).neuron())
-    with pytest.raises(RuntimeError, match="sorter"):
-        torch.searchsorted(b, x, sorter=torch.tensor([0, 1, 2, 3, 9], device="neuron"))
-        torch.neuron.synchronize()
-
-
-@pytest.mark.parametrize("dtype", REALS + [torch.bool])
-@pytest.mark.parametrize("name", ["cummax", "cummin"])
-def test_cummax_cummin(dtype, name):
-    g = torch.Generator().manual_seed(18)
-    x = torch.randint(-3, 4, (4, 6, 5), generator=g).to(dtype)  # many ties
-    if dtype.is_floating_point:
-        x[0, 2, 1] = x[1, 4, 3] = x[1, 1, 3] = float("nan")
-    f = getattr(torch, name)
-    for dim in (0, 1, -1):
-        vn, in_ = f(x.neuron(), dim)
-        vc, ic = f(x, dim)
-        assert_same(vn, vc, equal_nan=True)
-        assert_same(in_, ic)
-    # out= into strided outputs, a 0-dim input
-    v = torch.empty(5, 6, 4, dtype=dtype, device="neuron").transpose(0, 2)
-    i = torch.empty(5, 6, 4, dtype=torch.long, device="neuron").transpose(0, 2)
-    f(x.neuron(), 1, out=(v, i))
-    assert_same(v, f(x, 1).values, equal_nan=True)
-    assert_same(i, f(x, 1).indices)
-    assert_same(f(x[0, 0, 0].neuron(), 0).values, f(x[0, 0, 0], 0).values)
-    no_fallback()
-
-
-def test_cummax_backward():
-    x = torch.randn(3, 7, generator=torch.Generator().manual_seed(19))
-    xc, xn = x.clone().requires_grad_(), x.neuron().requires_grad_()
-    (torch.cummax(xc, 1).values * torch.arange(7.0)).sum().backward()
-    (torch.cummax(xn, 1).values * torch.arange(7.0).neuron()).sum().backward()
-    assert_same(xn.grad, xc.grad)
-    no_fallback()
+    native()
 
 
 def test_gather_scatter_int32_index_and_bad_dtype():
@@ -756,3 +477,353 @@ def test_gather_scatter_int32_index_and_bad_dtype():
     )
     with pytest.raises(RuntimeError, match="int32/int64"):
         x.neuron().gather(1, i32.to(torch.int16).neuron())
+
+
+# ---- where, tril / triu ----------------------------------------------------------
+
+
+def test_where():
+    c = torch.tensor([[True, False, True]])
+    x, y = torch.randn(2, 3), torch.randn(2, 1, dtype=torch.float64)
+    assert_same(torch.where(c.neuron(), x.neuron(), y.neuron()), torch.where(c, x, y))
+    assert_same(torch.where(c.neuron(), x.neuron(), 0.0), torch.where(c, x, 0.0))
+    assert_same(x.neuron().masked_fill(~c.neuron(), -1.5), x.masked_fill(~c, -1.5))
+    out = torch.empty(0, device="neuron")
+    torch.where(c.neuron(), x.neuron(), x.neuron() * 2, out=out)
+    assert_same(out, torch.where(c, x, x * 2))
+    with pytest.raises(RuntimeError, match="boolean"):
+        torch.where(
+            torch.ones(3, device="neuron"),
+            torch.ones(3, device="neuron"),
+            torch.zeros(3, device="neuron"),
+        )
+
+
+@pytest.mark.parametrize("k", [-1, 0, 2])
+def test_tril_triu(k):
+    x = torch.randn(2, 4, 5)
+    for f in (torch.tril, torch.triu):
+        assert_same(f(x.neuron(), k), f(x, k))
+        assert_same(f(x.neuron().transpose(1, 2), k), f(x.transpose(1, 2), k))
+    n = x.neuron()
+    n.tril_(k)
+    assert_same(n, x.tril(k))
+    m = torch.ones(6, 6, dtype=torch.bool)
+    assert_same(torch.ones(6, 6, dtype=torch.bool, device="neuron").tril(), m.tril())
+    with pytest.raises(RuntimeError, match="at least 2 dimensions"):
+        torch.tril(torch.ones(3, device="neuron"))
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+# ---- composites of native kernels: forward and backward against CPU, nothing
+# falling back (the all_native fixture) -------------------------------------------
+
+
+@pytest.mark.usefixtures("all_native")
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin", "max"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce(reduce, include_self):
+    g = torch.Generator().manual_seed(5)
+    self_ = torch.randn(4, 6, generator=g)
+    src = torch.randn(4, 5, generator=g)
+    src[1, 2] = float("nan") if reduce in ("amax", "amin", "max") else src[1, 2]
+    index = torch.randint(0, 6, (4, 5), generator=g)
+    ref = self_.scatter_reduce(1, index, src, reduce, include_self=include_self)
+    got = self_.neuron().scatter_reduce(
+        1, index.neuron(), src.neuron(), reduce, include_self=include_self
+    )
+    assert_same(got, ref, rtol=1e-5, atol=1e-6, equal_nan=True)
+    iself = torch.randint(-5, 5, (3, 4), generator=g)
+    isrc = torch.randint(-5, 5, (3, 4), generator=g)
+    iidx = torch.randint(0, 4, (3, 4), generator=g)
+    assert_same(
+        iself.neuron().scatter_reduce(
+            0, iidx.neuron() % 3, isrc.neuron(), reduce, include_self=include_self
+        ),
+        iself.scatter_reduce(0, iidx % 3, isrc, reduce, include_self=include_self),
+    )
+
+
+@pytest.mark.usefixtures("all_native")
+def test_scatter_reduce_backward_unfold_backward_and_integer_pow():
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(2, 9, generator=g)
+    idx = torch.randint(0, 3, (2, 9), generator=g)
+    grad_check(
+        lambda t: torch.zeros(2, 3, device=t.device).scatter_reduce(
+            1, idx.to(t.device), t, "amax", include_self=False
+        ),
+        x,
+    )
+    grad_check(lambda t: t.unfold(1, 4, 2).pow(2).sum(-1), x)  # overlapping windows
+    grad_check(lambda t: t.unfold(0, 2, 1), x)
+    a = torch.randint(-4, 5, (20,), generator=g)
+    b = torch.randint(-2, 6, (20,), generator=g)
+    assert_same(a.neuron() ** b.neuron(), a**b)
+    assert_same(
+        a.to(torch.int8).neuron() ** b.to(torch.int8).neuron(), a.to(torch.int8) ** b.to(torch.int8)
+    )
+    for dev in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError, match="reduce argument must be"):
+            torch.zeros(3, device=dev).scatter_reduce(
+                0, torch.zeros(3, dtype=torch.long, device=dev), torch.ones(3, device=dev), "foo"
+            )
+
+
+@pytest.mark.usefixtures("all_native")
+def test_masked_scatter():
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(4, 6, generator=g)
+    mask = torch.rand(4, 6, generator=g) > 0.4
+    src = torch.randn(30, generator=g)
+    grad_check(lambda a, s: a.masked_scatter(mask.to(a.device), s), x, src)
+    # a mask broadcast over rows, a strided self written in place
+    row = torch.rand(6, generator=g) > 0.5
+    xn, xc = x.neuron().t(), x.clone().t()
+    xn.masked_scatter_(row[:4].neuron(), src[:30].neuron())
+    xc.masked_scatter_(row[:4], src[:30])
+    assert_same(xn, xc)
+    assert_same(xn.masked_scatter_(torch.zeros_like(xn, dtype=torch.bool), src.neuron()), xc)
+    with pytest.raises(RuntimeError, match="Number of elements of source"):
+        x.neuron().masked_scatter_(torch.ones(4, 6, dtype=torch.bool).neuron(), src[:5].neuron())
+    with pytest.raises(RuntimeError, match="boolean masks"):
+        x.neuron().masked_scatter_(mask.int().neuron(), src.neuron())
+    with pytest.raises(RuntimeError, match="same dtypes"):
+        x.neuron().masked_scatter_(mask.neuron(), src.double().neuron())
+
+
+@pytest.mark.usefixtures("all_native")
+def test_take_and_put():
+    g = torch.Generator().manual_seed(17)
+    x = torch.randn(4, 5, generator=g)
+    idx = torch.tensor([[0, 19, -1], [-20, 7, 7]])
+    grad_check(lambda a: torch.take(a, idx.to(a.device)), x)
+    distinct = torch.tensor([0, 19, -2, 7, 11, -9])  # no two name one element
+    for accumulate, where in ((False, distinct), (True, idx)):
+        src = torch.randn(6, generator=g)
+        for base in (x, x.t()):  # contiguous and strided destinations
+            want = base.clone().put_(where, src, accumulate)
+            got = base.neuron().clone().put_(where.neuron(), src.neuron(), accumulate)
+            assert_same(got, want)
+    grad_check(
+        lambda a, s: a.put(idx.to(a.device), s, accumulate=True), x, torch.randn(2, 3, generator=g)
+    )
+    xn = x.neuron()
+    with pytest.raises(RuntimeError, match="long tensor"):
+        xn.take(idx.int().neuron())
+    with pytest.raises(IndexError, match="same number of elements"):
+        xn.clone().put_(idx.neuron(), torch.ones(2, device="neuron"))
+    with pytest.raises(RuntimeError, match="same dtype"):
+        xn.clone().put_(idx.neuron(), torch.ones(6, dtype=torch.float64, device="neuron"))
+    with pytest.raises(IndexError):
+        xn.take(torch.tensor([20]).neuron())
+        torch.neuron.synchronize()
+
+
+@pytest.mark.usefixtures("all_native")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.complex64])
+def test_count_nonzero(dtype):
+    x = (torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(10)) > 0.3).to(dtype) * 1
+    x = x.to(dtype)
+    for dim in (None, 0, -1, (0, 2), ()):
+        kw = {} if dim is None else {"dim": dim}
+        assert_same(torch.count_nonzero(x.neuron(), **kw), torch.count_nonzero(x, **kw))
+
+
+@pytest.mark.usefixtures("all_native")
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_repeat_interleave_with_tensor_repeats(dtype):
+    reps = torch.tensor([2, 0, 3, 1, 0], dtype=dtype)
+    assert_same(torch.repeat_interleave(reps.neuron()), torch.repeat_interleave(reps))
+    assert_same(
+        torch.repeat_interleave(reps.neuron(), output_size=6),
+        torch.repeat_interleave(reps, output_size=6),
+    )
+    x = torch.randn(5, 3, generator=torch.Generator().manual_seed(11))
+    grad_check(lambda a: torch.repeat_interleave(a, reps.to(a.device), dim=0), x)
+    empty = torch.empty(0, dtype=dtype)
+    assert_same(torch.repeat_interleave(empty.neuron()), torch.repeat_interleave(empty))
+    with pytest.raises(RuntimeError, match="can not be negative"):
+        torch.repeat_interleave(torch.tensor([1, -1], dtype=dtype).neuron())
+    with pytest.raises(RuntimeError, match="1D"):
+        torch.repeat_interleave(reps.view(1, -1).neuron())
+    with pytest.raises(RuntimeError, match="does not match"):
+        torch.repeat_interleave(reps.neuron(), output_size=5)
+    with pytest.raises(NotImplementedError, match="Float"):
+        torch.repeat_interleave(reps.float().neuron())
+
+
+@pytest.mark.usefixtures("all_native")
+@pytest.mark.parametrize(
+    "name", ["roll", "roll_flat", "reflect1d", "reflect2d", "replicate1d", "replicate2d"]
+)
+def test_roll_and_padding(name):
+    x, y = rnd(3, 4, 6), rnd(3, 4, 6)
+    fns = {
+        "roll": lambda a, b: a.roll((2, -1), (1, 2)) + b,
+        "roll_flat": lambda a, b: a.roll(5) * b,
+        "reflect1d": lambda a, b: F.pad(a, (2, 3), mode="reflect"),
+        "reflect2d": lambda a, b: F.pad(a, (2, 3, 1, 2), mode="reflect"),
+        "replicate1d": lambda a, b: F.pad(a, (3, 1), mode="replicate"),
+        "replicate2d": lambda a, b: F.pad(a[None], (1, 4, 2, 0), mode="replicate"),
+    }
+    grad_check(fns[name], x, y, tol={"rtol": 1e-5, "atol": 1e-5})
+
+
+# ---- edge cases of gather / scatter / scatter_add / scatter_reduce /
+# index_select / index_add / take_along_dim (issue 16; tools/mutate.py checks
+# that these tests catch planted bugs): transposed, sliced (storage offset,
+# steps) and expanded index, src, self and out ------------------------------------
+
+
+def layouts(t):
+    """The same values in other layouts: (name, make) where make maps a
+    contiguous tensor of t's shape to a non-contiguous one of equal values."""
+
+    def transposed(x):
+        return x.t().contiguous().t()
+
+    def offset(x):  # a slice of a larger tensor: storage offset and row stride
+        big = torch.zeros(x.shape[0] + 2, x.shape[1] + 3, dtype=x.dtype, device=x.device)
+        big[1 : 1 + x.shape[0], 2 : 2 + x.shape[1]] = x
+        return big[1 : 1 + x.shape[0], 2 : 2 + x.shape[1]]
+
+    def stepped(x):  # every other column of a wider tensor
+        big = torch.zeros(x.shape[0], 2 * x.shape[1], dtype=x.dtype, device=x.device)
+        big[:, ::2] = x
+        return big[:, ::2]
+
+    return [("transposed", transposed), ("offset", offset), ("stepped", stepped)]
+
+
+LAYOUTS = ["transposed", "offset", "stepped"]
+
+
+def relayout(x, name):
+    return dict(layouts(x))[name](x)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dim", [0, 1])
+def test_gather_noncontiguous_index_self_out(layout, dim):
+    src = randn(9, 11, seed=20)
+    idx = torch.randint(0, src.shape[dim], (7, 6), generator=gen(21))
+    want = torch.gather(src, dim, idx)
+    sn, ixn = src.neuron(), idx.neuron()
+    assert_same(torch.gather(sn, dim, relayout(ixn, layout)), want)
+    assert_same(torch.gather(relayout(sn, layout), dim, ixn), want)
+    out = relayout(torch.zeros(7, 6, device="neuron"), layout)
+    torch.gather(sn, dim, ixn, out=out)
+    assert_same(out, want)
+    native("gather")
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_gather_expanded_index(dim):
+    """A broadcast index (stride 0), as take_along_dim and top-k routing make."""
+    src = randn(9, 11, seed=22)
+    col = torch.randint(0, src.shape[dim], (7, 1) if dim == 0 else (1, 6), generator=gen(23))
+    idx = col.expand(7, 6)
+    assert_same(torch.gather(src.neuron(), dim, idx.neuron()), torch.gather(src, dim, idx))
+    native("gather")
+
+
+def test_take_along_dim_broadcast_and_noncontiguous():
+    x = randn(5, 8, 6, seed=24)
+    idx = torch.argsort(x, dim=1)[:, :3]  # sliced: non-contiguous
+    assert_same(torch.take_along_dim(x.neuron(), idx.neuron(), 1), torch.take_along_dim(x, idx, 1))
+    b = torch.randint(0, 8, (1, 4, 1), generator=gen(25))  # broadcast over dims 0 and 2
+    assert_same(torch.take_along_dim(x.neuron(), b.neuron(), 1), torch.take_along_dim(x, b, 1))
+    xt = x.transpose(0, 2)
+    it = torch.randint(0, 6, (5, 8, 2), generator=gen(26)).transpose(0, 2)  # (2, 8, 5)
+    assert_same(torch.take_along_dim(xt.neuron(), it.neuron(), 0), torch.take_along_dim(xt, it, 0))
+    native("gather")
+
+
+def perm_index(rows, cols, size, dim, seed):
+    """An index without duplicates along dim (scatter's result is then
+    defined): per column (dim 0) or row (dim 1), distinct positions."""
+    g = gen(seed)
+    if dim == 0:
+        return torch.stack([torch.randperm(size, generator=g)[:rows] for _ in range(cols)], 1)
+    return torch.stack([torch.randperm(size, generator=g)[:cols] for _ in range(rows)], 0)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dim", [0, 1])
+def test_scatter_noncontiguous(layout, dim):
+    self_ = randn(9, 11, seed=30)
+    idx = perm_index(7, 6, self_.shape[dim], dim, seed=31)
+    src = randn(8, 7, seed=32)  # larger than idx: only idx's shape is read
+    want = torch.scatter(self_, dim, idx, src)
+    sn, ixn, srn = self_.neuron(), idx.neuron(), src.neuron()
+    assert_same(torch.scatter(sn, dim, relayout(ixn, layout), srn), want)
+    assert_same(torch.scatter(sn, dim, ixn, relayout(srn, layout)), want)
+    inplace = relayout(sn, layout)
+    inplace.scatter_(dim, ixn, srn)
+    assert_same(inplace, want)
+    out = relayout(torch.zeros(9, 11, device="neuron"), layout)
+    torch.scatter(sn, dim, ixn, srn, out=out)
+    assert_same(out, want)
+    v = torch.scatter(self_, dim, idx, -3.5)
+    assert_same(torch.scatter(sn, dim, relayout(ixn, layout), -3.5), v)
+    native("scatter")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dim", [0, 1])
+def test_scatter_add_and_reduce_noncontiguous(layout, dim):
+    """Duplicate indices accumulate; integer-valued floats keep the sums exact
+    in any order."""
+    self_ = torch.randint(-5, 5, (9, 11), generator=gen(33)).float()
+    idx = torch.randint(0, self_.shape[dim], (7, 6), generator=gen(34))
+    src = torch.randint(-5, 5, (7, 6), generator=gen(35)).float()
+    sn, ixn, srn = self_.neuron(), idx.neuron(), src.neuron()
+    want = torch.scatter_add(self_, dim, idx, src)
+    assert_same(torch.scatter_add(sn, dim, relayout(ixn, layout), srn), want)
+    assert_same(torch.scatter_add(sn, dim, ixn, relayout(srn, layout)), want)
+    inplace = relayout(sn, layout)
+    inplace.scatter_add_(dim, relayout(ixn, layout), relayout(srn, layout))
+    assert_same(inplace, want)
+    for reduce in ("sum", "prod", "amax", "amin", "mean"):
+        for include_self in (True, False):
+            want = torch.scatter_reduce(self_, dim, idx, src, reduce, include_self=include_self)
+            got = torch.scatter_reduce(
+                relayout(sn, layout),
+                dim,
+                relayout(ixn, layout),
+                relayout(srn, layout),
+                reduce,
+                include_self=include_self,
+            )
+            assert_same(got, want)
+    native("scatter")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_index_select_index_add_noncontiguous(layout):
+    x = randn(10, 12, seed=40)
+    idx2 = torch.randint(0, 10, (3, 7), generator=gen(41))
+    idx = relayout(idx2.neuron(), layout)[1]  # a row of a relaid index: strided, offset
+    want_rows = torch.index_select(x, 0, idx.cpu())
+    assert_same(torch.index_select(x.neuron(), 0, idx), want_rows)
+    assert_same(torch.index_select(relayout(x.neuron(), layout), 0, idx), want_rows)
+    want_cols = torch.index_select(x, 1, idx.cpu())
+    assert_same(torch.index_select(relayout(x.neuron(), layout), 1, idx), want_cols)
+    out = relayout(torch.zeros(7, 12, device="neuron"), layout)
+    torch.index_select(x.neuron(), 0, idx, out=out)
+    assert_same(out, want_rows)
+    # index_add with duplicates, strided source and self, alpha
+    src = torch.randint(-4, 4, (7, 12), generator=gen(42)).float()
+    base = torch.randint(-4, 4, (10, 12), generator=gen(43)).float()
+    want = torch.index_add(base, 0, idx.cpu(), src, alpha=2)
+    got = torch.index_add(base.neuron(), 0, idx, relayout(src.neuron(), layout), alpha=2)
+    assert_same(got, want)
+    inplace = relayout(base.neuron(), layout)
+    inplace.index_add_(0, idx, relayout(src.neuron(), layout), alpha=2)
+    assert_same(inplace, want)
+    src_c = torch.randint(-4, 4, (10, 7), generator=gen(44)).float()
+    want = torch.index_add(base, 1, idx.cpu(), src_c)
+    got = torch.index_add(relayout(base.neuron(), layout), 1, idx, relayout(src_c.neuron(), layout))
+    assert_same(got, want)
+    native("index_select", "index_add")

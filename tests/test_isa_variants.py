@@ -1,9 +1,10 @@
-"""The kernel library's ISA variants against PyTorch CPU: the element-wise,
-reduction, softmax/norm, GEMM, attention, convolution and pooling suites and
-the kernel edge cases (test_kernel_edges.py, test_kernel_edges2.py) run again
-in fresh interpreters with TORCH_NEURONX_ISA forcing the portable reference
-and AVX2 (the default run covers the best ISA the CPU has). The C suite
-compares the GEMM and vector-math variants with the reference directly."""
+"""The kernel library's ISA variants against PyTorch CPU: the per-op suites
+of the element-wise, reduction, softmax/norm, loss, GEMM, index, copy,
+attention, convolution, pooling and optimizer kernels, their edge cases
+included, run again in fresh interpreters with TORCH_NEURONX_ISA forcing the
+portable reference and AVX2 (the default run covers the best ISA the CPU
+has). The C suite compares the GEMM and vector-math variants with the
+reference directly."""
 
 import os
 import subprocess
@@ -17,13 +18,17 @@ import torch_neuronx
 SUITES = [
     "test_fuzz.py",
     "test_unary_ops.py",
-    "test_nn_ops.py",
+    "test_binary_ops.py",
+    "test_reduction_ops.py",
+    "test_norm_ops.py",
+    "test_loss_ops.py",
+    "test_linalg_ops.py",
+    "test_index_ops.py",
+    "test_tensor_ops.py",
     "test_attention.py",
-    "test_math_ops.py",
     "test_conv.py",
     "test_pooling.py",
-    "test_kernel_edges.py",
-    "test_kernel_edges2.py",
+    "test_optim.py",
 ]
 
 

@@ -1,10 +1,15 @@
-"""Optimizers on neuron: fused Adam/AdamW kernels and the default (foreach)
-path, against the same optimizer on CPU, with no CPU fallback."""
+"""Optimizers on neuron (csrc/aten/optim_ops.cpp): fused Adam/AdamW/SGD
+kernels and the default (foreach) path, against the same optimizer on CPU,
+with no CPU fallback; and their edge cases."""
 
 import pytest
 import torch
+from conftest import assert_same
+from op_util import gen, native
 
 import torch_neuronx
+
+pytestmark = pytest.mark.usefixtures("fresh_op_tracking")
 
 
 def make_params(seed, dtype=torch.float32):
@@ -205,3 +210,118 @@ def test_fused_sgd_grad_scale_and_found_inf():
             outs[dev] = (p.cpu(), gr.cpu(), buf.cpu())
         for a, b in zip(outs["neuron"], outs["cpu"]):
             torch.testing.assert_close(a, b)
+
+
+def test_adamw_step_matches_cpu_without_fallbacks_in_the_update():
+    torch.manual_seed(0)
+    p = torch.randn(10, 4, requires_grad=True)
+    pn = p.detach().neuron().requires_grad_()
+    oc, on = torch.optim.AdamW([p], lr=0.1), torch.optim.AdamW([pn], lr=0.1)
+    for i in range(3):
+        g = torch.randn(10, 4, generator=torch.Generator().manual_seed(i))
+        p.grad, pn.grad = g.clone(), g.neuron()
+        oc.step()
+        on.step()
+    assert_same(pn.detach(), p.detach(), rtol=1e-5, atol=1e-6)
+
+
+# ---- edge cases (issue 16; tools/mutate.py checks that these tests catch
+# planted bugs): Adam / AdamW (fused kernel, foreach, for-loop) and SGD (fused,
+# foreach) with weight decay, amsgrad, maximize, momentum, dampening and
+# nesterov; parameters of 1, 17 and 40007 elements (the fused kernel's
+# parallel grain is 16384), fp32 and bf16; parameters and optimizer state
+# compared after several steps ------------------------------------------------------
+
+OPT_SIZES = [(1,), (17,), (40007,), (33, 5)]
+
+
+def opt_run(device, cls, dtype, steps=5, **kw):
+    params = [
+        (torch.randn(*s, generator=gen(80 + i)) * (i + 1)).to(device, dtype).requires_grad_()
+        for i, s in enumerate(OPT_SIZES)
+    ]
+    opt = cls(params, **kw)
+    g = gen(90)
+    for step in range(steps):
+        for p in params:
+            # gradients of changing scale and sign, some exactly zero
+            gr = torch.randn(p.shape, generator=g) * (10.0 ** (step % 3 - 1))
+            gr[::7] = 0.0 if step % 2 else gr[::7]
+            p.grad = gr.to(device, dtype)
+        opt.step()
+    state = [
+        {k: v.detach().cpu() for k, v in opt.state[p].items() if torch.is_tensor(v)} for p in params
+    ]
+    return [p.detach().cpu() for p in params], state
+
+
+ADAM_CFGS = [
+    dict(),
+    dict(weight_decay=0.1),
+    dict(amsgrad=True, weight_decay=0.01),
+    dict(maximize=True, betas=(0.8, 0.95), eps=1e-6),
+    dict(lr=0.01, amsgrad=True, maximize=True),
+]
+
+
+@pytest.mark.parametrize("impl", ["fused", "foreach", "forloop"])
+@pytest.mark.parametrize("cfg", range(len(ADAM_CFGS)))
+@pytest.mark.parametrize("cls", [torch.optim.Adam, torch.optim.AdamW])
+def test_adam_family_matches_cpu(cls, cfg, impl):
+    kw = dict(
+        ADAM_CFGS[cfg],
+        **{"fused": {"fused": True}, "foreach": {"foreach": True}, "forloop": {"foreach": False}}[
+            impl
+        ],
+    )
+    pn, sn = opt_run("neuron", cls, torch.float32, **kw)
+    pc, sc = opt_run("cpu", cls, torch.float32, **kw)
+    for a, b in zip(pn, pc):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    for a, b in zip(sn, sc):
+        assert a.keys() == b.keys()
+        for k in a:
+            torch.testing.assert_close(
+                a[k], b[k], rtol=1e-5, atol=1e-6, msg=lambda m, k=k: f"{k}: {m}"
+            )
+    native()
+
+
+@pytest.mark.parametrize("cls", [torch.optim.Adam, torch.optim.AdamW])
+def test_fused_adam_bf16(cls):
+    """The fused kernel's generic (non-fp32) path against CPU's fused bf16."""
+    kw = dict(fused=True, weight_decay=0.05, amsgrad=True)
+    pn, sn = opt_run("neuron", cls, torch.bfloat16, **kw)
+    pc, sc = opt_run("cpu", cls, torch.bfloat16, **kw)
+    for a, b in zip(pn, pc):
+        torch.testing.assert_close(a.float(), b.float(), rtol=1e-2, atol=1e-2)
+    native()
+
+
+SGD_CFGS = [
+    dict(lr=0.1),
+    dict(lr=0.1, momentum=0.9),
+    dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01),
+    dict(lr=0.05, momentum=0.8, dampening=0.3, maximize=True),
+    dict(lr=0.05, momentum=0.9, nesterov=True, maximize=True, weight_decay=0.1),
+]
+
+
+@pytest.mark.parametrize("impl", ["fused", "foreach", "forloop"])
+@pytest.mark.parametrize("cfg", range(len(SGD_CFGS)))
+def test_sgd_matches_cpu(cfg, impl):
+    kw = dict(
+        SGD_CFGS[cfg],
+        **{"fused": {"fused": True}, "foreach": {"foreach": True}, "forloop": {"foreach": False}}[
+            impl
+        ],
+    )
+    pn, sn = opt_run("neuron", torch.optim.SGD, torch.float32, **kw)
+    pc, sc = opt_run("cpu", torch.optim.SGD, torch.float32, **kw)
+    for a, b in zip(pn, pc):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    for a, b in zip(sn, sc):
+        assert a.keys() == b.keys()
+        for k in a:
+            torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6)
+    native()

@@ -1,12 +1,16 @@
-"""Native 2-D and 3-D pooling (max with indices, average, adaptive average and max)
-and bilinear upsampling, forward and backward, against PyTorch CPU."""
+"""Native 2-D and 3-D pooling (csrc/aten/pooling_ops.cpp: max with indices,
+average, adaptive average and max) and bilinear upsampling, forward and
+backward, against PyTorch CPU; and the pooling edge cases."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 from conftest import assert_same
+from op_util import both, native, randn
 
 import torch_neuronx
+
+pytestmark = pytest.mark.usefixtures("fresh_op_tracking")
 
 POOLS = {
     "max2": lambda t: F.max_pool2d(t, 2),
@@ -295,3 +299,84 @@ def test_grid_sample_bicubic_falls_back_and_errors_match():
     for dev in ("cpu", "neuron"):
         with pytest.raises(RuntimeError):  # grid batch differs from the input's
             F.grid_sample(x.to(dev), torch.rand(2, 3, 3, 2, device=dev), align_corners=False)
+
+
+# ---- edge cases (issue 16; tools/mutate.py checks that these tests catch
+# planted bugs): max / avg / adaptive-avg pooling (kernels/spatial.c) with
+# ceil_mode, padding, dilation, windows of -inf and NaN, ties, non-contiguous
+# inputs, indices -------------------------------------------------------------------
+
+
+def pool_input(shape, seed, specials=True):
+    x = randn(*shape, seed=seed)
+    if specials:
+        flat = x.view(-1)
+        flat[5] = float("nan")
+        flat[40:52] = float("-inf")  # whole windows of -inf
+        flat[70] = float("inf")
+        flat[90:94] = 1.25  # ties: the first one wins
+    return x
+
+
+POOL1D = {
+    "max_ceil_pad": lambda t: F.max_pool1d(t, 3, 2, 1, ceil_mode=True),
+    "max_dil": lambda t: F.max_pool1d(t, 4, 3, 2, dilation=2, ceil_mode=True),
+    "max_idx": lambda t: F.max_pool1d(t, 3, 2, 1, return_indices=True)[1].float(),
+    "avg_ceil_pad": lambda t: F.avg_pool1d(t, 3, 2, 1, ceil_mode=True),
+    "avg_nopad_count": lambda t: F.avg_pool1d(t, 4, 3, 2, ceil_mode=True, count_include_pad=False),
+}
+POOL2D = {
+    "max_ceil_pad": lambda t: F.max_pool2d(t, 3, 2, 1, ceil_mode=True),
+    "max_dil": lambda t: F.max_pool2d(t, (2, 3), (3, 2), (1, 1), dilation=(2, 2), ceil_mode=True),
+    "max_idx": lambda t: F.max_pool2d(t, 3, 2, 1, ceil_mode=True, return_indices=True)[1].float(),
+    "avg_ceil_pad": lambda t: F.avg_pool2d(t, 3, 2, 1, ceil_mode=True),
+    "avg_nopad_count": lambda t: F.avg_pool2d(
+        t, (3, 2), 2, 1, ceil_mode=True, count_include_pad=False
+    ),
+    "avg_divisor": lambda t: F.avg_pool2d(t, 3, 2, 1, divisor_override=4),
+    "adaptive_odd": lambda t: F.adaptive_avg_pool2d(t, (5, 7)),
+}
+
+
+def pool_check(f, x, dtype=torch.float32):
+    x = x.to(dtype)
+    xc, xn = both(x)
+    yc, yn = f(xc), f(xn)
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {"rtol": 1e-5, "atol": 1e-6}
+    assert_same(yn, yc, equal_nan=True, **tol)
+    if yc.requires_grad:
+        gy = randn(*yc.shape, seed=70, dtype=dtype)
+        yc.backward(gy)
+        yn.backward(gy.neuron())
+        assert_same(xn.grad, xc.grad, equal_nan=True, **tol)
+    native("pool")
+
+
+@pytest.mark.parametrize("name", list(POOL1D))
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_pool1d_specials_layouts(name, layout):
+    x = pool_input((2, 3, 37), seed=71)
+    if layout == "transposed":  # channels innermost in storage
+        x = x.transpose(1, 2).contiguous().transpose(1, 2)
+    pool_check(POOL1D[name], x)
+
+
+@pytest.mark.parametrize("name", list(POOL2D))
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "stepped"])
+def test_pool2d_specials_layouts(name, layout):
+    x = pool_input((2, 3, 13, 17), seed=72)
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    elif layout == "stepped":
+        big = torch.zeros(2, 3, 13, 34)
+        big[..., ::2] = x
+        x = big[..., ::2]
+    pool_check(POOL2D[name], x)
+
+
+@pytest.mark.parametrize("name", ["max_ceil_pad", "avg_ceil_pad", "adaptive_odd"])
+def test_pool2d_bf16_and_many_planes(name):
+    """bf16, and enough planes and rows that the forward and the per-plane
+    backward split over threads."""
+    pool_check(POOL2D[name], pool_input((4, 16, 30, 31), seed=73), dtype=torch.bfloat16)
+    pool_check(POOL2D[name], pool_input((4, 16, 30, 31), seed=74, specials=False))

@@ -1,7 +1,10 @@
-"""On-device RNG: seeding, state, generators, distributions."""
+"""On-device RNG (csrc/aten/random_ops.cpp): seeding, state, generators,
+distributions, dropout."""
 
 import pytest
 import torch
+import torch.nn.functional as F
+from conftest import assert_same
 
 import torch_neuronx
 
@@ -204,3 +207,20 @@ def test_randperm_statistics_and_errors():
             torch.randperm(3000, device=dev, dtype=torch.float16)
         with pytest.raises(RuntimeError, match="int8_t without overflow"):
             torch.randperm(3000, device=dev, dtype=torch.int8)
+
+
+@pytest.mark.usefixtures("all_native")
+def test_dropout_mask_scale_and_backward():
+    torch.manual_seed(0)
+    x = torch.randn(200, 100).neuron().requires_grad_()
+    y = F.dropout(x, p=0.3, training=True)
+    kept = y != 0
+    frac = kept.float().mean().item()
+    assert 0.67 < frac < 0.73  # 20000 draws: 5 sigma is about 0.016
+    torch.testing.assert_close(y[kept].cpu(), (x[kept] / 0.7).detach().cpu())
+    y.sum().backward()
+    torch.testing.assert_close(x.grad.cpu(), kept.float().cpu() / 0.7)
+    torch.manual_seed(0)
+    y2 = F.dropout(x.detach(), p=0.3, training=True)  # same seed, same mask (Philox)
+    assert torch.equal((y2 != 0).cpu(), kept.cpu())
+    assert_same(F.dropout(x.detach(), p=0.3, training=False), x.detach().cpu())

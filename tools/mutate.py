@@ -38,87 +38,51 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-E = "tests/test_kernel_edges.py"
-E2 = "tests/test_kernel_edges2.py"
-
-# The pytest selections of each kernel family: its unit tests in the
-# family's own files plus the edge cases of tests/test_kernel_edges.py or
-# tests/test_kernel_edges2.py (the -k expression also matches the module
-# name: "attention" selects all of tests/test_attention.py).
+# The pytest selections of each kernel family: the tests that reach its
+# kernels in the per-op files (tests/test_<csrc/aten file>.py and the other
+# family files), the edge cases among them. pytest -k applies to every path
+# given and also matches the module name: "attention" selects all of
+# tests/test_attention.py, so a file whose name names the family needs no -k.
 FAMILIES = {
     "softmax": [
-        "tests/test_nn_ops.py",
+        "tests/test_norm_ops.py",
+        "tests/test_loss_ops.py",
         "-k",
         "softmax or cross_entropy",
-        "tests/test_index_ops.py::test_cross_entropy",
         "tests/test_training_ops.py::test_cross_entropy_over_sequences_and_images",
-        E,
     ],
     "gemm": [
-        "tests/test_math_ops.py",
+        "tests/test_linalg_ops.py",
         "tests/test_training_ops.py",
         "tests/test_fuzz.py",
         "-k",
         "mm or bmm or linear or matmul or addmv or product or gemm",
-        E,
     ],
-    "index": [
-        "tests/test_index_ops.py",
-        "tests/test_select_ops.py",
-        "-k",
-        "gather or scatter or index or take_along or embedding",
-        E,
-    ],
+    "index": ["tests/test_index_ops.py"],
     "eltwise": [
         "tests/test_unary_ops.py",
+        "tests/test_binary_ops.py",
         "tests/test_fuzz.py",
         "-k",
         "unary or elementwise or activation or exp or sigmoid or silu or gelu",
-        E,
     ],
     "reduce": [
-        "tests/test_nn_ops.py",
+        "tests/test_reduction_ops.py",
         "tests/test_fuzz.py",
         "-k",
         "sum or mean or reductions",
-        E,
     ],
     "norm": [
-        "tests/test_nn_ops.py",
-        "tests/test_composite_ops.py",
+        "tests/test_norm_ops.py",
         "-k",
         "layer_norm or rms_norm or group_norm or batch_norm",
-        E2,
     ],
-    "attention": [
-        "tests/test_attention.py",
-        "-k",
-        "attention or sdpa",
-        E2,
-    ],
-    "conv": [
-        "tests/test_conv.py",
-        "-k",
-        "conv or unfold or fold",
-        E2,
-    ],
-    "pool": [
-        "tests/test_pooling.py",
-        "-k",
-        "pool",
-        E2,
-    ],
-    "optim": [
-        "tests/test_optim.py",
-        "-k",
-        "adam or sgd or optim",
-        E2,
-    ],
+    "attention": ["tests/test_attention.py"],
+    "conv": ["tests/test_conv.py"],
+    "pool": ["tests/test_pooling.py"],
+    "optim": ["tests/test_optim.py"],
     "allocator": ["tests/test_memory.py"],
 }
-
-# pytest -k applies to every path given; the family's paths and keyword
-# are kept apart so that E is filtered by the same expression.
 
 
 @dataclass
@@ -559,8 +523,8 @@ def main():
         action="append",
         default=[],
         metavar="FILE",
-        help="leave a test file out of every family (e.g. tests/test_kernel_edges.py, "
-        "to measure the family tests without the edge cases)",
+        help="leave a test file out of every family (e.g. tests/test_fuzz.py, to "
+        "measure what the other files kill without it)",
     )
     ap.add_argument("--allow-main-checkout", action="store_true")
     args = ap.parse_args()

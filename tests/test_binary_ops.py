@@ -1,5 +1,9 @@
-"""Native arithmetic and matrix products against PyTorch CPU: broadcasting,
-type promotion, scalars, in-place/out forms, strides and errors."""
+"""Native element-wise binary ops (csrc/aten/binary_ops.cpp) against PyTorch
+CPU: arithmetic with broadcasting, type promotion, scalars, in-place/out
+forms, strides and errors; division modes, remainder, pow, clamp, logical,
+bitwise and comparison ops, the other binary math (fmax/fmin, copysign,
+logaddexp, hypot, heaviside, fmod, atan2, xlogy), complex arithmetic and
+polar, addcmul/addcdiv/lerp; and the edge cases of the vector loops."""
 
 import itertools
 import re
@@ -7,6 +11,18 @@ import re
 import pytest
 import torch
 from conftest import assert_same
+from op_util import (
+    ELT_LENS,
+    FLOATS,
+    elt_input,
+    gen,
+    grad_check,
+    half_tol,
+    native,
+    randn,
+    rnd,
+    sample,
+)
 
 import torch_neuronx
 
@@ -35,10 +51,7 @@ def tol(dtype):
     return {"rtol": 1.6e-2, "atol": 1e-2} if dtype in (torch.bfloat16, torch.float16) else {}
 
 
-@pytest.fixture(autouse=True)
-def _no_fallback():
-    torch_neuronx.clear_op_tracking()
-    yield
+pytestmark = pytest.mark.usefixtures("fresh_op_tracking")
 
 
 @pytest.mark.parametrize("op,dtype", list(itertools.product(OPS, DTYPES)))
@@ -124,99 +137,7 @@ def test_unsupported_dtypes_fall_back_correctly():
     assert "aten::atan" in torch_neuronx.get_fallback_ops()
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
-@pytest.mark.parametrize(
-    "shape",
-    [
-        (1, 1, 1),
-        (7, 5, 3),
-        (64, 64, 64),
-        (130, 257, 40),
-        (1, 300, 260),
-        (300, 700, 37),
-        (260, 530, 600),
-    ],
-)  # last two: column split
-def test_mm_matches_cpu(dtype, shape):
-    m, n, k = shape
-    a, b = rand((m, k), torch.float32, 1).to(dtype), rand((k, n), torch.float32, 2).to(dtype)
-    want = (a.double() @ b.double()).to(dtype)
-    t = (
-        {"rtol": 2e-2, "atol": 5e-2 * k**0.5}
-        if dtype in (torch.bfloat16, torch.float16)
-        else {"rtol": 1e-4, "atol": 1e-4}
-    )
-    assert_same(a.neuron() @ b.neuron(), want, **t)
-    assert_same(a.neuron().t().contiguous().t() @ b.neuron().t().contiguous().t(), want, **t)
-    assert torch_neuronx.get_fallback_ops() == {}
-
-
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("layout", ["rows", "weight"])
-def test_narrow_mm_rounds_once_like_cpu(dtype, layout):
-    # Depth 2048 spans several packed blocks of every kernel variant. CPU sums
-    # in fp32 and rounds to bf16/fp16 once; rounding after each block (the
-    # earlier fp32-converting path) left a fifth of this product one ulp off.
-    # Only fp32 summation order may differ: at most 1% of elements by 1 ulp.
-    g = torch.Generator().manual_seed(0)
-    a = (torch.rand(24, 2048, generator=g) * 0.5 + 0.25).to(dtype)
-    b = (torch.rand(48, 2048, generator=g) * 0.01).to(dtype)
-    b = b.t() if layout == "weight" else b.t().contiguous()  # x @ W^T, or row-major B
-    want = a @ b
-    got = (a.neuron() @ b.neuron()).cpu()
-    bits = (got.view(torch.int16).int() - want.view(torch.int16).int()).abs()
-    assert bits.max().item() <= 1 and (bits != 0).sum().item() <= want.numel() // 100
-    assert torch_neuronx.get_fallback_ops() == {}
-
-
-def test_addmm_bmm_linear_matmul():
-    x, w, bias = torch.randn(8, 16), torch.randn(4, 16), torch.randn(4)
-    assert_same(
-        torch.nn.functional.linear(x.neuron(), w.neuron(), bias.neuron()),
-        torch.nn.functional.linear(x, w, bias),
-        rtol=1e-5,
-        atol=1e-5,
-    )
-    c = torch.randn(8, 4)
-    assert_same(
-        torch.addmm(c.neuron(), x.neuron(), w.neuron().t(), beta=0.5, alpha=2),
-        torch.addmm(c, x, w.t(), beta=0.5, alpha=2),
-        rtol=1e-5,
-        atol=1e-5,
-    )
-    cn = c.neuron()
-    cn.addmm_(x.neuron(), w.neuron().t())
-    assert_same(cn, c.addmm(x, w.t()), rtol=1e-5, atol=1e-5)
-    p, q = torch.randn(3, 5, 6), torch.randn(3, 6, 2)
-    assert_same(torch.bmm(p.neuron(), q.neuron()), torch.bmm(p, q), rtol=1e-5, atol=1e-5)
-    assert_same(p.neuron() @ q.neuron(), p @ q, rtol=1e-5, atol=1e-5)
-    r = torch.randn(2, 3, 5, 6)
-    assert_same(r.neuron() @ q.neuron()[0], r @ q[0], rtol=1e-5, atol=1e-5)
-    assert torch_neuronx.get_fallback_ops() == {}
-
-
-def test_mm_edge_cases_and_errors():
-    e = torch.empty(3, 0)
-    assert_same(e.neuron() @ torch.empty(0, 4).neuron(), e @ torch.empty(0, 4))
-    nan_c = torch.full((2, 2), float("nan"))
-    assert_same(
-        torch.addmm(nan_c.neuron(), torch.ones(2, 3).neuron(), torch.ones(3, 2).neuron(), beta=0),
-        torch.addmm(nan_c, torch.ones(2, 3), torch.ones(3, 2), beta=0),
-    )
-    with pytest.raises(
-        RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"
-    ):
-        torch.ones(2, 3, device="neuron") @ torch.ones(4, 5, device="neuron")
-    with pytest.raises(RuntimeError, match="same dtype"):
-        torch.mm(
-            torch.ones(2, 2, device="neuron"),
-            torch.ones(2, 2, device="neuron", dtype=torch.float64),
-        )
-    i = torch.randint(0, 5, (3, 3))
-    assert_same(i.neuron() @ i.neuron(), i @ i)  # integer matmul: CPU fallback
-
-
-# ---- floor/trunc division, remainder, pow, clamp, logical, baddbmm ----------
+# ---- floor/trunc division, remainder, pow, clamp, logical ----------------------
 
 _DIV_DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.int32, torch.int8]
 
@@ -310,50 +231,6 @@ def test_logical_ops(dtype):
     assert torch_neuronx.get_fallback_ops() == {}
 
 
-@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.float32])
-@pytest.mark.parametrize("name", ["all", "any"])
-def test_all_any_every_form(name, dtype):
-    """all/any over one dim, several, none and every one, with and without
-    keepdim and out=: native, and equal to the CPU's (uint8 stays uint8)."""
-    torch_neuronx.clear_op_tracking()
-    g = torch.Generator().manual_seed(3)
-    x = (torch.rand(3, 4, 5, generator=g) > 0.3).to(dtype)
-    x[1] = 1  # some slices all true
-    xn = x.neuron()
-    f = getattr(torch, name)
-    for dim in (0, -1, (0, 2), (), None):
-        for keepdim in (False, True):
-            kw = {} if dim is None else {"dim": dim}
-            assert_same(f(xn, keepdim=keepdim, **kw), f(x, keepdim=keepdim, **kw))
-            out_n = torch.empty(0, dtype=torch.bool, device="neuron")
-            out_c = torch.empty(0, dtype=torch.bool)
-            if dim is None:
-                f(xn, out=out_n), f(x, out=out_c)
-            else:
-                f(xn, dim, keepdim, out=out_n), f(x, dim, keepdim, out=out_c)
-            assert_same(out_n, out_c)
-    assert torch_neuronx.get_fallback_ops() == {}
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_baddbmm(dtype):
-    torch_neuronx.clear_op_tracking()
-    s, a, b = torch.randn(3, 1, 5), torch.randn(3, 4, 6), torch.randn(3, 6, 5)
-    s, a, b = s.to(dtype), a.to(dtype), b.to(dtype)
-    tol = dict(atol=5e-2, rtol=2e-2) if dtype == torch.bfloat16 else {}
-    for beta, alpha in ((1.0, 1.0), (0.5, -2.0), (0.0, 1.0)):
-        assert_same(
-            torch.baddbmm(s.neuron(), a.neuron(), b.neuron(), beta=beta, alpha=alpha),
-            torch.baddbmm(s, a, b, beta=beta, alpha=alpha),
-            **tol,
-        )
-    t = torch.randn(3, 4, 5).to(dtype)
-    tn = t.neuron()
-    tn.baddbmm_(a.neuron(), b.neuron(), alpha=0.5)
-    assert_same(tn, t.baddbmm(a, b, alpha=0.5), **tol)
-    assert torch_neuronx.get_fallback_ops() == {}
-
-
 # fmax/fmin/copysign/logaddexp/logaddexp2/hypot/heaviside/fmod: native
 # kernels against the CPU, with the edge values each op defines (NaN on one
 # side or both, infinities, signed zeros, zero divisors for fmod)
@@ -424,6 +301,34 @@ def test_more_binary_ops_promotion_and_errors():
         i.neuron().copysign_(f.neuron())
 
 
+# ---- comparisons and bitwise ops ------------------------------------------------
+
+CMP_DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.bfloat16,
+    torch.float16,
+    torch.int64,
+    torch.int32,
+    torch.int8,
+    torch.uint8,
+    torch.bool,
+]
+CMPS = [torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge]
+
+
+@pytest.mark.parametrize("op,dtype", list(itertools.product(CMPS, CMP_DTYPES)))
+def test_comparisons(op, dtype):
+    a, b = sample((3, 1, 4), dtype, 1), sample((2, 4), dtype, 2)
+    assert_same(op(a.neuron(), b.neuron()), op(a, b))
+    assert_same(op(a.neuron(), 2), op(a, 2))
+    assert_same(op(a.neuron().float(), b.neuron()), op(a.float(), b))  # promotion
+    out = torch.empty(0, dtype=torch.bool, device="neuron")
+    op(a.neuron(), b.neuron(), out=out)
+    assert_same(out, op(a, b))
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
 def test_complex_equality(dtype):
     """eq / ne of complex tensors compare both parts (NaN parts unequal),
@@ -447,3 +352,185 @@ def test_complex_equality(dtype):
     with pytest.raises(RuntimeError) as got:
         torch.lt(an, bn)
     assert str(got.value).split("\n")[0] == str(want.value).split("\n")[0]
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int8, torch.int32, torch.int64])
+def test_bitwise(dtype):
+    a = torch.randint(
+        -100 if dtype.is_signed else 0, 100, (3, 4), generator=torch.Generator().manual_seed(4)
+    ).to(dtype)
+    b = torch.randint(
+        -100 if dtype.is_signed else 0, 100, (4,), generator=torch.Generator().manual_seed(5)
+    ).to(dtype)
+    an, bn = a.neuron(), b.neuron()
+    assert_same(an & bn, a & b)
+    assert_same(an | bn, a | b)
+    assert_same(an ^ bn, a ^ b)
+    assert_same(~an, ~a)
+    assert_same(~an.t(), ~a.t())
+    assert torch_neuronx.get_fallback_ops() == {}
+    with pytest.raises(RuntimeError):
+        torch.ones(2, device="neuron") & torch.ones(2, device="neuron")  # floats: as on CPU
+
+
+# ---- addcmul / addcdiv / lerp --------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_addcmul_addcdiv_lerp(dtype):
+    a, b, c = (
+        randn(4, 5, dtype=dtype),
+        randn(4, 5, dtype=dtype, seed=1),
+        randn(5, dtype=dtype, seed=2).abs() + 0.5,
+    )
+    an, bn, cn = a.neuron(), b.neuron(), c.neuron()
+    assert_same(
+        torch.addcmul(an, bn, cn, value=0.3), torch.addcmul(a, b, c, value=0.3), **half_tol(dtype)
+    )
+    assert_same(
+        torch.addcdiv(an, bn, cn, value=-2), torch.addcdiv(a, b, c, value=-2), **half_tol(dtype)
+    )
+    for w in (0.1, 0.9):
+        assert_same(torch.lerp(an, bn, w), torch.lerp(a, b, w), **half_tol(dtype))
+    x = an.clone()
+    x.addcmul_(bn, bn, value=0.5).addcdiv_(bn, cn, value=0.1).lerp_(bn, 0.25)
+    ref = a.clone().addcmul_(b, b, value=0.5).addcdiv_(b, c, value=0.1).lerp_(b, 0.25)
+    assert_same(x, ref, **half_tol(dtype))
+    assert torch_neuronx.get_fallback_ops() == {}
+
+
+# ---- composites of native kernels: forward and backward against CPU, nothing
+# falling back (the all_native fixture) -------------------------------------------
+
+
+@pytest.mark.usefixtures("all_native")
+@pytest.mark.parametrize("name", ["atan2", "xlogy", "xlogy_zero"])
+def test_atan2_xlogy(name):
+    x, y = rnd(3, 4, 6), rnd(3, 4, 6)
+    fns = {
+        "atan2": lambda a, b: torch.atan2(a, b),
+        "xlogy": lambda a, b: torch.xlogy(a, b.abs() + 0.1),
+        "xlogy_zero": lambda a, b: torch.xlogy(a * (a > 0), b.abs() + 0.1),
+    }
+    grad_check(fns[name], x, y, tol={"rtol": 1e-5, "atol": 1e-5})
+
+
+@pytest.mark.usefixtures("all_native")
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_arithmetic_and_polar(dtype):
+    """Complex add/sub/mul/div and polar run natively, and so does complex
+    rotary embedding (Llama 4, DeepSeek-V2) forward and backward."""
+    g = torch.Generator().manual_seed(8)
+    a = torch.randn(3, 5, dtype=dtype, generator=g)
+    b = torch.randn(3, 5, dtype=dtype, generator=g)
+    b[0, 0] = complex(0.0, 1e-3)  # |imag| >> |real|: the other division branch
+    for f in (
+        lambda x, y: x + y,
+        lambda x, y: x - y * 2,
+        lambda x, y: x * y,
+        lambda x, y: x / y,
+        lambda x, y: x * y[:1],
+    ):  # broadcast
+        assert_same(f(a.neuron(), b.neuron()), f(a, b), rtol=1e-5, atol=1e-6)
+    real = torch.float32 if dtype == torch.complex64 else torch.float64
+    m, ang = torch.rand(6, dtype=real, generator=g), torch.randn(6, dtype=real, generator=g)
+    assert_same(torch.polar(m.neuron(), ang.neuron()), torch.polar(m, ang))
+
+    def rope(x, freqs):
+        xc = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(xc * freqs).flatten(-2)
+
+    freqs = torch.polar(torch.ones(4, 4, dtype=real), torch.randn(4, 4, dtype=real, generator=g))
+    x = torch.randn(2, 4, 8, dtype=real, generator=g)
+    grad_check(lambda t, f: rope(t, f), x, freqs, tol={"rtol": 1e-5, "atol": 1e-6})
+
+
+# ---- edge cases of the vector loops (issue 16: bugs planted in the kernels
+# were caught only by the model sweep; tools/mutate.py checks that these
+# tests catch them): the optimizers' addcmul / addcdiv / lerp and the fp16
+# element-wise blocks at lengths around each vector boundary, with inf, nan,
+# -0.0 and subnormals -------------------------------------------------------------
+
+# name -> (op, its arguments after self given b and c, keyword arguments)
+TERNARY = {
+    "addcmul": ("addcmul", lambda b, c: (b, c), {"value": -0.3}),
+    "addcdiv": ("addcdiv", lambda b, c: (b, c), {"value": 0.7}),
+    "lerp_low": ("lerp", lambda b, c: (b, 0.25), {}),
+    "lerp_high": ("lerp", lambda b, c: (b, 0.75), {}),
+    "lerp_tensor": ("lerp", lambda b, c: (b, c), {}),
+}
+
+
+@pytest.mark.parametrize("n", ELT_LENS)
+@pytest.mark.parametrize("op", list(TERNARY))
+def test_vector_ternary_lengths_and_specials(op, n):
+    """The optimizers' addcmul / addcdiv / lerp on contiguous fp32 (the
+    per-ISA loops), out of place, in place and one element off, with the
+    special values in the vector bodies and the remainders."""
+    name, args, kw = TERNARY[op]
+    a, b = elt_input(n, seed=n), elt_input(n, seed=n + 1).flip(0)
+    c = torch.rand(n, generator=gen(n + 2)) * 1.5 - 0.25  # weights on both sides of 0.5
+    if op == "addcdiv":
+        c[::5] = 0.0  # division by zero: inf / nan as on CPU
+    an, bn, cn = a.neuron(), b.neuron(), c.neuron()
+    tol = dict(rtol=1.3e-6, atol=1e-6, equal_nan=True)
+    f = getattr(torch, name)
+    assert_same(f(an, *args(bn, cn), **kw), f(a, *args(b, c), **kw), **tol)
+    assert_same(f(an[1:], *args(bn[1:], cn[1:]), **kw), f(a[1:], *args(b[1:], c[1:]), **kw), **tol)
+    inplace = getattr(an.clone(), name + "_")(*args(bn, cn), **kw)
+    assert_same(inplace, getattr(a.clone(), name + "_")(*args(b, c), **kw), **tol)
+    native(name)
+
+
+F16_SPECIAL = [
+    0.0,
+    -0.0,
+    6e-8,
+    -6e-8,
+    6.1e-5,
+    65504.0,
+    -65504.0,
+    1.0,
+    -2.5,
+    float("inf"),
+    float("-inf"),
+    float("nan"),
+]
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 255, 256, 257, 1000])
+def test_fp16_elementwise_blocks(n):
+    """fp16 element-wise through the F16C blocks (kernels/eltwise_loops.h:
+    256-element blocks converted with vector instructions, the fp32 loop
+    between): lengths around the 8-wide conversion and the block; zeros of
+    both signs, subnormals, the largest finite value (a product overflows
+    to inf), infinities and NaN; a scalar operand, in place, a cast each
+    way with values that round at the fp16 boundaries. Exact against CPU."""
+    vals = torch.tensor(F16_SPECIAL)
+    a = (randn(n, seed=n) * 300).to(torch.float16)
+    b = (randn(n, seed=n + 1) * 300).to(torch.float16)
+    a[: min(n, len(vals))] = vals[: min(n, len(vals))].half()
+    b[-min(n, len(vals)) :] = vals[: min(n, len(vals))].half()
+    an, bn = a.neuron(), b.neuron()
+    exact = dict(rtol=0, atol=0, equal_nan=True)
+    for f in (torch.add, torch.mul, torch.sub, torch.maximum):
+        assert_same(f(an, bn), f(a, b), **exact)
+        assert_same(f(an, bn[:1].expand(n)), f(a, b[:1].expand(n)), **exact)  # a scalar operand
+    assert_same(an * 0.5, a * 0.5, **exact)
+    assert_same(torch.relu(an), torch.relu(a), **exact)
+    assert_same(
+        torch.nn.functional.gelu(an),
+        torch.nn.functional.gelu(a),
+        rtol=1e-3,
+        atol=1e-3,
+        equal_nan=True,
+    )
+    assert_same(an.clone().add_(bn), a.clone().add_(b), **exact)
+    assert_same(an.float(), a.float(), **exact)
+    # fp32 -> fp16: ties to even, the overflow boundary, subnormal rounding
+    f = torch.tensor(
+        [65519.0, 65520.0, 1 + 2**-11, 1 + 3 * 2**-11, 2**-25, 3 * 2**-26, -1e-9, 1e5]
+        * (n // 8 + 1)
+    )[:n]
+    assert_same(f.neuron().half(), f.half(), **exact)
+    native("add", "mul", "sub", "maximum", "relu", "gelu", "copy")
