@@ -24,7 +24,11 @@ class BuildWithCLibraries(BuildExtension):
         subprocess.check_call(["make", "-C", str(ROOT / "csrc"), f"-j{jobs}", f"BUILD={C_BUILD}"])
         # The kernel library's public headers, for users' C kernels
         # (torch_neuronx.c_kernels): installed with the package.
-        for sub, name in (("kernels", "tnk.h"), ("runtime", "tnrt.h")):
+        for sub, name in (
+            ("kernels", "tnk.h"),
+            ("kernels", "eltwise_ops.h"),
+            ("runtime", "tnrt.h"),
+        ):
             dst = ROOT / "torch_neuronx" / "include" / sub
             dst.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / "csrc" / sub / name, dst / name)

@@ -71,6 +71,10 @@ OPS = {
     "lgamma_poles": lambda t: torch.lgamma(t.round()),
     "sinc": torch.sinc,
     "sinc_integers": lambda t: torch.sinc(t.round() * (t.abs() < 2)),  # 1 at 0, 0 elsewhere
+    "i0": torch.i0,
+    # both branches of the kernel (the power series to |x| = 40, the
+    # asymptotic one beyond) and overflow to inf (fp32 near 89, fp64 713)
+    "i0_large": lambda t: torch.i0(t * 30),
 }
 
 

@@ -12,9 +12,9 @@ It works in a separate git worktree, never in the checkout people use:
     .venv/bin/python tools/mutate.py /work/wt-mut --list           # the mutations
     git worktree remove /work/wt-mut
 
---level c builds the worktree's C library and csrc/tests/test_kernels.c
-(make -C csrc, into <worktree>/build/c) and runs that binary per mutation
-(the runtime mutations are python level only).
+--level c builds the worktree's C library and the kernel suites of
+csrc/tests/ (C_SUITES; make -C csrc, into <worktree>/build/c) and runs them
+per mutation (the runtime mutations are python level only).
 --level python builds the extension in the worktree once (make -C csrc and
 setup.py build_ext --inplace: minutes the first time), then per mutation
 recompiles the one kernel object, relinks the extension and runs the
@@ -43,6 +43,16 @@ from pathlib import Path
 # family files), the edge cases among them. pytest -k applies to every path
 # given and also matches the module name: "attention" selects all of
 # tests/test_attention.py, so a file whose name names the family needs no -k.
+# the kernel suites of csrc/tests/ that the C level runs
+C_SUITES = (
+    "test_kernels",
+    "test_eltwise",
+    "test_gemm",
+    "test_nn",
+    "test_index",
+    "test_entry_points",
+)
+
 FAMILIES = {
     "softmax": [
         "tests/test_norm_ops.py",
@@ -426,8 +436,11 @@ class Builder:
     def build(self):
         """Brings the build up to date with the sources; (ok, log)."""
         if self.level == "c":
-            r = self.make(str(self.cbuild / "test_kernels"))
-            return r.returncode == 0, r.stdout
+            for suite in C_SUITES:
+                r = self.make(str(self.cbuild / suite))
+                if r.returncode != 0:
+                    return False, r.stdout
+            return True, ""
         r = self.make("all")
         if r.returncode != 0:
             return False, r.stdout
@@ -477,12 +490,13 @@ class Runner:
         """(passed, log) of the tests of one family under each ISA."""
         if self.level == "c":
             try:
-                r = sh(
-                    [str(self.wt / "build" / "c" / "test_kernels")], self.wt, timeout=self.timeout
-                )
+                for suite in C_SUITES:
+                    r = sh([str(self.wt / "build" / "c" / suite)], self.wt, timeout=self.timeout)
+                    if r.returncode != 0:
+                        return False, r.stdout[-2000:]
             except subprocess.TimeoutExpired:
                 return False, "timeout"
-            return r.returncode == 0, r.stdout[-2000:]
+            return True, ""
         family = mutation_or_family
         for isa in isas:
             cmd = [self.python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
@@ -536,7 +550,7 @@ def main():
         and (args.family is None or m.family in args.family)
     ]
     if args.level == "c" and not args.list:
-        # the C level runs csrc/tests/test_kernels.c only: no runtime test
+        # the C level runs the kernel suites (C_SUITES) only: no runtime test
         runtime = [m.name for m in selected if m.file.startswith("csrc/runtime/")]
         if runtime:
             print(f"mutate: --level c leaves out the runtime mutations: {', '.join(runtime)}")

@@ -58,7 +58,7 @@ def cache_dir() -> Path:
 
 def _headers_digest(inc: Path) -> bytes:
     h = hashlib.sha256()
-    for p in (inc / "tnk.h", inc.parent / "runtime" / "tnrt.h"):
+    for p in (inc / "tnk.h", inc / "eltwise_ops.h", inc.parent / "runtime" / "tnrt.h"):
         if p.is_file():
             h.update(p.read_bytes())
     return h.digest()

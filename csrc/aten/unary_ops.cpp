@@ -317,6 +317,7 @@ NEURON_UNARY(erfc, TNK_ERFC, kPromote)
 NEURON_UNARY(lgamma, TNK_LGAMMA, kPromote)
 NEURON_UNARY(digamma, TNK_DIGAMMA, kPromote)
 NEURON_UNARY(sinc, TNK_SINC, kPromote)
+NEURON_UNARY(i0, TNK_I0, kPromote)
 NEURON_UNARY(frac, TNK_FRAC, kFallback)
 NEURON_UNARY(mish, TNK_MISH, kFallback)
 NEURON_UNARY(hardswish, TNK_HARDSWISH, kFallback)
@@ -801,6 +802,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REGISTER_UNARY(m, erfc)
   REGISTER_UNARY(m, lgamma)
   REGISTER_UNARY(m, digamma)
+  REGISTER_UNARY(m, i0)
   REGISTER_UNARY(m, sinc)
   m.impl("signbit", signbit);
   m.impl("signbit.out", signbit_out);

@@ -304,17 +304,14 @@ typedef struct bin_ctx {
   double alpha[5]; /* alpha, beta, gamma, the scalar operand and its slot */
   int64_t ialpha;
   _Atomic int64_t zero_divisions;
-  int vbwd; /* contiguous fp32 SiLU (1) / GELU (2) / GELU tanh (3) backward: vector bodies */
+  /* the op's contiguous fp32 vector body (config.h), or NULL */
+  void (*body)(const float *a, const float *b, float *out, int64_t n);
 } bin_ctx_t;
 
 static void bin_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t index) {
   bin_ctx_t *c = p;
-  if (c->vbwd) { /* 1 silu, 2 gelu, 3 gelu tanh */
-    const float *g = (const float *)ptrs[1], *x = (const float *)ptrs[2];
-    if (c->vbwd == 1)
-      tnk_vsilu_bwd_f32(g, x, (float *)ptrs[0], n);
-    else
-      tnk_vgelu_bwd_f32(g, x, (float *)ptrs[0], n, c->vbwd == 3);
+  if (c->body) {
+    c->body((const float *)ptrs[1], (const float *)ptrs[2], (float *)ptrs[0], n);
     return;
   }
   int64_t z = c->fn(ptrs[0], ptrs[1], ptrs[2], s[0], s[1], s[2], n, c->alpha, c->ialpha);
@@ -338,11 +335,7 @@ void tnk_binary(const tnk_binary_args_t *a) {
   c.alpha[2] = a->gamma;
   c.alpha[3] = a->scalar;
   c.alpha[4] = a->scalar_operand == 1 || a->scalar_operand == 2 ? a->scalar_operand : 0;
-  if (a->dtype == TNK_F32 && tnk_iter_contiguous(&it))
-    c.vbwd = a->op == TNK_SILU_BWD        ? 1
-             : a->op == TNK_GELU_BWD      ? 2
-             : a->op == TNK_GELU_TANH_BWD ? 3
-                                          : 0;
+  if (a->dtype == TNK_F32 && tnk_iter_contiguous(&it)) c.body = TNK_VM->binary_f32[a->op];
   tnk_iter_run(&it, 1 << 15, bin_loop, &c);
   if (atomic_load(&c.zero_divisions) && a->fault.fn)
     a->fault.fn(a->fault.ctx, a->fault.kind, a->fault.what, 0, 0, a->fault.origin);

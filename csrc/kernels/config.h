@@ -115,7 +115,48 @@ typedef struct tnk_vmath_config {
   void (*layer_norm_rows_stream)(const float *x, float *y, int64_t rows, int64_t n, float eps,
                                  const float *w, const float *b, float *mean, float *rstd);
   void (*copy_stream)(void *dst, const void *src, int64_t bytes);
+  /* The contiguous fp32 bodies of the element-wise ops that take these
+   * vector algorithms instead of their loop-table row (NULL: the row):
+   * y[k] = op(x[k]), and out[k] = op(a[k], b[k]) for the backward ops
+   * (a the gradient), for k < n. Filled by TNK_ELTWISE_BODIES below. */
+  void (*unary_f32[TNK_UNARY_OP_COUNT])(const float *x, float *y, int64_t n);
+  void (*binary_f32[TNK_BINARY_OP_COUNT])(const float *a, const float *b, float *out, int64_t n);
 } tnk_vmath_config_t;
+
+/* Defines tnk_fill_eltwise_bodies_<SFX>(v), which points v's element-wise
+ * bodies at one variant's vmath functions (suffix SFX: ref, avx2, avx512):
+ * sigmoid, SiLU, exp and GELU (both forms), and the SiLU and GELU
+ * backward. Each variant's config.c expands it once and calls it. */
+#define TNK_ELTWISE_BODIES(SFX)                                                                    \
+  static void exp_##SFX(const float *x, float *y, int64_t n) {                                     \
+    (void)tnk_vexp_sum_f32_##SFX(x, 0.0f, y, n);                                                   \
+  }                                                                                                \
+  static void sigmoid_##SFX(const float *x, float *y, int64_t n) {                                 \
+    tnk_vsigmoid_f32_##SFX(x, y, n, 0);                                                            \
+  }                                                                                                \
+  static void silu_##SFX(const float *x, float *y, int64_t n) {                                    \
+    tnk_vsigmoid_f32_##SFX(x, y, n, 1);                                                            \
+  }                                                                                                \
+  static void gelu_##SFX(const float *x, float *y, int64_t n) { tnk_vgelu_f32_##SFX(x, y, n, 0); } \
+  static void gelu_tanh_##SFX(const float *x, float *y, int64_t n) {                               \
+    tnk_vgelu_f32_##SFX(x, y, n, 1);                                                               \
+  }                                                                                                \
+  static void gelu_bwd_##SFX(const float *g, const float *x, float *out, int64_t n) {              \
+    tnk_vgelu_bwd_f32_##SFX(g, x, out, n, 0);                                                      \
+  }                                                                                                \
+  static void gelu_tanh_bwd_##SFX(const float *g, const float *x, float *out, int64_t n) {         \
+    tnk_vgelu_bwd_f32_##SFX(g, x, out, n, 1);                                                      \
+  }                                                                                                \
+  static void tnk_fill_eltwise_bodies_##SFX(tnk_vmath_config_t *v) {                               \
+    v->unary_f32[TNK_EXP] = exp_##SFX;                                                             \
+    v->unary_f32[TNK_SIGMOID] = sigmoid_##SFX;                                                     \
+    v->unary_f32[TNK_SILU] = silu_##SFX;                                                           \
+    v->unary_f32[TNK_GELU] = gelu_##SFX;                                                           \
+    v->unary_f32[TNK_GELU_TANH] = gelu_tanh_##SFX;                                                 \
+    v->binary_f32[TNK_SILU_BWD] = tnk_vsilu_bwd_f32_##SFX;                                         \
+    v->binary_f32[TNK_GELU_BWD] = gelu_bwd_##SFX;                                                  \
+    v->binary_f32[TNK_GELU_TANH_BWD] = gelu_tanh_bwd_##SFX;                                        \
+  }
 
 typedef struct tnk_config {
   int isa;      /* TNK_ISA_*: the variant every entry comes from */

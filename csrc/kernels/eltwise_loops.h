@@ -8,10 +8,11 @@
  * agrees bit for bit (libmvec's variants of each width may differ in the
  * last ulp).
  *
- * Unary: one loop per (op, dtype) from macros; fp32 uses float libm
- * functions, fp64 double, half types compute in fp32 and round once.
- * Binary: the floating ops (the integer, bool, complex and comparison
- * loops do not vectorise usefully and stay in binary.c). */
+ * The ops are the rows of eltwise_ops.h. Unary: one loop per (op, dtype)
+ * from the row's kernel column; fp32 uses float libm functions, fp64
+ * double, half types compute in fp32 and round once. Binary: the ARITH
+ * rows' floating loops (the integer, bool, complex and comparison loops do
+ * not vectorise usefully and stay in binary.c). */
 #ifndef TNK_ELTWISE_LOOPS
 #error "define TNK_ELTWISE_LOOPS (the table's name) before including eltwise_loops.h"
 #endif
@@ -23,6 +24,11 @@
 #include "config.h"
 #include "dtype.h"
 #include "mvec.h"
+
+/* The tables below are filled by designated initializer from the rows of
+ * eltwise_ops.h: an op given twice is a compile error, not a silent
+ * override. */
+#pragma GCC diagnostic error "-Woverride-init"
 
 /* Plain loops the compiler vectorises at this file's ISA (integer
  * rounding, no bf16 instruction: VCVTNEPS2BF16 flushes subnormals). */
@@ -112,6 +118,32 @@ static double lgamma_d(double x) {
   return lgamma_r(x, &sign);
 }
 
+/* I0, the modified Bessel function of the first kind of order 0: its power
+ * series sum ((x/2)^k / k!)^2 (positive terms, no cancellation) up to
+ * |x| = 40, the asymptotic series e^x / sqrt(2 pi x) * sum c_k / x^k,
+ * c_k = ((2k-1)!!)^2 / (k! 8^k), beyond (below 1e-16 relative there with
+ * 20 terms); even in x, inf at +-inf. */
+static double i0_d(double x) {
+  double ax = fabs(x);
+  if (ax != ax) return ax;
+  if (ax <= 40) {
+    double q = ax * ax / 4, term = 1, sum = 1;
+    for (int k = 1; k < 200 && term > sum * 1e-17; k++) {
+      term *= q / ((double)k * k);
+      sum += term;
+    }
+    return sum;
+  }
+  double term = 1, sum = 1;
+  for (int k = 1; k <= 20; k++) {
+    term *= (2.0 * k - 1) * (2.0 * k - 1) / (8.0 * k * ax);
+    sum += term;
+  }
+  /* e^x split in two so that e^(x/2)^2 / sqrt(...) overflows only where I0 does */
+  double h = exp(ax / 2);
+  return h * (h / sqrt(2 * 3.14159265358979323846 * ax)) * sum;
+}
+
 /* Digamma: the reflection psi(x) = psi(1 - x) - pi / tan(pi x) for x < 0
  * (tan taken of the fractional part, which has the same value and keeps
  * the argument small), psi(x) = psi(x + 1) - 1/x up to x >= 10, then the
@@ -136,65 +168,6 @@ static double digamma_d(double x) {
                      z * (1.0 / 240 - z * (1.0 / 132 - z * (691.0 / 32760 - z * (1.0 / 12)))))));
   return acc + log(x) - 0.5 / x - series;
 }
-
-#define UNARY_OPS(X)                                                                             \
-  X(exp, EXP(x))                                                                                 \
-  X(log, LOG(x))                                                                                 \
-  X(log1p, LOG1P(x))                                                                             \
-  X(expm1, EXPM1(x))                                                                             \
-  X(tanh, TANH(x))                                                                               \
-  X(sigmoid, SIGMOID(x))                                                                         \
-  X(gelu, (x) * (C)0.5 * (1 + ERF((x) * (C)0.7071067811865476)))                                 \
-  X(gelu_tanh,                                                                                   \
-    (C)0.5 * (x) * (1 + TANH((C)0.7978845608028654 * ((x) + (C)0.044715 * (x) * (x) * (x)))))    \
-  X(silu, (x) * SIGMOID(x))                                                                      \
-  X(relu, (x) > 0 ? (x) : ((x) != (x) ? (x) : 0))                                                \
-  X(rsqrt, 1 / SQRT(x))                                                                          \
-  X(sqrt, SQRT(x))                                                                               \
-  X(neg, -(x))                                                                                   \
-  X(abs, FABS(x))                                                                                \
-  X(sin, SIN(x))                                                                                 \
-  X(cos, COS(x))                                                                                 \
-  X(erf, ERF(x))                                                                                 \
-  X(reciprocal, 1 / (x))                                                                         \
-  X(pow_scalar, (p0 == 2.0 ? (x) * (x) : p0 == 0.5 ? SQRT(x) : p0 == 1.0 ? (x) : POW(x, (C)p0))) \
-  X(ceil, CEIL(x))                                                                               \
-  X(floor, FLOOR(x))                                                                             \
-  X(trunc, TRUNC(x))                                                                             \
-  X(round, NEARBYINT(x))                                                                         \
-  X(atan, ATAN(x))                                                                               \
-  X(asin, ASIN(x))                                                                               \
-  X(acos, ACOS(x))                                                                               \
-  X(tan, TAN(x))                                                                                 \
-  X(sinh, SINH(x))                                                                               \
-  X(cosh, COSH(x))                                                                               \
-  X(asinh, ASINH(x))                                                                             \
-  X(acosh, ACOSH(x))                                                                             \
-  X(atanh, ATANH(x))                                                                             \
-  X(exp2, EXP2(x))                                                                               \
-  X(log2, LOG2(x))                                                                               \
-  X(log10, LOG10(x))                                                                             \
-  X(frac, (x) - TRUNC(x))                                                                        \
-  X(erfinv, (C)erfinv_d((double)(x)))                                                            \
-  X(mish, (x) * TANH(LOG1P(EXP(x))))                                                             \
-  X(hardswish, (x) * CLAMP06((x) + 3) / 6)                                                       \
-  X(hardsigmoid, CLAMP06((x) + 3) / 6)                                                           \
-  X(leaky_relu, (x) > 0 ? (x) : (x) * (C)p0)                                                     \
-  X(hardtanh, (x) < (C)p0 ? (C)p0 : (x) > (C)p1 ? (C)p1 : (x))                                   \
-  X(elu, ({ /* expm1 of min(x, 0) on every lane: a call outside the branch vectorises */         \
-            C em_ = EXPM1(((x) < 0 ? (x) : 0) * (C)p2);                                          \
-            (x) <= 0 ? em_ * ((C)p0 * (C)p1) : (x) * (C)p1;                                      \
-    }))                                                                                          \
-  X(logit, p0 < 0 ? LOG((x) / (1 - (x))) : LOG(LOGIT_CLAMP(x) / (1 - LOGIT_CLAMP(x))))           \
-  X(nan_to_num, (x) != (x)            ? (C)p0                                                    \
-                : (x) == (C)INFINITY  ? (C)p1                                                    \
-                : (x) == -(C)INFINITY ? (C)p2                                                    \
-                                      : (x))                                                     \
-  X(erfc, ERFC(x))                                                                               \
-  X(lgamma, LGAMMA(x))                                                                           \
-  X(digamma, (C)digamma_d((double)(x)))                                                          \
-  X(sinc,                                                                                        \
-    (x) == 0 ? (C)1 : SIN((C)3.14159265358979323846 * (x)) / ((C)3.14159265358979323846 * (x)))
 
 #define DEFINE_LOOP(T, C, LOAD, STORE, NAME, EXPR)                                                \
   static void NAME(char *o, const char *in, int64_t so, int64_t si, int64_t n, const double *p) { \
@@ -253,14 +226,16 @@ static double digamma_d(double x) {
 #define ERFC erfcf
 #define LGAMMA lgamma_f
 #define C float
-#define F32_LOOP(N, E) DEFINE_LOOP(float, float, ID, ID, f32_##N, E)
-#define BF16_LOOP(N, E) DEFINE_LOOP(uint16_t, float, tnk_bf16_to_f32, tnk_f32_to_bf16, bf16_##N, E)
-#define F16_LOOP(N, E) DEFINE_LOOP(uint16_t, float, tnk_f16_to_f32, tnk_f32_to_f16, f16_##N, E)
-UNARY_OPS(F32_LOOP)
-UNARY_OPS(BF16_LOOP)
-UNARY_OPS(F16_LOOP)
+#define F32_LOOP(OPID, N, E, R) DEFINE_LOOP(float, float, ID, ID, f32_##N, E)
+#define BF16_LOOP(OPID, N, E, R) \
+  DEFINE_LOOP(uint16_t, float, tnk_bf16_to_f32, tnk_f32_to_bf16, bf16_##N, E)
+#define F16_LOOP(OPID, N, E, R) \
+  DEFINE_LOOP(uint16_t, float, tnk_f16_to_f32, tnk_f32_to_f16, f16_##N, E)
+TNK_UNARY_OPS(F32_LOOP)
+TNK_UNARY_OPS(BF16_LOOP)
+TNK_UNARY_OPS(F16_LOOP)
 #ifdef __F16C__
-#define F16_BLOCKED_U(N, E)                                                        \
+#define F16_BLOCKED_U(OPID, N, E, R)                                               \
   static void f16b_##N(char *o, const char *in, int64_t so, int64_t si, int64_t n, \
                        const double *p) {                                          \
     if (so != 2 || si != 2) {                                                      \
@@ -275,7 +250,7 @@ UNARY_OPS(F16_LOOP)
       cvt_f32_to_f16((uint16_t *)(void *)o + k, y, w);                             \
     }                                                                              \
   }
-UNARY_OPS(F16_BLOCKED_U)
+TNK_UNARY_OPS(F16_BLOCKED_U)
 #define F16_FN(N) f16b_##N
 #else
 #define F16_FN(N) f16_##N
@@ -342,11 +317,12 @@ UNARY_OPS(F16_BLOCKED_U)
 #define ERFC erfc
 #define LGAMMA lgamma_d
 #define C double
-#define F64_LOOP(N, E) DEFINE_LOOP(double, double, ID, ID, f64_##N, E)
-UNARY_OPS(F64_LOOP)
+#define F64_LOOP(OPID, N, E, R) DEFINE_LOOP(double, double, ID, ID, f64_##N, E)
+TNK_UNARY_OPS(F64_LOOP)
 
-#define TABLE_ROW(N, E) \
-  {[TNK_F16] = F16_FN(N), [TNK_BF16] = bf16_##N, [TNK_F32] = f32_##N, [TNK_F64] = f64_##N},
+#define TABLE_ROW(ID, N, E, R) \
+  [TNK_##ID] = {               \
+      [TNK_F16] = F16_FN(N), [TNK_BF16] = bf16_##N, [TNK_F32] = f32_##N, [TNK_F64] = f64_##N},
 #define INEG(x) ((int64_t)(0 - (uint64_t)(x)))
 #define IABS(x) ((x) < 0 ? INEG(x) : (x))
 #define INT_LOOP(T, NAME, EXPR) DEFINE_LOOP(T, int64_t, ID, (T), NAME, EXPR)
@@ -543,45 +519,21 @@ static inline double pow_f(double a, double b, double al) {
   FLOAT_LOOP(bf16_##OPN, OP, uint16_t, float, F32_OF_BF16, BF16_OF_F32) \
   FLOAT_LOOP(f16_##OPN, OP, uint16_t, float, F32_OF_F16, F16_OF_F32)    \
   F16_BLOCKED_B(OPN)
-FLOAT_OPS(add, OP_ADD)
-FLOAT_OPS(sub, OP_SUB)
-FLOAT_OPS(mul, OP_MUL)
-FLOAT_OPS(div, OP_DIV)
-FLOAT_OPS(maximum, OP_MAXIMUM)
-FLOAT_OPS(minimum, OP_MINIMUM)
-FLOAT_OPS(floordiv, floor_div_f)
-FLOAT_OPS(truncdiv, trunc_div_f)
-FLOAT_OPS(remainder, remainder_f)
-FLOAT_OPS(pow, pow_f)
-FLOAT_OPS(gelu_bwd, OP_GELU_BWD)
-FLOAT_OPS(gelu_tanh_bwd, OP_GELU_TANH_BWD)
-FLOAT_OPS(silu_bwd, OP_SILU_BWD)
-FLOAT_OPS(sigmoid_bwd, OP_SIGMOID_BWD)
-FLOAT_OPS(tanh_bwd, OP_TANH_BWD)
-FLOAT_OPS(threshold_bwd, OP_THRESHOLD_BWD)
-FLOAT_OPS(leaky_relu_bwd, OP_LEAKY_RELU_BWD)
-FLOAT_OPS(hardtanh_bwd, OP_HARDTANH_BWD)
-FLOAT_OPS(hardswish_bwd, OP_HARDSWISH_BWD)
-FLOAT_OPS(hardsigmoid_bwd, OP_HARDSIGMOID_BWD)
-FLOAT_OPS(mish_bwd, OP_MISH_BWD)
-FLOAT_OPS(elu_bwd, OP_ELU_BWD)
-FLOAT_OPS(elu_result_bwd, OP_ELU_RESULT_BWD)
-FLOAT_OPS(logit_bwd, OP_LOGIT_BWD)
-FLOAT_OPS(atan2, OP_ATAN2)
-FLOAT_OPS(xlogy, OP_XLOGY)
-FLOAT_OPS(fmax, OP_FMAX)
-FLOAT_OPS(fmin, OP_FMIN)
-FLOAT_OPS(copysign, OP_COPYSIGN)
-FLOAT_OPS(logaddexp, OP_LOGADDEXP)
-FLOAT_OPS(logaddexp2, OP_LOGADDEXP2)
-FLOAT_OPS(hypot, OP_HYPOT)
-FLOAT_OPS(heaviside, OP_HEAVISIDE)
-FLOAT_OPS(fmod, OP_FMOD)
+/* the floating loops of the table's ARITH rows */
+#define FLOAT_ROW_LOOPS(ID, N, KIND, OP, R) FLOAT_LOOPS_##KIND(N, OP)
+#define FLOAT_LOOPS_ARITH(N, OP) FLOAT_OPS(N, OP)
+#define FLOAT_LOOPS_CMP(N, OP)
+#define FLOAT_LOOPS_BITS(N, OP)
+TNK_BINARY_OPS(FLOAT_ROW_LOOPS)
 
 /* ---- the table ------------------------------------------------------------ */
 
 #define FROW(OPN) \
   {[TNK_F16] = F16_FN(OPN), [TNK_BF16] = bf16_##OPN, [TNK_F32] = f32_##OPN, [TNK_F64] = f64_##OPN}
+#define BINARY_ROW(ID, N, KIND, OP, R) BINARY_ROW_##KIND(TNK_##ID, N)
+#define BINARY_ROW_ARITH(OPID, N) [OPID] = FROW(N),
+#define BINARY_ROW_CMP(OPID, N)
+#define BINARY_ROW_BITS(OPID, N)
 
 /* Contiguous fp32 addcmul / addcdiv / lerp (the optimizers' steps), computed
  * as ternary.c's generic loop does. o may be any of a, b, c (in place), so
@@ -617,7 +569,7 @@ const tnk_eltwise_loops_t TNK_ELTWISE_LOOPS = {
     .bf16_to_f32 = cvt_bf16_to_f32,
     .f16_to_f32 = cvt_f16_to_f32,
     .f32_to_f16 = cvt_f32_to_f16,
-    .unary = {UNARY_OPS(TABLE_ROW)},
+    .unary = {TNK_UNARY_OPS(TABLE_ROW)},
     .int_neg = {[TNK_U8] = neg_u8,
                 [TNK_I8] = neg_i8,
                 [TNK_I16] = neg_i16,
@@ -628,38 +580,5 @@ const tnk_eltwise_loops_t TNK_ELTWISE_LOOPS = {
                 [TNK_I16] = abs_i16,
                 [TNK_I32] = abs_i32,
                 [TNK_I64] = abs_i64},
-    .binary = {[TNK_ADD] = FROW(add),
-               [TNK_SUB] = FROW(sub),
-               [TNK_MUL] = FROW(mul),
-               [TNK_DIV] = FROW(div),
-               [TNK_MAXIMUM] = FROW(maximum),
-               [TNK_MINIMUM] = FROW(minimum),
-               [TNK_FLOORDIV] = FROW(floordiv),
-               [TNK_TRUNCDIV] = FROW(truncdiv),
-               [TNK_REMAINDER] = FROW(remainder),
-               [TNK_POW] = FROW(pow),
-               [TNK_GELU_BWD] = FROW(gelu_bwd),
-               [TNK_GELU_TANH_BWD] = FROW(gelu_tanh_bwd),
-               [TNK_SILU_BWD] = FROW(silu_bwd),
-               [TNK_SIGMOID_BWD] = FROW(sigmoid_bwd),
-               [TNK_TANH_BWD] = FROW(tanh_bwd),
-               [TNK_THRESHOLD_BWD] = FROW(threshold_bwd),
-               [TNK_LEAKY_RELU_BWD] = FROW(leaky_relu_bwd),
-               [TNK_HARDTANH_BWD] = FROW(hardtanh_bwd),
-               [TNK_HARDSWISH_BWD] = FROW(hardswish_bwd),
-               [TNK_HARDSIGMOID_BWD] = FROW(hardsigmoid_bwd),
-               [TNK_MISH_BWD] = FROW(mish_bwd),
-               [TNK_ELU_BWD] = FROW(elu_bwd),
-               [TNK_ELU_RESULT_BWD] = FROW(elu_result_bwd),
-               [TNK_LOGIT_BWD] = FROW(logit_bwd),
-               [TNK_ATAN2] = FROW(atan2),
-               [TNK_XLOGY] = FROW(xlogy),
-               [TNK_FMAX] = FROW(fmax),
-               [TNK_FMIN] = FROW(fmin),
-               [TNK_COPYSIGN] = FROW(copysign),
-               [TNK_LOGADDEXP] = FROW(logaddexp),
-               [TNK_LOGADDEXP2] = FROW(logaddexp2),
-               [TNK_HYPOT] = FROW(hypot),
-               [TNK_HEAVISIDE] = FROW(heaviside),
-               [TNK_FMOD] = FROW(fmod)},
+    .binary = {TNK_BINARY_OPS(BINARY_ROW)},
 };

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "../runtime/tnrt.h" /* the limits and fault kinds (TNRT_MAX_DIMS, TNRT_FAULT_*) */
+#include "eltwise_ops.h"     /* the element-wise op tables */
 
 #ifdef __cplusplus
 extern "C" {
@@ -212,59 +213,9 @@ void tnk_assert(const tnk_assert_args_t *a);
 
 /* ---- elementwise binary ------------------------------------------------ */
 
-typedef enum tnk_binary_op {
-  TNK_ADD = 0, /* a + alpha * b */
-  TNK_SUB,     /* a - alpha * b */
-  TNK_MUL,
-  TNK_DIV, /* true division (floating dtypes only) */
-  TNK_MAXIMUM,
-  TNK_MINIMUM,
-  /* activation backward: a = grad_output, b = the saved tensor;
-   * floating dtypes only */
-  TNK_GELU_BWD,      /* b = input, exact (erf) GELU */
-  TNK_GELU_TANH_BWD, /* b = input, tanh approximation */
-  TNK_SILU_BWD,      /* b = input */
-  TNK_SIGMOID_BWD,   /* b = output */
-  TNK_TANH_BWD,      /* b = output */
-  TNK_THRESHOLD_BWD, /* b = input; 0 where b <= alpha (ReLU's backward) */
-  /* comparisons: inputs of `dtype`, out is bool (any real dtype) */
-  TNK_EQ,
-  TNK_NE,
-  TNK_LT,
-  TNK_LE,
-  TNK_GT,
-  TNK_GE,
-  /* bitwise: integer and bool dtypes */
-  TNK_BITAND,
-  TNK_BITOR,
-  TNK_BITXOR,
-  /* Python semantics; integer dtypes count a zero divisor as a fault
-   * (result 0); floats follow IEEE */
-  TNK_FLOORDIV,
-  TNK_TRUNCDIV,
-  TNK_REMAINDER,
-  TNK_POW, /* integers: by squaring, wrapping */
-  /* more activation backward (a = grad_output, b = the input unless noted) */
-  TNK_LEAKY_RELU_BWD, /* slope alpha */
-  TNK_HARDTANH_BWD,   /* 0 outside (alpha, beta) = (min, max) */
-  TNK_HARDSWISH_BWD,
-  TNK_HARDSIGMOID_BWD,
-  TNK_MISH_BWD,
-  TNK_ELU_BWD,        /* alpha, beta = scale, gamma = input_scale */
-  TNK_ELU_RESULT_BWD, /* as TNK_ELU_BWD with b = the output */
-  TNK_LOGIT_BWD,      /* eps alpha (< 0: none) */
-  TNK_ATAN2,
-  TNK_XLOGY, /* floating dtypes; xlogy(0, y) = 0 unless y is NaN */
-  TNK_FMAX,  /* maximum ignoring a NaN operand (integers: maximum) */
-  TNK_FMIN,
-  TNK_COPYSIGN,   /* floating dtypes */
-  TNK_LOGADDEXP,  /* floating dtypes: log(exp(a) + exp(b)) */
-  TNK_LOGADDEXP2, /* floating dtypes: log2(2^a + 2^b) */
-  TNK_HYPOT,      /* floating dtypes */
-  TNK_HEAVISIDE,  /* b where a is 0, else a > 0 (real dtypes) */
-  TNK_FMOD,       /* C's fmod; integers truncate, a zero divisor is a fault */
-  TNK_BINARY_OP_COUNT
-} tnk_binary_op_t;
+/* The ops and their loops and references: eltwise_ops.h, one row each. */
+#define TNK_BINARY_ENUM_(ID, name, kind, kernel, ref) TNK_##ID,
+typedef enum tnk_binary_op { TNK_BINARY_OPS(TNK_BINARY_ENUM_) TNK_BINARY_OP_COUNT } tnk_binary_op_t;
 
 /* out = op(a, b) elementwise; all three views have dtype `dtype` (the caller
  * promotes and casts); broadcast inputs have stride 0. Supported dtypes:
@@ -297,58 +248,8 @@ void tnk_binary(const tnk_binary_args_t *args);
 
 /* ---- elementwise unary ------------------------------------------------- */
 
-typedef enum tnk_unary_op {
-  TNK_EXP = 0,
-  TNK_LOG,
-  TNK_LOG1P,
-  TNK_EXPM1,
-  TNK_TANH,
-  TNK_SIGMOID,
-  TNK_GELU,
-  TNK_GELU_TANH,
-  TNK_SILU,
-  TNK_RELU,
-  TNK_RSQRT,
-  TNK_SQRT,
-  TNK_NEG,
-  TNK_ABS,
-  TNK_SIN,
-  TNK_COS,
-  TNK_ERF,
-  TNK_RECIPROCAL,
-  TNK_POW_SCALAR, /* x ** p0 */
-  TNK_CEIL,
-  TNK_FLOOR,
-  TNK_TRUNC,
-  TNK_ROUND, /* round: half to even */
-  TNK_ATAN,
-  TNK_ASIN,
-  TNK_ACOS,
-  TNK_TAN,
-  TNK_SINH,
-  TNK_COSH,
-  TNK_ASINH,
-  TNK_ACOSH,
-  TNK_ATANH,
-  TNK_EXP2,
-  TNK_LOG2,
-  TNK_LOG10,
-  TNK_FRAC,
-  TNK_ERFINV,
-  TNK_MISH,
-  TNK_HARDSWISH,
-  TNK_HARDSIGMOID,
-  TNK_LEAKY_RELU, /* slope p0 */
-  TNK_HARDTANH,   /* clamp to [p0, p1], NaN kept */
-  TNK_ELU,        /* alpha p0, scale p1, input_scale p2 */
-  TNK_LOGIT,      /* eps p0 (< 0: no clamp) */
-  TNK_NAN_TO_NUM, /* NaN -> p0, +inf -> p1, -inf -> p2 */
-  TNK_ERFC,
-  TNK_LGAMMA,  /* lgamma: log |gamma(x)| */
-  TNK_DIGAMMA, /* d/dx lgamma; -inf at +0, +inf at -0, NaN at negative integers */
-  TNK_SINC,    /* sin(pi x) / (pi x), 1 at 0 */
-  TNK_UNARY_OP_COUNT
-} tnk_unary_op_t;
+#define TNK_UNARY_ENUM_(ID, name, kernel, ref) TNK_##ID,
+typedef enum tnk_unary_op { TNK_UNARY_OPS(TNK_UNARY_ENUM_) TNK_UNARY_OP_COUNT } tnk_unary_op_t;
 
 /* out = op(in) elementwise, same floating dtype (f16, bf16, f32, f64) for
  * both; half types compute in fp32 and round once. TNK_NEG and TNK_ABS also

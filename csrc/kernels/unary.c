@@ -1,6 +1,7 @@
 /* Elementwise unary math on strided views: the driver. The loops are
- * per variant in the kernel configuration (eltwise_loops.h); contiguous
- * fp32 sigmoid, SiLU, exp and GELU take the vector bodies of vmath.h. */
+ * per variant in the kernel configuration (eltwise_loops.h); a contiguous
+ * fp32 op with a vector body in the configuration (sigmoid, SiLU, exp,
+ * GELU: config.h, unary_f32) takes it instead. */
 #include <complex.h>
 #include <math.h>
 #include <string.h>
@@ -57,19 +58,14 @@ int tnk_unary_supported(int op, int dtype) { return uloop(op, dtype) != NULL; }
 typedef struct un_ctx {
   tnk_uloop_fn fn;
   double p[3];
-  int vkind; /* 1 sigmoid, 2 silu, 3 exp, 4 gelu, 5 gelu tanh: contiguous fp32 vector bodies */
+  /* the op's contiguous fp32 vector body (config.h), or NULL */
+  void (*body)(const float *x, float *y, int64_t n);
 } un_ctx_t;
 
 static void un_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t index) {
   const un_ctx_t *c = p;
-  float *out = (float *)ptrs[0];
-  const float *in = (const float *)ptrs[1];
-  if (c->vkind == 3) /* contiguous fp32 exp */
-    tnk_vexp_sum_f32(in, 0.0f, out, n);
-  else if (c->vkind >= 4) /* contiguous fp32 gelu */
-    tnk_vgelu_f32(in, out, n, c->vkind == 5);
-  else if (c->vkind) /* contiguous fp32 sigmoid / silu: the vector body */
-    tnk_vsigmoid_f32(in, out, n, c->vkind == 2);
+  if (c->body)
+    c->body((const float *)ptrs[1], (float *)ptrs[0], n);
   else
     c->fn(ptrs[0], ptrs[1], s[0], s[1], n, c->p);
 }
@@ -82,11 +78,7 @@ void tnk_unary(const tnk_unary_args_t *a) {
   un_ctx_t c = {.fn = uloop(a->op, a->dtype), .p = {a->p0, a->p1, a->p2}};
   /* vector bodies when the whole shape is one dense run (a dense row of a
    * wider shape takes the loop table, as it always has) */
-  if (a->dtype == TNK_F32 && tnk_iter_contiguous(&it)) {
-    static const int vbody[TNK_UNARY_OP_COUNT] = {
-        [TNK_SIGMOID] = 1, [TNK_SILU] = 2, [TNK_EXP] = 3, [TNK_GELU] = 4, [TNK_GELU_TANH] = 5};
-    c.vkind = vbody[a->op];
-  }
+  if (a->dtype == TNK_F32 && tnk_iter_contiguous(&it)) c.body = TNK_VM->unary_f32[a->op];
   tnk_iter_run(&it, 1 << 14, un_loop, &c);
 }
 

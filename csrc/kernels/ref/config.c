@@ -3,8 +3,11 @@
 #include "config.h"
 #include "ref.h"
 
+TNK_ELTWISE_BODIES(ref)
+
 void tnk_config_init_ref(tnk_config_t *c) {
   tnk_vmath_config_t *v = &c->vmath;
+  tnk_fill_eltwise_bodies_ref(v);
   v->exp_sum = tnk_vexp_sum_f32_ref;
   v->exp_bounded_sum = tnk_vexp_sum_f32_ref; /* exact exp serves the bounded contract */
   v->sigmoid = tnk_vsigmoid_f32_ref;

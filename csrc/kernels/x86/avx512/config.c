@@ -3,8 +3,11 @@
 #include "../../config.h"
 #include "../x86.h"
 
+TNK_ELTWISE_BODIES(avx512)
+
 void tnk_config_init_avx512(tnk_config_t *c) {
   tnk_vmath_config_t *v = &c->vmath;
+  tnk_fill_eltwise_bodies_avx512(v);
   v->exp_sum = tnk_vexp_sum_f32_avx512;
   v->exp_bounded_sum = tnk_vexp_bounded_sum_f32_avx512;
   v->sigmoid = tnk_vsigmoid_f32_avx512;

@@ -1,0 +1,489 @@
+/* GEMM, TRSM and im2col (gemm.c, trsm.c, conv.c, the x86 GEMM variants
+ * and AMX) against direct loops in double. */
+#define _GNU_SOURCE
+#include "check.h"
+#include "config.h"
+#include "dtype.h"
+#include "tnk.h"
+#include "vmath.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* 3-D im2col against a direct gather, and col2im as its adjoint:
+ * <col2im(y), x> == <y, im2col(x)> for any x, y. */
+static void test_im2col_3d(void) {
+  tnk_im2col_args_t a = {.batch = 2,
+                         .c = 3,
+                         .d = 4,
+                         .h = 5,
+                         .w = 6,
+                         .kd = 2,
+                         .kh = 3,
+                         .kw = 2,
+                         .sd = 1,
+                         .sh = 2,
+                         .sw = 1,
+                         .pd = 1,
+                         .ph = 1,
+                         .pw = 0,
+                         .dd = 2,
+                         .dh = 1,
+                         .dw = 2,
+                         .dtype = TNK_F32};
+  a.od = (a.d + 2 * a.pd - a.dd * (a.kd - 1) - 1) / a.sd + 1;
+  a.oh = (a.h + 2 * a.ph - a.dh * (a.kh - 1) - 1) / a.sh + 1;
+  a.ow = (a.w + 2 * a.pw - a.dw * (a.kw - 1) - 1) / a.sw + 1;
+  int64_t planes = a.batch * a.c, vol = a.d * a.h * a.w, kk = a.kd * a.kh * a.kw;
+  int64_t L = a.od * a.oh * a.ow, ncol = planes * kk * L;
+  float *x = malloc(sizeof(float) * planes * vol), *col = malloc(sizeof(float) * ncol);
+  float *y = malloc(sizeof(float) * ncol), *back = calloc(planes * vol, sizeof(float));
+  for (int64_t i = 0; i < planes * vol; i++) x[i] = (float)((i * 37 % 101) - 50) / 25.0f;
+  for (int64_t i = 0; i < ncol; i++) y[i] = (float)((i * 13 % 29) - 14) / 7.0f;
+  a.im = x;
+  a.col = col;
+  tnk_im2col(&a);
+  int bad = 0;
+  for (int64_t r = 0; r < planes * kk; r++) {
+    int64_t pl = r / kk, kz = r % kk / (a.kh * a.kw), ky = r % (a.kh * a.kw) / a.kw, kx = r % a.kw;
+    for (int64_t oz = 0; oz < a.od; oz++)
+      for (int64_t oy = 0; oy < a.oh; oy++)
+        for (int64_t ox = 0; ox < a.ow; ox++) {
+          int64_t iz = oz * a.sd - a.pd + kz * a.dd, iy = oy * a.sh - a.ph + ky * a.dh,
+                  ix = ox * a.sw - a.pw + kx * a.dw;
+          int inside = iz >= 0 && iz < a.d && iy >= 0 && iy < a.h && ix >= 0 && ix < a.w;
+          float want = inside ? x[pl * vol + (iz * a.h + iy) * a.w + ix] : 0.0f;
+          if (col[r * L + (oz * a.oh + oy) * a.ow + ox] != want) bad++;
+        }
+  }
+  CHECK(bad == 0);
+  a.col2im = 1;
+  a.im = back;
+  a.col = y;
+  tnk_im2col(&a);
+  double lhs = 0, rhs = 0;
+  for (int64_t i = 0; i < planes * vol; i++) lhs += (double)back[i] * x[i];
+  for (int64_t i = 0; i < ncol; i++) rhs += (double)y[i] * col[i];
+  CHECK(fabs(lhs - rhs) < 1e-3 * (1 + fabs(rhs)));
+  free(x);
+  free(col);
+  free(y);
+  free(back);
+}
+
+/* Every GEMM variant the CPU has against the reference, over shapes that
+ * hit the small path, the packed path, edges and transposed operands. */
+static void test_gemm_variants(void) {
+  static const int64_t shapes[][3] = {
+      {1, 1, 1},      {5, 7, 3},      {6, 16, 8},      {13, 33, 17}, {64, 64, 64},
+      {100, 70, 300}, {130, 257, 40}, {1, 300, 260},   {3, 50, 37},  {4, 600, 64},
+      {37, 45, 531},  {300, 700, 37}, {260, 530, 600}, /* column split */
+      {23, 40, 50},   {10, 32, 9},    {66, 64, 33}};   /* 4-row tiles past the full ones */
+  tnk_config_t cfg[4];
+  int have[4];
+  for (int v = 0; v < 3; v++) have[v] = tnk_config_for_isa(v, &cfg[v]) == 0;
+  /* the widest variant with its blocking fitted to small caches (256 KiB
+   * L2, 2 MiB L3): several A blocks and B panels on the larger shapes */
+  cfg[3] = cfg[have[2] ? 2 : 1];
+  have[3] = have[2] || have[1];
+  tnk_fit_gemm_to_caches(&cfg[3].gemm, 256 << 10, 2 << 20);
+  if (have[3]) CHECK(cfg[3].gemm.mc < cfg[have[2] ? 2 : 1].gemm.mc && cfg[3].gemm.nc <= 512);
+  int bad = 0;
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+    int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+    for (int trans = 0; trans < 4; trans++) {
+      float *A = malloc(sizeof(float) * m * k), *B = malloc(sizeof(float) * k * n);
+      float *C0 = malloc(sizeof(float) * m * n), *C1 = malloc(sizeof(float) * m * n);
+      for (int64_t i = 0; i < m * k; i++) A[i] = (float)((i * 7 % 13) - 6) / 7.0f;
+      for (int64_t i = 0; i < k * n; i++) B[i] = (float)((i * 5 % 11) - 5) / 5.0f;
+      tnk_gemm_args_t g = {.batch = 1,
+                           .m = m,
+                           .n = n,
+                           .k = k,
+                           .a = A,
+                           .b = B,
+                           .dtype = TNK_F32,
+                           .alpha = 1.5,
+                           .beta = 0.5,
+                           .sc_r = n,
+                           .sc_c = 1};
+      /* alpha and beta per layout: the full tiles' direct paths (alpha 1
+       * with beta 0 or 1) and scaled epilogues with beta 0 and 1 */
+      static const double ab[4][2] = {{1.5, 0.5}, {1.0, 1.0}, {0.5, 0.0}, {0.5, 1.0}};
+      g.alpha = ab[trans][0];
+      g.beta = ab[trans][1];
+      /* trans bit 0: A stored column-major; bit 1: B stored column-major */
+      g.sa_r = trans & 1 ? 1 : k;
+      g.sa_c = trans & 1 ? m : 1;
+      g.sb_r = trans & 2 ? 1 : n;
+      g.sb_c = trans & 2 ? k : 1;
+      for (int64_t i = 0; i < m * n; i++) C0[i] = (float)(i % 3);
+      memcpy(C1, C0, sizeof(float) * m * n);
+      g.c = C0;
+      tnk_gemm_with(&cfg[0], &g);
+      for (int v = 1; v < 4; v++) {
+        if (!have[v]) continue;
+        float *Cv = malloc(sizeof(float) * m * n);
+        memcpy(Cv, C1, sizeof(float) * m * n);
+        g.c = Cv;
+        tnk_gemm_with(&cfg[v], &g);
+        for (int64_t i = 0; i < m * n; i++)
+          if (fabsf(Cv[i] - C0[i]) > 1e-4f * (1.0f + fabsf(C0[i]))) bad++;
+        free(Cv);
+      }
+      /* independent check of one element against a plain sum */
+      double want = g.beta * (double)((((m - 1) * n + (n - 1)) % 3));
+      double dot = 0;
+      for (int64_t kk = 0; kk < k; kk++)
+        dot += (double)A[(m - 1) * g.sa_r + kk * g.sa_c] * B[kk * g.sb_r + (n - 1) * g.sb_c];
+      want += g.alpha * dot;
+      if (fabs(C0[m * n - 1] - want) > 1e-3 * (1 + fabs(want))) bad++;
+      free(A);
+      free(B);
+      free(C0);
+      free(C1);
+    }
+  }
+  CHECK(bad == 0);
+  /* bf16 inputs accumulate in fp32; beta = 0 ignores NaN in C */
+  uint16_t a2[4], b2[4], c2[4];
+  for (int i = 0; i < 4; i++) {
+    a2[i] = tnk_f32_to_bf16((float)(i + 1));
+    b2[i] = tnk_f32_to_bf16((float)(4 - i));
+    c2[i] = tnk_f32_to_bf16(NAN);
+  }
+  tnk_gemm_args_t h = {.batch = 1,
+                       .m = 2,
+                       .n = 2,
+                       .k = 2,
+                       .a = a2,
+                       .b = b2,
+                       .c = c2,
+                       .sa_r = 2,
+                       .sa_c = 1,
+                       .sb_r = 2,
+                       .sb_c = 1,
+                       .sc_r = 2,
+                       .sc_c = 1,
+                       .dtype = TNK_BF16,
+                       .alpha = 1,
+                       .beta = 0};
+  tnk_gemm(&h);
+  /* [[1,2],[3,4]] @ [[4,3],[2,1]] = [[8,5],[20,13]] */
+  CHECK(tnk_bf16_to_f32(c2[0]) == 8 && tnk_bf16_to_f32(c2[1]) == 5 &&
+        tnk_bf16_to_f32(c2[2]) == 20 && tnk_bf16_to_f32(c2[3]) == 13);
+}
+
+/* The configurations the bf16 GEMM tests run against the reference: each
+ * ISA's this CPU has, and the AVX-512 one again without AMX where AMX is
+ * used, so that both bf16 kernels are checked there. */
+static int bf16_gemm_variants(tnk_config_t out[3]) {
+  int n = 0;
+  for (int isa = TNK_ISA_AVX2; isa <= TNK_ISA_AVX512; isa++) {
+    if (tnk_config_for_isa(isa, &out[n]) != 0) continue;
+    if (out[n++].gemm.amx_bf16) {
+      out[n] = out[n - 1];
+      out[n].gemm.amx_bf16 = NULL;
+      n++;
+    }
+  }
+  return n;
+}
+
+/* The AVX-512 configuration runs bf16 GEMMs on AMX exactly when the
+ * process decided AMX is usable (CPU, TORCH_NEURONX_AMX, the OS grant and
+ * the tile self-test: config.c). */
+static void test_amx_configured(void) {
+  tnk_config_t c;
+  if (tnk_config_for_isa(TNK_ISA_AVX512, &c) != 0) return;
+  CHECK((c.gemm.amx_bf16 != NULL) == (tnk_amx_usable() && c.gemm.bf16 != NULL));
+  printf("  AMX: %s; bf16 GEMM kernels checked: %s\n", tnk_amx_status(),
+         c.gemm.amx_bf16 ? "AMX tiles and AVX512-BF16"
+         : c.gemm.bf16   ? "AVX512-BF16"
+                         : "fp32");
+}
+
+#if defined(__x86_64__)
+#include <signal.h>
+
+#include "x86/x86.h"
+
+/* The bytes LDTILECFG loads are the intended configuration: palette 1,
+ * tiles 0-7 of 16 rows x 64 bytes, the rest zero. (GCC 12 once dropped
+ * the colsb/rows stores of a stack configuration: 0-row tiles, SIGILL on
+ * the first tile instruction of every AMX host.) */
+static void test_amx_tile_config_bytes(void) {
+  const uint8_t *cfg = tnk_amx_tile_config();
+  CHECK(((uintptr_t)cfg & 63) == 0);
+  CHECK(cfg[0] == 1); /* palette */
+  CHECK(cfg[1] == 0); /* start_row */
+  for (int i = 2; i < 16; i++) CHECK(cfg[i] == 0);
+  for (int t = 0; t < 16; t++) {
+    uint16_t colsb = (uint16_t)(cfg[16 + 2 * t] | cfg[16 + 2 * t + 1] << 8);
+    CHECK(colsb == (t < 8 ? 64 : 0));
+    CHECK(cfg[48 + t] == (t < 8 ? 16 : 0));
+  }
+}
+
+static int g_prior_handler_ran;
+static void prior_sigill_handler(int sig) { g_prior_handler_ran = sig; }
+
+/* The self-test cannot take the process down: where tiles work (AMX-BF16
+ * granted) it returns 0, the exact product; everywhere else the first tile
+ * instruction raises SIGILL, which it catches and returns. Either way the
+ * SIGILL handler the process had before is back afterwards. */
+static void test_amx_self_test_guard(void) {
+  struct sigaction mine, before, after;
+  memset(&mine, 0, sizeof mine);
+  mine.sa_handler = prior_sigill_handler;
+  sigemptyset(&mine.sa_mask);
+  sigaction(SIGILL, &mine, &before);
+  int tiles = (tnk_cpu_features() & TNK_FEAT_AMX_BF16) && tnk_amx_request();
+  int r = tnk_amx_self_test();
+  CHECK(r == (tiles ? 0 : SIGILL));
+  sigaction(SIGILL, NULL, &after);
+  CHECK(after.sa_handler == prior_sigill_handler);
+  raise(SIGILL); /* the handler restored is the one that runs */
+  CHECK(g_prior_handler_ran == SIGILL);
+  sigaction(SIGILL, &before, NULL);
+  printf("  AMX tile self-test on this CPU: %s\n", r == 0        ? "exact product"
+                                                   : r == SIGILL ? "SIGILL caught"
+                                                                 : "unexpected");
+}
+#endif
+
+/* A bf16/fp16 product deeper than one packed block is rounded once, as
+ * CPU rounds it: every variant against the reference (fp32 sums, one
+ * rounding); only the fp32 summation order may differ, by one ulp on at
+ * most 1% of the elements. Rounding after each block put 17% one ulp off. */
+static void test_gemm_narrow_rounds_once(void) {
+  const int64_t m = 24, n = 48, k = 2048;
+  int bad = 0;
+  for (int dt = 0; dt < 2; dt++) {
+    int dtype = dt ? TNK_F16 : TNK_BF16;
+    uint16_t *A = malloc(2 * m * k), *B = malloc(2 * k * n), *C0 = malloc(2 * m * n),
+             *C1 = malloc(2 * m * n);
+    for (int64_t i = 0; i < m * k; i++) {
+      float v = 0.25f + (float)(i * 7919 % 1000) / 2000.0f;
+      A[i] = dt ? tnk_f32_to_f16(v) : tnk_f32_to_bf16(v);
+    }
+    for (int64_t i = 0; i < k * n; i++) {
+      float v = (float)(i * 104729 % 1000) / 100000.0f;
+      B[i] = dt ? tnk_f32_to_f16(v) : tnk_f32_to_bf16(v);
+    }
+    tnk_gemm_args_t g = {.batch = 1, .m = m, .n = n, .k = k, .a = A, .b = B, .c = C0};
+    g.dtype = dtype;
+    g.alpha = 1.0;
+    g.sc_r = n;
+    g.sc_c = 1;
+    g.sa_r = k;
+    g.sa_c = 1;
+    tnk_config_t ref, cvs[3];
+    tnk_config_for_isa(TNK_ISA_REFERENCE, &ref);
+    int nv = bf16_gemm_variants(cvs);
+    for (int trans = 0; trans < 2; trans++) { /* B row-major, or k-contiguous (a weight) */
+      g.sb_r = trans ? 1 : n;
+      g.sb_c = trans ? k : 1;
+      g.c = C0;
+      tnk_gemm_with(&ref, &g);
+      for (int v = 0; v < nv; v++) {
+        g.c = C1;
+        tnk_gemm_with(&cvs[v], &g);
+        int off = 0;
+        for (int64_t i = 0; i < m * n; i++) {
+          int d = abs((int)C0[i] - (int)C1[i]);
+          if (d > 1) bad++;
+          off += d != 0;
+        }
+        if (off > m * n / 100) bad++;
+      }
+    }
+    free(A);
+    free(B);
+    free(C0);
+    free(C1);
+  }
+  CHECK(bad == 0);
+}
+
+/* bf16 GEMM: the AVX512-BF16 dot-product kernel (when the CPU has it) and
+ * the fp32-converting path (avx2) against the reference, odd depths, edge
+ * tiles, transposed operands, alpha/beta and depths over one packed block. */
+static void test_gemm_bf16_variants(void) {
+  const int64_t shapes[][3] = {
+      {13, 7, 33},    {25, 64, 70}, {12, 1101, 32}, {3, 5, 2},
+      {40, 300, 64},  {36, 33, 96}, {270, 40, 530}, /* column split */
+      {14, 2101, 40},  /* two packed blocks of depth (bf16 kc 2048), odd remainder */
+      {65, 1031, 97}}; /* AMX: two depth blocks (1024), edge blocks in m and n */
+  int bad = 0;
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+    for (int trans = 0; trans < 4; trans++) {
+      int64_t m = shapes[s][0], k = shapes[s][1], n = shapes[s][2];
+      uint16_t *A = malloc(2 * m * k), *B = malloc(2 * k * n), *C0 = malloc(2 * m * n),
+               *C1 = malloc(2 * m * n);
+      for (int64_t i = 0; i < m * k; i++) A[i] = tnk_f32_to_bf16((float)((i * 7 % 13) - 6) / 8.0f);
+      for (int64_t i = 0; i < k * n; i++) B[i] = tnk_f32_to_bf16((float)((i * 5 % 11) - 5) / 4.0f);
+      for (int64_t i = 0; i < m * n; i++) C0[i] = tnk_f32_to_bf16((float)(i % 3));
+      memcpy(C1, C0, 2 * m * n);
+      tnk_gemm_args_t g = {.batch = 1,
+                           .m = m,
+                           .n = n,
+                           .k = k,
+                           .a = A,
+                           .b = B,
+                           .c = C0,
+                           .dtype = TNK_BF16,
+                           .alpha = 1.5,
+                           .beta = 0.5,
+                           .sc_r = n,
+                           .sc_c = 1};
+      if (trans == 0 || s == 1) { /* plain C = A B: full tiles round straight into C */
+        g.alpha = 1.0;
+        g.beta = 0.0;
+      } else if (trans == 3) { /* C = alpha A B: the same tiles, scaled */
+        g.alpha = 0.5;
+        g.beta = 0.0;
+      }
+      g.sa_r = trans & 1 ? 1 : k;
+      g.sa_c = trans & 1 ? m : 1;
+      g.sb_r = trans & 2 ? 1 : n;
+      g.sb_c = trans & 2 ? k : 1;
+      tnk_config_t ref, cvs[3];
+      tnk_config_for_isa(TNK_ISA_REFERENCE, &ref);
+      tnk_gemm_with(&ref, &g);
+      int nv = bf16_gemm_variants(cvs);
+      for (int v = 0; v < nv; v++) {
+        uint16_t *Cv = malloc(2 * m * n);
+        memcpy(Cv, C1, 2 * m * n);
+        g.c = Cv;
+        tnk_gemm_with(&cvs[v], &g);
+        for (int64_t i = 0; i < m * n; i++) {
+          float got = tnk_bf16_to_f32(Cv[i]), want = tnk_bf16_to_f32(C0[i]);
+          /* sums of up to 1101 terms of size ~2: a few bf16 ulps of the
+           * partial sums (fp32 accumulation differs only in order) */
+          if (fabsf(got - want) > 2e-2f * (1.0f + fabsf(want)) + 1e-3f * (float)k / 64) bad++;
+        }
+        free(Cv);
+        g.c = C0;
+      }
+      free(A);
+      free(B);
+      free(C0);
+      free(C1);
+    }
+  CHECK(bad == 0);
+}
+
+/* Triangular solves: A X = B for lower/upper, unit or not, checked by
+ * multiplying back; strided (transposed) A. */
+static void test_trsm(void) {
+  enum { N = 7, K = 70 };
+  static double A[N * N], X[N * K], B[N * K];
+  int bad = 0;
+  for (int upper = 0; upper < 2; upper++)
+    for (int unit = 0; unit < 2; unit++)
+      for (int dt = 0; dt < 2; dt++) {
+        for (int i = 0; i < N; i++)
+          for (int j = 0; j < N; j++)
+            A[i * N + j] =
+                ((upper ? j >= i : j <= i) ? (i == j ? 2.0 + i : 0.3 * ((i + 2 * j) % 5) - 0.6)
+                                           : 0);
+        for (int i = 0; i < N * K; i++) B[i] = (double)((i * 7) % 11) - 5;
+        float Af[N * N], Xf[N * K];
+        for (int i = 0; i < N * N; i++) Af[i] = (float)A[i];
+        for (int i = 0; i < N * K; i++) {
+          X[i] = B[i];
+          Xf[i] = (float)B[i];
+        }
+        /* A read through its transpose's strides: (sa_r, sa_c) = (1, N) of A^T */
+        double At[N * N];
+        float Aft[N * N];
+        for (int i = 0; i < N; i++)
+          for (int j = 0; j < N; j++) {
+            At[j * N + i] = A[i * N + j];
+            Aft[j * N + i] = Af[i * N + j];
+          }
+        tnk_trsm_args_t t = {.batch = 1,
+                             .n = N,
+                             .k = K,
+                             .a = dt ? (void *)At : (void *)Aft,
+                             .x = dt ? (void *)X : (void *)Xf,
+                             .sa_r = 1,
+                             .sa_c = N,
+                             .sx_r = K,
+                             .sx_c = 1,
+                             .dtype = dt ? TNK_F64 : TNK_F32,
+                             .upper = upper,
+                             .unit = unit};
+        tnk_trsm(&t);
+        for (int i = 0; i < N; i++)
+          for (int c = 0; c < K; c++) {
+            double s = 0;
+            for (int j = 0; j < N; j++) {
+              double a = i == j && unit ? 1.0 : A[i * N + j];
+              s += a * (dt ? X[j * K + c] : Xf[j * K + c]);
+            }
+            if (fabs(s - B[i * K + c]) > (dt ? 1e-9 : 1e-3) * (1 + fabs(B[i * K + c]))) bad++;
+          }
+      }
+  CHECK(bad == 0);
+  CHECK(!tnk_trsm_supported(TNK_BF16));
+}
+
+/* A GEMM whose buffer cannot be allocated says so (return value and the
+ * fault sink) instead of leaving C silently unwritten: an fp64 row of 2^58
+ * columns needs a 2^61-byte accumulator. */
+static int g_gemm_faults;
+static const char *g_gemm_fault_what;
+static void count_gemm_fault(void *ctx, int kind, const char *what, int64_t v, int64_t b,
+                             uint32_t origin) {
+  (void)ctx;
+  (void)v;
+  (void)b;
+  (void)origin;
+  g_gemm_faults += kind == TNRT_FAULT_MESSAGE;
+  g_gemm_fault_what = what;
+}
+
+static void test_gemm_reports_allocation_failure(void) {
+  double a = 1, b = 1, c = 0;
+  tnk_gemm_args_t g = {.batch = 1,
+                       .m = 1,
+                       .n = (int64_t)1 << 58,
+                       .k = 1,
+                       .a = &a,
+                       .b = &b,
+                       .c = &c,
+                       .sa_r = 1,
+                       .sa_c = 1,
+                       .sb_r = 1,
+                       .sb_c = 1,
+                       .sc_r = 1,
+                       .sc_c = 1,
+                       .dtype = TNK_F64,
+                       .alpha = 1,
+                       .beta = 0};
+  g.fault.fn = count_gemm_fault;
+  CHECK(tnk_gemm(&g) == -1);
+  CHECK(g_gemm_faults == 1 && g_gemm_fault_what && strstr(g_gemm_fault_what, "out of host memory"));
+  g.n = 1; /* and a product that fits is computed, with no fault */
+  CHECK(tnk_gemm(&g) == 0 && c == 1 && g_gemm_faults == 1);
+}
+
+int main(void) {
+  RUN(test_im2col_3d);
+  RUN(test_gemm_variants);
+  RUN(test_amx_configured);
+#if defined(__x86_64__)
+  RUN(test_amx_tile_config_bytes);
+#endif
+#if defined(__x86_64__)
+  RUN(test_amx_self_test_guard);
+#endif
+  RUN(test_gemm_narrow_rounds_once);
+  RUN(test_gemm_bf16_variants);
+  RUN(test_trsm);
+  RUN(test_gemm_reports_allocation_failure);
+  return REPORT("test_gemm");
+}
