@@ -322,7 +322,7 @@ MUTATIONS = [
     # ---- convolution / pooling ----
     Mutation(
         "max-pool-ignores-nan",
-        "csrc/kernels/spatial.c",
+        "csrc/kernels/pooling.c",
         "if (v > best || v != v) {",
         "if (v > best) {",
         "pool",
@@ -330,7 +330,7 @@ MUTATIONS = [
     ),
     Mutation(
         "avg-pool-window-past-padding",
-        "csrc/kernels/spatial.c",
+        "csrc/kernels/pooling.c",
         "  if (e > in + g->p[ax]) e = in + g->p[ax];\n",
         "",
         "pool",

@@ -1,7 +1,8 @@
 /* Element access for every dtype: loads widen to tnk_val_t, stores narrow
  * from it. bf16 is converted in software (round to nearest even), fp16 in
  * software or with F16C (below): the kernels need no compiler support for
- * half types. */
+ * half types. Also the kernels' shared dtype classes (tnk_floating,
+ * tnk_real_dtype) and their bad-index report (tnk_report_fault). */
 #ifndef TNK_DTYPE_H
 #define TNK_DTYPE_H
 
@@ -204,6 +205,19 @@ static inline void tnk_stf(void *base, int dt, int64_t i, double v) {
     case TNK_BF16: ((uint16_t *)base)[i] = tnk_f32_to_bf16((float)v); break;
     default: ((uint16_t *)base)[i] = tnk_f32_to_f16((float)v); break;
   }
+}
+
+/* Dtype classes: the floating dtypes (f16, bf16, f32, f64) and the real
+ * ones (every dtype but the complex ones). */
+static inline int tnk_floating(int dt) {
+  return dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16;
+}
+static inline int tnk_real_dtype(int dt) { return dt >= TNK_BOOL && dt <= TNK_F64; }
+
+/* Reports a bad index (value, outside [0, bound)) through a kernel's fault
+ * sink, when it has one; `what` defaults to "index". */
+static inline void tnk_report_fault(const tnk_fault_t *f, int64_t value, int64_t bound) {
+  if (f->fn) f->fn(f->ctx, f->kind, f->what ? f->what : "index", value, bound, f->origin);
 }
 
 /* X-macro over dtypes: (enum, suffix of load/store). */

@@ -1,23 +1,13 @@
-/* Indexing kernels: index_select / index_add (embedding forward and
- * backward), gather / scatter, nll_loss, max/min with indices, cumulative
- * sum/product and isin. Every index is checked before it is used: a bad
+/* Indexing kernels, those of csrc/aten/index_ops.cpp: index_select /
+ * index_add / index_put (embedding forward and backward, advanced
+ * indexing), nonzero and count_nonzero, gather / scatter (and the scatter
+ * reductions) and isin. Every index is checked before it is used: a bad
  * one is skipped and reported through the fault sink, so a kernel never
  * reads or writes outside its views. */
 #include "dtype.h"
 #include "tnk.h"
 
-#include <math.h>
 #include <string.h>
-
-static int real_dtype(int dt) { return dt >= TNK_BOOL && dt <= TNK_F64; }
-
-static int floating(int dt) {
-  return dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16;
-}
-
-static void fault(const tnk_fault_t *f, int64_t value, int64_t bound) {
-  if (f->fn) f->fn(f->ctx, f->kind, f->what ? f->what : "index", value, bound, f->origin);
-}
 
 static int64_t load_index(const void *base, int dt, int64_t i) {
   return dt == TNK_I32 ? ((const int32_t *)base)[i] : ((const int64_t *)base)[i];
@@ -26,7 +16,7 @@ static int64_t load_index(const void *base, int dt, int64_t i) {
 /* Adds alpha * src into dst elementwise (one element), for any real dtype:
  * floating types through double, integers in int64 (wrapping), bool as or. */
 static void accumulate(char *dst, const char *src, int dt, double alpha) {
-  if (floating(dt)) {
+  if (tnk_floating(dt)) {
     tnk_stf(dst, dt, 0, tnk_ldf(dst, dt, 0) + alpha * tnk_ldf(src, dt, 0));
   } else if (dt == TNK_BOOL) {
     *dst = (char)(*dst || (*src && alpha != 0.0));
@@ -40,7 +30,7 @@ static void accumulate(char *dst, const char *src, int dt, double alpha) {
 /* dst = dst op src for the scatter reductions (real dtypes): products wrap
  * for integers; max/min keep a NaN from either side. */
 static void combine(char *dst, const char *src, int dt, int mode) {
-  if (floating(dt)) {
+  if (tnk_floating(dt)) {
     double a = tnk_ldf(dst, dt, 0), b = tnk_ldf(src, dt, 0), r;
     if (mode == TNK_SCATTER_MUL)
       r = a * b;
@@ -66,7 +56,7 @@ static void combine(char *dst, const char *src, int dt, int mode) {
 int tnk_index_supported(int dtype, int index_dtype, int mode) {
   if (index_dtype != TNK_I32 && index_dtype != TNK_I64) return 0;
   if (dtype < 0 || dtype >= TNK_DTYPE_COUNT) return 0;
-  return mode == TNK_INDEX_ADD ? real_dtype(dtype) : 1;
+  return mode == TNK_INDEX_ADD ? tnk_real_dtype(dtype) : 1;
 }
 
 /* The row (in units of inner) of entry j within one outer slice, or -1 for
@@ -77,7 +67,7 @@ static int64_t index_row(const tnk_index_args_t *a, int64_t j, int *reported) {
     int64_t v = load_index(a->index[k], a->index_dtype, j * a->index_stride[k]);
     int64_t x = v < 0 && a->wrap ? v + a->size[k] : v;
     if (x < 0 || x >= a->size[k]) {
-      if (!*reported) fault(&a->fault, v, a->size[k]);
+      if (!*reported) tnk_report_fault(&a->fault, v, a->size[k]);
       *reported = 1;
       return -1;
     }
@@ -164,7 +154,7 @@ static int is_nonzero(const char *p, size_t esz) {
 
 /* Floating -0.0 is zero: compare values, not bytes, for floating types. */
 static int elem_nonzero(const char *base, int dt, size_t esz, int64_t i) {
-  if (floating(dt)) return tnk_ldf(base, dt, i) != 0.0;
+  if (tnk_floating(dt)) return tnk_ldf(base, dt, i) != 0.0;
   if (dt == TNK_C64 || dt == TNK_C128) {
     tnk_val_t v = tnk_load_any(base + i * (int64_t)esz, dt);
     return v.re != 0.0 || v.im != 0.0;
@@ -197,7 +187,7 @@ void tnk_nonzero(const tnk_nonzero_args_t *a) {
 
 int tnk_gather_supported(int mode, int dtype) {
   if (dtype < 0 || dtype >= TNK_DTYPE_COUNT) return 0;
-  return mode == TNK_SCATTER_ADD || mode >= TNK_SCATTER_MUL ? real_dtype(dtype) : 1;
+  return mode == TNK_SCATTER_ADD || mode >= TNK_SCATTER_MUL ? tnk_real_dtype(dtype) : 1;
 }
 
 typedef struct gather_ctx {
@@ -227,7 +217,7 @@ static void gather_range(void *p, int64_t begin, int64_t end) {
       int64_t k = ((const int64_t *)a->index.data)[ox + t * s_idx];
       char *den = (char *)a->dense.data + (od + t * s_den) * (int64_t)c->esz;
       if (k < 0 || k >= a->dim_size) {
-        if (!reported) fault(&a->fault, k, a->dim_size);
+        if (!reported) tnk_report_fault(&a->fault, k, a->dim_size);
         reported = 1;
         if (a->mode == TNK_GATHER) memset(den, 0, c->esz);
         continue;
@@ -266,201 +256,9 @@ void tnk_gather(const tnk_gather_args_t *a) {
   tnk_parallel_for(rest, 8192 / len > 1 ? 8192 / len : 1, gather_range, &c);
 }
 
-/* ---- nll_loss ------------------------------------------------------------------ */
-
-int tnk_nll_supported(int dtype) { return floating(dtype); }
-
-typedef struct zero_ctx {
-  void *base;
-  int64_t row_bytes;
-} zero_ctx_t;
-
-static void zero_rows(void *p, int64_t begin, int64_t end) {
-  const zero_ctx_t *z = p;
-  memset((char *)z->base + begin * z->row_bytes, 0, (size_t)((end - begin) * z->row_bytes));
-}
-
-void tnk_nll(const tnk_nll_args_t *a) {
-  const int64_t *tgt = a->target;
-  int dt = a->dtype, reported = 0;
-  if (!a->backward) {
-    double loss = 0, wsum = 0;
-    for (int64_t i = 0; i < a->n; i++) {
-      int64_t t = tgt[i];
-      double l = 0;
-      if (t != a->ignore_index) {
-        if (t < 0 || t >= a->c) {
-          if (!reported) fault(&a->fault, t, a->c);
-          reported = 1;
-        } else {
-          double w = a->weight ? tnk_ldf(a->weight, dt, t) : 1.0;
-          l = -w * tnk_ldf(a->input, dt, i * a->c + t);
-          wsum += w;
-        }
-      }
-      if (a->reduction == 0)
-        tnk_stf(a->out, dt, i, l);
-      else
-        loss += l;
-    }
-    if (a->reduction == 1) loss /= wsum;
-    if (a->reduction != 0) tnk_stf(a->out, dt, 0, loss);
-    tnk_stf(a->total_weight, dt, 0, a->reduction == 0 ? 0.0 : wsum);
-    return;
-  }
-  zero_ctx_t z = {a->out, (int64_t)tnk_dtype_size(dt) * a->c};
-  tnk_parallel_for(a->n, 64, zero_rows, &z); /* [n, c] can be large: vocabulary */
-  double g0 = a->reduction == 0 ? 0 : tnk_ldf(a->grad, dt, 0);
-  if (a->reduction == 1) g0 /= tnk_ldf(a->total_weight, dt, 0);
-  for (int64_t i = 0; i < a->n; i++) {
-    int64_t t = tgt[i];
-    if (t == a->ignore_index) continue;
-    if (t < 0 || t >= a->c) {
-      if (!reported) fault(&a->fault, t, a->c);
-      reported = 1;
-      continue;
-    }
-    double w = a->weight ? tnk_ldf(a->weight, dt, t) : 1.0;
-    double g = a->reduction == 0 ? tnk_ldf(a->grad, dt, i) : g0;
-    tnk_stf(a->out, dt, i * a->c + t, -w * g);
-  }
-}
-
-/* ---- max/min with indices ------------------------------------------------------ */
-
-int tnk_argreduce_supported(int dtype) { return real_dtype(dtype); }
-
-static void argred_range(void *p, int64_t begin, int64_t end) {
-  const tnk_argreduce_args_t *a = p;
-  int dt = a->dtype;
-  size_t esz = tnk_dtype_size(dt);
-  for (int64_t r = begin; r < end; r++) {
-    int64_t o = r / a->inner, i = r % a->inner;
-    const char *base = (const char *)a->in + (size_t)(o * a->len * a->inner + i) * esz;
-    int64_t best = 0;
-    if (floating(dt)) {
-      double bv = tnk_ldf(base, dt, 0);
-      for (int64_t k = 1; k < a->len && !isnan(bv); k++) {
-        double v = tnk_ldf(base, dt, k * a->inner);
-        if (isnan(v) || (a->is_max ? v > bv : v < bv)) {
-          bv = v;
-          best = k;
-        }
-      }
-    } else {
-      int64_t bv = tnk_load_any(base, dt).i;
-      for (int64_t k = 1; k < a->len; k++) {
-        int64_t v = tnk_load_any(base + k * a->inner * (int64_t)esz, dt).i;
-        if (a->is_max ? v > bv : v < bv) {
-          bv = v;
-          best = k;
-        }
-      }
-    }
-    ((int64_t *)a->indices)[r] = best;
-    if (a->values)
-      memcpy((char *)a->values + r * (int64_t)esz, base + best * a->inner * (int64_t)esz, esz);
-  }
-}
-
-void tnk_argreduce(const tnk_argreduce_args_t *a) {
-  int64_t len = a->len > 0 ? a->len : 1;
-  tnk_parallel_for(a->outer * a->inner, 16384 / len > 1 ? 16384 / len : 1, argred_range, (void *)a);
-}
-
-/* ---- cumulative sum / product ---------------------------------------------------- */
-
-int tnk_scan_supported(int in_dtype, int out_dtype) {
-  if (floating(in_dtype)) return floating(out_dtype);
-  return real_dtype(in_dtype) && (out_dtype == TNK_I64 || out_dtype == in_dtype);
-}
-
-/* log(e^a + e^b) without overflow; equal infinities stay themselves, NaN
- * propagates (a comparison with NaN picks it as the maximum). */
-static double log_add_exp(double a, double b) {
-  double mx = a > b ? a : b, mn = a > b ? b : a;
-  if (mn == -INFINITY || (mn == mx && isinf(mx))) return mx;
-  return mx + log1p(exp(mn - mx));
-}
-
-static void scan_range(void *p, int64_t begin, int64_t end) {
-  const tnk_scan_args_t *a = p;
-  int fl = floating(a->in_dtype), prod = a->op == TNK_SCAN_PROD;
-  size_t isz = tnk_dtype_size(a->in_dtype), osz = tnk_dtype_size(a->out_dtype);
-  for (int64_t r = begin; r < end; r++) {
-    int64_t o = r / a->inner, i = r % a->inner;
-    int64_t off = o * a->len * a->inner + i;
-    double acc = a->op == TNK_SCAN_LOGSUMEXP ? -INFINITY : prod ? 1.0 : 0.0;
-    int64_t iacc = prod ? 1 : 0;
-    for (int64_t k = 0; k < a->len; k++, off += a->inner) {
-      if (fl) {
-        double v = tnk_ldf(a->in, a->in_dtype, off);
-        acc = a->op == TNK_SCAN_LOGSUMEXP ? log_add_exp(acc, v) : prod ? acc * v : acc + v;
-        tnk_stf(a->out, a->out_dtype, off, acc);
-      } else {
-        int64_t v = tnk_load_any((const char *)a->in + off * (int64_t)isz, a->in_dtype).i;
-        iacc = prod ? (int64_t)((uint64_t)iacc * (uint64_t)v)
-                    : (int64_t)((uint64_t)iacc + (uint64_t)v);
-        tnk_store_any((char *)a->out + off * (int64_t)osz, a->out_dtype,
-                      (tnk_val_t){(double)iacc, 0, iacc, 1});
-      }
-    }
-  }
-}
-
-void tnk_scan(const tnk_scan_args_t *a) {
-  if (!tnk_scan_supported(a->in_dtype, a->out_dtype) || a->op < TNK_SCAN_SUM ||
-      a->op > TNK_SCAN_LOGSUMEXP || (a->op == TNK_SCAN_LOGSUMEXP && !floating(a->in_dtype)))
-    return;
-  int64_t len = a->len > 0 ? a->len : 1;
-  tnk_parallel_for(a->outer * a->inner, 16384 / len > 1 ? 16384 / len : 1, scan_range, (void *)a);
-}
-
-/* ---- cummax / cummin --------------------------------------------------------------- */
-
-int tnk_cumext_supported(int dtype) { return real_dtype(dtype); }
-
-static void cumext_range(void *p, int64_t begin, int64_t end) {
-  const tnk_cumext_args_t *a = p;
-  const int fl = floating(a->dtype);
-  const size_t esz = tnk_dtype_size(a->dtype);
-  for (int64_t r = begin; r < end; r++) {
-    int64_t o = r / a->inner, i = r % a->inner;
-    int64_t off = o * a->len * a->inner + i, idx = 0;
-    const char *best = (const char *)a->in + off * (int64_t)esz;
-    double bf = fl ? tnk_ldf(a->in, a->dtype, off) : 0;
-    int64_t bi = fl ? 0 : tnk_load_any(best, a->dtype).i;
-    for (int64_t k = 0; k < a->len; k++, off += a->inner) {
-      const char *x = (const char *)a->in + off * (int64_t)esz;
-      int take;
-      if (fl) {
-        double v = tnk_ldf(a->in, a->dtype, off);
-        take = isnan(v) || (!isnan(bf) && (a->is_max ? v >= bf : v <= bf));
-        if (take) bf = v;
-      } else {
-        int64_t v = tnk_load_any(x, a->dtype).i;
-        take = a->is_max ? v >= bi : v <= bi;
-        if (take) bi = v;
-      }
-      if (take) {
-        best = x;
-        idx = k;
-      }
-      memcpy((char *)a->values + off * (int64_t)esz, best, esz);
-      a->indices[off] = idx;
-    }
-  }
-}
-
-void tnk_cumext(const tnk_cumext_args_t *a) {
-  if (!tnk_cumext_supported(a->dtype) || a->len <= 0) return;
-  tnk_parallel_for(a->outer * a->inner, 16384 / a->len > 1 ? 16384 / a->len : 1, cumext_range,
-                   (void *)a);
-}
-
 /* ---- isin -------------------------------------------------------------------------- */
 
-int tnk_isin_supported(int dtype) { return real_dtype(dtype); }
+int tnk_isin_supported(int dtype) { return tnk_real_dtype(dtype); }
 
 static void isin_range(void *p, int64_t begin, int64_t end) {
   const tnk_isin_args_t *a = p;
@@ -471,7 +269,7 @@ static void isin_range(void *p, int64_t begin, int64_t end) {
     int found = 0;
     for (int64_t j = 0; j < a->m && !found; j++) {
       tnk_val_t t = tnk_load_any((const char *)a->test + j * (int64_t)esz, dt);
-      found = floating(dt) ? e.re == t.re : e.i == t.i;
+      found = tnk_floating(dt) ? e.re == t.re : e.i == t.i;
     }
     ((uint8_t *)a->out)[i] = (uint8_t)(found != a->invert);
   }

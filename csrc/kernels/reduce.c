@@ -1,19 +1,22 @@
-/* Sum and mean over any set of dimensions of a strided tensor. The outputs
- * (the kept dims) are walked by the n-dimensional iterator (iter.h); each
- * output walks the reduced index space. fp32 and
+/* Reduction kernels, those of csrc/aten/reduction_ops.cpp: reductions over
+ * any set of dimensions of a strided tensor (tnk_reduce: sum, mean, prod,
+ * max/min, all/any), max/min with indices along one dim (tnk_argreduce),
+ * cumulative sum / product / log-sum-exp (tnk_scan) and cummax / cummin
+ * (tnk_cumext).
+ * tnk_reduce: the outputs (the kept dims) are walked by the n-dimensional
+ * iterator (iter.h); each output walks the reduced index space. fp32 and
  * half inputs accumulate in double and round once, fp64 in double, integers
  * in int64 (wrapping). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dtype.h"
 #include "iter.h"
 #include "tnk.h"
 #include "vmath.h"
 
-static int floating(int dt) {
-  return dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16;
-}
+/* ---- reductions over dimensions ------------------------------------------------ */
 
 static int integral(int dt) {
   return dt == TNK_U8 || dt == TNK_I8 || dt == TNK_I16 || dt == TNK_I32 || dt == TNK_I64 ||
@@ -26,9 +29,9 @@ int tnk_reduce_supported(int op, int in_dtype, int out_dtype) {
            in_dtype < TNK_DTYPE_COUNT;
   if (op == TNK_ALL || op == TNK_ANY)
     return in_dtype >= 0 && in_dtype < TNK_DTYPE_COUNT && out_dtype == TNK_BOOL;
-  if (op == TNK_MEAN) return floating(in_dtype) && floating(out_dtype);
+  if (op == TNK_MEAN) return tnk_floating(in_dtype) && tnk_floating(out_dtype);
   if (op != TNK_SUM && op != TNK_PROD) return 0;
-  return (floating(in_dtype) && floating(out_dtype)) ||
+  return (tnk_floating(in_dtype) && tnk_floating(out_dtype)) ||
          (integral(in_dtype) && out_dtype == TNK_I64);
 }
 
@@ -368,4 +371,136 @@ void tnk_reduce(const tnk_reduce_args_t *a) {
     return;
   }
   tnk_iter_run(&it, grain, red_loop, &c);
+}
+
+/* ---- max/min with indices ------------------------------------------------------ */
+
+int tnk_argreduce_supported(int dtype) { return tnk_real_dtype(dtype); }
+
+static void argred_range(void *p, int64_t begin, int64_t end) {
+  const tnk_argreduce_args_t *a = p;
+  int dt = a->dtype;
+  size_t esz = tnk_dtype_size(dt);
+  for (int64_t r = begin; r < end; r++) {
+    int64_t o = r / a->inner, i = r % a->inner;
+    const char *base = (const char *)a->in + (size_t)(o * a->len * a->inner + i) * esz;
+    int64_t best = 0;
+    if (tnk_floating(dt)) {
+      double bv = tnk_ldf(base, dt, 0);
+      for (int64_t k = 1; k < a->len && !isnan(bv); k++) {
+        double v = tnk_ldf(base, dt, k * a->inner);
+        if (isnan(v) || (a->is_max ? v > bv : v < bv)) {
+          bv = v;
+          best = k;
+        }
+      }
+    } else {
+      int64_t bv = tnk_load_any(base, dt).i;
+      for (int64_t k = 1; k < a->len; k++) {
+        int64_t v = tnk_load_any(base + k * a->inner * (int64_t)esz, dt).i;
+        if (a->is_max ? v > bv : v < bv) {
+          bv = v;
+          best = k;
+        }
+      }
+    }
+    ((int64_t *)a->indices)[r] = best;
+    if (a->values)
+      memcpy((char *)a->values + r * (int64_t)esz, base + best * a->inner * (int64_t)esz, esz);
+  }
+}
+
+void tnk_argreduce(const tnk_argreduce_args_t *a) {
+  int64_t len = a->len > 0 ? a->len : 1;
+  tnk_parallel_for(a->outer * a->inner, 16384 / len > 1 ? 16384 / len : 1, argred_range, (void *)a);
+}
+
+/* ---- cumulative sum / product ---------------------------------------------------- */
+
+int tnk_scan_supported(int in_dtype, int out_dtype) {
+  if (tnk_floating(in_dtype)) return tnk_floating(out_dtype);
+  return tnk_real_dtype(in_dtype) && (out_dtype == TNK_I64 || out_dtype == in_dtype);
+}
+
+/* log(e^a + e^b) without overflow; equal infinities stay themselves, NaN
+ * propagates (a comparison with NaN picks it as the maximum). */
+static double log_add_exp(double a, double b) {
+  double mx = a > b ? a : b, mn = a > b ? b : a;
+  if (mn == -INFINITY || (mn == mx && isinf(mx))) return mx;
+  return mx + log1p(exp(mn - mx));
+}
+
+static void scan_range(void *p, int64_t begin, int64_t end) {
+  const tnk_scan_args_t *a = p;
+  int fl = tnk_floating(a->in_dtype), prod = a->op == TNK_SCAN_PROD;
+  size_t isz = tnk_dtype_size(a->in_dtype), osz = tnk_dtype_size(a->out_dtype);
+  for (int64_t r = begin; r < end; r++) {
+    int64_t o = r / a->inner, i = r % a->inner;
+    int64_t off = o * a->len * a->inner + i;
+    double acc = a->op == TNK_SCAN_LOGSUMEXP ? -INFINITY : prod ? 1.0 : 0.0;
+    int64_t iacc = prod ? 1 : 0;
+    for (int64_t k = 0; k < a->len; k++, off += a->inner) {
+      if (fl) {
+        double v = tnk_ldf(a->in, a->in_dtype, off);
+        acc = a->op == TNK_SCAN_LOGSUMEXP ? log_add_exp(acc, v) : prod ? acc * v : acc + v;
+        tnk_stf(a->out, a->out_dtype, off, acc);
+      } else {
+        int64_t v = tnk_load_any((const char *)a->in + off * (int64_t)isz, a->in_dtype).i;
+        iacc = prod ? (int64_t)((uint64_t)iacc * (uint64_t)v)
+                    : (int64_t)((uint64_t)iacc + (uint64_t)v);
+        tnk_store_any((char *)a->out + off * (int64_t)osz, a->out_dtype,
+                      (tnk_val_t){(double)iacc, 0, iacc, 1});
+      }
+    }
+  }
+}
+
+void tnk_scan(const tnk_scan_args_t *a) {
+  if (!tnk_scan_supported(a->in_dtype, a->out_dtype) || a->op < TNK_SCAN_SUM ||
+      a->op > TNK_SCAN_LOGSUMEXP || (a->op == TNK_SCAN_LOGSUMEXP && !tnk_floating(a->in_dtype)))
+    return;
+  int64_t len = a->len > 0 ? a->len : 1;
+  tnk_parallel_for(a->outer * a->inner, 16384 / len > 1 ? 16384 / len : 1, scan_range, (void *)a);
+}
+
+/* ---- cummax / cummin --------------------------------------------------------------- */
+
+int tnk_cumext_supported(int dtype) { return tnk_real_dtype(dtype); }
+
+static void cumext_range(void *p, int64_t begin, int64_t end) {
+  const tnk_cumext_args_t *a = p;
+  const int fl = tnk_floating(a->dtype);
+  const size_t esz = tnk_dtype_size(a->dtype);
+  for (int64_t r = begin; r < end; r++) {
+    int64_t o = r / a->inner, i = r % a->inner;
+    int64_t off = o * a->len * a->inner + i, idx = 0;
+    const char *best = (const char *)a->in + off * (int64_t)esz;
+    double bf = fl ? tnk_ldf(a->in, a->dtype, off) : 0;
+    int64_t bi = fl ? 0 : tnk_load_any(best, a->dtype).i;
+    for (int64_t k = 0; k < a->len; k++, off += a->inner) {
+      const char *x = (const char *)a->in + off * (int64_t)esz;
+      int take;
+      if (fl) {
+        double v = tnk_ldf(a->in, a->dtype, off);
+        take = isnan(v) || (!isnan(bf) && (a->is_max ? v >= bf : v <= bf));
+        if (take) bf = v;
+      } else {
+        int64_t v = tnk_load_any(x, a->dtype).i;
+        take = a->is_max ? v >= bi : v <= bi;
+        if (take) bi = v;
+      }
+      if (take) {
+        best = x;
+        idx = k;
+      }
+      memcpy((char *)a->values + off * (int64_t)esz, best, esz);
+      a->indices[off] = idx;
+    }
+  }
+}
+
+void tnk_cumext(const tnk_cumext_args_t *a) {
+  if (!tnk_cumext_supported(a->dtype) || a->len <= 0) return;
+  tnk_parallel_for(a->outer * a->inner, 16384 / a->len > 1 ? 16384 / a->len : 1, cumext_range,
+                   (void *)a);
 }

@@ -625,7 +625,7 @@ typedef struct tnk_im2col_args {
 } tnk_im2col_args_t;
 void tnk_im2col(const tnk_im2col_args_t *args);
 
-/* ---- pooling and resampling (kernels/spatial.c) ----------------------------- */
+/* ---- pooling and resampling (kernels/pooling.c, kernels/resample.c) --------- */
 
 /* 2-D and 3-D pooling over `planes` contiguous [d, h, w] volumes (N*C of
  * an NC(D)HW tensor) into [od, oh, ow]; floating dtypes, fp64 accumulation.

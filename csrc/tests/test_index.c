@@ -1,5 +1,5 @@
-/* Indexing, sorting and scans (index.c, sort.c, reduce.c's scans)
- * against direct loops. */
+/* Indexing, sorting and scans (index.c, sort.c, reduce.c's scans and
+ * cummax/cummin) against direct loops. */
 #define _GNU_SOURCE
 #include "check.h"
 #include "config.h"

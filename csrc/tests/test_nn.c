@@ -1,5 +1,5 @@
 /* The neural-network kernels (attention.c, softmax.c, layer_norm.c,
- * rnn.c, spatial.c: pooling, resampling, grid sampling) against
+ * rnn.c, pooling.c, resample.c: pooling, resampling, grid sampling) against
  * references in double. */
 #define _GNU_SOURCE
 #include "check.h"
