@@ -14,6 +14,7 @@ from conftest import assert_same
 from op_util import (
     ELT_LENS,
     FLOATS,
+    REALS,
     elt_input,
     gen,
     grad_check,
@@ -303,17 +304,7 @@ def test_more_binary_ops_promotion_and_errors():
 
 # ---- comparisons and bitwise ops ------------------------------------------------
 
-CMP_DTYPES = [
-    torch.float32,
-    torch.float64,
-    torch.bfloat16,
-    torch.float16,
-    torch.int64,
-    torch.int32,
-    torch.int8,
-    torch.uint8,
-    torch.bool,
-]
+CMP_DTYPES = REALS + [torch.bool]
 CMPS = [torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge]
 
 

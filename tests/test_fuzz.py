@@ -7,21 +7,11 @@ import random
 
 import pytest
 import torch
+from op_util import FLOATS, REALS
 
 import torch_neuronx
 
-DTYPES = [
-    torch.float32,
-    torch.float64,
-    torch.bfloat16,
-    torch.float16,
-    torch.int64,
-    torch.int32,
-    torch.int8,
-    torch.uint8,
-    torch.bool,
-]
-FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+DTYPES = REALS + [torch.bool]
 
 
 def rand_tensor(rng, shape, dtype):

@@ -302,7 +302,7 @@ def test_grid_sample_bicubic_falls_back_and_errors_match():
 
 
 # ---- edge cases (issue 16; tools/mutate.py checks that these tests catch
-# planted bugs): max / avg / adaptive-avg pooling (kernels/spatial.c) with
+# planted bugs): max / avg / adaptive-avg pooling (kernels/pooling.c) with
 # ceil_mode, padding, dilation, windows of -inf and NaN, ties, non-contiguous
 # inputs, indices -------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-// Losses: nll_loss (index.c's nll kernel) and its 2-D+ form, mse_loss,
+// Losses: nll_loss (loss.c's nll kernel) and its 2-D+ form, mse_loss,
 // smooth_l1_loss, huber_loss, binary_cross_entropy.
 #include "neuron.h"
 

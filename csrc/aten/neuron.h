@@ -209,7 +209,7 @@ void into_contiguous(at::Tensor &out, F fn) {
   }
 }
 
-// ---------------------------------- pooling and resampling (spatial.c)
+// ---------------------------------- pooling and resampling (pooling.c, resample.c)
 // Inputs are [C, (D,) H, W] or [N, C, (D,) H, W]; the kernels read and write
 // NC(D)HW planes, so other layouts go through a contiguous copy, and results
 // land in the layout ATen gives the input (channels-last stays channels-last).

@@ -1,4 +1,4 @@
-// Pooling (spatial.c): max pooling with indices, average and adaptive
+// Pooling (pooling.c): max pooling with indices, average and adaptive
 // average pooling, adaptive max pooling, 2-D and 3-D, forward and backward.
 #include "neuron.h"
 

@@ -1,4 +1,4 @@
-// Reductions (reduce.c, the argreduce and scan kernels of index.c): sum,
+// Reductions (reduce.c: its reductions, arg-reductions and scans): sum,
 // mean, prod, all/any, max/min/amax/amin, argmax/argmin, max/min with
 // indices, cumsum/cumprod/logcumsumexp, nansum, torch.equal, and the
 // composites over them (var/std, linalg_vector_norm).

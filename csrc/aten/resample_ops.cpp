@@ -1,4 +1,4 @@
-// Resampling (spatial.c): linear/bilinear/trilinear/bicubic upsampling,
+// Resampling (resample.c): linear/bilinear/trilinear/bicubic upsampling,
 // nearest and nearest-exact upsampling (as index_select), grid_sample.
 #include "neuron.h"
 

@@ -8,12 +8,8 @@
 #include "tnk.h"
 #include "vmath.h"
 
-static int floating(int dt) {
-  return dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16;
-}
-
 int tnk_softmax_supported(int dtype, int out_dtype) {
-  return floating(dtype) && (out_dtype == dtype || out_dtype == TNK_F32);
+  return tnk_floating(dtype) && (out_dtype == dtype || out_dtype == TNK_F32);
 }
 
 /* fp32 rows along the last dimension: the common case, without per-element

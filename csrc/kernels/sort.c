@@ -8,16 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int floating(int dt) {
-  return dt == TNK_F32 || dt == TNK_F64 || dt == TNK_BF16 || dt == TNK_F16;
-}
-
 int tnk_sort_supported(int dtype) { return dtype >= TNK_BOOL && dtype <= TNK_F64; }
 
 /* A uint64 key whose unsigned order is the element order: NaN above every
  * number, -0.0 equal to 0.0, signed integers offset by 2^63. */
 static uint64_t sort_key(const char *p, int dt) {
-  if (floating(dt)) {
+  if (tnk_floating(dt)) {
     double d;
     switch (dt) {
       case TNK_F32: {
@@ -132,7 +128,7 @@ void tnk_histc(const tnk_histc_args_t *a) {
       double x = ((const double *)a->in)[i];
       if (!(x >= a->lo && x <= a->hi)) continue;
       pos = (int64_t)((x - a->lo) * (double)a->bins / (a->hi - a->lo));
-    } else if (floating(a->dtype)) {
+    } else if (tnk_floating(a->dtype)) {
       float x = (float)tnk_ldf(a->in, a->dtype, i), lo = (float)a->lo, hi = (float)a->hi;
       if (!(x >= lo && x <= hi)) continue;
       pos = (int64_t)((x - lo) * (float)a->bins / (hi - lo));
@@ -164,7 +160,7 @@ typedef struct bound_val {
 
 static bound_val_t load_bound(const char *base, int dt, int64_t j) {
   bound_val_t v = {0, 0};
-  if (floating(dt))
+  if (tnk_floating(dt))
     v.f = tnk_ldf(base, dt, j);
   else
     v.i = tnk_load_any(base + j * (int64_t)tnk_dtype_size(dt), dt).i;
@@ -180,7 +176,7 @@ static int go_right(bound_val_t mid, bound_val_t v, int fl, int right) {
 
 static void searchsorted_range(void *ctx, int64_t begin, int64_t end) {
   const tnk_searchsorted_args_t *a = ctx;
-  const int fl = floating(a->dtype);
+  const int fl = tnk_floating(a->dtype);
   const int64_t esz = (int64_t)tnk_dtype_size(a->dtype);
   int reported = 0;
   for (int64_t k = begin; k < end; k++) {

@@ -1,5 +1,11 @@
 #define _GNU_SOURCE
-/* Tests of the collective library (ccl/ccl.h): this binary launches N
+/* Over 1,000 lines as one file on purpose: the ranks are processes this
+ * binary launches once per rank count, and every check below runs inside the
+ * same rendezvous (run_rank); split files would each need the launcher and
+ * the bootstrap again. The latency and bandwidth runs (--latency,
+ * --bandwidth) are modes of the same launcher.
+ *
+ * Tests of the collective library (ccl/ccl.h): this binary launches N
  * copies of itself as ranks (fork + exec); the bootstrap exchange goes
  * through files in a fresh directory (the c10d store's stand-in). Every rank
  * knows every rank's inputs, so each checks its results against a plain

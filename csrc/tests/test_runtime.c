@@ -1,5 +1,10 @@
 #define _GNU_SOURCE
-/* Tests of the runtime: device model, allocator, streams, events, pool. */
+/* Tests of the runtime: device model, allocator, streams, events, pool.
+ * Over 1,000 lines as one file on purpose: `make test` runs this binary in
+ * seven modes (plain, --wrapped-hal through the test HAL library, plain and
+ * protected, --protect, --config, launch-blocking, many threads, --bad-hal),
+ * each a subset of these tests picked in main(); one binary keeps the modes
+ * and their subsets in one place. */
 #include "check.h"
 #include "provider.h"
 #include "tnrt.h"
