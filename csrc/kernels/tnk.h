@@ -270,34 +270,15 @@ void tnk_unary(const tnk_unary_args_t *args);
  * The output has the input's dtype, except abs and angle: the real dtype of
  * the same precision. Same layout rules as tnk_unary; args->dtype is the
  * input's. */
-typedef enum tnk_complex_op {
-  TNK_CX_EXP = 0,
-  TNK_CX_LOG,
-  TNK_CX_SQRT,
-  TNK_CX_RSQRT,
-  TNK_CX_SIN,
-  TNK_CX_COS,
-  TNK_CX_TANH,
-  TNK_CX_SIGMOID,
-  TNK_CX_NEG,
-  TNK_CX_CONJ,
-  TNK_CX_RECIPROCAL,
-  TNK_CX_ABS,
-  TNK_CX_ANGLE, /* real outputs */
-  TNK_CX_OP_COUNT
-} tnk_complex_op_t;
+#define TNK_COMPLEX_ENUM_(ID, name, out, kernel, ref) TNK_CX_##ID,
+typedef enum tnk_complex_op { TNK_COMPLEX_OPS(TNK_COMPLEX_ENUM_) TNK_CX_OP_COUNT } tnk_complex_op_t;
 int tnk_complex_unary_supported(int op, int dtype, int out_dtype);
 void tnk_complex_unary(const tnk_unary_args_t *args);
 
 /* Floating-point classification into a bool output: out = pred(in). */
+#define TNK_CLASSIFY_ENUM_(ID, name, kernel, ref) TNK_##ID,
 typedef enum tnk_classify_op {
-  TNK_ISNAN = 0,
-  TNK_ISINF,
-  TNK_ISPOSINF,
-  TNK_ISNEGINF,
-  TNK_ISFINITE,
-  TNK_SIGNBIT,
-  TNK_CLASSIFY_OP_COUNT
+  TNK_CLASSIFY_OPS(TNK_CLASSIFY_ENUM_) TNK_CLASSIFY_OP_COUNT
 } tnk_classify_op_t;
 /* Same layout as tnk_unary_args_t; out.dtype is TNK_BOOL, dtype the input's
  * floating dtype. */

@@ -117,15 +117,10 @@ static void classify_elem(char *out, const char *in, const map2_t *m) {
   } else {
     x = tnk_ldf(in, m->dt, 0);
   }
-  int r;
-  switch (m->op) {
-    case TNK_ISNAN: r = x != x; break;
-    case TNK_ISINF: r = isinf(x) != 0; break;
-    case TNK_ISPOSINF: r = x == INFINITY; break;
-    case TNK_ISNEGINF: r = x == -INFINITY; break;
-    case TNK_SIGNBIT: r = signbit(x) != 0; break;
-    default: r = isfinite(x) != 0; break;
-  }
+  int r = 0;
+#define CLASSIFY_CASE(ID, name, kernel, ref) \
+  case TNK_##ID: r = (kernel); break;
+  switch (m->op) { TNK_CLASSIFY_OPS(CLASSIFY_CASE) }
   *(unsigned char *)out = (unsigned char)r;
 }
 
@@ -176,36 +171,26 @@ int tnk_complex_unary_supported(int op, int dtype, int out_dtype) {
   return out_dtype == (op == TNK_CX_ABS || op == TNK_CX_ANGLE ? real : dtype);
 }
 
+/* The complex libm function f at z's precision (the table's CX_FN). */
+#define CX_FN(fn, z) _Generic((z), float complex: fn##f, default: fn)(z)
+#define CX_CASE(ID, name, out, kernel, ref) CX_CASE_##out(TNK_CX_##ID, kernel)
+#define CX_CASE_SAME(OP, K) \
+  case OP: r = (K); break;
+#define CX_CASE_REAL(OP, K)      \
+  case OP: {                     \
+    real_t a_ = (real_t)(K);     \
+    memcpy(out, &a_, sizeof a_); \
+    return;                      \
+  }
 /* One precision's element function: T the real type, C its complex type,
- * F(name) the libm function of that precision, MK its CMPLX constructor. */
+ * MK its CMPLX constructor; the ops are the rows of TNK_COMPLEX_OPS. */
 #define CX_ELEM(NAME, T, C, F, MK)                               \
   static void NAME(char *out, const char *in, const map2_t *m) { \
+    typedef T real_t;                                            \
     T v[2];                                                      \
     memcpy(v, in, sizeof v);                                     \
-    C z = MK(v[0], v[1]), r; /* built exactly: no inf * I */     \
-    switch (m->op) {                                             \
-      case TNK_CX_ABS: {                                         \
-        T a = F(cabs)(z);                                        \
-        memcpy(out, &a, sizeof a);                               \
-        return;                                                  \
-      }                                                          \
-      case TNK_CX_ANGLE: {                                       \
-        T a = F(carg)(z);                                        \
-        memcpy(out, &a, sizeof a);                               \
-        return;                                                  \
-      }                                                          \
-      case TNK_CX_EXP: r = F(cexp)(z); break;                    \
-      case TNK_CX_LOG: r = F(clog)(z); break;                    \
-      case TNK_CX_SQRT: r = F(csqrt)(z); break;                  \
-      case TNK_CX_RSQRT: r = 1 / F(csqrt)(z); break;             \
-      case TNK_CX_SIN: r = F(csin)(z); break;                    \
-      case TNK_CX_COS: r = F(ccos)(z); break;                    \
-      case TNK_CX_TANH: r = F(ctanh)(z); break;                  \
-      case TNK_CX_SIGMOID: r = 1 / (1 + F(cexp)(-z)); break;     \
-      case TNK_CX_NEG: r = -z; break;                            \
-      case TNK_CX_CONJ: r = F(conj)(z); break;                   \
-      default: r = 1 / z; break; /* reciprocal */                \
-    }                                                            \
+    C z = MK(v[0], v[1]), r = 0; /* built exactly: no inf * I */ \
+    switch (m->op) { TNK_COMPLEX_OPS(CX_CASE) }                  \
     T o[2] = {F(creal)(r), F(cimag)(r)};                         \
     memcpy(out, o, sizeof o);                                    \
   }

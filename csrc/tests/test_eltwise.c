@@ -9,6 +9,7 @@
 #include "tnk.h"
 #include "vmath.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -600,40 +601,107 @@ static void test_activation_backward(void) {
   CHECK(bad == 0);
 }
 
-/* Complex unary against real-math identities: |z| = hypot(re, im),
- * arg z = atan2(im, re), exp z = e^re (cos im + i sin im), conj flips im;
- * strided input, real output for abs and angle. */
+/* ---- complex ops and classification: their rows against the references */
+
+typedef struct ref_cx {
+  double re, im;
+} ref_cx_t;
+static ref_cx_t ref_cx(double re, double im) { return (ref_cx_t){re, im}; }
+static ref_cx_t ref_cinv(ref_cx_t z) {
+  double d = z.re * z.re + z.im * z.im;
+  return ref_cx(z.re / d, -z.im / d);
+}
+/* the principal square root, from the modulus */
+static ref_cx_t ref_csqrt(double re, double im) {
+  double s = sqrt((hypot(re, im) + fabs(re)) / 2);
+  if (s == 0) return ref_cx(0, im);
+  return re >= 0 ? ref_cx(s, im / (2 * s)) : ref_cx(fabs(im) / (2 * s), copysign(s, im));
+}
+#define COMPLEX_REF_CASE(ID, name, out, kernel, ref) \
+  case TNK_CX_##ID: return (ref);
+static ref_cx_t complex_ref(int op, double re, double im) {
+  switch (op) { TNK_COMPLEX_OPS(COMPLEX_REF_CASE) }
+  return ref_cx(NAN, NAN);
+}
+#define COMPLEX_REAL_ROW(ID, name, out, kernel, ref) [TNK_CX_##ID] = COMPLEX_OUT_##out,
+enum { COMPLEX_OUT_SAME = 0, COMPLEX_OUT_REAL = 1 };
+static const int k_complex_real[TNK_CX_OP_COUNT] = {TNK_COMPLEX_OPS(COMPLEX_REAL_ROW)};
+
+/* Every complex op on complex64 and complex128 against its reference, from
+ * a strided input (every other element), abs and angle into real outputs. */
 static void test_complex_unary(void) {
-  enum { N = 5 };
-  float z[2 * 2 * N], out[2 * N], r[N];
+  enum { N = 6 };
+  float z[2 * 2 * N], out[2 * N];
+  double zd[2 * 2 * N], outd[2 * N];
   for (int i = 0; i < 2 * N; i++) {
     z[2 * i] = (float)(i % 4) - 1.5f;
     z[2 * i + 1] = (float)((i * 3) % 5) - 2.0f;
+    zd[2 * i] = z[2 * i];
+    zd[2 * i + 1] = z[2 * i + 1];
   }
-  int bad = 0;
-  for (int op = TNK_CX_EXP; op < TNK_CX_OP_COUNT; op++) {
-    int real = op == TNK_CX_ABS || op == TNK_CX_ANGLE;
-    if (op != TNK_CX_EXP && op != TNK_CX_CONJ && !real) continue;
+  int bad = 0, checked = 0;
+  for (int op = 0; op < TNK_CX_OP_COUNT; op++) {
+    int real = k_complex_real[op];
     tnk_unary_args_t a = {.shape = {1, 0, {N}},
-                          .out = {real ? (void *)r : out, real ? TNK_F32 : TNK_C64, 0, {1}},
+                          .out = {out, real ? TNK_F32 : TNK_C64, 0, {1}},
                           .in = {z, TNK_C64, 0, {2}},
                           .op = op,
                           .dtype = TNK_C64};
     CHECK(tnk_complex_unary_supported(op, TNK_C64, a.out.dtype));
+    CHECK(!tnk_complex_unary_supported(op, TNK_C64, real ? TNK_C64 : TNK_F32));
     tnk_complex_unary(&a);
-    for (int i = 0; i < N; i++) {
-      double re = z[4 * i], im = z[4 * i + 1];
-      if (op == TNK_CX_ABS) bad += fabs(r[i] - hypot(re, im)) > 1e-5;
-      if (op == TNK_CX_ANGLE) bad += fabs(r[i] - atan2(im, re)) > 1e-6;
-      if (op == TNK_CX_CONJ) bad += out[2 * i] != (float)re || out[2 * i + 1] != (float)-im;
-      if (op == TNK_CX_EXP)
-        bad += fabs(out[2 * i] - exp(re) * cos(im)) > 1e-5 * (1 + exp(re)) ||
-               fabs(out[2 * i + 1] - exp(re) * sin(im)) > 1e-5 * (1 + exp(re));
+    tnk_unary_args_t d = a;
+    d.out = (tnk_view_t){outd, real ? TNK_F64 : TNK_C128, 0, {1}};
+    d.in = (tnk_view_t){zd, TNK_C128, 0, {2}};
+    d.dtype = TNK_C128;
+    tnk_complex_unary(&d);
+    for (int i = 0; i < N; i++, checked++) {
+      ref_cx_t w = complex_ref(op, zd[4 * i], zd[4 * i + 1]);
+      double g_re = real ? out[i] : out[2 * i], g_im = real ? 0 : out[2 * i + 1];
+      double d_re = real ? outd[i] : outd[2 * i], d_im = real ? 0 : outd[2 * i + 1];
+      if (!ref_close(g_re, w.re, 1e-5) || !ref_close(g_im, w.im, 1e-5) ||
+          !ref_close(d_re, w.re, 1e-12) || !ref_close(d_im, w.im, 1e-12)) {
+        printf("  complex op %d at (%g, %g): (%g, %g) (c128 (%.17g, %.17g)), want (%.17g, %.17g)\n",
+               op, zd[4 * i], zd[4 * i + 1], g_re, g_im, d_re, d_im, w.re, w.im);
+        bad++;
+      }
     }
   }
-  CHECK(bad == 0);
-  CHECK(!tnk_complex_unary_supported(TNK_CX_ABS, TNK_C64, TNK_C64)); /* abs is real */
+  CHECK(bad == 0 && checked == TNK_CX_OP_COUNT * N);
   CHECK(!tnk_complex_unary_supported(TNK_CX_EXP, TNK_F32, TNK_F32));
+}
+
+#define CLASSIFY_REF_CASE(ID, name, kernel, ref) \
+  case TNK_##ID: return (ref);
+static int classify_ref(int op, double v) {
+  switch (op) { TNK_CLASSIFY_OPS(CLASSIFY_REF_CASE) }
+  return -1;
+}
+
+/* Every classification op over the special values, fp32, fp64, bf16 and
+ * fp16, against its reference */
+static void test_classify(void) {
+  const double vals[] = {0.0, -0.0, 1.5, -2.0, INFINITY, -INFINITY, NAN, -NAN, 1e-310, -1e-40};
+  enum { N = sizeof vals / sizeof *vals };
+  const int dts[] = {TNK_F64, TNK_F32, TNK_BF16, TNK_F16};
+  unsigned char in[N * 8];
+  uint8_t out[N];
+  int bad = 0, checked = 0;
+  for (int t = 0; t < 4; t++) {
+    int dt = dts[t];
+    for (int i = 0; i < N; i++) tnk_stf(in, dt, i, vals[i]);
+    for (int op = 0; op < TNK_CLASSIFY_OP_COUNT; op++) {
+      tnk_unary_args_t u = {.shape = {1, 0, {N}},
+                            .out = {out, TNK_BOOL, 0, {1}},
+                            .in = {in, dt, 0, {1}},
+                            .op = op,
+                            .dtype = dt};
+      tnk_classify(&u);
+      for (int i = 0; i < N; i++, checked++)
+        bad += out[i] != classify_ref(op, tnk_ldf(in, dt, i)); /* the value as stored */
+    }
+  }
+  CHECK(bad == 0 && checked == 4 * TNK_CLASSIFY_OP_COUNT * N);
 }
 
 /* The streaming copy: every head/tail alignment and length around the
@@ -692,6 +760,7 @@ int main(void) {
   RUN(test_binary_ops);
   RUN(test_activation_backward);
   RUN(test_complex_unary);
+  RUN(test_classify);
   RUN(test_copy_stream);
   RUN(test_binary_inline_operand);
   return REPORT("test_eltwise");

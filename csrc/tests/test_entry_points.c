@@ -114,35 +114,6 @@ static void test_bitwise_not(void) {
   CHECK(ok);
 }
 
-/* isnan / isinf / isposinf / isneginf / isfinite / signbit over the special
- * values, fp32 and fp64, against C's classification */
-static void test_classify(void) {
-  const double vals[] = {0.0, -0.0, 1.5, -2.0, INFINITY, -INFINITY, NAN, -NAN, 1e-310, -1e-40};
-  enum { N = sizeof vals / sizeof *vals };
-  float f[N];
-  uint8_t out[N];
-  for (int i = 0; i < N; i++) f[i] = (float)vals[i];
-  int ok = 1;
-  for (int dt = 0; dt < 2; dt++)
-    for (int op = 0; op < TNK_CLASSIFY_OP_COUNT; op++) {
-      tnk_unary_args_t u = dt ? unary_1d(out, TNK_BOOL, vals, TNK_F64, N, 1)
-                              : unary_1d(out, TNK_BOOL, f, TNK_F32, N, 1);
-      u.op = op;
-      tnk_classify(&u);
-      for (int i = 0; i < N; i++) {
-        double x = dt ? vals[i] : (double)f[i];
-        int want = op == TNK_ISNAN      ? isnan(x)
-                   : op == TNK_ISINF    ? isinf(x)
-                   : op == TNK_ISPOSINF ? isinf(x) && x > 0
-                   : op == TNK_ISNEGINF ? isinf(x) && x < 0
-                   : op == TNK_ISFINITE ? isfinite(x)
-                                        : signbit(x) != 0;
-        ok &= out[i] == (want != 0);
-      }
-    }
-  CHECK(ok);
-}
-
 /* count_nonzero and nonzero: the count, then the row-major coordinates in
  * order, for a 3-D float tensor with -0.0 (zero) and NaN (nonzero) */
 static void test_nonzero(void) {
@@ -473,7 +444,6 @@ int main(void) {
   RUN(test_tri);
   RUN(test_arange);
   RUN(test_bitwise_not);
-  RUN(test_classify);
   RUN(test_nonzero);
   RUN(test_isin);
   RUN(test_argreduce);
