@@ -202,6 +202,15 @@ void sort_into(const at::Tensor &self, int64_t dim, int64_t k, bool descending, 
   }
 }
 
+// sort's output strides, as its meta function sets them: the input's
+// where it is non-overlapping and dense, else dense strides in the input's
+// dimension order
+std::vector<int64_t> sort_strides(const at::Tensor &self) {
+  return self.is_non_overlapping_and_dense()
+             ? self.strides().vec()
+             : at::infer_dense_strides(self.sizes(), self.strides());
+}
+
 bool sort_native(const at::Tensor &self) {
   tnk_dtype_t dt = tnk_of(self);
   return dt != TNK_DTYPE_COUNT && kernel_supported(TNK_K_SORT, kernel_query(-1, dt, -1, -1));
@@ -217,14 +226,28 @@ std::tuple<at::Tensor &, at::Tensor &> sort_values_stable(const at::Tensor &self
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP2(sort, values_stable)>::call(
         self, stable, dim, descending, values, indices);
   int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  // outputs that must be resized take the input's layout, as the structured
+  // CPU kernel's (sort_strides); sort_into writes any layout
+  if (values.sizes() != self.sizes() || indices.sizes() != self.sizes()) {
+    std::vector<int64_t> strides = sort_strides(self);
+    for (at::Tensor *t : {&values, &indices})
+      if (t->sizes() != self.sizes()) {
+        at::native::resize_output(*t, self.sizes());
+        t->as_strided_(self.sizes(), strides);
+      }
+  }
   sort_into(self, d, self.dim() ? self.size(d) : 1, descending, values, indices, "aten::sort");
   return {values, indices};
 }
 
 std::tuple<at::Tensor, at::Tensor> sort_stable(const at::Tensor &self, std::optional<bool> stable,
                                                int64_t dim, bool descending) {
-  at::Tensor values = at::empty({0}, self.options());
-  at::Tensor indices = at::empty({0}, self.options().dtype(at::kLong));
+  // the input's strides where it is dense, else dense ones in its dimension
+  // order (the meta function's rule, so a compiled graph's stride
+  // assertions hold)
+  std::vector<int64_t> strides = sort_strides(self);
+  at::Tensor values = at::empty_strided(self.sizes(), strides, self.options());
+  at::Tensor indices = at::empty_strided(self.sizes(), strides, self.options().dtype(at::kLong));
   sort_values_stable(self, stable, dim, descending, values, indices);
   return {values, indices};
 }
