@@ -525,3 +525,30 @@ def test_fp16_elementwise_blocks(n):
     )[:n]
     assert_same(f.neuron().half(), f.half(), **exact)
     native("add", "mul", "sub", "maximum", "relu", "gelu", "copy")
+
+
+@pytest.mark.parametrize("op", ["add_", "sub_", "mul_", "div_"])
+@pytest.mark.parametrize(
+    "dtypes",
+    [
+        (torch.bfloat16, torch.float32),
+        (torch.float16, torch.float32),
+        (torch.float32, torch.float64),
+    ],
+)
+def test_inplace_and_out_with_a_wider_operand(op, dtypes):
+    """bf16 self op= an fp32 tensor (autocast models' residual adds): computed
+    at fp32 and rounded once into self, as CPU; no fallback."""
+    narrow, wide = dtypes
+    a, b = randn(4, 6, seed=1).to(narrow), randn(4, 6, seed=2).to(wide)
+    got, want = getattr(a.neuron(), op)(b.neuron()), getattr(a.clone(), op)(b)
+    assert got.dtype == narrow
+    assert_same(got, want, rtol=0, atol=0)
+    out_n, out_c = torch.empty(4, 6, dtype=narrow, device="neuron"), torch.empty(4, 6, dtype=narrow)
+    fn = getattr(torch, op[:-1])
+    assert_same(fn(a.neuron(), b.neuron(), out=out_n), fn(a, b, out=out_c), rtol=0, atol=0)
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        getattr(torch.ones(3, dtype=torch.int64, device="neuron"), op)(
+            torch.ones(3, device="neuron")
+        )
+    native()

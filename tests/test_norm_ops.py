@@ -598,3 +598,41 @@ def test_batch_norm_eval_and_layouts(layout):
         yb, F.batch_norm(xb, None, None, w.bfloat16(), None, training=True), rtol=2e-2, atol=3e-2
     )
     native("norm")
+
+
+# ---- weight norm (the fused _weight_norm_interface) -------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("dim", [0, 2, -1])
+def test_weight_norm_interface_forward_backward(dtype, dim):
+    """torch._weight_norm takes the fused interface for the first and last
+    dim (wav2vec2's positional conv is weight-normed over dim 2 of a 3-D
+    weight: the last), the composite for the rest and dim=None (-1)."""
+    v = randn(8, 4, 3, seed=1, dtype=dtype)
+    g_shape = [1, 1, 1]
+    if dim != -1:
+        g_shape[dim] = v.shape[dim]
+    g = randn(*g_shape, seed=2, dtype=dtype).abs() + 0.5
+    tol = half_tol(dtype) if dtype == torch.bfloat16 else {}
+    grad_check(lambda a, b: torch._weight_norm(a, b, dim), v, g, tol=tol)
+    if dim in (0, 2):
+        w, n = torch._weight_norm_interface(v.neuron(), g.neuron(), dim)
+        wc, nc = torch._weight_norm_interface(v, g, dim)
+        assert n.dtype == nc.dtype and n.shape == nc.shape
+        assert_same(w, wc, **tol)
+        assert_same(n, nc, **tol)
+    native("weight_norm")
+
+
+def test_weight_norm_module_trains_like_cpu():
+    conv = torch.nn.utils.parametrizations.weight_norm(torch.nn.Conv1d(8, 8, 5, padding=2), dim=2)
+    x = randn(2, 8, 16, seed=3)
+    cn = copy.deepcopy(conv).neuron()
+    yc, yn = conv(x), cn(x.neuron())
+    assert_same(yn, yc, rtol=1e-5, atol=1e-6)
+    yc.square().sum().backward()
+    yn.square().sum().backward()
+    for (name, pc), pn in zip(conv.named_parameters(), cn.parameters()):
+        assert_same(pn.grad, pc.grad, rtol=1e-4, atol=1e-5), name
+    native()

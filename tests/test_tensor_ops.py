@@ -123,3 +123,23 @@ def test_f32_bf16_casts_bitwise_as_cpu(n):
     # offset start (not vector aligned) and a strided view take other paths
     _same_bits(x.to("neuron")[1:].to(torch.bfloat16).cpu(), x[1:].to(torch.bfloat16))
     _same_bits(x.to("neuron")[::3].to(torch.bfloat16).cpu(), x[::3].to(torch.bfloat16))
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "strided"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_channel_shuffle(layout, dtype):
+    x = (torch.randn(2, 12, 3, 5, generator=torch.Generator().manual_seed(0)) * 10).to(dtype)
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    elif layout == "strided":
+        x = x[:, :, :, ::2]
+    for groups in (1, 3, 4):
+        got, want = (
+            torch.nn.functional.channel_shuffle(x.neuron(), groups),
+            torch.nn.functional.channel_shuffle(x, groups),
+        )
+        assert got.stride() == want.stride()
+        assert_same(got, want)
+    with pytest.raises(RuntimeError, match="divisible by groups"):
+        torch.nn.functional.channel_shuffle(x.neuron(), 5)
+    assert torch_neuronx.get_fallback_ops() == {}

@@ -267,6 +267,18 @@ c10::ScalarType promoted(const at::Tensor &a, const at::Tensor &b, tnk_binary_op
   return t;
 }
 
+// out = op(a, b) where the result type `common` is wider than out's dtype
+// (a bf16 tensor += an fp32 one, as autocast's mixed-precision models do):
+// computed at `common`, then rounded once into out, which is what the CPU's
+// iterator does element by element. False if the kernels cannot.
+bool binary_then_cast(at::Tensor &out, const at::Tensor &a, const at::Tensor &b, tnk_binary_op_t op,
+                      const c10::Scalar &alpha, c10::ScalarType common, const char *name) {
+  at::Tensor tmp = empty_neuron(out.sizes(), common, out.device());
+  if (!launch_binary(tmp, a, b, op, alpha, name)) return false;
+  out.copy_(tmp);
+  return true;
+}
+
 c10::Device device_of_pair(const at::Tensor &a, const at::Tensor &b) {
   return a.is_privateuseone() ? a.device() : b.device();
 }
@@ -297,27 +309,30 @@ c10::Device device_of_pair(const at::Tensor &a, const at::Tensor &b) {
     if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, VALUE_##KIND);             \
     auto shape = at::infer_size_dimvector(a.sizes(), b.sizes());                                   \
     resize_elementwise_out(out, shape, {&a, &b});                                                  \
-    if (common == out.scalar_type() && launch_binary(out, a, b, OP, VALUE_##KIND, "aten::" #NAME)) \
+    if (common == out.scalar_type()                                                                \
+            ? launch_binary(out, a, b, OP, VALUE_##KIND, "aten::" #NAME)                           \
+            : binary_then_cast(out, a, b, OP, VALUE_##KIND, common, "aten::" #NAME))               \
       return out;                                                                                  \
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_OUT)>::call(            \
         a, b ARG_##KIND, out);                                                                     \
   }
-#define NEURON_BINARY(NAME, OP, ATEN_FN, ATEN_INPLACE, ATEN_OUT, KIND)                      \
-  NEURON_BINARY_FN_OUT(NAME, OP, ATEN_FN, ATEN_OUT, KIND)                                   \
-  at::Tensor &NAME##_(at::Tensor &self, const at::Tensor &b PARAM_##KIND) {                 \
-    check_operand(b, self.device(), #NAME "_");                                             \
-    c10::ScalarType common = promoted(self, b, OP);                                         \
-    TORCH_CHECK(at::canCast(common, self.scalar_type()), "result type ", common,            \
-                " can't be cast to the desired output type ", self.scalar_type());          \
-    if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, VALUE_##KIND);      \
-    auto shape = at::infer_size_dimvector(self.sizes(), b.sizes());                         \
-    TORCH_CHECK(at::IntArrayRef(shape) == self.sizes(), "output with shape ", self.sizes(), \
-                " doesn't match the broadcast shape ", at::IntArrayRef(shape));             \
-    if (common == self.scalar_type() &&                                                     \
-        launch_binary(self, self, b, OP, VALUE_##KIND, "aten::" #NAME "_"))                 \
-      return self;                                                                          \
-    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_INPLACE)>::call( \
-        self, b ARG_##KIND);                                                                \
+#define NEURON_BINARY(NAME, OP, ATEN_FN, ATEN_INPLACE, ATEN_OUT, KIND)                       \
+  NEURON_BINARY_FN_OUT(NAME, OP, ATEN_FN, ATEN_OUT, KIND)                                    \
+  at::Tensor &NAME##_(at::Tensor &self, const at::Tensor &b PARAM_##KIND) {                  \
+    check_operand(b, self.device(), #NAME "_");                                              \
+    c10::ScalarType common = promoted(self, b, OP);                                          \
+    TORCH_CHECK(at::canCast(common, self.scalar_type()), "result type ", common,             \
+                " can't be cast to the desired output type ", self.scalar_type());           \
+    if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, VALUE_##KIND);       \
+    auto shape = at::infer_size_dimvector(self.sizes(), b.sizes());                          \
+    TORCH_CHECK(at::IntArrayRef(shape) == self.sizes(), "output with shape ", self.sizes(),  \
+                " doesn't match the broadcast shape ", at::IntArrayRef(shape));              \
+    if (common == self.scalar_type()                                                         \
+            ? launch_binary(self, self, b, OP, VALUE_##KIND, "aten::" #NAME "_")             \
+            : binary_then_cast(self, self, b, OP, VALUE_##KIND, common, "aten::" #NAME "_")) \
+      return self;                                                                           \
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_INPLACE)>::call(  \
+        self, b ARG_##KIND);                                                                 \
   }
 
 // KIND: ALPHA for the ops with an alpha argument (add, sub), else NOALPHA

@@ -3,6 +3,7 @@
 #include "neuron.h"
 
 #include <ATen/ExpandUtils.h>
+#include <ATen/OpMathType.h>
 #include <ATen/Operators.h>
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/CPUFallback.h>
@@ -340,7 +341,44 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
   return {gx, gw, gb};
 }
 
+// ----------------------------------------------------------- weight norm
+// torch.nn.utils.weight_norm / parametrizations.weight_norm's fused form
+// (dim 0 or the last: the only dims _weight_norm hands it), composed from
+// native ops as the CPU kernel computes it: the norm over every other dim at
+// the accumulation type (fp32 for the 16-bit floats), w = v * (g / norm)
+// rounded once; the norm is returned in g's shape, fp32 where g is bf16 (as
+// CPU and CUDA keep it). The backward is ATen's own differentiable formula.
+std::tuple<at::Tensor, at::Tensor> weight_norm_interface(const at::Tensor &v, const at::Tensor &g,
+                                                         int64_t dim) {
+  TORCH_CHECK(v.device() == g.device(), "weight_norm: v and g must be on the same device, got ",
+              v.device(), " and ", g.device());
+  c10::ScalarType acc = at::toOpMathType(v.scalar_type());
+  at::Tensor vv = v.scalar_type() == acc ? v : v.to(acc);
+  at::Tensor norm = at::_ops::norm_except_dim::call(vv, 2, dim);
+  at::Tensor w = vv.mul(g.to(acc).div(norm)).to(v.scalar_type());
+  c10::ScalarType norm_dtype = g.scalar_type() == at::kBFloat16 ? at::kFloat : g.scalar_type();
+  return {w.contiguous(), norm.reshape(g.sizes()).to(norm_dtype)};
+}
+
+std::tuple<at::Tensor, at::Tensor> weight_norm_interface_backward(const at::Tensor &grad_w,
+                                                                  const at::Tensor &saved_v,
+                                                                  const at::Tensor &saved_g,
+                                                                  const at::Tensor &saved_norms,
+                                                                  int64_t dim) {
+  TORCH_CHECK(saved_v.is_contiguous(), "saved_v must be contiguous");
+  TORCH_CHECK(saved_g.is_contiguous(), "saved_g must be contiguous");
+  TORCH_CHECK(saved_norms.is_contiguous(), "saved_norms must be contiguous");
+  TORCH_CHECK(dim == 0 || dim == saved_v.dim() - 1,
+              "fused kernels can only be applied for first or last dim");
+  c10::ScalarType acc = at::toOpMathType(saved_v.scalar_type());
+  auto [gv, gg] = at::_ops::_weight_norm_differentiable_backward::call(
+      grad_w.to(acc), saved_v.to(acc), saved_g.to(acc), saved_norms.to(acc), dim);
+  return {gv.to(saved_v.scalar_type()), gg.to(saved_g.scalar_type())};
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_weight_norm_interface", weight_norm_interface);
+  m.impl("_weight_norm_interface_backward", weight_norm_interface_backward);
   m.impl("native_group_norm", native_group_norm);
   m.impl("native_group_norm_backward", native_group_norm_backward);
   m.impl("native_batch_norm", native_batch_norm);

@@ -735,7 +735,17 @@ at::Tensor &arange_out(const c10::Scalar &start, const c10::Scalar &end, const c
   return out;
 }
 
+// channel_shuffle (ShuffleNet): ATen's composite (a view, a permute and one
+// native copy), in the memory format the CPU kernel keeps (channels_last
+// stays channels_last).
+at::Tensor channel_shuffle(const at::Tensor &self, c10::SymInt groups) {
+  at::Tensor out = at::_ops::native_channel_shuffle::call(self, groups);
+  c10::MemoryFormat fmt = self.suggest_memory_format();
+  return out.is_contiguous(fmt) ? out : out.contiguous(fmt);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("channel_shuffle", channel_shuffle);
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
