@@ -241,6 +241,9 @@ CPLX_OPS = {
     "angle": torch.angle,
     "conj_physical": torch.conj_physical,
     "exp_of_conj_view": lambda z: torch.exp(z.conj()),
+    "sgn": torch.sgn,
+    "sgn_with_zeros": lambda z: torch.sgn(z * (z.real > 0)),  # 0 at 0
+    "sgn_of_conj_view": lambda z: torch.sgn(z.conj()),
 }
 
 

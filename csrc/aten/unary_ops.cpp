@@ -59,12 +59,6 @@ at::Tensor &sign_out(const at::Tensor &self, at::Tensor &out) {
   return assign_result(out, r);
 }
 
-// sgn: sign for real tensors (abs's backward uses it).
-at::Tensor &sgn_out(const at::Tensor &self, at::Tensor &out) {
-  if (self.is_complex()) return FALLBACK(sgn_out, self, out);
-  return sign_out(self, out);
-}
-
 // glu: first half times the sigmoid of the second, along `dim`.
 at::Tensor &glu_out(const at::Tensor &self, int64_t dim, at::Tensor &out) {
   TORCH_CHECK(self.dim() > 0, "glu does not support scalars because halving size must be even");
@@ -246,6 +240,16 @@ at::Tensor &complex_out(const at::Tensor &x, at::Tensor &out, int op, const char
 }
 
 }  // namespace
+
+// sgn: sign for real tensors (abs's backward uses it), z / |z| (0 at 0) for
+// complex ones (the backward of abs of an stft or fft)
+at::Tensor &sgn_out(const at::Tensor &self, at::Tensor &out) {
+  if (!self.is_complex()) return sign_out(self, out);
+  if (complex_ok(self) && out.scalar_type() == self.scalar_type() &&
+      out.device() == self.device() && !out.is_conj() && !out.is_neg())
+    return complex_out(self, out, TNK_CX_SGN, "aten::sgn");
+  return FALLBACK(sgn_out, self, out);
+}
 
 #define NEURON_UNARY(NAME, OP, RULE)                                                            \
   at::Tensor NAME(const at::Tensor &x) {                                                        \

@@ -120,22 +120,25 @@
  *   kernel: from z, with CX_FN(f, z) the complex libm function f at z's
  *     precision (cexpf or cexp ...)
  *   reference: the test's ref_cx_t from re and im, in real arithmetic */
-#define TNK_COMPLEX_OPS(X)                                                           \
-  X(EXP, exp, SAME, CX_FN(cexp, z), ref_cx(exp(re) * cos(im), exp(re) * sin(im)))    \
-  X(LOG, log, SAME, CX_FN(clog, z), ref_cx(log(hypot(re, im)), atan2(im, re)))       \
-  X(SQRT, sqrt, SAME, CX_FN(csqrt, z), ref_csqrt(re, im))                            \
-  X(RSQRT, rsqrt, SAME, 1 / CX_FN(csqrt, z), ref_cinv(ref_csqrt(re, im)))            \
-  X(SIN, sin, SAME, CX_FN(csin, z), ref_cx(sin(re) * cosh(im), cos(re) * sinh(im)))  \
-  X(COS, cos, SAME, CX_FN(ccos, z), ref_cx(cos(re) * cosh(im), -sin(re) * sinh(im))) \
-  X(TANH, tanh, SAME, CX_FN(ctanh, z),                                               \
-    ref_cx(sinh(2 * re) / (cosh(2 * re) + cos(2 * im)),                              \
-           sin(2 * im) / (cosh(2 * re) + cos(2 * im))))                              \
-  X(SIGMOID, sigmoid, SAME, 1 / (1 + CX_FN(cexp, -z)),                               \
-    ref_cinv(ref_cx(1 + exp(-re) * cos(im), -exp(-re) * sin(im))))                   \
-  X(NEG, neg, SAME, -z, ref_cx(-re, -im))                                            \
-  X(CONJ, conj, SAME, CX_FN(conj, z), ref_cx(re, -im))                               \
-  X(RECIPROCAL, reciprocal, SAME, 1 / z, ref_cinv(ref_cx(re, im)))                   \
-  X(ABS, abs, REAL, CX_FN(cabs, z), ref_cx(hypot(re, im), 0))                        \
+#define TNK_COMPLEX_OPS(X)                                                              \
+  X(EXP, exp, SAME, CX_FN(cexp, z), ref_cx(exp(re) * cos(im), exp(re) * sin(im)))       \
+  X(LOG, log, SAME, CX_FN(clog, z), ref_cx(log(hypot(re, im)), atan2(im, re)))          \
+  X(SQRT, sqrt, SAME, CX_FN(csqrt, z), ref_csqrt(re, im))                               \
+  X(RSQRT, rsqrt, SAME, 1 / CX_FN(csqrt, z), ref_cinv(ref_csqrt(re, im)))               \
+  X(SIN, sin, SAME, CX_FN(csin, z), ref_cx(sin(re) * cosh(im), cos(re) * sinh(im)))     \
+  X(COS, cos, SAME, CX_FN(ccos, z), ref_cx(cos(re) * cosh(im), -sin(re) * sinh(im)))    \
+  X(TANH, tanh, SAME, CX_FN(ctanh, z),                                                  \
+    ref_cx(sinh(2 * re) / (cosh(2 * re) + cos(2 * im)),                                 \
+           sin(2 * im) / (cosh(2 * re) + cos(2 * im))))                                 \
+  X(SIGMOID, sigmoid, SAME, 1 / (1 + CX_FN(cexp, -z)),                                  \
+    ref_cinv(ref_cx(1 + exp(-re) * cos(im), -exp(-re) * sin(im))))                      \
+  X(NEG, neg, SAME, -z, ref_cx(-re, -im))                                               \
+  X(CONJ, conj, SAME, CX_FN(conj, z), ref_cx(re, -im))                                  \
+  X(RECIPROCAL, reciprocal, SAME, 1 / z, ref_cinv(ref_cx(re, im)))                      \
+  /* z / |z|, 0 at 0 (torch.sgn) */                                                     \
+  X(SGN, sgn, SAME, z == 0 ? 0 : z / CX_FN(cabs, z),                                    \
+    hypot(re, im) == 0 ? ref_cx(0, 0) : ref_cx(re / hypot(re, im), im / hypot(re, im))) \
+  X(ABS, abs, REAL, CX_FN(cabs, z), ref_cx(hypot(re, im), 0))                           \
   X(ANGLE, angle, REAL, CX_FN(carg, z), ref_cx(atan2(im, re), 0))
 
 /* TNK_BINARY_OPS(X): X(ID, name, kind, kernel, reference)
