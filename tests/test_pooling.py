@@ -380,3 +380,32 @@ def test_pool2d_bf16_and_many_planes(name):
     backward split over threads."""
     pool_check(POOL2D[name], pool_input((4, 16, 30, 31), seed=73), dtype=torch.bfloat16)
     pool_check(POOL2D[name], pool_input((4, 16, 30, 31), seed=74, specials=False))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("batched", [True, False])
+def test_max_unpool2d_forward_backward(dtype, batched):
+    """SegNet-style unpooling: max_pool2d's indices scattered back, output
+    sizes beyond the pooled one, forward, out= and the gradient (a gather)."""
+    x = torch.randn(2, 3, 8, 6, generator=torch.Generator().manual_seed(0)).to(dtype)
+    if not batched:
+        x = x[0]
+    o, i = F.max_pool2d(x, 2, return_indices=True)
+    for size in (None, (9, 7)):
+        oc = o.clone().requires_grad_()
+        on = o.neuron().requires_grad_()
+        want = F.max_unpool2d(oc, i, 2, output_size=size)
+        got = F.max_unpool2d(on, i.neuron(), 2, output_size=size)
+        assert_same(got, want)
+        w = torch.linspace(-1, 1, want.numel()).view(want.shape).to(dtype)
+        (want * w).sum().backward()
+        (got * w.neuron()).sum().backward()
+        assert_same(on.grad, oc.grad)
+    out = torch.empty(0, dtype=dtype, device="neuron")
+    torch._C._nn.max_unpool2d(o.neuron(), i.neuron(), [8, 6], out=out)
+    assert_same(out, torch._C._nn.max_unpool2d(o, i, [8, 6]))
+    with pytest.raises(RuntimeError, match="should be type int64"):
+        F.max_unpool2d(o.neuron(), i.neuron().int(), 2)
+    with pytest.raises(RuntimeError, match="same as that of the input"):
+        torch._C._nn.max_unpool2d(o.neuron(), i.neuron()[..., :1], [8, 6])
+    assert torch_neuronx.get_fallback_ops() == {}

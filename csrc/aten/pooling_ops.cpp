@@ -470,7 +470,51 @@ NEURON_AVG_POOL(3d, 3)
 NEURON_ADAPTIVE_AVG(2d, 2)
 NEURON_ADAPTIVE_AVG(3d, 3)
 
+// ------------------------------------------------------------ max_unpool2d
+// The inverse of max_pool2d with indices: zeros of output_size per plane,
+// each input value written at its index in the plane (a native scatter; a
+// repeated index keeps one of the values, as on CPU). Its backward is
+// autograd's gather over the same indices.
+at::Tensor max_unpool2d(const at::Tensor &self, const at::Tensor &indices,
+                        c10::SymIntArrayRef output_size_sym) {
+  at::IntArrayRef output_size = C10_AS_INTARRAYREF_SLOW(output_size_sym);
+  TORCH_CHECK(indices.scalar_type() == at::kLong,
+              "elements in indices should be type int64 but got: ", indices.scalar_type());
+  TORCH_CHECK(output_size.size() == 2, "There should be exactly two elements (height, width) in ",
+              "output_size, but got ", output_size.size(), " elements.");
+  TORCH_CHECK(self.dim() == 3 || self.dim() == 4,
+              "Input to max_unpooling2d should be a 3d or 4d Tensor, but got a tensor with ",
+              self.dim(), " dimensions.");
+  TORCH_CHECK(self.sizes() == indices.sizes(),
+              "Expected shape of indices to be same as that of the input tensor (", self.sizes(),
+              ") but got indices tensor with shape: ", indices.sizes());
+  for (int64_t i = 1; i < self.dim(); ++i)
+    TORCH_CHECK(self.size(i) > 0,
+                "max_unpooling2d(): Expected input to have non-zero size for non-batch "
+                "dimensions, but got ",
+                self.sizes(), " with dimension ", i, " being empty.");
+  std::vector<int64_t> osize(self.sizes().begin(), self.sizes().end() - 2);
+  int64_t planes = 1;
+  for (int64_t d : osize) planes *= d;
+  osize.push_back(output_size[0]);
+  osize.push_back(output_size[1]);
+  at::Tensor out = at::zeros(osize, self.options());
+  if (self.numel() == 0) return out;
+  out.view({planes, output_size[0] * output_size[1]})
+      .scatter_(1, indices.reshape({planes, -1}), self.reshape({planes, -1}));
+  return out;
+}
+
+at::Tensor &max_unpool2d_out(const at::Tensor &self, const at::Tensor &indices,
+                             c10::SymIntArrayRef output_size, at::Tensor &out) {
+  at::Tensor r = max_unpool2d(self, indices, output_size);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("max_unpool2d", max_unpool2d);
+  m.impl("max_unpool2d.out", max_unpool2d_out);
 #define REGISTER_POOLS(ND)                                                               \
   m.impl("max_pool" #ND "_with_indices", max_pool##ND##_with_indices);                   \
   m.impl("max_pool" #ND "_with_indices.out", max_pool##ND##_with_indices_out);           \
