@@ -114,3 +114,31 @@ def test_a_provider_that_runs_no_host_code_refuses_host_tasks():
     assert "refused" in r.stdout and "'kernels-only' runs only its own kernels" in r.stdout, (
         r.stdout
     )
+
+
+def test_collectives_are_host_code_and_refused_where_it_cannot_run():
+    """ProcessGroupNeuron's collectives (the shared-memory ones of a host and
+    the Gloo exchange between hosts, which reads device buffers in place
+    inside the task) run as host-code tasks: a provider that runs no host
+    code refuses them with the provider's name, before anything runs."""
+    code = (
+        "import datetime, torch, torch.distributed as dist\n"
+        "import torch_neuronx\n"
+        "dist.init_process_group('neuron', store=dist.HashStore(), rank=0, world_size=1,\n"
+        "                        timeout=datetime.timedelta(seconds=30))\n"
+        "t = torch.ones(4, device='neuron')\n"
+        "try:\n"
+        "    dist.all_reduce(t)\n"
+        "    torch.neuron.synchronize()\n"
+        "    print('ran', t.cpu().tolist())\n"
+        "except RuntimeError as e:\n"
+        "    print('refused', e)\n"
+        "dist.destroy_process_group()\n"
+    )
+    r = _run(code, TORCH_NEURONX_KERNEL_PROVIDER="kernels-only")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.startswith("refused") and "neuron collectives" in r.stdout, r.stdout
+    assert "'kernels-only' runs only its own kernels" in r.stdout, r.stdout
+    r = _run(code)  # the host provider runs them
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.startswith("ran [1.0, 1.0, 1.0, 1.0]"), r.stdout

@@ -87,14 +87,6 @@ void bind_distributed(py::module &m) {
                    if (r == rank) hosts->local_rank = static_cast<int>(hosts->local.size());
                    hosts->local.push_back(r);
                  }
-               // Gloo reads and writes the device buffers in place (host_view):
-               // only where the HAL maps device memory into the host
-               TORCH_CHECK(!hosts->multi() || tnrt_host_addressable(),
-                           "ProcessGroupNeuron: this group spans ", hosts->nhosts,
-                           " hosts, and between hosts it runs Gloo on the device buffers in "
-                           "place, but this device's memory is not host addressable (the HAL "
-                           "in use maps none into the host). Keep each group on one host, or "
-                           "use a HAL with host-addressable memory.");
                if (leaders) hosts->leaders = *leaders;
                if (world) hosts->world = *world;
                TORCH_CHECK_VALUE(

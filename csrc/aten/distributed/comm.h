@@ -58,8 +58,10 @@ c10d::ReduceOp to_c10d(tnccl_op_t op) {
   return c10d::ReduceOp::SUM;
 }
 
-// A CPU tensor over device memory, for Gloo (a group across hosts is made
-// only where device memory is host addressable: ProcessGroupNeuron's init).
+// A CPU tensor over device memory, for Gloo. Only inside a collective's task:
+// collectives are host code (require_host_code before each launch), and a
+// task may dereference device memory (hal.h), where host code outside one
+// may not unless the HAL says host_addressable.
 at::Tensor host_view(const void *p, int64_t n, at::ScalarType t) {
   return at::from_blob(const_cast<void *>(p), {n}, at::TensorOptions().dtype(t));
 }
