@@ -211,7 +211,7 @@ bool complex_inplace_ok(const at::Tensor &t) {
   return complex_ok(t) && !t.is_conj() && !t.is_neg();
 }
 
-bool real_result(int op) { return op == TNK_CX_ABS || op == TNK_CX_ANGLE; }
+bool real_result(int op) { return tnk_complex_real_output(op) != 0; }
 
 // out = op(x) (out may be x for in-place ops whose result stays complex).
 void launch_complex(const at::Tensor &out, const at::Tensor &in0, int op, const char *name) {

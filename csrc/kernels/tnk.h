@@ -272,6 +272,14 @@ void tnk_unary(const tnk_unary_args_t *args);
  * input's. */
 #define TNK_COMPLEX_ENUM_(ID, name, out, kernel, ref) TNK_CX_##ID,
 typedef enum tnk_complex_op { TNK_COMPLEX_OPS(TNK_COMPLEX_ENUM_) TNK_CX_OP_COUNT } tnk_complex_op_t;
+/* Whether op's output is real (abs, angle: the REAL rows of the table). */
+#define TNK_CX_REAL_CASE_(ID, name, out, kernel, ref) TNK_CX_REAL_##out##_(TNK_CX_##ID)
+#define TNK_CX_REAL_REAL_(OP) \
+  case OP: return 1;
+#define TNK_CX_REAL_SAME_(OP)
+static inline int tnk_complex_real_output(int op) {
+  switch (op) { TNK_COMPLEX_OPS(TNK_CX_REAL_CASE_) default : return 0; }
+}
 int tnk_complex_unary_supported(int op, int dtype, int out_dtype);
 void tnk_complex_unary(const tnk_unary_args_t *args);
 

@@ -168,7 +168,7 @@ void tnk_bitwise_not(const tnk_unary_args_t *a) {
 int tnk_complex_unary_supported(int op, int dtype, int out_dtype) {
   if ((dtype != TNK_C64 && dtype != TNK_C128) || op < 0 || op >= TNK_CX_OP_COUNT) return 0;
   int real = dtype == TNK_C64 ? TNK_F32 : TNK_F64;
-  return out_dtype == (op == TNK_CX_ABS || op == TNK_CX_ANGLE ? real : dtype);
+  return out_dtype == (tnk_complex_real_output(op) ? real : dtype);
 }
 
 /* The complex libm function f at z's precision (the table's CX_FN). */
