@@ -277,3 +277,60 @@ def test_convolution_through_overrideable_ops():
         atol=1e-10,
     )
     assert "aten::convolution_overrideable" in torch_neuronx.get_fallback_ops()
+
+
+@pytest.fixture
+def _executed():
+    torch_neuronx.enable_op_tracking()
+    torch_neuronx.clear_op_tracking()
+    yield
+    torch_neuronx.disable_op_tracking()
+    torch_neuronx.clear_op_tracking()
+
+
+def test_executed_ops_off_by_default_says_how_to_turn_on():
+    assert not torch_neuronx.is_op_tracking_enabled()
+    torch.ones(2, device="neuron").add(1)
+    with pytest.raises(RuntimeError, match="enable_op_tracking"):
+        torch_neuronx.get_executed_ops()
+
+
+def test_executed_ops_count_native_and_fallback_not_cpu(_executed):
+    x = torch.randn(4, 5)
+    n = x.neuron()
+    assert_same(n + n, x + x)
+    assert_same(torch.special.i1(n), torch.special.i1(x))
+    x + x  # CPU only: not counted
+    ops = torch_neuronx.get_executed_ops()
+    assert ops.get("aten::add.Tensor") == 1, ops
+    assert ops.get("aten::special_i1") == 1, ops
+    # the fallback op is also among the fallbacks; the native add is not
+    fb = torch_neuronx.get_fallback_ops()
+    assert "aten::special_i1.out" in fb and "aten::add.Tensor" not in fb
+    torch.zeros(3, device="neuron")  # a factory naming the device counts
+    assert torch_neuronx.get_executed_ops().get("aten::zeros") == 1
+    torch_neuronx.clear_op_tracking()
+    assert torch_neuronx.get_executed_ops() == {} and torch_neuronx.get_fallback_ops() == {}
+
+
+def test_executed_ops_see_backward_and_stop_when_disabled(_executed):
+    w = torch.randn(8, 8, device="neuron", requires_grad=True)
+    torch.nn.functional.gelu(w @ w).sum().backward()  # backward runs on autograd's thread
+    ops = torch_neuronx.get_executed_ops()
+    assert ops.get("aten::gelu_backward") == 1, ops
+    assert ops.get("aten::mm", 0) >= 3, ops  # forward, and both gradient products
+    torch_neuronx.disable_op_tracking()
+    torch.nn.functional.gelu(w)
+    assert torch_neuronx.get_executed_ops().get("aten::gelu") == 1  # kept, not counted again
+
+
+def test_executed_op_tracking_from_environment():
+    r = run_python(
+        "import torch, torch_neuronx\n(torch.ones(2, device='neuron') * 3).sum()\n"
+        "print(torch_neuronx.get_executed_ops()['aten::mul.Tensor'])\n",
+        {"TORCH_NEURONX_OP_TRACKING": "1"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1"]
+    r = run_python("import torch", {"TORCH_NEURONX_OP_TRACKING": "maybe"})
+    assert r.returncode != 0 and "TORCH_NEURONX_OP_TRACKING must be 1 or 0" in r.stderr

@@ -51,9 +51,58 @@ def get_fallback_ops():
     return dict(_C._fallback_ops())
 
 
+def enable_op_tracking():
+    """Start counting every op that runs on neuron, for get_executed_ops().
+    Off by default: the count boxes every op's arguments for inspection,
+    which costs about 10% on small ops. TORCH_NEURONX_OP_TRACKING=1 turns it
+    on at import. (Fallback ops are always counted: get_fallback_ops().)"""
+    _C._set_op_tracking(True)
+
+
+def disable_op_tracking():
+    """Stop counting executed ops; the counts so far are kept."""
+    _C._set_op_tracking(False)
+
+
+def is_op_tracking_enabled() -> bool:
+    return _C._op_tracking()
+
+
+def get_executed_ops():
+    """Every op that ran on neuron (native kernel or CPU fallback) while
+    tracking was on, since the last clear_op_tracking(), as a dict
+    ``{"aten::op.overload": count}``. A call counts when an argument is a
+    neuron tensor or names the neuron device; calls that composite ops make
+    count too, as the profiler shows them. The ops in it that are not in
+    get_fallback_ops() ran natively."""
+    ops = dict(_C._executed_ops())
+    if not ops and not _C._op_tracking():
+        raise RuntimeError(
+            "torch_neuronx.get_executed_ops(): executed-op tracking is off. Call "
+            "torch_neuronx.enable_op_tracking() (or set TORCH_NEURONX_OP_TRACKING=1) "
+            "before running the ops; it is off by default because it costs about 10% "
+            "on small ops. get_fallback_ops() needs no switch."
+        )
+    return ops
+
+
 def clear_op_tracking():
-    """Forget the recorded fallback ops (and warn again on their next use)."""
+    """Forget the recorded fallback and executed ops (and warn again about a
+    fallback op on its next use)."""
     _C._clear_op_tracking()
+
+
+def _op_tracking_from_env():
+    import os
+
+    value = os.environ.get("TORCH_NEURONX_OP_TRACKING", "")
+    if value in ("1", "true", "True", "yes", "on"):
+        enable_op_tracking()
+    elif value not in ("", "0", "false", "False", "no", "off"):
+        raise ValueError(f"TORCH_NEURONX_OP_TRACKING must be 1 or 0, got {value!r}")
+
+
+_op_tracking_from_env()
 
 
 def set_fallback_mode(mode: str):
@@ -73,7 +122,11 @@ __all__ = [
     "Event",
     "Stream",
     "clear_op_tracking",
+    "disable_op_tracking",
+    "enable_op_tracking",
+    "get_executed_ops",
     "get_fallback_mode",
     "get_fallback_ops",
+    "is_op_tracking_enabled",
     "set_fallback_mode",
 ]

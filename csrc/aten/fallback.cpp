@@ -1,5 +1,6 @@
-// The boxed CPU fallback for ops without a native neuron kernel, and the
-// tracking of ops that ran on it (counts, warn/silent/error modes).
+// The boxed CPU fallback for ops without a native neuron kernel, the
+// tracking of ops that ran on it (counts, warn/silent/error modes), and the
+// tracking of every op that ran on neuron (get_executed_ops).
 //
 // Inputs reach the CPU kernel as host views (HostViews, after the streams
 // that produce them are synchronised): zero-copy aliases where the HAL says
@@ -19,13 +20,16 @@
 //  - tensors of two devices in one op raise the error CUDA raises.
 #include "neuron.h"
 
+#include <ATen/record_function.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
+#include <unordered_map>
 
 namespace torch_neuronx {
 
@@ -122,7 +126,83 @@ at::Tensor rebase_view(const at::Tensor &cpu_view, const at::Tensor &base, const
   return base.as_strided(cpu_view.sizes(), cpu_view.strides(), offset);
 }
 
+// ------------------------------------------------------------ executed ops
+// Every dispatcher call whose arguments hold a neuron tensor (or name the
+// neuron device, as factory ops do) is counted by a RecordFunction start
+// callback: the dispatcher's documented observation hook, the one the
+// profiler uses. It sees each call once, at its entry (redispatches to
+// lower keys are not calls), nested calls of composite ops included, on
+// every thread (autograd's too). Boxing the arguments for the callback
+// costs per op, so the callback is installed only while tracking is on.
+
+std::mutex g_exec_mu;
+std::unordered_map<c10::OperatorName, int64_t> g_exec_counts;  // guarded by g_exec_mu
+at::CallbackHandle g_exec_handle = 0;                         // guarded by g_exec_mu
+
+bool names_neuron(const c10::IValue &v) {
+  if (v.isTensor()) {
+    const at::Tensor &t = v.toTensor();
+    return t.defined() && t.is_privateuseone();
+  }
+  if (v.isTensorList()) {
+    for (const at::Tensor &t : v.toTensorList())
+      if (t.defined() && t.is_privateuseone()) return true;
+    return false;
+  }
+  if (v.isOptionalTensorList()) {
+    for (const std::optional<at::Tensor> &t : v.toOptionalTensorList())
+      if (t.has_value() && t->defined() && t->is_privateuseone()) return true;
+    return false;
+  }
+  if (v.isList()) {
+    for (const c10::IValue &e : v.toListRef())
+      if (names_neuron(e)) return true;
+    return false;
+  }
+  if (v.isDevice()) return v.toDevice().type() == kNeuron;
+  return false;
+}
+
+std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction &fn) {
+  std::optional<c10::OperatorName> name = fn.operator_name();
+  if (!name) return nullptr;
+  for (const c10::IValue &v : fn.inputs()) {
+    if (names_neuron(v)) {
+      std::lock_guard<std::mutex> lock(g_exec_mu);
+      g_exec_counts[*name]++;
+      break;
+    }
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+void set_op_tracking(bool on) {
+  std::lock_guard<std::mutex> lock(g_exec_mu);
+  if (on && !g_exec_handle) {
+    g_exec_handle = at::addGlobalCallback(at::RecordFunctionCallback(on_op_start)
+                                              .needsInputs(true)
+                                              .scopes({at::RecordScope::FUNCTION}));
+  } else if (!on && g_exec_handle) {
+    at::removeCallback(g_exec_handle);
+    g_exec_handle = 0;
+  }
+}
+
+bool op_tracking() {
+  std::lock_guard<std::mutex> lock(g_exec_mu);
+  return g_exec_handle != 0;
+}
+
+std::vector<std::pair<std::string, int64_t>> executed_ops() {
+  std::lock_guard<std::mutex> lock(g_exec_mu);
+  std::vector<std::pair<std::string, int64_t>> out;
+  out.reserve(g_exec_counts.size());
+  for (const auto &[name, count] : g_exec_counts) out.emplace_back(c10::toString(name), count);
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 void note_fallback(const std::string &name) {
   std::lock_guard<std::mutex> lock(g_track_mu);
@@ -258,9 +338,13 @@ std::vector<std::pair<std::string, int64_t>> fallback_ops() {
 }
 
 void clear_op_tracking() {
-  std::lock_guard<std::mutex> lock(g_track_mu);
-  g_fallback_counts.clear();
-  g_warned.clear();
+  {
+    std::lock_guard<std::mutex> lock(g_track_mu);
+    g_fallback_counts.clear();
+    g_warned.clear();
+  }
+  std::lock_guard<std::mutex> lock(g_exec_mu);
+  g_exec_counts.clear();
 }
 
 void set_fallback_mode(const std::string &mode) {

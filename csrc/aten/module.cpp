@@ -133,6 +133,9 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_fallback_ops", [] { return fallback_ops(); });
   m.def("_clear_op_tracking", [] { clear_op_tracking(); });
+  m.def("_executed_ops", [] { return executed_ops(); });
+  m.def("_set_op_tracking", [](bool on) { set_op_tracking(on); });
+  m.def("_op_tracking", [] { return op_tracking(); });
   m.def("_set_fallback_mode", [](const std::string &s) { set_fallback_mode(s); });
   m.def("_fallback_mode", [] { return fallback_mode(); });
   m.def("_trace_start", [] { trace_start(); });

@@ -143,6 +143,11 @@ void neuron_cpu_fallback(const c10::OperatorHandle &op, std::vector<c10::IValue>
 // Counts an op that ran on the CPU, warns once, or raises in error mode.
 void note_fallback(const std::string &name);
 std::vector<std::pair<std::string, int64_t>> fallback_ops();
+// Counting of every op that ran on neuron (native or fallback), while on.
+void set_op_tracking(bool on);
+bool op_tracking();
+std::vector<std::pair<std::string, int64_t>> executed_ops();
+// Forgets both the fallback and the executed-op counts.
 void clear_op_tracking();
 void set_fallback_mode(const std::string &mode);
 std::string fallback_mode();
