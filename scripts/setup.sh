@@ -19,6 +19,12 @@ fi
 # TorchTitan and its run-time needs, pinned and without dependency resolution
 # (its metadata would otherwise pull another torch): requirements-torchtitan.txt
 "$VPY" -m pip install --quiet --no-deps -r requirements-torchtitan.txt
+# timm and torchvision for the model sweep, without dependency resolution
+# (torchvision pins a torch build of its own), into a directory of their own
+# that only the sweep puts on its path: torchvision's C extension does not
+# load against this torch, and Transformers imports torchvision wherever it
+# is importable (requirements-models.txt).
+"$VPY" -m pip install --quiet --no-deps --upgrade --target build/sweep-site -r requirements-models.txt
 
 # The extension builds against the installed torch (no build isolation).
 TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=${MAX_JOBS:-$(nproc)} "$VPY" -m pip install --quiet --no-build-isolation --no-deps -e .
