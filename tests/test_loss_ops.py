@@ -163,3 +163,112 @@ def test_cross_entropy_masked_logits():
     ce = torch.nn.functional.cross_entropy
     assert_same(ce(logits.neuron(), target.neuron()), ce(logits, target), rtol=1e-5, atol=1e-5)
     native("softmax", "nll_loss")
+
+
+# ------------------------------------------------------------------ ctc_loss
+
+
+def _ctc_inputs(T, N, C, S, seed, dtype, concat):
+    g = gen(seed)
+    lp = torch.randn(T, N, C, generator=g, dtype=torch.float64).log_softmax(-1).to(dtype)
+    tl = torch.randint(0, S + 1, (N,), generator=g)
+    il = torch.randint(max(1, T // 2), T + 1, (N,), generator=g)
+    tgt = torch.randint(1, C, (N, S), generator=g)
+    if concat:
+        tgt = torch.cat([tgt[n, : tl[n]] for n in range(N)])
+    return lp, tgt, il, tl
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("concat", [False, True])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_ctc_loss_matches_cpu_forward_and_backward(dtype, concat, reduction):
+    lp, tgt, il, tl = _ctc_inputs(12, 5, 7, 4, 1, dtype, concat)
+    lp_c, lp_n = lp.clone().requires_grad_(), lp.neuron().requires_grad_()
+    args = dict(reduction=reduction, zero_infinity=False)
+    lc = F.ctc_loss(lp_c, tgt, il, tl, **args)
+    ln = F.ctc_loss(lp_n, tgt.neuron(), il, tl, **args)
+    assert_same(ln, lc)
+    w = torch.linspace(-1, 2, lc.numel(), dtype=dtype).view(lc.shape)
+    (lc * w).sum().backward()
+    (ln * w.neuron()).sum().backward()
+    assert_same(lp_n.grad, lp_c.grad)
+    native("ctc")
+
+
+def test_ctc_loss_repeats_blank_and_impossible_alignments():
+    # repeated labels need a blank between them: T=3 cannot align [1, 1, 1]
+    T, C = 3, 4
+    lp = torch.randn(T, 3, C, generator=gen(2), dtype=torch.float64).log_softmax(-1)
+    tgt = torch.tensor([[1, 1, 1], [2, 2, 0], [3, 1, 2]])
+    il, tl = torch.tensor([3, 3, 3]), torch.tensor([3, 2, 0])
+    for zero_inf in (False, True):
+        lc_, ln_ = lp.clone().requires_grad_(), lp.neuron().requires_grad_()
+        lc = F.ctc_loss(lc_, tgt, il, tl, blank=0, reduction="none", zero_infinity=zero_inf)
+        ln = F.ctc_loss(
+            ln_, tgt.neuron(), il, tl, blank=0, reduction="none", zero_infinity=zero_inf
+        )
+        assert_same(ln, lc)  # inf for the impossible one unless zero_infinity
+        lc.masked_fill(lc.isinf(), 0).sum().backward()
+        ln.masked_fill(ln.isinf(), 0).sum().backward()
+        # the impossible sample's gradient: NaN on CPU, unless zero_infinity
+        assert_same(ln_.grad, lc_.grad, equal_nan=True)
+        assert ln_.grad[:, 0].isnan().all() != zero_inf
+    # a blank other than 0, against a float64 CPU run
+    lp = torch.randn(6, 2, 5, generator=gen(3), dtype=torch.float64).log_softmax(-1)
+    tgt = torch.tensor([[0, 1], [2, 3]])
+    args = (torch.tensor([6, 5]), torch.tensor([2, 1]))
+    assert_same(
+        F.ctc_loss(lp.neuron(), tgt.neuron(), *args, blank=4), F.ctc_loss(lp, tgt, *args, blank=4)
+    )
+    native("ctc")
+
+
+def test_ctc_loss_bad_input_raises_like_cpu():
+    lp, tgt, il, tl = _ctc_inputs(6, 2, 5, 3, 4, torch.float32, False)
+    for kw, bad in [
+        (dict(blank=5), "blank must be in label range"),
+        (
+            dict(input_lengths=torch.tensor([7, 3])),
+            "Expected input_lengths to have value at most 6",
+        ),
+        (dict(input_lengths=torch.tensor([6])), "input_lengths must be of size batch_size"),
+        (dict(target_lengths=torch.tensor([4, 1])), "Expected tensor to have size at least 4"),
+    ]:
+        args = dict(input_lengths=il, target_lengths=tl) | kw
+        for dev in ("cpu", "neuron"):
+            with pytest.raises(RuntimeError, match=bad):
+                F.ctc_loss(lp.to(dev), tgt.to(dev), **args)
+    with pytest.raises(IndexError, match="ctc_loss \\(target\\)"):  # a label outside [0, C)
+        F.ctc_loss(lp.neuron(), torch.full((2, 3), 9, device="neuron"), il, tl).item()
+
+
+# ------------------------------------------------------ multi-class margins
+
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_multi_margin_loss(p, reduction, weighted):
+    x = randn(6, 5, seed=5, dtype=torch.float64)
+    t = torch.randint(0, 5, (6,), generator=gen(6))
+    w = torch.rand(5, generator=gen(7), dtype=torch.float64) if weighted else None
+    wn = w.neuron() if weighted else None
+    grad_check(
+        lambda a: F.multi_margin_loss(
+            a, t.to(a.device), p=p, margin=0.7, weight=wn if a.is_neuron else w, reduction=reduction
+        ),
+        x,
+    )
+    grad_check(lambda a: F.multi_margin_loss(a, t[:1].to(a.device), p=p, reduction=reduction), x[0])
+    native("multi_margin")
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_multilabel_margin_loss(reduction):
+    x = randn(4, 5, seed=8, dtype=torch.float64)
+    # class lists ended by -1; a duplicate label counts twice, as on CPU
+    t = torch.tensor([[3, 0, -1, 1, 1], [1, 2, 3, 4, 0], [-1, 0, 0, 0, 0], [2, 2, -1, 0, 0]])
+    grad_check(lambda a: F.multilabel_margin_loss(a, t.to(a.device), reduction=reduction), x)
+    grad_check(lambda a: F.multilabel_margin_loss(a, t[0].to(a.device), reduction=reduction), x[0])
+    native("multilabel_margin")

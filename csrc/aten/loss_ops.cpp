@@ -1,5 +1,6 @@
 // Losses: nll_loss (loss.c's nll kernel) and its 2-D+ form, mse_loss,
-// smooth_l1_loss, huber_loss, binary_cross_entropy.
+// smooth_l1_loss, huber_loss, binary_cross_entropy, ctc_loss (loss.c's ctc
+// kernel), and the multi-class margin losses (composed of native ops).
 #include "neuron.h"
 
 #include <ATen/ExpandUtils.h>
@@ -303,9 +304,296 @@ at::Tensor nll_loss2d_backward(const at::Tensor &grad_output, const at::Tensor &
   return gi.reshape(shape).movedim(-1, 1).contiguous();
 }
 
+// ---------------------------------------------------------------- ctc_loss
+// loss.c's ctc kernel, per sample in parallel. The lengths are host lists
+// (the IntList overload, which ctc_loss reaches); they travel to the device
+// with the targets' start offsets as one int64 tensor.
+
+at::Tensor ctc_lengths(const at::Tensor &log_probs, const at::Tensor &targets,
+                       at::IntArrayRef input_lengths, at::IntArrayRef target_lengths, int64_t blank,
+                       int64_t *max_target) {
+  TORCH_CHECK(log_probs.dim() == 3, "Expected 3-dimensional tensor, but got ", log_probs.dim(),
+              "-dimensional tensor for argument #1 'log_probs' (while checking arguments for "
+              "ctc_loss_cpu)");
+  const int64_t T = log_probs.size(0), N = log_probs.size(1), C = log_probs.size(2);
+  TORCH_CHECK(blank < C && C > 0 && blank >= 0, "blank must be in label range");
+  TORCH_CHECK(static_cast<int64_t>(input_lengths.size()) == N,
+              "input_lengths must be of size batch_size");
+  TORCH_CHECK(static_cast<int64_t>(target_lengths.size()) == N,
+              "target_lengths must be of size batch_size");
+  TORCH_CHECK(targets.scalar_type() == at::kLong || targets.scalar_type() == at::kInt,
+              "Expected tensor for argument #2 'targets' to have one of the following scalar "
+              "types: Int, Long; but got ",
+              targets.scalar_type(), " instead (while checking arguments for ctc_loss_cpu)");
+  at::Tensor lens = at::empty({3 * N}, at::kLong);
+  int64_t *l = lens.data_ptr<int64_t>();
+  int64_t pos = 0, mt = 0;
+  for (int64_t n = 0; n < N; n++) {
+    TORCH_CHECK(input_lengths[n] >= 0 && input_lengths[n] <= T,
+                "Expected input_lengths to have value at most ", T, ", but got value ",
+                input_lengths[n], " (while checking arguments for ctc_loss_cpu)");
+    TORCH_CHECK(target_lengths[n] >= 0, "Expected target_lengths to be non-negative, got ",
+                target_lengths[n]);
+    l[n] = input_lengths[n];
+    l[N + n] = target_lengths[n];
+    mt = std::max(mt, target_lengths[n]);
+    if (targets.dim() == 1) {
+      l[2 * N + n] = pos;
+      pos += target_lengths[n];
+    } else {
+      l[2 * N + n] = n * targets.size(1);
+    }
+  }
+  if (targets.dim() == 1) {
+    TORCH_CHECK(targets.size(0) >= pos, "Expected tensor to have size at least ", pos,
+                " at dimension 0, but got size ", targets.size(0),
+                " for argument #2 'targets' (while checking arguments for ctc_loss_cpu)");
+  } else {
+    TORCH_CHECK(targets.dim() == 2 && targets.size(0) == N,
+                "Expected targets of shape [batch, max_target_length] or the concatenated "
+                "targets, got ",
+                targets.sizes());
+    TORCH_CHECK(targets.size(1) >= mt, "Expected tensor to have size at least ", mt,
+                " at dimension 1, but got size ", targets.size(1),
+                " for argument #2 'targets' (while checking arguments for ctc_loss_cpu)");
+  }
+  *max_target = mt;
+  return lens.to(log_probs.device());
+}
+
+bool ctc_native(const at::Tensor &log_probs, const at::Tensor &targets) {
+  tnk_dtype_t dt = tnk_of(log_probs);
+  return dt != TNK_DTYPE_COUNT && kernel_supported(TNK_K_CTC, kernel_query(-1, dt, -1, -1)) &&
+         targets.device() == log_probs.device();
+}
+
+std::tuple<at::Tensor, at::Tensor> ctc_loss(const at::Tensor &log_probs, const at::Tensor &targets,
+                                            at::IntArrayRef input_lengths,
+                                            at::IntArrayRef target_lengths, int64_t blank,
+                                            bool zero_infinity) {
+  if (!ctc_native(log_probs, targets))
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_ctc_loss)>::call(
+        log_probs, targets, input_lengths, target_lengths, blank, zero_infinity);
+  int64_t mt = 0;
+  at::Tensor lens = ctc_lengths(log_probs, targets, input_lengths, target_lengths, blank, &mt);
+  const int64_t T = log_probs.size(0), N = log_probs.size(1);
+  at::Tensor lp = log_probs.contiguous(), tg = targets.to(at::kLong).contiguous();
+  at::Tensor nll = at::empty({N}, log_probs.options());
+  at::Tensor alpha = at::empty({N, T, 2 * mt + 1}, log_probs.options());
+  if (N == 0) return {nll, alpha};
+  tnk_ctc_args_t a{};
+  a.log_probs = lp.const_data_ptr();
+  a.targets = tg.const_data_ptr();
+  a.lengths = lens.const_data_ptr();
+  a.log_alpha = alpha.data_ptr();
+  a.out = nll.data_ptr();
+  a.T = T;
+  a.N = N;
+  a.C = log_probs.size(2);
+  a.L = 2 * mt + 1;
+  a.blank = blank;
+  a.dtype = tnk_of(log_probs);
+  a.fault = fault_sink(log_probs.device().index(), "ctc_loss (target)", true);
+  launch_kernel<TNK_K_CTC>(log_probs.device().index(), a, "aten::_ctc_loss");
+  return {nll, alpha};
+}
+
+std::tuple<at::Tensor, at::Tensor> ctc_loss_tensor(const at::Tensor &log_probs,
+                                                   const at::Tensor &targets,
+                                                   const at::Tensor &input_lengths,
+                                                   const at::Tensor &target_lengths, int64_t blank,
+                                                   bool zero_infinity) {
+  at::Tensor il = input_lengths.to(at::kCPU, at::kLong).contiguous();
+  at::Tensor tl = target_lengths.to(at::kCPU, at::kLong).contiguous();
+  return at::_ctc_loss(log_probs, targets, at::IntArrayRef(il.data_ptr<int64_t>(), il.numel()),
+                       at::IntArrayRef(tl.data_ptr<int64_t>(), tl.numel()), blank, zero_infinity);
+}
+
+at::Tensor ctc_loss_backward(const at::Tensor &grad, const at::Tensor &log_probs,
+                             const at::Tensor &targets, at::IntArrayRef input_lengths,
+                             at::IntArrayRef target_lengths, const at::Tensor &nll,
+                             const at::Tensor &log_alpha, int64_t blank, bool zero_infinity) {
+  if (!ctc_native(log_probs, targets) || grad.scalar_type() != log_probs.scalar_type() ||
+      nll.scalar_type() != log_probs.scalar_type() ||
+      log_alpha.scalar_type() != log_probs.scalar_type() || grad.device() != log_probs.device())
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(_ctc_loss_backward)>::call(
+        grad, log_probs, targets, input_lengths, target_lengths, nll, log_alpha, blank,
+        zero_infinity);
+  int64_t mt = 0;
+  at::Tensor lens = ctc_lengths(log_probs, targets, input_lengths, target_lengths, blank, &mt);
+  const int64_t T = log_probs.size(0), N = log_probs.size(1);
+  TORCH_CHECK(log_alpha.dim() == 3 && log_alpha.size(0) == N && log_alpha.size(1) == T &&
+                  log_alpha.size(2) >= 2 * mt + 1,
+              "_ctc_loss_backward: log_alpha of shape ", log_alpha.sizes(),
+              " does not come from this input's forward");
+  at::Tensor lp = log_probs.contiguous(), tg = targets.to(at::kLong).contiguous();
+  at::Tensor la = log_alpha.contiguous(), g = grad.expand({N}).contiguous();
+  at::Tensor nl = nll.contiguous();
+  at::Tensor beta = at::empty(la.sizes(), la.options());
+  at::Tensor out = at::empty(log_probs.sizes(), log_probs.options());
+  if (N == 0 || T == 0) return out.zero_();
+  tnk_ctc_args_t a{};
+  a.log_probs = lp.const_data_ptr();
+  a.targets = tg.const_data_ptr();
+  a.lengths = lens.const_data_ptr();
+  a.grad = g.const_data_ptr();
+  a.nll = nl.const_data_ptr();
+  a.log_alpha = la.data_ptr();
+  a.log_beta = beta.data_ptr();
+  a.out = out.data_ptr();
+  a.T = T;
+  a.N = N;
+  a.C = log_probs.size(2);
+  a.L = la.size(2);
+  a.blank = blank;
+  a.dtype = tnk_of(log_probs);
+  a.backward = 1;
+  a.zero_infinity = zero_infinity;
+  a.fault = fault_sink(log_probs.device().index(), "ctc_loss_backward (target)", true);
+  launch_kernel<TNK_K_CTC>(log_probs.device().index(), a, "aten::_ctc_loss_backward");
+  return out;
+}
+
+// ------------------------------------------------- multi-class margin losses
+// Composed of native ops (gather, clamp, scatter, reductions): the
+// per-sample work is a few [N, C] (or [N, S, C]) element-wise passes.
+
+at::Tensor reduce_loss(const at::Tensor &per_sample, int64_t reduction) {
+  if (reduction == at::Reduction::Mean) return per_sample.mean();
+  if (reduction == at::Reduction::Sum) return per_sample.sum();
+  return per_sample;
+}
+
+struct MultiMargin {
+  at::Tensor x, t, z, w;  // x [N, C], t [N, 1], z = margin terms (0 at the target)
+  int64_t c;
+};
+
+MultiMargin multi_margin_terms(const at::Tensor &self, const at::Tensor &target,
+                               const at::Scalar &margin, const std::optional<at::Tensor> &weight) {
+  TORCH_CHECK(self.dim() <= 2 && self.numel() > 0,
+              "Expected non-empty vector or matrix with optional 0-dim batch size, but got: ",
+              self.sizes());
+  at::Tensor x = self.dim() <= 1 ? self.reshape({1, -1}) : self;
+  const int64_t n = x.size(0), c = x.size(1);
+  TORCH_CHECK(target.numel() == n && target.dim() <= 1, "inconsistent target size, expected ", n,
+              " but got ", target.sizes());
+  TORCH_CHECK(
+      !weight.has_value() || !weight->defined() || (weight->dim() <= 1 && weight->numel() == c),
+      "inconsistent weight size, expected ", c, " but got ",
+      weight.has_value() && weight->defined() ? weight->sizes() : at::IntArrayRef());
+  at::Tensor t = target.reshape({n, 1}).to(at::kLong);
+  at::Tensor xy = x.gather(1, t);
+  at::Tensor z = (x - xy).add_(margin).clamp_min_(0).scatter_(1, t, 0);
+  at::Tensor w;
+  if (weight.has_value() && weight->defined())
+    w = weight->reshape({-1}).index_select(0, t.view({-1})).unsqueeze(1);
+  return {x, t, z, w, c};
+}
+
+at::Tensor nx_multi_margin_loss(const at::Tensor &self, const at::Tensor &target,
+                                const at::Scalar &p, const at::Scalar &margin,
+                                const std::optional<at::Tensor> &weight, int64_t reduction) {
+  TORCH_CHECK(p.toLong() == 1 || p.toLong() == 2, "only p == 1 and p == 2 supported");
+  MultiMargin m = multi_margin_terms(self, target, margin, weight);
+  at::Tensor h = p.toLong() == 1 ? m.z : m.z * m.z;
+  if (m.w.defined()) h = h * m.w;
+  // a 1-D input's unreduced loss keeps its batch of 1 (CPU's shape)
+  return reduce_loss(h.sum(1).div_(static_cast<double>(m.c)), reduction);
+}
+
+at::Tensor &nx_multi_margin_loss_out(const at::Tensor &self, const at::Tensor &target,
+                                     const at::Scalar &p, const at::Scalar &margin,
+                                     const std::optional<at::Tensor> &weight, int64_t reduction,
+                                     at::Tensor &out) {
+  return assign_result(out, nx_multi_margin_loss(self, target, p, margin, weight, reduction));
+}
+
+at::Tensor nx_multi_margin_loss_backward(const at::Tensor &grad, const at::Tensor &self,
+                                         const at::Tensor &target, const at::Scalar &p,
+                                         const at::Scalar &margin,
+                                         const std::optional<at::Tensor> &weight,
+                                         int64_t reduction) {
+  TORCH_CHECK(p.toLong() == 1 || p.toLong() == 2, "only p == 1 and p == 2 supported");
+  MultiMargin m = multi_margin_terms(self, target, margin, weight);
+  const int64_t n = m.x.size(0);
+  // d loss_i / d x_j = dh(z_ij) w_i / C for j != y_i, and minus their sum at y_i
+  at::Tensor dz = p.toLong() == 1 ? m.z.gt(0).to(self.scalar_type()) : m.z * 2;
+  if (m.w.defined()) dz = dz * m.w;
+  at::Tensor g = reduction == at::Reduction::None ? grad.reshape({-1, 1}).expand({n, 1})
+                                                  : grad.reshape({1, 1});
+  double scale = 1.0 / static_cast<double>(m.c);
+  if (reduction == at::Reduction::Mean) scale /= static_cast<double>(n);
+  dz = dz * g * scale;
+  at::Tensor gi = dz.scatter_add(1, m.t, -dz.sum(1, true));
+  return gi.reshape(self.sizes());
+}
+
+at::Tensor &nx_multi_margin_loss_backward_out(const at::Tensor &grad, const at::Tensor &self,
+                                              const at::Tensor &target, const at::Scalar &p,
+                                              const at::Scalar &margin,
+                                              const std::optional<at::Tensor> &weight,
+                                              int64_t reduction, at::Tensor &gi) {
+  return assign_result(
+      gi, nx_multi_margin_loss_backward(grad, self, target, p, margin, weight, reduction));
+}
+
+// multilabel_margin_loss: target rows list class indices, ended by the first
+// -1; each listed class j against each unlisted k: max(0, 1 - (x_j - x_k)).
+struct MultiLabel {
+  at::Tensor x, idx, valid, is_target, mask;  // mask [N, S, C]: terms > 0
+  at::Tensor z;
+};
+
+MultiLabel multilabel_terms(const at::Tensor &self, const at::Tensor &target) {
+  at::Tensor x = self.dim() <= 1 ? self.reshape({1, -1}) : self;
+  TORCH_CHECK(self.dim() <= 2 && target.sizes() == self.sizes(),
+              "inconsistent target size: ", target.sizes(), " for input of size: ", self.sizes());
+  at::Tensor t = target.reshape(x.sizes()).to(at::kLong);
+  at::Tensor valid = t.lt(0).cumsum(1).eq(0);  // before the first -1
+  at::Tensor idx = t.clamp_min(0).masked_fill(valid.logical_not(), 0);
+  at::Tensor vf = valid.to(x.scalar_type());
+  at::Tensor is_target = at::zeros_like(x).scatter_add_(1, idx, vf).clamp_max_(1);
+  at::Tensor xt = x.gather(1, idx);  // [N, S]
+  at::Tensor z = (x.unsqueeze(1) - xt.unsqueeze(2)).add_(1).clamp_min_(0);
+  z = z * vf.unsqueeze(2) * (1 - is_target).unsqueeze(1);  // [N, S, C]
+  return {x, idx, valid, is_target, z.gt(0), z};
+}
+
+std::tuple<at::Tensor, at::Tensor> nx_multilabel_margin_loss_forward(const at::Tensor &self,
+                                                                     const at::Tensor &target,
+                                                                     int64_t reduction) {
+  MultiLabel m = multilabel_terms(self, target);
+  at::Tensor per = m.z.sum({1, 2}).div_(static_cast<double>(m.x.size(1)));
+  if (self.dim() <= 1 && reduction == at::Reduction::None) per = per.reshape({});
+  return {reduce_loss(per, reduction), m.is_target.reshape(self.sizes())};
+}
+
+at::Tensor nx_multilabel_margin_loss_backward(const at::Tensor &grad, const at::Tensor &self,
+                                              const at::Tensor &target, int64_t reduction,
+                                              const at::Tensor & /*is_target*/) {
+  MultiLabel m = multilabel_terms(self, target);
+  const int64_t n = m.x.size(0);
+  at::Tensor on = m.mask.to(self.scalar_type());                // [N, S, C]
+  at::Tensor gi = on.sum(1).scatter_add(1, m.idx, -on.sum(2));  // +1 at k, -1 at j
+  double scale = 1.0 / static_cast<double>(m.x.size(1));
+  if (reduction == at::Reduction::Mean) scale /= static_cast<double>(n);
+  at::Tensor g = reduction == at::Reduction::None ? grad.reshape({-1, 1}) : grad.reshape({1, 1});
+  return (gi * g * scale).reshape(self.sizes());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("multi_margin_loss", nx_multi_margin_loss);
+  m.impl("multi_margin_loss.out", nx_multi_margin_loss_out);
+  m.impl("multi_margin_loss_backward", nx_multi_margin_loss_backward);
+  m.impl("multi_margin_loss_backward.grad_input", nx_multi_margin_loss_backward_out);
+  m.impl("multilabel_margin_loss_forward", nx_multilabel_margin_loss_forward);
+  m.impl("multilabel_margin_loss_backward", nx_multilabel_margin_loss_backward);
+  m.impl("_ctc_loss", ctc_loss);
+  m.impl("_ctc_loss.Tensor", ctc_loss_tensor);
+  m.impl("_ctc_loss_backward", ctc_loss_backward);
   m.impl("mse_loss", mse_loss);
   m.impl("mse_loss.out", mse_loss_out);
   m.impl("mse_loss_backward", mse_loss_backward);

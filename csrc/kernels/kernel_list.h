@@ -40,6 +40,7 @@
   X(COUNT_NONZERO, tnk_count_nonzero, tnk_nonzero_args_t, 1)                                       \
   X(NONZERO, tnk_nonzero, tnk_nonzero_args_t, 1)                                                   \
   X(NLL, tnk_nll, tnk_nll_args_t, tnk_nll_supported(q->dtype))                                     \
+  X(CTC, tnk_ctc, tnk_ctc_args_t, tnk_ctc_supported(q->dtype))                                     \
   X(SORT, tnk_sort, tnk_sort_args_t, tnk_sort_supported(q->dtype))                                 \
   X(HISTC, tnk_histc, tnk_histc_args_t, tnk_histc_supported(q->dtype, q->dtype2))                  \
   X(SEARCHSORTED, tnk_searchsorted, tnk_searchsorted_args_t, tnk_searchsorted_supported(q->dtype)) \

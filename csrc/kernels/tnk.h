@@ -483,6 +483,31 @@ typedef struct tnk_nll_args {
 int tnk_nll_supported(int dtype);
 void tnk_nll(const tnk_nll_args_t *args);
 
+/* Connectionist temporal classification (Graves et al. 2006) over
+ * log-probabilities [T, N, C] (contiguous, f32 or f64). lengths holds three
+ * int64 rows of N: input lengths (<= T), target lengths, and where each
+ * sample's targets start in targets (int64). Sample n's extended label
+ * sequence has L_n = 2 * target_length + 1 entries (blank, t0, blank, t1,
+ * ..., blank); log_alpha and log_beta are [N, T, L] with L >= every L_n,
+ * -inf where unused. Recursions run in double.
+ * forward: log_alpha, and out = the negative log-likelihood [N] (inf when
+ *   no alignment exists; 0 for an empty input with an empty target).
+ * backward: log_beta (scratch), and out = grad [T, N, C] of the loss
+ *   weighted by grad [N] (given the forward's nll and log_alpha): exp(lp)
+ *   - exp(log sum over s with label c of alpha+beta + nll - lp), 0 for
+ *   t >= the input length; for a sample whose nll is inf, all 0 when
+ *   zero_infinity, else NaN below its input length (as CPU's). A target
+ *   outside [0, C) is a fault (that sample is skipped). */
+typedef struct tnk_ctc_args {
+  const void *log_probs, *targets, *lengths, *grad, *nll;
+  void *log_alpha, *log_beta, *out;
+  int64_t T, N, C, L, blank;
+  int32_t dtype, backward, zero_infinity, pad_;
+  tnk_fault_t fault;
+} tnk_ctc_args_t;
+int tnk_ctc_supported(int dtype);
+void tnk_ctc(const tnk_ctc_args_t *args);
+
 /* max/min with indices along one dim of a contiguous [outer, len, inner]
  * tensor: indices (int64) and, when values is not NULL, values of dtype,
  * both contiguous [outer, inner]. The first extreme wins; NaN is the

@@ -322,6 +322,117 @@ static void test_nll(void) {
   CHECK(g_faults >= 1 && g_fault_value == 3);
 }
 
+/* ctc: the likelihood against a brute-force sum over every path of
+ * length T (collapse repeats, drop blanks, compare with the target), and
+ * the gradient against central differences of that brute force; 1-D
+ * (concatenated) targets with a repeated label, blank 2, an empty target,
+ * a short input; a label outside [0, C) is a fault. */
+static double ctc_brute(const double *lp, int T, int N, int C, int n, int len_in,
+                        const int64_t *tgt, int len_tgt, int blank) {
+  double total = 0;
+  int path[8];
+  long count = 1;
+  for (int t = 0; t < len_in; t++) count *= C;
+  for (long p = 0; p < count; p++) {
+    long q = p;
+    double lprob = 0;
+    for (int t = 0; t < len_in; t++) {
+      path[t] = (int)(q % C);
+      q /= C;
+      lprob += lp[(t * N + n) * C + path[t]];
+    }
+    int64_t out[8];
+    int m = 0, prev = -1;
+    for (int t = 0; t < len_in; t++) {
+      if (path[t] != prev && path[t] != blank) out[m++] = path[t];
+      prev = path[t];
+    }
+    int same = m == len_tgt;
+    for (int i = 0; same && i < m; i++) same = out[i] == tgt[i];
+    if (same) total += exp(lprob);
+  }
+  (void)T;
+  return -log(total);
+}
+
+static void test_ctc(void) {
+  enum { T = 5, N = 3, C = 3, L = 5 };
+  static double lp[T * N * C], nll[N], alpha[N * T * L], beta[N * T * L], grad[T * N * C];
+  uint64_t s = 11;
+  for (int i = 0; i < T * N; i++) { /* log-softmax rows */
+    double z = 0, v[C];
+    for (int k = 0; k < C; k++) {
+      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+      v[k] = (double)(s >> 40) / (double)(1 << 24) * 3 - 1.5;
+      z += exp(v[k]);
+    }
+    for (int k = 0; k < C; k++) lp[i * C + k] = v[k] - log(z);
+  }
+  /* targets: [1, 1] (repeat), [0], [] ; input lengths 5, 4, 2; blank 2 */
+  int64_t targets[3] = {1, 1, 0};
+  int64_t lengths[3 * N] = {5, 4, 2, 2, 1, 0, 0, 2, 3};
+  double gout[N] = {1.0, -0.5, 2.0};
+  tnk_ctc_args_t a;
+  memset(&a, 0, sizeof a);
+  a.log_probs = lp;
+  a.targets = targets;
+  a.lengths = lengths;
+  a.log_alpha = alpha;
+  a.log_beta = beta;
+  a.out = nll;
+  a.T = T;
+  a.N = N;
+  a.C = C;
+  a.L = L;
+  a.blank = 2;
+  a.dtype = TNK_F64;
+  a.fault = (tnk_fault_t){record_fault, NULL, "ctc", 0, 0};
+  tnk_ctc(&a);
+  int ok = 1;
+  for (int n = 0; n < N; n++) {
+    double want = ctc_brute(lp, T, N, C, n, (int)lengths[n], targets + lengths[2 * N + n],
+                            (int)lengths[N + n], 2);
+    ok &= fabs(nll[n] - want) < 1e-10;
+  }
+  CHECK(ok);
+  a.backward = 1;
+  a.grad = gout;
+  a.nll = nll;
+  a.out = grad;
+  tnk_ctc(&a);
+  ok = 1;
+  const double h = 1e-6;
+  for (int t = 0; t < T; t++)
+    for (int n = 0; n < N; n++)
+      for (int k = 0; k < C; k++) {
+        /* the kernel's gradient is of the nll with respect to the
+         * unnormalised log-probabilities (log_softmax's input): perturb
+         * one logit and renormalise its row */
+        double num = 0;
+        for (int sgn = -1; sgn <= 1; sgn += 2) {
+          static double q[T * N * C];
+          memcpy(q, lp, sizeof q);
+          double *row = q + (t * N + n) * C, z = 0;
+          row[k] += sgn * h;
+          for (int j = 0; j < C; j++) z += exp(row[j]);
+          for (int j = 0; j < C; j++) row[j] -= log(z);
+          double f = ctc_brute(q, T, N, C, n, (int)lengths[n], targets + lengths[2 * N + n],
+                               (int)lengths[N + n], 2);
+          num += sgn * f;
+        }
+        num = num / (2 * h) * gout[n];
+        double got = t < lengths[n] ? grad[(t * N + n) * C + k] : 0;
+        ok &= fabs(got - num) < 1e-6 && (t < lengths[n] || grad[(t * N + n) * C + k] == 0);
+      }
+  CHECK(ok);
+  g_faults = 0;
+  targets[0] = 3; /* outside [0, C) */
+  a.backward = 0;
+  a.out = nll;
+  tnk_ctc(&a);
+  CHECK(g_faults >= 1 && g_fault_value == 3);
+}
+
 /* randperm: a permutation of 0..n-1, the same for the same seed and
  * offset, another for another offset; int32 output */
 static void test_randperm(void) {
@@ -450,6 +561,7 @@ int main(void) {
   RUN(test_assert);
   RUN(test_histc);
   RUN(test_nll);
+  RUN(test_ctc);
   RUN(test_randperm);
   RUN(test_sort);
   RUN(test_adam);
