@@ -2,9 +2,12 @@
 flash-style fused kernel (forward and backward) against PyTorch CPU, the
 cases that take the math path instead, and the fused kernel's edge cases."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import assert_same
 from op_util import gen, native
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
@@ -258,3 +261,91 @@ def test_sdpa_transposed_qkv_bf16_gqa(lq):
     sdpa_compare(q, k, v, {"rtol": 3e-2, "atol": 3e-2}, dtype=torch.bfloat16, layout="blhe")
     kg, vg = k[:, :2], v[:, 2:]  # two kv heads for four query heads
     sdpa_compare(q, kg, vg, ATT_TOL, layout="blhe", is_causal=True, enable_gqa=True)
+
+
+# ------------------------- nn.MultiheadAttention / TransformerEncoder fast path
+
+
+@pytest.fixture
+def executed():
+    torch_neuronx.enable_op_tracking()
+    yield
+    torch_neuronx.disable_op_tracking()
+
+
+def _fast_path_masks(B, T, seed):
+    pad = torch.zeros(B, T, dtype=torch.bool)
+    pad[0, -2:] = True  # the first sample's last two keys are padding
+    causal = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+    return pad, causal
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("masks", ["none", "padding", "causal"])
+def test_transformer_encoder_fast_path_matches_cpu(norm_first, activation, masks, executed):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(
+        16, 4, 32, dropout=0.0, activation=activation, batch_first=True, norm_first=norm_first
+    )
+    enc = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+    x = torch.randn(3, 6, 16)
+    pad, causal = _fast_path_masks(3, 6, 1)
+    kw = {"none": {}, "padding": {"src_key_padding_mask": pad}, "causal": {"mask": causal}}[masks]
+    with torch.no_grad():
+        want = enc(x, **kw)
+        enc_n = copy.deepcopy(enc).neuron()
+        got = enc_n(x.neuron(), **{k: v.neuron() for k, v in kw.items()})
+    assert_same(got, want, atol=2e-6, rtol=2e-5)
+    assert "aten::_transformer_encoder_layer_fwd" in torch_neuronx.get_executed_ops()
+    native()
+
+
+@pytest.mark.parametrize("need_weights, average", [(False, True), (True, True), (True, False)])
+@pytest.mark.parametrize("kind", ["self", "kv", "qkv"])
+def test_multihead_attention_fast_path_matches_cpu(need_weights, average, kind, executed):
+    torch.manual_seed(1)
+    mha = torch.nn.MultiheadAttention(16, 2, batch_first=True).eval()
+    q = torch.randn(2, 5, 16)
+    k = q if kind == "self" else torch.randn(2, 5, 16)
+    v = k if kind in ("self", "kv") else torch.randn(2, 5, 16)
+    pad = torch.zeros(2, 5, dtype=torch.bool)
+    # self-attention takes the fast path (a sample with every key masked:
+    # NaN rows, as on CPU); the others take the SDPA path
+    pad[1, 0 if kind == "self" else 3 :] = True
+    args = dict(key_padding_mask=pad, need_weights=need_weights, average_attn_weights=average)
+    with torch.no_grad():
+        want = mha(q, k, v, **args)
+        mn = copy.deepcopy(mha).neuron()
+        qn = q.neuron()
+        kn = qn if kind == "self" else k.neuron()
+        vn = kn if kind in ("self", "kv") else v.neuron()
+        got = mn(qn, kn, vn, **dict(args, key_padding_mask=pad.neuron()))
+    assert_same(got[0], want[0], atol=2e-6, rtol=2e-5, equal_nan=True)
+    assert (got[1] is None) == (want[1] is None)
+    if want[1] is not None:
+        assert_same(got[1], want[1], atol=2e-6, rtol=2e-5, equal_nan=True)
+    ops = torch_neuronx.get_executed_ops()
+    assert ("aten::_native_multi_head_attention" in ops) == (kind == "self"), ops
+    native()
+
+
+def test_masked_softmax_and_backward_match_cpu():
+    x = torch.randn(2, 3, 4, 4, dtype=torch.float64)
+    for mask, mtype in [
+        (torch.rand(4, 4, generator=torch.Generator().manual_seed(0)) > 0.6, 0),
+        (torch.tensor([[False, False, True, True], [True, True, True, True]]), 1),
+        (torch.rand(2, 3, 4, 4, generator=torch.Generator().manual_seed(1)) > 0.5, 2),
+    ]:
+        want = torch._masked_softmax(x, mask, 3, mtype)
+        got = torch._masked_softmax(x.neuron(), mask.neuron(), 3, mtype)
+        assert_same(got, want, equal_nan=True)  # a fully masked row is NaN
+    full = torch.rand(2, 3, 4, 4, generator=torch.Generator().manual_seed(2)) > 0.5
+    out = torch._masked_softmax(x, full, 3, 2)
+    g = torch.randn_like(x)
+    want = torch.ops.aten._masked_softmax_backward(g, out, full, 3)
+    got = torch.ops.aten._masked_softmax_backward(g.neuron(), out.neuron(), full.neuron(), 3)
+    assert_same(got, want)
+    with pytest.raises(RuntimeError, match="Mask should be a boolean tensor"):
+        torch._masked_softmax(x.neuron(), full.neuron().float(), 3, 2)
+    native()

@@ -2,10 +2,14 @@
 // _fused_sdp_choice stub for PrivateUse1) and the overrideable fused
 // attention forward/backward, computed by the flash-style kernel
 // (kernels/attention.c). Dropout and masks that need a gradient take the
-// math path, as do shapes the kernel does not cover.
+// math path, as do shapes the kernel does not cover. Also the inference
+// fast path of nn.MultiheadAttention / nn.TransformerEncoderLayer
+// (_native_multi_head_attention, _masked_softmax, ...), composed of native ops.
 #include "neuron.h"
 
+#include <ATen/WrapDimUtils.h>
 #include <ATen/native/transformers/attention.h>
+#include <ATen/ops/_transformer_encoder_layer_fwd_native.h>
 #include <ATen/native/transformers/sdp_utils_cpp.h>
 #include <torch/library.h>
 
@@ -198,7 +202,136 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_bac
   return {finish(rq, gq, query), finish(rk, gk, key), finish(rv, gv, value), at::Tensor()};
 }
 
+namespace {
+
+// ---------------------------------------- nn.MultiheadAttention fast path
+// The inference fast path of nn.MultiheadAttention and
+// nn.TransformerEncoderLayer (eval, no grad): _native_multi_head_attention
+// and the ops it is made of, composed of native ops. Masks are boolean,
+// true where attention is not allowed; mask_type 0 is an [L, L] attention
+// mask, 1 a [B, L] key-padding mask, 2 a mask of the scores' shape. A row
+// with every key masked is NaN, as on CPU.
+
+at::Tensor expand_softmax_mask(const at::Tensor &input, const at::Tensor &mask_in,
+                               std::optional<int64_t> mask_type) {
+  TORCH_CHECK(mask_in.scalar_type() == at::kBool, "Mask should be a boolean tensor");
+  int64_t type = mask_type.value_or(2);
+  if (mask_in.dim() != 2 || input.dim() != 4) type = 2;  // 0 and 1 need a 2-D mask, 4-D input
+  if (type == 1) {
+    TORCH_CHECK(input.size(0) == mask_in.size(0) && input.size(2) == mask_in.size(1),
+                "For mask_type == 1 mask shape should be (B, L)");
+    return mask_in.view({input.size(0), 1, 1, input.size(3)}).expand(input.sizes());
+  }
+  if (type == 0) {
+    TORCH_CHECK(input.size(2) == mask_in.size(0) && input.size(2) == mask_in.size(1),
+                "For mask_type == 0 mask shape should be (L, L)");
+    return mask_in.view({1, 1, input.size(2), input.size(3)}).expand(input.sizes());
+  }
+  TORCH_CHECK(input.sizes() == mask_in.sizes(),
+              "For mask_type == 2 mask shape should match input shape");
+  return mask_in;
+}
+
+at::Tensor masked_softmax(const at::Tensor &input, const at::Tensor &mask_in,
+                          std::optional<int64_t> dim_opt, std::optional<int64_t> mask_type) {
+  at::Tensor mask = expand_softmax_mask(input, mask_in, mask_type);
+  int64_t dim = dim_opt.has_value() ? at::maybe_wrap_dim(*dim_opt, input.dim()) : input.dim() - 1;
+  // masked entries of a row are 0; a row with every entry masked is NaN, as on CPU
+  at::Tensor x = input.masked_fill(mask, -std::numeric_limits<double>::infinity());
+  return at::_softmax(x, dim, false);
+}
+
+at::Tensor masked_softmax_backward(const at::Tensor &grad, const at::Tensor &output,
+                                   const at::Tensor &mask_in, std::optional<int64_t> dim_opt) {
+  TORCH_CHECK(grad.sizes() == output.sizes(),
+              "_masked_softmax_backward: grad and output shapes differ");
+  at::Tensor mask = mask_in.expand(output.sizes());
+  int64_t dim = dim_opt.has_value() ? at::maybe_wrap_dim(*dim_opt, output.dim()) : output.dim() - 1;
+  at::Tensor g = grad.masked_fill(mask, 0);
+  return at::_softmax_backward_data(g, output, dim, output.scalar_type()).masked_fill_(mask, 0);
+}
+
+// q = (q + b_q) / sqrt(d), k = k + b_k, v = v + b_v, each [B, H, T, d]
+std::tuple<at::Tensor, at::Tensor, at::Tensor> transform_bias_rescale_qkv(
+    const at::Tensor &qkv, const at::Tensor &qkv_bias, int64_t num_heads) {
+  TORCH_CHECK(qkv.dim() == 3 && qkv.size(2) % 3 == 0, "expected qkv of shape [B, T, 3 * D]");
+  const int64_t B = qkv.size(0), T = qkv.size(1), D = qkv.size(2) / 3;
+  TORCH_CHECK(D % num_heads == 0, "embed_dim ", D, " is not divisible by num_heads ", num_heads);
+  const int64_t dh = D / num_heads;
+  at::Tensor x = (qkv + qkv_bias).view({B, T, 3, num_heads, dh}).permute({2, 0, 3, 1, 4});
+  // the scale as CPU computes it: 1 / sqrt(dh) in the element type
+  double inv = qkv.scalar_type() == at::kDouble
+                   ? 1.0 / std::sqrt(static_cast<double>(dh))
+                   : static_cast<double>(1.0f / std::sqrt(static_cast<float>(dh)));
+  at::Tensor q = x[0].mul(inv).contiguous();
+  return {q, x[1].contiguous(), x[2].contiguous()};
+}
+
+std::tuple<at::Tensor, at::Tensor> native_mha(
+    const at::Tensor &query, const at::Tensor &key, const at::Tensor &value, int64_t embed_dim,
+    int64_t num_head, const at::Tensor &qkv_weight, const at::Tensor &qkv_bias,
+    const at::Tensor &proj_weight, const at::Tensor &proj_bias,
+    const std::optional<at::Tensor> &mask, bool need_weights, bool average_attn_weights,
+    std::optional<int64_t> mask_type) {
+  const int64_t D = embed_dim;
+  TORCH_CHECK(!query.is_nested(),
+              "neuron: nested tensors in the multi-head attention fast path "
+              "are not supported; pass padded tensors and a key padding mask");
+  TORCH_CHECK(query.dim() == 3, "expected 3-D `query`, got ", query.dim(), "-D tensor");
+  TORCH_CHECK(query.size(2) == embed_dim, "passed-in embed_dim ", embed_dim,
+              " didn't match last dim of query ", query.size(2));
+  TORCH_CHECK(key.dim() == 3, "expected 3-D `key`, got ", key.dim(), "-D tensor");
+  TORCH_CHECK(value.dim() == 3, "expected 3-D `value`, got ", value.dim(), "-D tensor");
+  TORCH_CHECK(query.sizes() == key.sizes() && key.sizes() == value.sizes(),
+              "expected `query`/`key`/`value` shapes to match");
+  TORCH_CHECK(qkv_weight.dim() == 2, "expected 2-D `qkv_weight`, got ", qkv_weight.dim(),
+              "-D tensor");
+  TORCH_CHECK(D * 3 == qkv_weight.size(0), "expected `qkv_weight` first dim to be 3x embed_dim");
+  TORCH_CHECK(D == qkv_weight.size(1), "expected `qkv_weight` second dim to be embed_Dim");
+  TORCH_CHECK(qkv_bias.dim() == 1, "expected 1-D `qkv_bias`, got ", qkv_bias.dim(), "-D tensor");
+  TORCH_CHECK(qkv_bias.size(0) == 3 * D,
+              "expected `qkv_bias` first dim and first dim of query to be equal");
+  TORCH_CHECK(D % num_head == 0, "`embed_dim` must divide evenly by `num_heads`");
+  const int64_t B = query.size(0), T = query.size(1);
+  if (query.numel() == 0) return {at::empty_like(query), at::Tensor()};
+  // [B, T, 3D]: one product for self-attention, else per part
+  at::Tensor qkv;
+  if (key.is_same(value) && query.is_same(key)) {
+    qkv = at::matmul(query, qkv_weight.t());
+  } else if (key.is_same(value)) {
+    std::vector<at::Tensor> w = qkv_weight.split_with_sizes({D, 2 * D}, 0);
+    qkv = at::cat({at::matmul(query, w[0].t()), at::matmul(key, w[1].t())}, 2);
+  } else {
+    std::vector<at::Tensor> w = qkv_weight.chunk(3, 0);
+    qkv = at::cat(
+        {at::matmul(query, w[0].t()), at::matmul(key, w[1].t()), at::matmul(value, w[2].t())}, 2);
+  }
+  auto [q, k, v] = at::_transform_bias_rescale_qkv(qkv, qkv_bias, num_head);
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1));  // [B, H, T, T]
+  at::Tensor attn;
+  if (mask.has_value() && mask->defined()) {
+    at::Tensor m = mask->scalar_type() == at::kBool ? *mask : mask->to(at::kBool);
+    attn = at::_masked_softmax(scores, m, scores.dim() - 1, mask_type);
+  } else {
+    attn = at::_softmax(scores, -1, false);
+  }
+  at::Tensor ctx = at::matmul(attn, v).transpose(1, 2).reshape({B, T, D});
+  at::Tensor out = at::linear(ctx, proj_weight, proj_bias);
+  if (!need_weights) return {out, at::Tensor()};
+  if (average_attn_weights) attn = attn.sum(1).div_(static_cast<double>(num_head));
+  return {out, attn};
+}
+
+}  // namespace
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_masked_softmax", masked_softmax);
+  m.impl("_masked_softmax_backward", masked_softmax_backward);
+  m.impl("_transform_bias_rescale_qkv", transform_bias_rescale_qkv);
+  m.impl("_native_multi_head_attention", native_mha);
+  // ATen's own device-generic composite (CPU and CUDA register the same
+  // function): layer norms, the attention above, the feed-forward addmms.
+  m.impl("_transformer_encoder_layer_fwd", TORCH_FN(at::native::transformer_encoder_layer_forward));
   m.impl("_scaled_dot_product_fused_attention_overrideable", sdpa_overrideable);
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward", sdpa_overrideable_backward);
 }

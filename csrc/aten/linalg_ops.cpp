@@ -357,6 +357,22 @@ at::Tensor &addmm_(at::Tensor &self, const at::Tensor &a, const at::Tensor &b,
   return addmm_out(self, a, b, beta, alpha, self);
 }
 
+// addmm then relu or (exact) gelu in place: the feed-forward of the
+// TransformerEncoderLayer fast path
+at::Tensor &addmm_activation_out(const at::Tensor &self, const at::Tensor &a, const at::Tensor &b,
+                                 const c10::Scalar &beta, const c10::Scalar &alpha, bool use_gelu,
+                                 at::Tensor &out) {
+  addmm_out(self, a, b, beta, alpha, out);
+  return use_gelu ? at::gelu_(out) : at::relu_(out);
+}
+
+at::Tensor addmm_activation(const at::Tensor &self, const at::Tensor &a, const at::Tensor &b,
+                            const c10::Scalar &beta, const c10::Scalar &alpha, bool use_gelu) {
+  check_mm(a, b, "addmm");
+  at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
+  return addmm_activation_out(self, a, b, beta, alpha, use_gelu, out);
+}
+
 at::Tensor &bmm_out(const at::Tensor &a, const at::Tensor &b, at::Tensor &out) {
   check_bmm(a, b);
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), "expected scalar type ", a.scalar_type(),
@@ -832,6 +848,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmm", addmm);
   m.impl("addmm.out", addmm_out);
   m.impl("addmm_", addmm_);
+  m.impl("_addmm_activation", addmm_activation);
+  m.impl("_addmm_activation.out", addmm_activation_out);
   m.impl("addr_", addr_);
   m.impl("addr", outer_sum);
   m.impl("addr.out", addr_out);
