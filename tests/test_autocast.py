@@ -61,3 +61,42 @@ def test_binary_cross_entropy_runs_in_fp32_as_cpu_autocast():
         res[dev] = (loss.detach().cpu(), wd.grad.cpu())
     for n, c in zip(res["neuron"], res["cpu"]):
         torch.testing.assert_close(n, c, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize(
+    "name, fn",
+    [
+        ("fftn", lambda x: torch.fft.fftn(x, dim=(-2, -1)).real),
+        ("rfft", lambda x: torch.fft.rfft(x).abs()),
+        ("irfft", lambda x: torch.fft.irfft(x)),
+        (
+            "stft",
+            lambda x: torch.stft(
+                x.flatten(), 8, window=torch.hann_window(8, device=x.device), return_complex=True
+            ).abs(),
+        ),
+    ],
+)
+def test_fft_runs_in_fp32_as_cpu_autocast(name, fn):
+    """FNet mixes tokens with an FFT; under bf16 autocast CPU runs the FFTs
+    in fp32 (there is no bf16 FFT), and so does neuron: same dtype, and
+    values as close to CPU autocast's as fp32 rounding."""
+    x = torch.randn(2, 8, 16, generator=torch.Generator().manual_seed(1)).bfloat16()
+    res = {}
+    for dev in ("cpu", "neuron"):
+        with torch.autocast(dev, dtype=torch.bfloat16):
+            res[dev] = fn(x.to(dev))
+    assert res["neuron"].dtype == res["cpu"].dtype == torch.float32
+    torch.testing.assert_close(res["neuron"].cpu(), res["cpu"], rtol=1e-5, atol=1e-5)
+
+
+def test_ctc_loss_runs_in_fp32_as_cpu_autocast():
+    g = torch.Generator().manual_seed(2)
+    lp = torch.randn(10, 2, 5, generator=g).log_softmax(-1).bfloat16()
+    tgt, il, tl = torch.tensor([[1, 2], [3, 3]]), torch.tensor([10, 9]), torch.tensor([2, 2])
+    res = {}
+    for dev in ("cpu", "neuron"):
+        with torch.autocast(dev, dtype=torch.bfloat16):
+            res[dev] = torch.nn.functional.ctc_loss(lp.to(dev), tgt.to(dev), il, tl)
+    assert res["neuron"].dtype == res["cpu"].dtype == torch.float32
+    torch.testing.assert_close(res["neuron"].cpu(), res["cpu"])

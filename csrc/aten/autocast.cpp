@@ -28,5 +28,27 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   // CUDA bans binary_cross_entropy under autocast (log of fp16 probabilities
   // overflows); CPU autocast, bf16 as neuron's, runs it in fp32: so does neuron
   KERNEL_PRIVATEUSEONE(binary_cross_entropy, fp32)
+  // Ops with no reduced-precision kernel on neuron (nor on CPU) that CPU
+  // autocast runs in fp32, where the generic lists (CUDA's) leave them to
+  // fail on a bf16 input: the FFTs (FNet's token mixing, spectrograms) and
+  // CTC loss (speech recognition heads).
+  KERNEL_PRIVATEUSEONE(fft_fft, fp32)
+  KERNEL_PRIVATEUSEONE(fft_ifft, fp32)
+  KERNEL_PRIVATEUSEONE(fft_fft2, fp32)
+  KERNEL_PRIVATEUSEONE(fft_ifft2, fp32)
+  KERNEL_PRIVATEUSEONE(fft_fftn, fp32)
+  KERNEL_PRIVATEUSEONE(fft_ifftn, fp32)
+  KERNEL_PRIVATEUSEONE(fft_rfft, fp32)
+  KERNEL_PRIVATEUSEONE(fft_irfft, fp32)
+  KERNEL_PRIVATEUSEONE(fft_rfft2, fp32)
+  KERNEL_PRIVATEUSEONE(fft_irfft2, fp32)
+  KERNEL_PRIVATEUSEONE(fft_rfftn, fp32)
+  KERNEL_PRIVATEUSEONE(fft_irfftn, fp32)
+  KERNEL_PRIVATEUSEONE(fft_hfft, fp32)
+  KERNEL_PRIVATEUSEONE(fft_ihfft, fp32)
+  KERNEL_PRIVATEUSEONE(stft, fp32)
+  KERNEL_PRIVATEUSEONE(stft, center, fp32)
+  KERNEL_PRIVATEUSEONE(ctc_loss, IntList, fp32)
+  KERNEL_PRIVATEUSEONE(ctc_loss, Tensor, fp32)
 }
 }  // namespace at::autocast
