@@ -260,6 +260,8 @@ def _hf_config(model_type, cls):
         cfg.is_decoder = is_decoder  # the zoo makes every model a decoder
     _hf_shrink_vision(cfg)
     _zero_dropout_config(cfg)
+    if hasattr(cfg, "pad_token_id") and cfg.pad_token_id is None:
+        cfg.pad_token_id = 0  # sequence classification pools the last non-pad token
     for c in [cfg] + [v for v in vars(cfg).values() if hasattr(v, "to_dict")]:
         if hasattr(c, "use_cache"):
             c.use_cache = False
@@ -311,12 +313,22 @@ def _hf_inputs(model, cfg, cls_name):
     vocab = min(vocab if isinstance(vocab, int) and vocab > 4 else VOCAB, VOCAB)
     kw = {}
     if main == "input_ids" or "input_ids" in sig and main not in sig:
-        kw["input_ids"] = _randint(vocab, (BATCH, SEQ), 1, low=3)
+        # multiple-choice heads take [batch, choices, sequence]
+        shape = (BATCH, 2, SEQ) if cls_name.endswith("ForMultipleChoice") else (BATCH, SEQ)
+        ids = _randint(vocab, shape, 1, low=3)
+        eos = getattr(cfg, "eos_token_id", None)
+        if isinstance(eos, int) and 0 <= eos < vocab:
+            # sequence classification of encoder-decoders pools the eos token
+            ids[..., 3:] = ids[..., 3:].masked_fill(ids[..., 3:] == eos, 3)
+            ids[..., -1] = eos
+        kw["input_ids"] = ids
         if "attention_mask" in sig:
-            kw["attention_mask"] = torch.ones(BATCH, SEQ, dtype=torch.long)
-    if main == "pixel_values":
-        ch = _cfg_get(cfg, "num_channels", default=3)
-        im = _cfg_get(cfg, "image_size", default=_IMAGE_SIZE)
+            kw["attention_mask"] = torch.ones(shape, dtype=torch.long)
+    vc = getattr(cfg, "vision_config", None)
+    if main == "pixel_values" or (main == "input_ids" and "pixel_values" in sig and vc is not None):
+        # image models, and dual encoders (CLIP-style) that take text and images
+        ch = _cfg_get(vc or cfg, "num_channels", default=3)
+        im = _cfg_get(vc or cfg, "image_size", default=_IMAGE_SIZE)
         im = list(im) if isinstance(im, (list, tuple)) else [im, im]
         kw["pixel_values"] = _randn((BATCH, ch, *im), 3)
     if main == "input_values":
@@ -930,6 +942,14 @@ def _run(model0, args, kwargs, device, dtype, autocast=False, seed=0):
     model = copy.deepcopy(model0).to(device)
     if dtype is not None and not autocast:
         model = model.to(dtype)
+    if dtype == torch.float64:
+        # Transformers' MoE experts default to torch._grouped_mm, which has
+        # no float64 kernel on CPU: the float64 oracle loops over experts
+        # (the same mathematics); the fp32 runs keep the grouped products.
+        for m in model.modules():
+            c = getattr(m, "config", None)
+            if c is not None and hasattr(c, "_experts_implementation_internal"):
+                c._experts_implementation = "eager"
     a = _convert(args, device, dtype if not autocast else None)
     kw = _convert(kwargs, device, dtype if not autocast else None)
     res = {}
