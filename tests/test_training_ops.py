@@ -219,6 +219,42 @@ def test_embedding_bag_forward_and_backward(no_fallback, mode, psw, pad, scale):
         )
 
 
+@pytest.mark.parametrize("pad", [None, 2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_embedding_bag_max_forward_and_backward(no_fallback, pad, dtype):
+    """max mode: per column the maximum of the bag's non-padding rows and
+    the first index holding it (ties in the table: CPU takes the first);
+    an empty bag gives 0 and index 0 and receives no gradient."""
+    w = torch.tensor([[1.0, 5.0, 0.5], [3.0, 5.0, -1.0], [3.0, 0.0, 2.0], [-1.0, -2.0, 2.0]] * 3)
+    w = w.to(dtype).requires_grad_()
+    idx = torch.tensor([0, 1, 2, 3, 1, 2, 0, 2, 2, 7])
+    off = torch.tensor([0, 3, 3, 5, 7, 9])  # bag 1 empty; bag 4 is only index 2
+    scale = False  # F.embedding_bag refuses max mode with scale_grad_by_freq
+    kw = dict(mode="max", padding_idx=pad)
+    outs = {}
+    for dev, weight in (("cpu", w), (N, w.detach().to(N).requires_grad_())):
+        r = torch.ops.aten._embedding_bag(
+            weight,
+            idx.to(dev),
+            off.to(dev),
+            scale,
+            2,
+            False,
+            None,
+            False,
+            -1 if pad is None else pad,
+        )
+        rr = torch.nn.functional.embedding_bag(idx.to(dev), weight, off.to(dev), **kw)
+        g = torch.linspace(-1, 1, rr.numel()).view(rr.shape).to(dev, dtype)
+        (rr * g).sum().backward()
+        outs[dev] = (r, rr, weight.grad)
+    (rc, outc, gc), (rn, outn, gn) = outs["cpu"], outs[N]
+    assert_same(outn, outc)
+    assert_same(rn[3], rc[3])  # max_indices
+    assert_same(rn[2], rc[2])  # bag sizes
+    assert_same(gn, gc)
+
+
 def test_embedding_bag_module_2d_input_and_last_offset(no_fallback):
     torch.manual_seed(0)
     bag = torch.nn.EmbeddingBag(20, 4, mode="mean")

@@ -1140,7 +1140,8 @@ at::Tensor &embedding_renorm(at::Tensor &self, const at::Tensor &indices, double
 // ------------------------------------------------------------- embedding_bag
 
 // Bags in sum (0) and mean (1) mode from index_add over each index's bag id
-// (offset2bag, as ATen defines it); max mode (2) goes to the CPU path.
+// (offset2bag, as ATen defines it); max mode (2) from scatter_reduce amax,
+// with the first index holding each column's maximum (CPU's tie rule).
 struct Bags {
   at::Tensor idx, offset2bag, keep, bag_size;  // keep: 1 where idx != padding_idx
   int64_t n_bags;
@@ -1168,12 +1169,38 @@ Bags make_bags(const at::Tensor &indices, const at::Tensor &offsets, bool includ
   return b;
 }
 
-// What the composition covers: sum/mean bags of a 2-D floating table, all
-// on one device (max mode and the rest take the CPU path).
+// What the composition covers: bags of a 2-D floating table, all on one
+// device (the rest takes the CPU path).
 bool bag_native(const at::Tensor &weight, const at::Tensor &indices, const at::Tensor &offsets,
                 int64_t mode) {
-  return mode != 2 && c10::isFloatingType(weight.scalar_type()) && weight.dim() == 2 &&
-         indices.device() == weight.device() && offsets.device() == weight.device();
+  return mode >= 0 && mode <= 2 && c10::isFloatingType(weight.scalar_type()) &&
+         weight.dim() == 2 && indices.device() == weight.device() &&
+         offsets.device() == weight.device();
+}
+
+// max mode: out[b, d] = max over the bag's non-padding rows; max_indices
+// [b, d] = the first index holding it; an empty bag gives 0 and index 0.
+std::tuple<at::Tensor, at::Tensor> bag_max(const at::Tensor &weight, const Bags &b) {
+  const int64_t n = b.idx.numel(), D = weight.size(1);
+  at::Tensor out = at::zeros({b.n_bags, D}, weight.options());
+  at::Tensor maxi = at::zeros({b.n_bags, D}, b.idx.options());
+  if (n == 0 || b.n_bags == 0) return {out, maxi};
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  at::Tensor keep = b.keep.unsqueeze(1).expand({n, D});
+  at::Tensor rows = weight.index_select(0, b.idx).masked_fill(keep.logical_not(), neg_inf);
+  at::Tensor bag = b.offset2bag.unsqueeze(1).expand({n, D});
+  at::Tensor best = at::full({b.n_bags, D}, neg_inf, weight.options())
+                        .scatter_reduce(0, bag, rows, "amax", /*include_self=*/true);
+  at::Tensor hit = rows.eq(best.index_select(0, b.offset2bag)).logical_and_(keep);
+  at::Tensor pos = at::arange(n, b.idx.options()).unsqueeze(1).expand({n, D});
+  at::Tensor first = at::full({b.n_bags, D}, n, b.idx.options())
+                         .scatter_reduce(0, bag, pos.masked_fill(hit.logical_not(), n), "amin",
+                                         /*include_self=*/true);
+  at::Tensor none = first.ge(n);
+  maxi = b.idx.index_select(0, first.clamp_max(n - 1).reshape({-1}))
+             .reshape({b.n_bags, D})
+             .masked_fill_(none, 0);
+  return {best.masked_fill_(none, 0), maxi};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
@@ -1190,6 +1217,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embedding_bag(
               "per_sample_weights is only supported for mode='sum' (got mode='",
               mode == 1 ? "mean" : "max", "'). Please open a feature request on GitHub.");
   Bags b = make_bags(indices, offsets, include_last_offset, padding_idx);
+  if (mode == 2) {
+    auto [out, maxi] = bag_max(weight, b);
+    return {out, b.offset2bag, b.bag_size, maxi};
+  }
   int64_t D = weight.size(1);
   // fp16/bf16 bags sum in fp32 and round once, as the CPU
   const at::ScalarType acc =
@@ -1226,10 +1257,16 @@ at::Tensor embedding_bag_dense_backward(const at::Tensor &grad, const at::Tensor
                                         bool scale_grad_by_freq, int64_t mode,
                                         const std::optional<at::Tensor> &per_sample_weights,
                                         int64_t padding_idx) {
-  if (mode == 2)
-    return FALLBACK(_embedding_bag_dense_backward, grad, indices, offset2bag, bag_size,
-                    maximum_indices, num_weights, scale_grad_by_freq, mode, per_sample_weights,
-                    padding_idx);
+  if (mode == 2) {
+    // each column's gradient goes to the row that held its maximum; empty
+    // bags (index 0 by convention) give nothing; scale_grad_by_freq does
+    // not apply to max mode (as on CPU)
+    at::Tensor gw = at::zeros({num_weights, grad.size(1)}, grad.options());
+    if (maximum_indices.numel() == 0) return gw;
+    at::Tensor live = bag_size.gt(0).unsqueeze(1).expand(grad.sizes());
+    at::Tensor g = grad.masked_fill(live.logical_not(), 0);
+    return gw.scatter_add_(0, maximum_indices.to(at::kLong), g);
+  }
   at::Tensor idx = indices.to(at::kLong);
   at::Tensor gw = at::zeros({num_weights, grad.size(1)}, grad.options());
   if (idx.numel() == 0) return gw;
@@ -1253,7 +1290,7 @@ at::Tensor embedding_bag_backward(const at::Tensor &grad, const at::Tensor &indi
                                   int64_t num_weights, bool scale_grad_by_freq, int64_t mode,
                                   bool sparse, const std::optional<at::Tensor> &per_sample_weights,
                                   int64_t padding_idx) {
-  if (sparse || mode == 2)
+  if (sparse)
     return FALLBACK(_embedding_bag_backward, grad, indices, offsets, offset2bag, bag_size,
                     maximum_indices, num_weights, scale_grad_by_freq, mode, sparse,
                     per_sample_weights, padding_idx);
