@@ -286,6 +286,37 @@ def test_grid_sample_forward_backward(mode, padding, align, dtype):
     assert torch_neuronx.get_fallback_ops() == {}
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(
+    "size, scale, align",
+    [
+        ((7, 5), None, False),
+        ((20, 9), None, False),
+        (None, (0.3, 0.6), False),
+        ((5, 4), None, True),
+    ],
+)
+def test_antialiased_interpolate_matches_cpu(mode, dtype, size, scale, align):
+    """interpolate(antialias=True): downscaling widens the filter, upscaling
+    is plain bilinear/bicubic (Keys a=-0.5); forward and backward, and a
+    channels_last input keeps its layout."""
+    x = randn(2, 3, 12, 10, seed=3, dtype=dtype)
+    kw = dict(size=size, scale_factor=scale, mode=mode, antialias=True, align_corners=align)
+    # fp32: CPU computes the filter weights in float, neuron in double
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else {}
+    for fmt in (torch.contiguous_format, torch.channels_last):
+        xc, xn = both(x.contiguous(memory_format=fmt))
+        yc, yn = F.interpolate(xc, **kw), F.interpolate(xn, **kw)
+        assert_same(yn, yc, **tol)
+        assert yn.is_contiguous(memory_format=fmt) == yc.is_contiguous(memory_format=fmt)
+        g = randn(*yc.shape, seed=4, dtype=dtype)
+        yc.backward(g)
+        yn.backward(g.neuron())
+        assert_same(xn.grad, xc.grad, **tol)
+    native()
+
+
 def test_grid_sample_bicubic_falls_back_and_errors_match():
     x, grid = torch.randn(1, 2, 4, 4), torch.rand(1, 3, 3, 2) * 2 - 1
     torch_neuronx.clear_op_tracking()

@@ -1,5 +1,6 @@
 // Resampling (resample.c): linear/bilinear/trilinear/bicubic upsampling,
-// nearest and nearest-exact upsampling (as index_select), grid_sample.
+// nearest and nearest-exact upsampling (as index_select), antialiased
+// bilinear/bicubic (as two matmuls with filter matrices), grid_sample.
 #include "neuron.h"
 
 #include <ATen/Operators.h>
@@ -250,6 +251,104 @@ NEURON_RESAMPLE(upsample_bicubic2d, 2, TNK_RESAMPLE_CUBIC, S2, (sh, sw))
 #undef S2
 #undef S3
 
+// ------------------------------------------- antialiased bilinear / bicubic
+// interpolate(..., antialias=True): a separable filter whose support widens
+// with the downscaling factor (PIL's resampling, as ATen computes it). Each
+// axis is a dense [out, in] weight matrix built on the host (in double,
+// then the input's type), so the resize is two matmuls on the device and
+// its backward the two transposed ones.
+namespace {
+
+double aa_filter(double x, bool cubic) {
+  x = std::fabs(x);
+  if (!cubic) return x < 1.0 ? 1.0 - x : 0.0;
+  const double a = -0.5;  // Keys' cubic, as antialiased bicubic uses
+  if (x < 1.0) return ((a + 2) * x - (a + 3)) * x * x + 1;
+  if (x < 2.0) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+  return 0.0;
+}
+
+at::Tensor aa_weights(int64_t in, int64_t out, bool align, std::optional<double> scale_opt,
+                      bool cubic, const at::TensorOptions &opts) {
+  at::Tensor w = at::zeros({out, in}, at::kDouble);
+  double *pw = w.data_ptr<double>();
+  const double scale = at::native::area_pixel_compute_scale<double>(in, out, align, scale_opt);
+  const double half = cubic ? 2.0 : 1.0;  // half the filter's width at scale 1
+  const double support = scale >= 1.0 ? half * scale : half;
+  const double invscale = scale >= 1.0 ? 1.0 / scale : 1.0;
+  for (int64_t i = 0; i < out; i++) {
+    const double center = scale * (i + 0.5);
+    const int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
+    const int64_t hi = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in);
+    double total = 0;
+    for (int64_t j = lo; j < hi; j++)
+      total += (pw[i * in + j] = aa_filter((j - center + 0.5) * invscale, cubic));
+    if (total != 0)
+      for (int64_t j = lo; j < hi; j++) pw[i * in + j] /= total;
+  }
+  return w.to(opts);
+}
+
+void check_aa(const at::Tensor &self, at::IntArrayRef osize, const char *name) {
+  TORCH_CHECK(osize.size() == 2, "It is expected output_size equals to 2, but got size ",
+              osize.size());
+  TORCH_CHECK(self.dim() == 4 && self.size(1) > 0 && self.size(2) > 0 && self.size(3) > 0, name,
+              ": non-empty 4D data tensor expected but got a tensor with sizes ", self.sizes());
+  TORCH_CHECK(osize[0] > 0 && osize[1] > 0,
+              "Input and output sizes should be greater than 0, but got input (H: ", self.size(2),
+              ", W: ", self.size(3), ") output (H: ", osize[0], ", W: ", osize[1], ")");
+}
+
+at::Tensor upsample_aa(const at::Tensor &self, at::IntArrayRef osize, bool align,
+                       std::optional<double> sh, std::optional<double> sw, bool cubic) {
+  check_aa(self, osize, cubic ? "upsample_bicubic2d_aa" : "upsample_bilinear2d_aa");
+  auto opts = self.options().dtype(
+      at::isReducedFloatingType(self.scalar_type()) ? at::kFloat : self.scalar_type());
+  at::Tensor wh = aa_weights(self.size(2), osize[0], align, sh, cubic, opts);
+  at::Tensor ww = aa_weights(self.size(3), osize[1], align, sw, cubic, opts);
+  at::Tensor y = at::matmul(wh, at::matmul(self.to(opts.dtype()), ww.t()));
+  return y.to(self.scalar_type()).contiguous(format_of(self));
+}
+
+at::Tensor upsample_aa_backward(const at::Tensor &grad, at::IntArrayRef osize,
+                                at::IntArrayRef isize, bool align, std::optional<double> sh,
+                                std::optional<double> sw, bool cubic) {
+  TORCH_CHECK(isize.size() == 4, "It is expected input_size equals to 4, but got size ",
+              isize.size());
+  TORCH_CHECK(grad.dim() == 4 && grad.size(2) == osize[0] && grad.size(3) == osize[1],
+              "Expected grad_output to have the output size ", osize, ", but got ", grad.sizes());
+  auto opts = grad.options().dtype(
+      at::isReducedFloatingType(grad.scalar_type()) ? at::kFloat : grad.scalar_type());
+  at::Tensor wh = aa_weights(isize[2], osize[0], align, sh, cubic, opts);
+  at::Tensor ww = aa_weights(isize[3], osize[1], align, sw, cubic, opts);
+  at::Tensor g = at::matmul(wh.t(), at::matmul(grad.to(opts.dtype()), ww));
+  return g.to(grad.scalar_type()).contiguous(format_of(grad));
+}
+
+}  // namespace
+
+#define NEURON_RESAMPLE_AA(NAME, CUBIC)                                                            \
+  at::Tensor NAME(const at::Tensor &self, at::IntArrayRef osize, bool align,                       \
+                  std::optional<double> sh, std::optional<double> sw) {                            \
+    return upsample_aa(self, osize, align, sh, sw, CUBIC);                                         \
+  }                                                                                                \
+  at::Tensor &NAME##_out(const at::Tensor &self, at::IntArrayRef osize, bool align,                \
+                         std::optional<double> sh, std::optional<double> sw, at::Tensor &out) {    \
+    return assign_result(out, upsample_aa(self, osize, align, sh, sw, CUBIC));                     \
+  }                                                                                                \
+  at::Tensor NAME##_backward(const at::Tensor &grad, at::IntArrayRef osize, at::IntArrayRef isize, \
+                             bool align, std::optional<double> sh, std::optional<double> sw) {     \
+    return upsample_aa_backward(grad, osize, isize, align, sh, sw, CUBIC);                         \
+  }                                                                                                \
+  at::Tensor &NAME##_backward_out(const at::Tensor &grad, at::IntArrayRef osize,                   \
+                                  at::IntArrayRef isize, bool align, std::optional<double> sh,     \
+                                  std::optional<double> sw, at::Tensor &gin) {                     \
+    return assign_result(gin, upsample_aa_backward(grad, osize, isize, align, sh, sw, CUBIC));     \
+  }
+NEURON_RESAMPLE_AA(_upsample_bilinear2d_aa, false)
+NEURON_RESAMPLE_AA(_upsample_bicubic2d_aa, true)
+#undef NEURON_RESAMPLE_AA
+
 // ---------------------------------------------------------------- grid_sample
 namespace {
 
@@ -342,6 +441,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_REGISTER_WITH_BACKWARD(upsample_bilinear2d)
   NEURON_REGISTER_WITH_BACKWARD(upsample_trilinear3d)
   NEURON_REGISTER_WITH_BACKWARD(upsample_bicubic2d)
+  NEURON_REGISTER_WITH_BACKWARD(_upsample_bilinear2d_aa)
+  NEURON_REGISTER_WITH_BACKWARD(_upsample_bicubic2d_aa)
   m.impl("grid_sampler_2d", grid_sampler_2d);
   m.impl("grid_sampler_2d_backward", grid_sampler_2d_backward);
 }
