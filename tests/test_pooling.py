@@ -317,19 +317,30 @@ def test_antialiased_interpolate_matches_cpu(mode, dtype, size, scale, align):
     native()
 
 
-def test_grid_sample_bicubic_falls_back_and_errors_match():
-    x, grid = torch.randn(1, 2, 4, 4), torch.rand(1, 3, 3, 2) * 2 - 1
-    torch_neuronx.clear_op_tracking()
-    assert_same(
-        F.grid_sample(x.neuron(), grid.neuron(), mode="bicubic", align_corners=False),
-        F.grid_sample(x, grid, mode="bicubic", align_corners=False),
-        rtol=1e-5,
-        atol=1e-5,
-    )
-    assert "aten::grid_sampler_2d" in torch_neuronx.get_fallback_ops()
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("pad", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample_bicubic_matches_cpu(dtype, pad, align):
+    """Bicubic (Keys, A=-0.75) over 16 taps, the padding applied to each tap;
+    grid points inside and outside the image; input and grid gradients."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 3, 5, 6, generator=g, dtype=dtype)
+    grid = torch.rand(2, 4, 7, 2, generator=g, dtype=dtype) * 2.6 - 1.3
+    (xc, xn), (gc, gn) = both(x), both(grid)
+    kw = dict(mode="bicubic", padding_mode=pad, align_corners=align)
+    yc, yn = F.grid_sample(xc, gc, **kw), F.grid_sample(xn, gn, **kw)
+    # fp32: CPU computes the tap weights in float, neuron in double
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else {}
+    assert_same(yn, yc, **tol)
+    go = torch.randn(yc.shape, generator=g, dtype=dtype)
+    yc.backward(go)
+    yn.backward(go.neuron())
+    assert_same(xn.grad, xc.grad, **tol)
+    assert_same(gn.grad, gc.grad, **(dict(rtol=1e-4, atol=1e-4) if tol else {}))
+    native()
     for dev in ("cpu", "neuron"):
         with pytest.raises(RuntimeError):  # grid batch differs from the input's
-            F.grid_sample(x.to(dev), torch.rand(2, 3, 3, 2, device=dev), align_corners=False)
+            F.grid_sample(x.to(dev), torch.rand(3, 3, 3, 2, device=dev, dtype=dtype), **kw)
 
 
 # ---- edge cases (issue 16; tools/mutate.py checks that these tests catch

@@ -382,7 +382,7 @@ at::Tensor grid_sampler_2d(const at::Tensor &input, const at::Tensor &grid, int6
                            int64_t pad, bool align) {
   at::native::check_grid_sampler_common(input, grid);
   at::native::check_grid_sampler_2d(input, grid);
-  if (!grid_native(input, grid, mode, pad))  // bicubic, integer dtypes: the CPU
+  if (!grid_native(input, grid, mode, pad))  // integer dtypes: the CPU
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(grid_sampler_2d)>::call(
         input, grid, mode, pad, align);
   at::Tensor x = input.contiguous(), g = grid.contiguous();

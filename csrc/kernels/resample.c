@@ -130,7 +130,8 @@ void tnk_resample(const tnk_resample_args_t *a) {
 /* ---- grid_sample (2-D) --------------------------------------------------------- */
 
 int tnk_grid_sample_supported(int dt, int mode, int padding) {
-  return tnk_pool_supported(dt) && (mode == TNK_GRID_BILINEAR || mode == TNK_GRID_NEAREST) &&
+  return tnk_pool_supported(dt) &&
+         (mode == TNK_GRID_BILINEAR || mode == TNK_GRID_NEAREST || mode == TNK_GRID_BICUBIC) &&
          padding >= TNK_GRID_PAD_ZEROS && padding <= TNK_GRID_PAD_REFLECTION;
 }
 
@@ -171,10 +172,7 @@ int tnk_grid_sample_supported(int dt, int mode, int padding) {
     *grad = -sign;                                                                \
     return span - extra + mn;                                                     \
   }                                                                               \
-  static T source_##SFX(T coord, int64_t size, int padding, int align, T *grad) { \
-    T s = align ? (T)(size - 1) / 2 : (T)size / 2;                                \
-    coord = align ? coord * s + s : coord * s + (s - (T)0.5);                     \
-    *grad = s;                                                                    \
+  static T pad_##SFX(T coord, int64_t size, int padding, int align, T *grad) {    \
     T g1 = 1, g2 = 1;                                                             \
     if (padding == TNK_GRID_PAD_BORDER) {                                         \
       coord = clip_##SFX(coord, size, &g1);                                       \
@@ -183,7 +181,14 @@ int tnk_grid_sample_supported(int dt, int mode, int padding) {
                     : reflect_##SFX(coord, -1, 2 * size - 1, &g1);                \
       coord = clip_##SFX(coord, size, &g2);                                       \
     }                                                                             \
-    *grad *= g1 * g2;                                                             \
+    *grad = g1 * g2;                                                              \
+    return coord;                                                                 \
+  }                                                                               \
+  static T source_##SFX(T coord, int64_t size, int padding, int align, T *grad) { \
+    T s = align ? (T)(size - 1) / 2 : (T)size / 2, g;                             \
+    coord = align ? coord * s + s : coord * s + (s - (T)0.5);                     \
+    coord = pad_##SFX(coord, size, padding, align, &g);                           \
+    *grad = s * g;                                                                \
     return coord;                                                                 \
   }
 GRID_COORD(float, f, floorf, fmodf)
@@ -198,21 +203,55 @@ typedef struct grid_point {
 static grid_point_t grid_point(const tnk_grid_sample_args_t *a, int64_t b, int64_t oy, int64_t ox) {
   int dt = a->dtype == TNK_F64 ? TNK_F64 : a->dtype;
   int64_t gi = ((b * a->oh + oy) * a->ow + ox) * 2;
+  /* bicubic pads each of its taps, not the point (as ATen) */
+  int pad = a->mode == TNK_GRID_BICUBIC ? TNK_GRID_PAD_ZEROS : a->padding;
   grid_point_t p;
   if (dt == TNK_F64) {
     double gx, gy;
-    p.x = source_d(tnk_ldf(a->grid, dt, gi), a->w, a->padding, a->align_corners, &gx);
-    p.y = source_d(tnk_ldf(a->grid, dt, gi + 1), a->h, a->padding, a->align_corners, &gy);
+    p.x = source_d(tnk_ldf(a->grid, dt, gi), a->w, pad, a->align_corners, &gx);
+    p.y = source_d(tnk_ldf(a->grid, dt, gi + 1), a->h, pad, a->align_corners, &gy);
     p.gx = gx;
     p.gy = gy;
   } else {
     float gx, gy;
-    p.x = source_f((float)tnk_ldf(a->grid, dt, gi), a->w, a->padding, a->align_corners, &gx);
-    p.y = source_f((float)tnk_ldf(a->grid, dt, gi + 1), a->h, a->padding, a->align_corners, &gy);
+    p.x = source_f((float)tnk_ldf(a->grid, dt, gi), a->w, pad, a->align_corners, &gx);
+    p.y = source_f((float)tnk_ldf(a->grid, dt, gi + 1), a->h, pad, a->align_corners, &gy);
     p.gx = gx;
     p.gy = gy;
   }
   return p;
+}
+
+/* A bicubic tap's integer coordinate after the padding mode (border clips,
+ * reflection reflects then clips; zeros leaves it to the bounds check), in
+ * the tensor's coordinate precision. */
+static int64_t tap_coord(const tnk_grid_sample_args_t *a, double v, int64_t size) {
+  if (a->padding == TNK_GRID_PAD_ZEROS) return (int64_t)v;
+  if (a->dtype == TNK_F64) {
+    double g;
+    return (int64_t)pad_d(v, size, a->padding, a->align_corners, &g);
+  }
+  float g;
+  return (int64_t)pad_f((float)v, size, a->padding, a->align_corners, &g);
+}
+
+/* Keys' cubic convolution with A = -0.75 (bicubic grid_sample): the four
+ * tap weights at offset t in [0, 1), and their derivatives in t. */
+static void cubic_weights(double t, double w[4], double dw[4]) {
+  const double A = -0.75;
+  double x;
+  x = t + 1; /* |x| in [1, 2) */
+  w[0] = ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+  dw[0] = (3 * A * x - 10 * A) * x + 8 * A;
+  x = t; /* [0, 1) */
+  w[1] = ((A + 2) * x - (A + 3)) * x * x + 1;
+  dw[1] = (3 * (A + 2) * x - 2 * (A + 3)) * x;
+  x = 1 - t;
+  w[2] = ((A + 2) * x - (A + 3)) * x * x + 1;
+  dw[2] = -(3 * (A + 2) * x - 2 * (A + 3)) * x;
+  x = 2 - t;
+  w[3] = ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+  dw[3] = -((3 * A * x - 10 * A) * x + 8 * A);
 }
 
 /* Bilinear corners (nw, ne, sw, se) and weights of a source point; nearest
@@ -220,8 +259,9 @@ static grid_point_t grid_point(const tnk_grid_sample_args_t *a, int64_t b, int64
  * no taps; the bilinear forward then outputs NaN (nan_out), as CPU does for
  * zero padding (its weights are NaN), while nearest reads nothing (0). */
 typedef struct corners {
-  int64_t x[4], y[4];
-  double wt[4];
+  int64_t x[16], y[16];
+  double wt[16];
+  double wx[16], wy[16]; /* bicubic: d weight / d x and / d y of each tap */
   int n, nan_out;
   double dx, dy; /* offsets of the point from nw (bilinear) */
 } corners_t;
@@ -232,6 +272,26 @@ static corners_t corners_of(const tnk_grid_sample_args_t *a, grid_point_t p) {
   c.nan_out = 0;
   if (!isfinite(p.x) || !isfinite(p.y)) { /* (CPU: its weights are NaN) */
     c.nan_out = a->mode != TNK_GRID_NEAREST;
+    return c;
+  }
+  if (a->mode == TNK_GRID_BICUBIC) {
+    /* 4 x 4 taps around floor(x), floor(y); far outside: none (0) */
+    double fx = floor(p.x), fy = floor(p.y), w[2][4], dw[2][4];
+    if (fx < -3 || fy < -3 || fx > (double)a->w + 2 || fy > (double)a->h + 2) {
+      if (a->padding == TNK_GRID_PAD_ZEROS) return c;
+    }
+    cubic_weights(p.x - fx, w[0], dw[0]);
+    cubic_weights(p.y - fy, w[1], dw[1]);
+    for (int j = 0; j < 4; j++)
+      for (int i = 0; i < 4; i++) {
+        int k = j * 4 + i;
+        c.x[k] = tap_coord(a, fx - 1 + i, a->w);
+        c.y[k] = tap_coord(a, fy - 1 + j, a->h);
+        c.wt[k] = w[0][i] * w[1][j];
+        c.wx[k] = dw[0][i] * w[1][j];
+        c.wy[k] = w[0][i] * dw[1][j];
+      }
+    c.n = 16;
     return c;
   }
   if (a->mode == TNK_GRID_NEAREST) {
@@ -343,6 +403,19 @@ static void grid_bwd_rows(void *p, int64_t begin, int64_t end) {
               double v = tnk_ldf(a->in, dt, plane + c.y[k] * a->w + c.x[k]);
               gx += v * wx[k] * g;
               gy += v * wy[k] * g;
+            }
+        }
+        gx *= pt.gx;
+        gy *= pt.gy;
+      } else if (a->mode == TNK_GRID_BICUBIC && c.n == 16) {
+        for (int64_t ch = 0; ch < a->c; ch++) {
+          int64_t plane = (b * a->c + ch) * a->h * a->w;
+          double g = tnk_ldf(a->gout, dt, ((b * a->c + ch) * a->oh + oy) * a->ow + ox);
+          for (int k = 0; k < 16; k++)
+            if (inside(a, c.x[k], c.y[k])) {
+              double v = tnk_ldf(a->in, dt, plane + c.y[k] * a->w + c.x[k]);
+              gx += v * c.wx[k] * g;
+              gy += v * c.wy[k] * g;
             }
         }
         gx *= pt.gx;

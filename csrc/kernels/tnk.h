@@ -689,12 +689,13 @@ void tnk_resample(const tnk_resample_args_t *args);
 
 /* grid_sample in 2-D (ATen's grid_sampler_2d): input [n, c, h, w] and
  * grid [n, oh, ow, 2] (x then y, in [-1, 1]) contiguous, output
- * [n, c, oh, ow]. Bilinear or nearest (half to even) interpolation; zeros,
- * border or reflection padding; align_corners as ATen. Coordinates are
+ * [n, c, oh, ow]. Bilinear, nearest (half to even) or bicubic (Keys,
+ * A = -0.75; the padding applies to each of its 16 taps) interpolation;
+ * zeros, border or reflection padding; align_corners as ATen. Coordinates are
  * computed in the tensor's precision (fp32 for half types). Backward:
  * `gout` the output gradient; `gin` (input gradient, written whole) and
  * `ggrid` (grid gradient, written whole; zero for nearest) when non-null. */
-enum { TNK_GRID_BILINEAR = 0, TNK_GRID_NEAREST = 1 };
+enum { TNK_GRID_BILINEAR = 0, TNK_GRID_NEAREST = 1, TNK_GRID_BICUBIC = 2 };
 enum { TNK_GRID_PAD_ZEROS = 0, TNK_GRID_PAD_BORDER = 1, TNK_GRID_PAD_REFLECTION = 2 };
 typedef struct tnk_grid_sample_args {
   const void *in, *grid, *gout;

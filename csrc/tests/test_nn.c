@@ -469,9 +469,10 @@ static void test_softmax_pipelined(void) {
   free(scratch);
 }
 
-/* grid_sample: with align_corners, grid points on pixel centres read those
- * pixels exactly; NaN, infinite and huge coordinates read nothing (zeros
- * padding) and never index outside the input; the backward runs on them. */
+/* grid_sample (bilinear, nearest, bicubic): with align_corners, grid points
+ * on pixel centres read those pixels exactly; NaN, infinite and huge
+ * coordinates read nothing (zeros padding) and never index outside the
+ * input; the backward runs on them. */
 static void test_grid_sample(void) {
   enum { H = 3, W = 4, P = 6 };
   float x[H * W], grid[P * 2], out[P], gout[P], gin[H * W], ggrid[P * 2];
@@ -487,7 +488,7 @@ static void test_grid_sample(void) {
     grid[2 * i] = pts[i][0];
     grid[2 * i + 1] = pts[i][1];
   }
-  for (int mode = 0; mode < 2; mode++)
+  for (int mode = 0; mode < 3; mode++) /* bilinear, nearest, bicubic (weights 0 1 0 0) */
     for (int pad = 0; pad < 3; pad++) {
       tnk_grid_sample_args_t a = {.in = x,
                                   .grid = grid,
