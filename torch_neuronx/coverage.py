@@ -1,6 +1,7 @@
 """``python -m torch_neuronx.coverage --out docs/native-coverage.md``: which
 op-dtype pairs of PyTorch's OpInfo database run natively on the neuron
-device and which reach the CPU fallback.
+device and which reach the CPU fallback, in totals per dtype and per op in
+three values (native / CPU fallback with its dtypes / unsupported).
 
 Each op of ``op_db`` runs its first sample inputs (function variant) for
 every dtype it supports on CPU; a pair is *native* when no op of the call
@@ -65,6 +66,7 @@ def main(argv=None):
     wanted = set(args.ops.split(",")) if args.ops else None
     per_dtype = collections.defaultdict(collections.Counter)
     fallback_ops = collections.Counter()
+    per_op = {}  # op name -> {"native": [...], "fallback": [...], "error": [...]}
     t0 = time.time()
     for op in op_db:
         if wanted and op.name not in wanted:
@@ -75,6 +77,8 @@ def main(argv=None):
                 continue
             kind = classify(op, dtype)
             per_dtype[dtype][kind.split(":")[0]] += 1
+            row = per_op.setdefault(op.name, {"native": [], "fallback": [], "error": []})
+            row[kind.split(":")[0]].append(str(dtype).replace("torch.", ""))
             if kind.startswith("fallback:"):
                 fallback_ops[kind.split(":", 1)[1]] += 1
     lines = [
@@ -117,6 +121,24 @@ def main(argv=None):
     ]
     for name, count in fallback_ops.most_common(40):
         lines.append(f"| `{name}` | {count} |")
+    lines += [
+        "",
+        "## Per op: native, CPU fallback, unsupported",
+        "",
+        "Each OpInfo op (PyTorch's public functions and methods) with the dtypes it "
+        "supports on CPU, split three ways as the reference product publishes its op "
+        "table: runs natively on neuron; runs, through the CPU fallback; raises on neuron "
+        "(unsupported).",
+        "",
+        "| op | native | CPU fallback | unsupported |",
+        "|---|---|---|---|",
+    ]
+    for name in sorted(per_op):
+        r = per_op[name]
+        lines.append(
+            f"| `{name}` | {', '.join(r['native']) or '-'} | {', '.join(r['fallback']) or '-'} "
+            f"| {', '.join(r['error']) or '-'} |"
+        )
     text = "\n".join(lines) + "\n"
     if args.out:
         with open(args.out, "w") as f:
