@@ -137,7 +137,7 @@ at::Tensor rebase_view(const at::Tensor &cpu_view, const at::Tensor &base, const
 
 std::mutex g_exec_mu;
 std::unordered_map<c10::OperatorName, int64_t> g_exec_counts;  // guarded by g_exec_mu
-at::CallbackHandle g_exec_handle = 0;                         // guarded by g_exec_mu
+at::CallbackHandle g_exec_handle = 0;                          // guarded by g_exec_mu
 
 bool names_neuron(const c10::IValue &v) {
   if (v.isTensor()) {
@@ -290,7 +290,13 @@ void neuron_cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack
     if (!out_tmp[i].defined()) continue;
     const at::Tensor &orig = originals[i].toTensor();
     const at::Tensor &tmp = out_tmp[i];
-    if (orig.sizes() != tmp.sizes()) orig.resize_(tmp.sizes());
+    if (orig.sizes() != tmp.sizes()) {
+      // the CPU kernel resized it: take its layout too (linalg_lstsq's
+      // column-major solution), as the CPU out tensor has it
+      orig.resize_(tmp.sizes());
+      if (tmp.is_non_overlapping_and_dense() && orig.strides() != tmp.strides())
+        orig.as_strided_(tmp.sizes(), tmp.strides(), orig.storage_offset());
+    }
     orig.copy_(tmp);
   }
 

@@ -911,9 +911,11 @@ at::Tensor &nonzero_out(const at::Tensor &self, at::Tensor &out) {
   return out;
 }
 
+// The functional form is column-major ([n, ndim] with strides (1, n)), as
+// CPU's and the meta function's are; out= keeps the out tensor's layout.
 at::Tensor nonzero(const at::Tensor &self) {
   at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
-  return nonzero_out(self, out);
+  return nonzero_out(self, out).t().contiguous().t();
 }
 
 // ------------------------------------------------------ advanced indexing
@@ -1173,9 +1175,8 @@ Bags make_bags(const at::Tensor &indices, const at::Tensor &offsets, bool includ
 // device (the rest takes the CPU path).
 bool bag_native(const at::Tensor &weight, const at::Tensor &indices, const at::Tensor &offsets,
                 int64_t mode) {
-  return mode >= 0 && mode <= 2 && c10::isFloatingType(weight.scalar_type()) &&
-         weight.dim() == 2 && indices.device() == weight.device() &&
-         offsets.device() == weight.device();
+  return mode >= 0 && mode <= 2 && c10::isFloatingType(weight.scalar_type()) && weight.dim() == 2 &&
+         indices.device() == weight.device() && offsets.device() == weight.device();
 }
 
 // max mode: out[b, d] = max over the bag's non-padding rows; max_indices
