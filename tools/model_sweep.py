@@ -414,9 +414,20 @@ def _timm_build(name):
     torch.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = timm.create_model(name, pretrained=False, drop_rate=0.0, drop_path_rate=0.0)
+        # timm's defaults have no dropout or drop-path (not every family
+        # takes the keywords); _no_dropout makes sure
+        model = timm.create_model(name, pretrained=False)
     _no_dropout(model)
     size = _timm_input_size(model)
+    ps = getattr(getattr(model, "patch_embed", None), "patch_size", None)
+    ps = ps[0] if isinstance(ps, (list, tuple)) else ps
+    if (
+        isinstance(ps, int)
+        and ps > 1
+        and size[1] % ps
+        and not model.pretrained_cfg.get("fixed_input_size")
+    ):
+        size[1] = size[2] = -(-size[1] // ps) * ps  # a patch size that does not divide 64 (14)
     return model, (_randn((BATCH, *size), 11),), {}
 
 
@@ -665,7 +676,7 @@ def _dm_controlnet():
         return list(out.down_block_res_samples) + [out.mid_block_res_sample]
 
     args = (_randn((BATCH, 4, 16, 16), 42), torch.tensor([10, 400]), _randn((BATCH, 7, 32), 43),
-            _randn((BATCH, 3, 128, 128), 44))  # fmt: skip
+            _randn((BATCH, 3, 32, 32), 44))  # fmt: skip
     return _Call(m, fn), args, {}
 
 
@@ -683,9 +694,10 @@ class _SchedulerSteps(torch.nn.Module):
 
         sched = getattr(diffusers, self.name)(num_train_timesteps=1000)
         sched.set_timesteps(4, device=x.device)
-        x = x * sched.init_noise_sigma
+        x = x * getattr(sched, "init_noise_sigma", 1.0)
         for t in sched.timesteps:
-            xin = sched.scale_model_input(x, t)
+            scale = getattr(sched, "scale_model_input", None)  # flow matching has none
+            xin = scale(x, t) if scale else x
             x = sched.step(self.conv(xin), t, x).prev_sample
         return x
 
@@ -1202,6 +1214,35 @@ def run_case(case, limit=CASE_LIMIT_S):
 # ------------------------------------------------------------ sweep, files
 
 PASS_LIKE = ("pass",)
+
+# What is known about the cases that fail the verdict (shown in the table).
+_SMALL_BATCH_NORM = (
+    "train-mode BatchNorm/GroupNorm statistics over a few values per channel (batch 2, "
+    "late stages of 1x1-2x2 pixels) amplify rounding beyond CPU's one-rounding spread; "
+    "the norm ops alone match float64 as closely as CPU's do; not root-caused to an op"
+)
+_BF16_MARGIN = (
+    "bf16 autocast error 1.0-1.2x the allowance (3x CPU autocast's); fp32 passes; not root-caused"
+)
+EXPLAINED = {
+    "timm/hgnetv2_b0": _SMALL_BATCH_NORM,
+    "timm/rexnet_100": _SMALL_BATCH_NORM,
+    "timm/nasnetalarge": _SMALL_BATCH_NORM,
+    "timm/shvit_s1": _SMALL_BATCH_NORM,
+    "transformers/bit/BitBackbone": _SMALL_BATCH_NORM,
+    "transformers/bit/BitForImageClassification": _SMALL_BATCH_NORM,
+    "transformers/bit/BitModel": _SMALL_BATCH_NORM,
+    "transformers/hgnet_v2/HGNetV2ForImageClassification": _SMALL_BATCH_NORM,
+    "transformers/pp_ocrv5_mobile_det/PPOCRV5MobileDetForObjectDetection": _SMALL_BATCH_NORM,
+    "transformers/resnet/ResNetBackbone": _SMALL_BATCH_NORM,
+    "transformers/timm_wrapper/TimmWrapperForImageClassification": _SMALL_BATCH_NORM,
+    "transformers/aria_text/AriaTextForCausalLM": _BF16_MARGIN,
+    "transformers/aria_text/AriaTextModel": _BF16_MARGIN,
+    "transformers/clip/CLIPModel": _BF16_MARGIN,
+    "transformers/clipseg/CLIPSegModel": _BF16_MARGIN,
+    "transformers/exaone_moe/ExaoneMoeModel": _BF16_MARGIN,
+    "transformers/metaclip_2/MetaClip2Model": _BF16_MARGIN,
+}
 NOT_NEURON = ("cpu_fail", "model_fail_to_load", "unstable")
 
 
@@ -1282,6 +1323,13 @@ def write(rows, prefix):
         "| library | cases | run on CPU | run on neuron | pass fp32 | pass bf16 | zero fallback | fail on CPU too | cannot build |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
+    totals = {
+        "run on CPU": 0,
+        "run on neuron": 0,
+        "pass fp32": 0,
+        "pass both": 0,
+        "zero fallback": 0,
+    }
     for lib in sorted(by_lib):
         rs = by_lib[lib]
         on_cpu = [r for r in rs if r["status"] not in NOT_NEURON]
@@ -1293,13 +1341,29 @@ def write(rows, prefix):
             f"| {lib} | {len(rs)} | {len(on_cpu)} | {len(ran)} | {len(p32)} | {len(pbf)} | {len(zf)} | "
             f"{sum(r['status'] == 'cpu_fail' for r in rs)} | {sum(r['status'] == 'model_fail_to_load' for r in rs)} |"
         )
+        for k, v in zip(totals, (on_cpu, ran, p32, pbf, zf)):
+            totals[k] += len(v)
+    n = max(totals["run on CPU"], 1)
+    lines += [
+        "",
+        f"Of {totals['run on CPU']} cases that run on CPU: {totals['run on neuron']} run on neuron "
+        f"({100 * totals['run on neuron'] / n:.1f}%), {totals['pass fp32']} pass the fp32 verdict "
+        f"({100 * totals['pass fp32'] / n:.1f}%), {totals['pass both']} pass fp32 and bf16 "
+        f"({100 * totals['pass both'] / n:.1f}%), {totals['zero fallback']} take no CPU-fallback op.",
+    ]
     bad = [r for r in rows if r["status"] not in PASS_LIKE + NOT_NEURON or r["fallback_ops"]]
     lines += ["", "## Cases that fail on neuron, or take the CPU fallback", ""]
     if bad:
-        lines += ["| case | status | detail | fallback ops |", "|---|---|---|---|"]
+        lines += [
+            "| case | status | detail | fallback ops | known cause |",
+            "|---|---|---|---|---|",
+        ]
         for r in sorted(bad, key=lambda r: r["name"]):
             d = r["detail"].replace("|", "/")
-            lines.append(f"| {r['name']} | {r['status']} | {d} | {', '.join(r['fallback_ops'])} |")
+            why = EXPLAINED.get(r["name"], "")
+            lines.append(
+                f"| {r['name']} | {r['status']} | {d} | {', '.join(r['fallback_ops'])} | {why} |"
+            )
     else:
         lines.append("None.")
     sens = [r for r in rows if r.get("sensitive")]
@@ -1362,9 +1426,12 @@ def read_expected(path=EXPECTED):
 
 def sample_names(expected, n):
     """A deterministic sample spread over the libraries: the cases whose
-    name hashes lowest, taken in turn from each library."""
+    name hashes lowest, taken in turn from each library, among those that
+    run on CPU (the others say nothing about neuron)."""
     per = {}
-    for name in expected:
+    for name, e in expected.items():
+        if e["status"] in NOT_NEURON:
+            continue
         per.setdefault(name.split("/")[0], []).append(name)
     for v in per.values():
         v.sort(key=lambda s: hashlib.sha1(s.encode()).hexdigest())
