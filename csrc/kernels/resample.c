@@ -203,10 +203,13 @@ typedef struct grid_point {
 static grid_point_t grid_point(const tnk_grid_sample_args_t *a, int64_t b, int64_t oy, int64_t ox) {
   int dt = a->dtype == TNK_F64 ? TNK_F64 : a->dtype;
   int64_t gi = ((b * a->oh + oy) * a->ow + ox) * 2;
-  /* bicubic pads each of its taps, not the point (as ATen) */
+  /* bicubic pads each of its taps, not the point (as ATen), and takes the
+   * point in double for every dtype: its weights are smooth in the point,
+   * so no floor decision needs to match a CPU computing in float, and the
+   * float rounding of the point is what limits its grid gradient */
   int pad = a->mode == TNK_GRID_BICUBIC ? TNK_GRID_PAD_ZEROS : a->padding;
   grid_point_t p;
-  if (dt == TNK_F64) {
+  if (dt == TNK_F64 || a->mode == TNK_GRID_BICUBIC) {
     double gx, gy;
     p.x = source_d(tnk_ldf(a->grid, dt, gi), a->w, pad, a->align_corners, &gx);
     p.y = source_d(tnk_ldf(a->grid, dt, gi + 1), a->h, pad, a->align_corners, &gy);
