@@ -76,6 +76,7 @@ import torch_neuronx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
+from model_zoo import _shrink, subconfigs  # noqa: E402  (the causal-LM sweep's config shrinker)
 
 LIBRARIES = ("transformers", "timm", "diffusers", "nn")
 FP32_MULT, FP32_FLOOR = 3.0, 1e-5
@@ -183,8 +184,9 @@ def _zero_dropout_config(cfg, depth=0):
                 setattr(cfg, name, 0.0)
             except Exception:
                 pass
-        elif depth < 2 and hasattr(v, "to_dict") and hasattr(v, "model_type") and v is not cfg:
-            _zero_dropout_config(v, depth + 1)
+    if depth < 2:
+        for c in subconfigs(cfg):
+            _zero_dropout_config(c, depth + 1)
 
 
 def _randn(shape, seed):
@@ -242,19 +244,11 @@ def _hf_shrink_vision(cfg, depth=0):
     if isinstance(getattr(cfg, "max_source_positions", None), int):
         cfg.max_source_positions = min(cfg.max_source_positions, 32)
     if depth < 2:
-        for sub in list(vars(cfg)):
-            c = getattr(cfg, sub, None)
-            if (
-                c is not None
-                and c is not cfg
-                and hasattr(c, "to_dict")
-                and hasattr(c, "model_type")
-            ):
-                _hf_shrink_vision(c, depth + 1)
+        for c in subconfigs(cfg):
+            _hf_shrink_vision(c, depth + 1)
 
 
 def _hf_config(model_type, cls):
-    from model_zoo import _shrink
     from transformers import AutoConfig
 
     cfg = AutoConfig.for_model(model_type)

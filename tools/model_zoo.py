@@ -160,6 +160,16 @@ def _two_layers(types):
     return (picked + list(types))[:2] if len(picked) < 2 else picked
 
 
+def subconfigs(cfg):
+    """The configs a composite config holds as attributes (text, vision,
+    audio...)."""
+    return [
+        c
+        for c in (getattr(cfg, name, None) for name in list(vars(cfg)))
+        if c is not None and c is not cfg and hasattr(c, "to_dict") and hasattr(c, "model_type")
+    ]
+
+
 def _shrink(cfg, variant=0, depth=0):
     """Shrinks a config in place. variant 1 uses plain multi-head attention
     and leaves head sizes to the model, for configs whose attention layout
@@ -378,15 +388,8 @@ def _shrink(cfg, variant=0, depth=0):
             except Exception:
                 pass
     if depth < 2:  # text, vision, audio... sub-configs
-        for sub in list(vars(cfg)):
-            c = getattr(cfg, sub, None)
-            if (
-                c is not None
-                and c is not cfg
-                and hasattr(c, "to_dict")
-                and hasattr(c, "model_type")
-            ):
-                _shrink(c, variant, depth + 1)
+        for c in subconfigs(cfg):
+            _shrink(c, variant, depth + 1)
     # With the parts shrunk: BLT derives the width its global transformer
     # projects from at init (local encoder width x cross_attn_k); derive it
     # again for the new widths.

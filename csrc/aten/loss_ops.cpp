@@ -361,6 +361,23 @@ at::Tensor ctc_lengths(const at::Tensor &log_probs, const at::Tensor &targets,
   return lens.to(log_probs.device());
 }
 
+// The descriptor fields forward and backward share (the tensors stay owned
+// by the caller until the launch).
+tnk_ctc_args_t ctc_args(const at::Tensor &lp, const at::Tensor &tg, const at::Tensor &lens,
+                        int64_t L, int64_t blank) {
+  tnk_ctc_args_t a{};
+  a.log_probs = lp.const_data_ptr();
+  a.targets = tg.const_data_ptr();
+  a.lengths = lens.const_data_ptr();
+  a.T = lp.size(0);
+  a.N = lp.size(1);
+  a.C = lp.size(2);
+  a.L = L;
+  a.blank = blank;
+  a.dtype = tnk_of(lp);
+  return a;
+}
+
 bool ctc_native(const at::Tensor &log_probs, const at::Tensor &targets) {
   tnk_dtype_t dt = tnk_of(log_probs);
   return dt != TNK_DTYPE_COUNT && kernel_supported(TNK_K_CTC, kernel_query(-1, dt, -1, -1)) &&
@@ -381,18 +398,9 @@ std::tuple<at::Tensor, at::Tensor> ctc_loss(const at::Tensor &log_probs, const a
   at::Tensor nll = at::empty({N}, log_probs.options());
   at::Tensor alpha = at::empty({N, T, 2 * mt + 1}, log_probs.options());
   if (N == 0) return {nll, alpha};
-  tnk_ctc_args_t a{};
-  a.log_probs = lp.const_data_ptr();
-  a.targets = tg.const_data_ptr();
-  a.lengths = lens.const_data_ptr();
+  tnk_ctc_args_t a = ctc_args(lp, tg, lens, 2 * mt + 1, blank);
   a.log_alpha = alpha.data_ptr();
   a.out = nll.data_ptr();
-  a.T = T;
-  a.N = N;
-  a.C = log_probs.size(2);
-  a.L = 2 * mt + 1;
-  a.blank = blank;
-  a.dtype = tnk_of(log_probs);
   a.fault = fault_sink(log_probs.device().index(), "ctc_loss (target)", true);
   launch_kernel<TNK_K_CTC>(log_probs.device().index(), a, "aten::_ctc_loss");
   return {nll, alpha};
@@ -432,21 +440,12 @@ at::Tensor ctc_loss_backward(const at::Tensor &grad, const at::Tensor &log_probs
   at::Tensor beta = at::empty(la.sizes(), la.options());
   at::Tensor out = at::empty(log_probs.sizes(), log_probs.options());
   if (N == 0 || T == 0) return out.zero_();
-  tnk_ctc_args_t a{};
-  a.log_probs = lp.const_data_ptr();
-  a.targets = tg.const_data_ptr();
-  a.lengths = lens.const_data_ptr();
+  tnk_ctc_args_t a = ctc_args(lp, tg, lens, la.size(2), blank);
   a.grad = g.const_data_ptr();
   a.nll = nl.const_data_ptr();
   a.log_alpha = la.data_ptr();
   a.log_beta = beta.data_ptr();
   a.out = out.data_ptr();
-  a.T = T;
-  a.N = N;
-  a.C = log_probs.size(2);
-  a.L = la.size(2);
-  a.blank = blank;
-  a.dtype = tnk_of(log_probs);
   a.backward = 1;
   a.zero_infinity = zero_infinity;
   a.fault = fault_sink(log_probs.device().index(), "ctc_loss_backward (target)", true);
@@ -457,12 +456,6 @@ at::Tensor ctc_loss_backward(const at::Tensor &grad, const at::Tensor &log_probs
 // ------------------------------------------------- multi-class margin losses
 // Composed of native ops (gather, clamp, scatter, reductions): the
 // per-sample work is a few [N, C] (or [N, S, C]) element-wise passes.
-
-at::Tensor reduce_loss(const at::Tensor &per_sample, int64_t reduction) {
-  if (reduction == at::Reduction::Mean) return per_sample.mean();
-  if (reduction == at::Reduction::Sum) return per_sample.sum();
-  return per_sample;
-}
 
 struct MultiMargin {
   at::Tensor x, t, z, w;  // x [N, C], t [N, 1], z = margin terms (0 at the target)
@@ -499,7 +492,7 @@ at::Tensor nx_multi_margin_loss(const at::Tensor &self, const at::Tensor &target
   at::Tensor h = p.toLong() == 1 ? m.z : m.z * m.z;
   if (m.w.defined()) h = h * m.w;
   // a 1-D input's unreduced loss keeps its batch of 1 (CPU's shape)
-  return reduce_loss(h.sum(1).div_(static_cast<double>(m.c)), reduction);
+  return reduced_loss(h.sum(1).div_(static_cast<double>(m.c)), reduction);
 }
 
 at::Tensor &nx_multi_margin_loss_out(const at::Tensor &self, const at::Tensor &target,
@@ -566,7 +559,7 @@ std::tuple<at::Tensor, at::Tensor> nx_multilabel_margin_loss_forward(const at::T
   MultiLabel m = multilabel_terms(self, target);
   at::Tensor per = m.z.sum({1, 2}).div_(static_cast<double>(m.x.size(1)));
   if (self.dim() <= 1 && reduction == at::Reduction::None) per = per.reshape({});
-  return {reduce_loss(per, reduction), m.is_target.reshape(self.sizes())};
+  return {reduced_loss(per, reduction), m.is_target.reshape(self.sizes())};
 }
 
 at::Tensor nx_multilabel_margin_loss_backward(const at::Tensor &grad, const at::Tensor &self,

@@ -8,6 +8,7 @@
  * floating accessors; fp32 is the common case and stays exact. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dtype.h"
 #include "plane.h"
@@ -264,7 +265,7 @@ static void cubic_weights(double t, double w[4], double dw[4]) {
 typedef struct corners {
   int64_t x[16], y[16];
   double wt[16];
-  double wx[16], wy[16]; /* bicubic: d weight / d x and / d y of each tap */
+  double wx[16], wy[16]; /* d weight / d x and / d y of each tap (not nearest) */
   int n, nan_out;
   double dx, dy; /* offsets of the point from nw (bilinear) */
 } corners_t;
@@ -334,6 +335,9 @@ static corners_t corners_of(const tnk_grid_sample_args_t *a, grid_point_t p) {
   c.dx = dx;
   c.dy = dy;
   c.n = 4;
+  const double wx[4] = {-(1 - dy), 1 - dy, -dy, dy}, wy[4] = {-(1 - dx), -dx, 1 - dx, dx};
+  memcpy(c.wx, wx, sizeof wx);
+  memcpy(c.wy, wy, sizeof wy);
   return c;
 }
 
@@ -394,27 +398,12 @@ static void grid_bwd_rows(void *p, int64_t begin, int64_t end) {
       double gx = 0, gy = 0;
       grid_point_t pt = grid_point(a, b, oy, ox);
       corners_t c = corners_of(a, pt);
-      if (a->mode == TNK_GRID_BILINEAR && c.n == 4) {
-        /* d weight / d x and d weight / d y of nw, ne, sw, se */
-        double wx[4] = {-(1 - c.dy), 1 - c.dy, -c.dy, c.dy};
-        double wy[4] = {-(1 - c.dx), -c.dx, 1 - c.dx, c.dx};
+      if (a->mode != TNK_GRID_NEAREST && c.n > 0) {
+        /* the taps' weight derivatives (corners_of): bilinear's 4, bicubic's 16 */
         for (int64_t ch = 0; ch < a->c; ch++) {
           int64_t plane = (b * a->c + ch) * a->h * a->w;
           double g = tnk_ldf(a->gout, dt, ((b * a->c + ch) * a->oh + oy) * a->ow + ox);
-          for (int k = 0; k < 4; k++)
-            if (inside(a, c.x[k], c.y[k])) {
-              double v = tnk_ldf(a->in, dt, plane + c.y[k] * a->w + c.x[k]);
-              gx += v * wx[k] * g;
-              gy += v * wy[k] * g;
-            }
-        }
-        gx *= pt.gx;
-        gy *= pt.gy;
-      } else if (a->mode == TNK_GRID_BICUBIC && c.n == 16) {
-        for (int64_t ch = 0; ch < a->c; ch++) {
-          int64_t plane = (b * a->c + ch) * a->h * a->w;
-          double g = tnk_ldf(a->gout, dt, ((b * a->c + ch) * a->oh + oy) * a->ow + ox);
-          for (int k = 0; k < 16; k++)
+          for (int k = 0; k < c.n; k++)
             if (inside(a, c.x[k], c.y[k])) {
               double v = tnk_ldf(a->in, dt, plane + c.y[k] * a->w + c.x[k]);
               gx += v * c.wx[k] * g;
