@@ -527,6 +527,54 @@ def test_group_norm_channels_last_and_bf16():
     native("norm")
 
 
+def _against_float64(fn, inputs, gy):
+    """fn's output and input gradients on CPU float64, CPU fp32 and neuron
+    fp32: for each, (neuron's rms error, CPU fp32's rms error) against
+    float64."""
+    runs = {}
+    for key, dev, dt in (
+        ("ref", "cpu", torch.float64),
+        ("cpu", "cpu", None),
+        ("neu", "neuron", None),
+    ):
+        xs = [t.detach().to(dt or t.dtype).to(dev).requires_grad_() for t in inputs]
+        y = fn(*xs)
+        y.backward(gy.to(dt or gy.dtype).to(dev))
+        runs[key] = [y.detach().cpu().double()] + [x.grad.cpu().double() for x in xs]
+
+    def rmse(a, b):
+        return float((a - b).pow(2).mean().sqrt())
+
+    return [
+        (rmse(n, r), rmse(c, r))
+        for r, c, n in zip(runs["ref"], runs["cpu"], runs["neu"], strict=True)
+    ]
+
+
+def test_group_norm_1x1_maps_against_float64():
+    # BiT's late stages (the model sweep's BitModel): GroupNorm over 1x1 maps
+    # at batch 2, 16 values per group, activations of size ~20
+    x = randn(2, 512, 1, 1, seed=50) * 20 - 0.2
+    w, b, gy = randn(512, seed=51), randn(512, seed=52), randn(2, 512, 1, 1, seed=53) * 1e-3
+    errs = _against_float64(lambda x, w, b: F.group_norm(x, 32, w, b), [x, w, b], gy)
+    for got, cpu in errs:  # output, dx, dweight, dbias
+        assert got <= 2 * cpu + 1e-12, errs
+    native("norm")
+
+
+def test_batch_norm_two_values_per_channel_against_float64():
+    # HGNetV2's stage 3 at batch 2: 2 values per channel whose variance is
+    # below eps (1e-8 .. 1e-4), so the normalised output is far from +-1
+    x = randn(2, 384, 1, 1, seed=54) * torch.logspace(-4, -2, 384).view(1, -1, 1, 1)
+    w, b, gy = randn(384, seed=55), randn(384, seed=56), randn(2, 384, 1, 1, seed=57)
+    errs = _against_float64(
+        lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True, eps=1e-5), [x, w, b], gy
+    )
+    for got, cpu in errs:
+        assert got <= 2 * cpu + 1e-12, errs
+    native("norm")
+
+
 BN_SHAPES = [(5, 3), (4, 3, 17), (2, 3, 7, 5), (1, 3, 40007)]
 
 
