@@ -286,6 +286,61 @@ def test_grid_sample_forward_backward(mode, padding, align, dtype):
     assert torch_neuronx.get_fallback_ops() == {}
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_grid_sample_3d_forward_backward(mode, padding, align, dtype):
+    """5-D grid_sample (trilinear or nearest): points inside, on the faces and
+    well outside the volume; input and grid gradients; an odd-sized volume
+    and output."""
+    g = torch.Generator().manual_seed(21)
+    x = torch.randn(2, 3, 4, 5, 6, generator=g).to(dtype)
+    grid = (torch.rand(2, 3, 2, 5, 3, generator=g) * 3.2 - 1.6).to(dtype)
+    grid[0, 0, 0, 0] = torch.tensor([1.0, -1.0, 1.0], dtype=dtype)
+    (xc, xn), (gc, gn) = both(x), both(grid)
+    kw = dict(mode=mode, padding_mode=padding, align_corners=align)
+    yc, yn = F.grid_sample(xc, gc, **kw), F.grid_sample(xn, gn, **kw)
+    assert yn.shape == (2, 3, 3, 2, 5)
+    # fp32: CPU computes the trilinear weights in float, neuron in double
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else {}
+    assert_same(yn, yc, **tol)
+    go = torch.randn(yc.shape, generator=g).to(dtype)
+    yc.backward(go)
+    yn.backward(go.neuron())
+    assert_same(xn.grad, xc.grad, **tol)
+    assert_same(gn.grad, gc.grad, **(dict(rtol=1e-4, atol=1e-4) if tol else {}))
+    native()
+
+
+def test_grid_sample_3d_bad_input_as_cpu():
+    x = torch.randn(1, 2, 3, 4, 5)
+    grid = torch.rand(1, 2, 2, 2, 3) * 2 - 1
+    for dev in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError, match="bicubic interpolation only supports 4D"):
+            F.grid_sample(x.to(dev), grid.to(dev), mode="bicubic", align_corners=False)
+        with pytest.raises(RuntimeError, match="grid"):  # grid's last dim must be 3
+            F.grid_sample(x.to(dev), grid[..., :2].to(dev), align_corners=False)
+    # non-finite coordinates as CPU's 3-D kernel: out of bounds (0) with zero
+    # padding; a NaN clipped to the last pixel by border and reflection
+    bad = grid.clone()
+    bad[0, 0, 0, 0, 0] = float("nan")
+    bad[0, 0, 0, 1, 2] = float("inf")
+    bad[0, 1, 1, 0, 1] = -float("inf")
+    for mode in ("bilinear", "nearest"):
+        for pad in ("zeros", "border", "reflection"):
+            kw = dict(mode=mode, padding_mode=pad, align_corners=False)
+            xc, xn = both(x)
+            gc, gn = both(bad)
+            yc, yn = F.grid_sample(xc, gc, **kw), F.grid_sample(xn, gn, **kw)
+            assert_same(yn, yc, equal_nan=True)
+            yc.sum().backward()
+            yn.sum().backward()
+            assert_same(xn.grad, xc.grad, equal_nan=True)
+            assert_same(gn.grad, gc.grad, equal_nan=True)
+    native()
+
+
 @pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize(

@@ -740,6 +740,7 @@ def _nn_cases():
         "spectral_norm_linear": (lambda: nn.utils.parametrizations.spectral_norm(nn.Linear(16, 16)), lambda: (seq(75),)),
         "grid_sample_bilinear": (lambda: _GridSample("bilinear"), lambda: (x4(76),)),
         "grid_sample_bicubic": (lambda: _GridSample("bicubic"), lambda: (x4(77),)),
+        "grid_sample_3d": (lambda: _GridSample("bilinear", dims=3), lambda: (_randn((BATCH, 3, 5, 6, 6), 80),)),
         "interpolate_antialias": (lambda: _Resize(True), lambda: (x4(78),)),
         "fold_unfold": (lambda: _FoldUnfold(), lambda: (x4(79),)),
     }  # fmt: skip
@@ -825,14 +826,17 @@ class _EmbBag(torch.nn.Module):
 
 
 class _GridSample(torch.nn.Module):
-    def __init__(self, mode):
+    def __init__(self, mode, dims=2):
         super().__init__()
         self.mode = mode
-        self.theta = torch.nn.Parameter(torch.tensor([[0.9, 0.1, 0.05], [-0.1, 0.8, 0.0]]))
+        theta = [[0.9, 0.1, 0.05], [-0.1, 0.8, 0.0]]
+        if dims == 3:  # a 3-D affine warp (spatial transformer over volumes)
+            theta = [[0.9, 0.1, 0.0, 0.05], [-0.1, 0.8, 0.1, 0.0], [0.05, 0.0, 0.95, -0.1]]
+        self.theta = torch.nn.Parameter(torch.tensor(theta))
 
     def forward(self, x):
         grid = torch.nn.functional.affine_grid(
-            self.theta.expand(x.shape[0], 2, 3), list(x.shape), align_corners=False
+            self.theta.expand(x.shape[0], *self.theta.shape), list(x.shape), align_corners=False
         )
         return torch.nn.functional.grid_sample(x, grid, mode=self.mode, align_corners=False)
 

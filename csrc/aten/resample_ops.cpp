@@ -355,26 +355,75 @@ namespace {
 bool grid_native(const at::Tensor &input, const at::Tensor &grid, int64_t mode, int64_t pad) {
   bool ok;
   tnk_dtype_t dt = to_tnk(input.scalar_type(), &ok);
-  return ok && input.dim() == 4 && grid.dim() == 4 && grid.scalar_type() == input.scalar_type() &&
+  return ok && grid.scalar_type() == input.scalar_type() &&
          kernel_supported(TNK_K_GRID_SAMPLE,
                           kernel_query(static_cast<int>(pad), dt, -1, static_cast<int>(mode)));
 }
 
+// x [n, c, (d,) h, w] and grid [n, (od,) oh, ow, 2 or 3], both contiguous
 tnk_grid_sample_args_t grid_args(const at::Tensor &x, const at::Tensor &grid, int64_t mode,
                                  int64_t pad, bool align) {
   tnk_grid_sample_args_t a{};
+  const bool three = x.dim() == 5;
+  a.three_d = three;
   a.n = x.size(0);
   a.c = x.size(1);
-  a.h = x.size(2);
-  a.w = x.size(3);
-  a.oh = grid.size(1);
-  a.ow = grid.size(2);
+  a.d = three ? x.size(2) : 1;
+  a.h = x.size(-2);
+  a.w = x.size(-1);
+  a.od = three ? grid.size(1) : 1;
+  a.oh = grid.size(-3);
+  a.ow = grid.size(-2);
   bool ok;
   a.dtype = to_tnk(x.scalar_type(), &ok);
   a.mode = static_cast<int32_t>(mode);
   a.padding = static_cast<int32_t>(pad);
   a.align_corners = align;
   return a;
+}
+
+std::vector<int64_t> grid_out_sizes(const at::Tensor &x, const at::Tensor &g) {
+  std::vector<int64_t> s{x.size(0), x.size(1)};
+  for (int64_t i = 1; i < g.dim() - 1; i++) s.push_back(g.size(i));
+  return s;
+}
+
+at::Tensor grid_forward(const at::Tensor &input, const at::Tensor &grid, int64_t mode, int64_t pad,
+                        bool align, const char *name) {
+  at::Tensor x = input.contiguous(), g = grid.contiguous();
+  at::Tensor out = at::empty(grid_out_sizes(x, g), x.options());
+  if (out.numel() == 0) return out;
+  tnk_grid_sample_args_t a = grid_args(x, g, mode, pad, align);
+  a.in = x.const_data_ptr();
+  a.grid = g.const_data_ptr();
+  a.out = out.data_ptr();
+  launch_kernel<TNK_K_GRID_SAMPLE>(x.device().index(), a, name);
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor> grid_backward(const at::Tensor &grad, const at::Tensor &input,
+                                                 const at::Tensor &grid, int64_t mode, int64_t pad,
+                                                 bool align, bool input_grad, const char *name) {
+  at::Tensor x = input.contiguous(), g = grid.contiguous(), go = grad.contiguous();
+  TORCH_CHECK(go.sizes() == at::IntArrayRef(grid_out_sizes(x, g)), name, ": grad_output of shape ",
+              grad.sizes(), " does not match the output of input ", input.sizes(), " and grid ",
+              grid.sizes());
+  at::Tensor gin = input_grad ? at::empty(x.sizes(), x.options()) : at::Tensor();
+  at::Tensor ggrid = at::empty(g.sizes(), g.options());  // as CPU: always computed
+  if (go.numel() == 0) {
+    if (gin.defined()) gin.zero_();
+    ggrid.zero_();
+    return {gin, ggrid};
+  }
+  tnk_grid_sample_args_t a = grid_args(x, g, mode, pad, align);
+  a.backward = 1;
+  a.in = x.const_data_ptr();
+  a.grid = g.const_data_ptr();
+  a.gout = go.const_data_ptr();
+  a.gin = gin.defined() ? gin.data_ptr() : nullptr;
+  a.ggrid = ggrid.data_ptr();
+  launch_kernel<TNK_K_GRID_SAMPLE>(x.device().index(), a, name);
+  return {gin, ggrid};
 }
 }  // namespace
 
@@ -385,15 +434,7 @@ at::Tensor grid_sampler_2d(const at::Tensor &input, const at::Tensor &grid, int6
   if (!grid_native(input, grid, mode, pad))  // integer dtypes: the CPU
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(grid_sampler_2d)>::call(
         input, grid, mode, pad, align);
-  at::Tensor x = input.contiguous(), g = grid.contiguous();
-  at::Tensor out = at::empty({x.size(0), x.size(1), g.size(1), g.size(2)}, x.options());
-  if (out.numel() == 0) return out;
-  tnk_grid_sample_args_t a = grid_args(x, g, mode, pad, align);
-  a.in = x.const_data_ptr();
-  a.grid = g.const_data_ptr();
-  a.out = out.data_ptr();
-  launch_kernel<TNK_K_GRID_SAMPLE>(x.device().index(), a, "aten::grid_sampler_2d");
-  return out;
+  return grid_forward(input, grid, mode, pad, align, "aten::grid_sampler_2d");
 }
 
 std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_backward(const at::Tensor &grad,
@@ -408,26 +449,34 @@ std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_backward(const at::Tensor &gr
                                         ATEN_OP(grid_sampler_2d_backward)>::call(grad, input, grid,
                                                                                  mode, pad, align,
                                                                                  mask);
-  at::Tensor x = input.contiguous(), g = grid.contiguous(), go = grad.contiguous();
-  TORCH_CHECK(go.sizes() == at::IntArrayRef({x.size(0), x.size(1), g.size(1), g.size(2)}),
-              "grid_sampler_2d_backward: grad_output of shape ", grad.sizes(),
-              " does not match the output of input ", input.sizes(), " and grid ", grid.sizes());
-  at::Tensor gin = mask[0] ? at::empty(x.sizes(), x.options()) : at::Tensor();
-  at::Tensor ggrid = at::empty(g.sizes(), g.options());  // as CPU: always computed
-  if (go.numel() == 0) {
-    if (gin.defined()) gin.zero_();
-    ggrid.zero_();
-    return {gin, ggrid};
-  }
-  tnk_grid_sample_args_t a = grid_args(x, g, mode, pad, align);
-  a.backward = 1;
-  a.in = x.const_data_ptr();
-  a.grid = g.const_data_ptr();
-  a.gout = go.const_data_ptr();
-  a.gin = gin.defined() ? gin.data_ptr() : nullptr;
-  a.ggrid = ggrid.data_ptr();
-  launch_kernel<TNK_K_GRID_SAMPLE>(x.device().index(), a, "aten::grid_sampler_2d_backward");
-  return {gin, ggrid};
+  return grid_backward(grad, input, grid, mode, pad, align, mask[0],
+                       "aten::grid_sampler_2d_backward");
+}
+
+at::Tensor grid_sampler_3d(const at::Tensor &input, const at::Tensor &grid, int64_t mode,
+                           int64_t pad, bool align) {
+  at::native::check_grid_sampler_common(input, grid);
+  at::native::check_grid_sampler_3d(input, grid, mode);
+  if (!grid_native(input, grid, mode, pad))
+    return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(grid_sampler_3d)>::call(
+        input, grid, mode, pad, align);
+  return grid_forward(input, grid, mode, pad, align, "aten::grid_sampler_3d");
+}
+
+std::tuple<at::Tensor, at::Tensor> grid_sampler_3d_backward(const at::Tensor &grad,
+                                                            const at::Tensor &input,
+                                                            const at::Tensor &grid, int64_t mode,
+                                                            int64_t pad, bool align,
+                                                            std::array<bool, 2> mask) {
+  at::native::check_grid_sampler_common(input, grid);
+  at::native::check_grid_sampler_3d(input, grid, mode);
+  if (!grid_native(input, grid, mode, pad) || grad.scalar_type() != input.scalar_type())
+    return at::native::call_fallback_fn<&neuron_cpu_fallback,
+                                        ATEN_OP(grid_sampler_3d_backward)>::call(grad, input, grid,
+                                                                                 mode, pad, align,
+                                                                                 mask);
+  return grid_backward(grad, input, grid, mode, pad, align, mask[0],
+                       "aten::grid_sampler_3d_backward");
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -445,6 +494,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_REGISTER_WITH_BACKWARD(_upsample_bicubic2d_aa)
   m.impl("grid_sampler_2d", grid_sampler_2d);
   m.impl("grid_sampler_2d_backward", grid_sampler_2d_backward);
+  m.impl("grid_sampler_3d", grid_sampler_3d);
+  m.impl("grid_sampler_3d_backward", grid_sampler_3d_backward);
 }
 
 }  // namespace torch_neuronx

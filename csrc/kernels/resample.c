@@ -1,7 +1,7 @@
 /* Resampling of NC(D)HW planes, forward and backward: linear and cubic
  * interpolation (tnk_resample: linear, bilinear, trilinear, bicubic) and
- * 2-D grid_sample (tnk_grid_sample: bilinear or nearest, zeros, border or
- * reflection padding); the kernels of csrc/aten/resample_ops.cpp. Work is
+ * grid_sample in 2-D and 3-D (tnk_grid_sample: bilinear/trilinear, nearest
+ * or 2-D bicubic; zeros, border or reflection padding); the kernels of csrc/aten/resample_ops.cpp. Work is
  * split over planes (and rows of the output for the forward passes); the
  * backward passes own whole input planes, so their scatter-adds never race,
  * and accumulate them in fp64 (plane.h). Values go through the shared
@@ -128,7 +128,7 @@ void tnk_resample(const tnk_resample_args_t *a) {
                    resample_fwd_rows, (void *)a);
 }
 
-/* ---- grid_sample (2-D) --------------------------------------------------------- */
+/* ---- grid_sample (2-D and 3-D) ------------------------------------------------- */
 
 int tnk_grid_sample_supported(int dt, int mode, int padding) {
   return tnk_pool_supported(dt) &&
@@ -195,33 +195,54 @@ int tnk_grid_sample_supported(int dt, int mode, int padding) {
 GRID_COORD(float, f, floorf, fmodf)
 GRID_COORD(double, d, floor, fmod)
 
-/* The source point of output (b, oy, ox): coordinates and their gradients
- * with respect to the grid's x and y. */
+/* Depths of the input and output (1 in 2-D), and coordinates per grid point. */
+static int64_t in_d(const tnk_grid_sample_args_t *a) { return a->three_d ? a->d : 1; }
+static int64_t out_d(const tnk_grid_sample_args_t *a) { return a->three_d ? a->od : 1; }
+static int ncoord(const tnk_grid_sample_args_t *a) { return a->three_d ? 3 : 2; }
+
+/* The source point of output row r = (b, oz, oy) and column ox: coordinates
+ * and their gradients with respect to the grid's x, y (and z in 3-D). */
 typedef struct grid_point {
-  double x, y, gx, gy;
+  double x, y, z, gx, gy, gz;
 } grid_point_t;
 
-static grid_point_t grid_point(const tnk_grid_sample_args_t *a, int64_t b, int64_t oy, int64_t ox) {
+static grid_point_t grid_point(const tnk_grid_sample_args_t *a, int64_t r, int64_t ox) {
   int dt = a->dtype == TNK_F64 ? TNK_F64 : a->dtype;
-  int64_t gi = ((b * a->oh + oy) * a->ow + ox) * 2;
+  int64_t gi = (r * a->ow + ox) * ncoord(a);
   /* bicubic pads each of its taps, not the point (as ATen), and takes the
    * point in double for every dtype: its weights are smooth in the point,
    * so no floor decision needs to match a CPU computing in float, and the
    * float rounding of the point is what limits its grid gradient */
   int pad = a->mode == TNK_GRID_BICUBIC ? TNK_GRID_PAD_ZEROS : a->padding;
-  grid_point_t p;
+  grid_point_t p = {0};
   if (dt == TNK_F64 || a->mode == TNK_GRID_BICUBIC) {
-    double gx, gy;
+    double gx, gy, gz;
     p.x = source_d(tnk_ldf(a->grid, dt, gi), a->w, pad, a->align_corners, &gx);
     p.y = source_d(tnk_ldf(a->grid, dt, gi + 1), a->h, pad, a->align_corners, &gy);
     p.gx = gx;
     p.gy = gy;
+    if (a->three_d) {
+      p.z = source_d(tnk_ldf(a->grid, dt, gi + 2), a->d, pad, a->align_corners, &gz);
+      p.gz = gz;
+    }
   } else {
-    float gx, gy;
+    float gx, gy, gz;
     p.x = source_f((float)tnk_ldf(a->grid, dt, gi), a->w, pad, a->align_corners, &gx);
     p.y = source_f((float)tnk_ldf(a->grid, dt, gi + 1), a->h, pad, a->align_corners, &gy);
     p.gx = gx;
     p.gy = gy;
+    if (a->three_d) {
+      p.z = source_f((float)tnk_ldf(a->grid, dt, gi + 2), a->d, pad, a->align_corners, &gz);
+      p.gz = gz;
+    }
+  }
+  if (a->three_d && !a->backward && pad != TNK_GRID_PAD_ZEROS) {
+    /* ATen's 3-D forward clips with min(size - 1, max(v, 0)), which takes a
+     * NaN (a NaN grid value, or reflection of an infinite one) to the last
+     * pixel; its 3-D backward and its 2-D kernels keep the NaN */
+    if (isnan(p.x)) p.x = (double)(a->w - 1);
+    if (isnan(p.y)) p.y = (double)(a->h - 1);
+    if (isnan(p.z)) p.z = (double)(a->d - 1);
   }
   return p;
 }
@@ -258,26 +279,67 @@ static void cubic_weights(double t, double w[4], double dw[4]) {
   dw[3] = -((3 * A * x - 10 * A) * x + 8 * A);
 }
 
-/* Bilinear corners (nw, ne, sw, se) and weights of a source point; nearest
- * is the single corner nw with weight 1. NaN or infinite coordinates give
- * no taps; the bilinear forward then outputs NaN (nan_out), as CPU does for
- * zero padding (its weights are NaN), while nearest reads nothing (0). */
+/* Bilinear corners (nw, ne, sw, se; trilinear: those of the top then the
+ * bottom plane) and weights of a source point; nearest is the single corner
+ * nw with weight 1. NaN or infinite coordinates give no taps; the bilinear
+ * forward then outputs NaN (nan_out), as CPU does for zero padding (its
+ * weights are NaN), while nearest reads nothing (0). z is 0 in 2-D. */
 typedef struct corners {
-  int64_t x[16], y[16];
+  int64_t x[16], y[16], z[16];
   double wt[16];
-  double wx[16], wy[16]; /* d weight / d x and / d y of each tap (not nearest) */
+  double wx[16], wy[16], wz[16]; /* d weight / d x, y, z of each tap (not nearest) */
   int n, nan_out;
-  double dx, dy; /* offsets of the point from nw (bilinear) */
 } corners_t;
+
+/* Trilinear: the 8 corners around floor(x, y, z); all outside: none. */
+static corners_t corners_3d(const tnk_grid_sample_args_t *a, grid_point_t p, corners_t c) {
+  if (a->mode == TNK_GRID_NEAREST) {
+    int f64 = a->dtype == TNK_F64;
+    double rx = f64 ? nearbyint(p.x) : (double)nearbyintf((float)p.x);
+    double ry = f64 ? nearbyint(p.y) : (double)nearbyintf((float)p.y);
+    double rz = f64 ? nearbyint(p.z) : (double)nearbyintf((float)p.z);
+    if (rx < -1 || ry < -1 || rz < -1 || rx > (double)a->w || ry > (double)a->h ||
+        rz > (double)a->d)
+      return c;
+    c.x[0] = (int64_t)rx;
+    c.y[0] = (int64_t)ry;
+    c.z[0] = (int64_t)rz;
+    c.wt[0] = 1;
+    c.n = 1;
+    return c;
+  }
+  double fx = floor(p.x), fy = floor(p.y), fz = floor(p.z);
+  if (fx < -2 || fy < -2 || fz < -2 || fx > (double)a->w || fy > (double)a->h || fz > (double)a->d)
+    return c;
+  double f[3] = {p.x - fx, p.y - fy, p.z - fz};
+  for (int k = 0; k < 8; k++) {
+    int i = k & 1, j = (k >> 1) & 1, l = k >> 2;
+    double wx = i ? f[0] : 1 - f[0], wy = j ? f[1] : 1 - f[1], wz = l ? f[2] : 1 - f[2];
+    double sx = i ? 1 : -1, sy = j ? 1 : -1, sz = l ? 1 : -1;
+    c.x[k] = (int64_t)fx + i;
+    c.y[k] = (int64_t)fy + j;
+    c.z[k] = (int64_t)fz + l;
+    c.wt[k] = wx * wy * wz;
+    c.wx[k] = sx * wy * wz;
+    c.wy[k] = wx * sy * wz;
+    c.wz[k] = wx * wy * sz;
+  }
+  c.n = 8;
+  return c;
+}
 
 static corners_t corners_of(const tnk_grid_sample_args_t *a, grid_point_t p) {
   corners_t c;
   c.n = 0;
   c.nan_out = 0;
-  if (!isfinite(p.x) || !isfinite(p.y)) { /* (CPU: its weights are NaN) */
-    c.nan_out = a->mode != TNK_GRID_NEAREST;
+  memset(c.z, 0, sizeof c.z);
+  if (!isfinite(p.x) || !isfinite(p.y) || !isfinite(p.z)) {
+    /* CPU's 2-D bilinear outputs NaN (its weights are NaN); its 3-D kernel
+     * finds the taps out of bounds and outputs 0 */
+    c.nan_out = a->mode != TNK_GRID_NEAREST && !a->three_d;
     return c;
   }
+  if (a->three_d) return corners_3d(a, p, c);
   if (a->mode == TNK_GRID_BICUBIC) {
     /* 4 x 4 taps around floor(x), floor(y); far outside: none (0) */
     double fx = floor(p.x), fy = floor(p.y), w[2][4], dw[2][4];
@@ -309,15 +371,7 @@ static corners_t corners_of(const tnk_grid_sample_args_t *a, grid_point_t p) {
     return c;
   }
   double fx = floor(p.x), fy = floor(p.y);
-  if (fx < -2 || fy < -2 || fx > (double)a->w || fy > (double)a->h) { /* all outside */
-    c.dx = p.x - fx;
-    c.dy = p.y - fy;
-    c.x[0] = c.x[1] = c.x[2] = c.x[3] = -2;
-    c.y[0] = c.y[1] = c.y[2] = c.y[3] = -2;
-    c.wt[0] = c.wt[1] = c.wt[2] = c.wt[3] = 0;
-    c.n = 4;
-    return c;
-  }
+  if (fx < -2 || fy < -2 || fx > (double)a->w || fy > (double)a->h) return c; /* all outside */
   int64_t x0 = (int64_t)fx, y0 = (int64_t)fy;
   double dx = p.x - fx, dy = p.y - fy;
   c.x[0] = x0;
@@ -332,8 +386,6 @@ static corners_t corners_of(const tnk_grid_sample_args_t *a, grid_point_t p) {
   c.x[3] = x0 + 1;
   c.y[3] = y0 + 1;
   c.wt[3] = dx * dy;
-  c.dx = dx;
-  c.dy = dy;
   c.n = 4;
   const double wx[4] = {-(1 - dy), 1 - dy, -dy, dy}, wy[4] = {-(1 - dx), -dx, 1 - dx, dx};
   memcpy(c.wx, wx, sizeof wx);
@@ -341,25 +393,30 @@ static corners_t corners_of(const tnk_grid_sample_args_t *a, grid_point_t p) {
   return c;
 }
 
-static int inside(const tnk_grid_sample_args_t *a, int64_t x, int64_t y) {
-  return x >= 0 && x < a->w && y >= 0 && y < a->h;
+/* Tap k of c inside the input: its offset within a plane, else -1. */
+static int64_t tap_at(const tnk_grid_sample_args_t *a, const corners_t *c, int k) {
+  int64_t x = c->x[k], y = c->y[k], z = c->z[k];
+  if (x < 0 || x >= a->w || y < 0 || y >= a->h || z < 0 || z >= in_d(a)) return -1;
+  return (z * a->h + y) * a->w + x;
 }
 
-/* forward: one unit = one output row (b, oy), all channels */
+/* forward: one unit = one output row (b, oz, oy), all channels */
 static void grid_fwd_rows(void *p, int64_t begin, int64_t end) {
   const tnk_grid_sample_args_t *a = p;
   const int dt = a->dtype;
+  const int64_t rows = out_d(a) * a->oh, isz = in_d(a) * a->h * a->w;
   for (int64_t r = begin; r < end; r++) {
-    int64_t b = r / a->oh, oy = r % a->oh;
+    int64_t b = r / rows, orow = r % rows;
     for (int64_t ox = 0; ox < a->ow; ox++) {
-      corners_t c = corners_of(a, grid_point(a, b, oy, ox));
+      corners_t c = corners_of(a, grid_point(a, r, ox));
       for (int64_t ch = 0; ch < a->c; ch++) {
-        int64_t plane = (b * a->c + ch) * a->h * a->w;
+        int64_t plane = (b * a->c + ch) * isz;
         double v = c.nan_out ? NAN : 0;
-        for (int k = 0; k < c.n; k++)
-          if (inside(a, c.x[k], c.y[k]))
-            v += c.wt[k] * tnk_ldf(a->in, dt, plane + c.y[k] * a->w + c.x[k]);
-        tnk_stf(a->out, dt, ((b * a->c + ch) * a->oh + oy) * a->ow + ox, v);
+        for (int k = 0; k < c.n; k++) {
+          int64_t at = tap_at(a, &c, k);
+          if (at >= 0) v += c.wt[k] * tnk_ldf(a->in, dt, plane + at);
+        }
+        tnk_stf(a->out, dt, ((b * a->c + ch) * rows + orow) * a->ow + ox, v);
       }
     }
   }
@@ -369,68 +426,77 @@ static void grid_fwd_rows(void *p, int64_t begin, int64_t end) {
 static void grid_bwd_planes(void *p, int64_t begin, int64_t end) {
   const tnk_grid_sample_args_t *a = p;
   const int dt = a->dtype;
-  const int64_t isz = a->h * a->w;
+  const int64_t isz = in_d(a) * a->h * a->w, rows = out_d(a) * a->oh;
   double *acc = scratch_plane(isz);
   for (int64_t pl = begin; pl < end; pl++) {
     int64_t b = pl / a->c;
     zero_plane(acc, a->gin, dt, pl * isz, isz);
-    for (int64_t oy = 0; oy < a->oh; oy++)
+    for (int64_t orow = 0; orow < rows; orow++)
       for (int64_t ox = 0; ox < a->ow; ox++) {
-        corners_t c = corners_of(a, grid_point(a, b, oy, ox));
-        double g = tnk_ldf(a->gout, dt, (pl * a->oh + oy) * a->ow + ox);
-        for (int k = 0; k < c.n; k++)
-          if (inside(a, c.x[k], c.y[k]))
-            add_at(acc, a->gin, dt, pl * isz, c.y[k] * a->w + c.x[k], g * c.wt[k]);
+        corners_t c = corners_of(a, grid_point(a, b * rows + orow, ox));
+        double g = tnk_ldf(a->gout, dt, (pl * rows + orow) * a->ow + ox);
+        for (int k = 0; k < c.n; k++) {
+          int64_t at = tap_at(a, &c, k);
+          if (at >= 0) add_at(acc, a->gin, dt, pl * isz, at, g * c.wt[k]);
+        }
       }
     store_plane(a->gin, dt, pl * isz, acc, isz);
   }
   free(acc);
 }
 
-/* backward, grid gradient: one unit = one output row (b, oy) */
+/* backward, grid gradient: one unit = one output row (b, oz, oy) */
 static void grid_bwd_rows(void *p, int64_t begin, int64_t end) {
   const tnk_grid_sample_args_t *a = p;
   const int dt = a->dtype;
+  const int64_t rows = out_d(a) * a->oh, isz = in_d(a) * a->h * a->w;
   for (int64_t r = begin; r < end; r++) {
-    int64_t b = r / a->oh, oy = r % a->oh;
+    int64_t b = r / rows, orow = r % rows;
     for (int64_t ox = 0; ox < a->ow; ox++) {
-      int64_t gi = ((b * a->oh + oy) * a->ow + ox) * 2;
-      double gx = 0, gy = 0;
-      grid_point_t pt = grid_point(a, b, oy, ox);
+      int64_t gi = (r * a->ow + ox) * ncoord(a);
+      double gx = 0, gy = 0, gz = 0;
+      grid_point_t pt = grid_point(a, r, ox);
       corners_t c = corners_of(a, pt);
       if (a->mode != TNK_GRID_NEAREST && c.n > 0) {
-        /* the taps' weight derivatives (corners_of): bilinear's 4, bicubic's 16 */
+        /* the taps' weight derivatives (corners_of): bilinear's 4, trilinear's
+         * 8, bicubic's 16 */
         for (int64_t ch = 0; ch < a->c; ch++) {
-          int64_t plane = (b * a->c + ch) * a->h * a->w;
-          double g = tnk_ldf(a->gout, dt, ((b * a->c + ch) * a->oh + oy) * a->ow + ox);
-          for (int k = 0; k < c.n; k++)
-            if (inside(a, c.x[k], c.y[k])) {
-              double v = tnk_ldf(a->in, dt, plane + c.y[k] * a->w + c.x[k]);
-              gx += v * c.wx[k] * g;
-              gy += v * c.wy[k] * g;
+          int64_t plane = (b * a->c + ch) * isz;
+          double g = tnk_ldf(a->gout, dt, ((b * a->c + ch) * rows + orow) * a->ow + ox);
+          for (int k = 0; k < c.n; k++) {
+            int64_t at = tap_at(a, &c, k);
+            if (at >= 0) {
+              double v = tnk_ldf(a->in, dt, plane + at) * g;
+              gx += v * c.wx[k];
+              gy += v * c.wy[k];
+              if (a->three_d) gz += v * c.wz[k];
             }
+          }
         }
         gx *= pt.gx;
         gy *= pt.gy;
+        gz *= pt.gz;
       }
       tnk_stf(a->ggrid, dt, gi, gx);
       tnk_stf(a->ggrid, dt, gi + 1, gy);
+      if (a->three_d) tnk_stf(a->ggrid, dt, gi + 2, gz);
     }
   }
 }
 
 void tnk_grid_sample(const tnk_grid_sample_args_t *a) {
   if (!tnk_grid_sample_supported(a->dtype, a->mode, a->padding) || a->n <= 0 || a->oh <= 0 ||
-      a->ow <= 0)
+      a->ow <= 0 || out_d(a) <= 0 || (a->three_d && a->mode == TNK_GRID_BICUBIC))
     return;
+  const int64_t rows = a->n * out_d(a) * a->oh;
   if (!a->backward) {
     if (a->c > 0)
-      tnk_parallel_for(a->n * a->oh, a->ow * a->c >= 1024 ? 1 : 1024 / (a->ow * a->c) + 1,
-                       grid_fwd_rows, (void *)a);
+      tnk_parallel_for(rows, a->ow * a->c >= 1024 ? 1 : 1024 / (a->ow * a->c) + 1, grid_fwd_rows,
+                       (void *)a);
     return;
   }
-  if (a->gin && a->c > 0 && a->h * a->w > 0)
+  if (a->gin && a->c > 0 && in_d(a) * a->h * a->w > 0)
     tnk_parallel_for(a->n * a->c, 1, grid_bwd_planes, (void *)a);
   if (a->ggrid)
-    tnk_parallel_for(a->n * a->oh, a->ow >= 256 ? 1 : 256 / a->ow + 1, grid_bwd_rows, (void *)a);
+    tnk_parallel_for(rows, a->ow >= 256 ? 1 : 256 / a->ow + 1, grid_bwd_rows, (void *)a);
 }

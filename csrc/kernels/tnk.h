@@ -687,21 +687,24 @@ typedef struct tnk_resample_args {
 } tnk_resample_args_t;
 void tnk_resample(const tnk_resample_args_t *args);
 
-/* grid_sample in 2-D (ATen's grid_sampler_2d): input [n, c, h, w] and
- * grid [n, oh, ow, 2] (x then y, in [-1, 1]) contiguous, output
- * [n, c, oh, ow]. Bilinear, nearest (half to even) or bicubic (Keys,
- * A = -0.75; the padding applies to each of its 16 taps) interpolation;
- * zeros, border or reflection padding; align_corners as ATen. Coordinates are
- * computed in the tensor's precision (fp32 for half types). Backward:
- * `gout` the output gradient; `gin` (input gradient, written whole) and
- * `ggrid` (grid gradient, written whole; zero for nearest) when non-null. */
+/* grid_sample (ATen's grid_sampler_2d and grid_sampler_3d): input
+ * [n, c, h, w] and grid [n, oh, ow, 2] (x then y, in [-1, 1]), or with
+ * `three_d` input [n, c, d, h, w] and grid [n, od, oh, ow, 3] (x, y, z),
+ * contiguous; output [n, c, (od,) oh, ow]. Bilinear (trilinear in 3-D),
+ * nearest (half to even) or, in 2-D only, bicubic (Keys, A = -0.75; the
+ * padding applies to each of its 16 taps) interpolation; zeros, border or
+ * reflection padding; align_corners as ATen. Coordinates are computed in the
+ * tensor's precision (fp32 for half types). Backward: `gout` the output
+ * gradient; `gin` (input gradient, written whole) and `ggrid` (grid
+ * gradient, written whole; zero for nearest) when non-null. */
 enum { TNK_GRID_BILINEAR = 0, TNK_GRID_NEAREST = 1, TNK_GRID_BICUBIC = 2 };
 enum { TNK_GRID_PAD_ZEROS = 0, TNK_GRID_PAD_BORDER = 1, TNK_GRID_PAD_REFLECTION = 2 };
 typedef struct tnk_grid_sample_args {
   const void *in, *grid, *gout;
   void *out, *gin, *ggrid;
   int64_t n, c, h, w, oh, ow;
-  int32_t dtype, mode, padding, align_corners, backward, pad_;
+  int64_t d, od; /* three_d only */
+  int32_t dtype, mode, padding, align_corners, backward, three_d;
 } tnk_grid_sample_args_t;
 int tnk_grid_sample_supported(int dtype, int mode, int padding);
 void tnk_grid_sample(const tnk_grid_sample_args_t *args);

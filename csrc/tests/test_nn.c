@@ -523,6 +523,51 @@ static void test_grid_sample(void) {
     }
 }
 
+/* 3-D grid_sample: with align_corners a grid point on a voxel centre reads
+ * that voxel, a point halfway along z the mean of two voxels (trilinear);
+ * NaN reads nothing (0, as CPU's 3-D kernel); the input gradient of a unit
+ * output gradient sums to the points inside; nearest reads the voxel. */
+static void test_grid_sample_3d(void) {
+  enum { D = 2, H = 3, W = 4, P = 3 };
+  float x[D * H * W], grid[P * 3], out[P], gout[P] = {1, 1, 1}, gin[D * H * W], ggrid[P * 3];
+  for (int i = 0; i < D * H * W; i++) x[i] = (float)(i * 5 % 11) - 3.0f;
+  /* voxel (z, y, x) = (1, 2, 1); halfway between (0, 1, 3) and (1, 1, 3); NaN */
+  float pts[P][3] = {{2.0f / (W - 1) - 1, 1, 1}, {1, 0, 0}, {NAN, 0, 0}};
+  memcpy(grid, pts, sizeof pts);
+  for (int mode = 0; mode < 2; mode++) {
+    tnk_grid_sample_args_t a = {.in = x,
+                                .grid = grid,
+                                .out = out,
+                                .n = 1,
+                                .c = 1,
+                                .d = D,
+                                .h = H,
+                                .w = W,
+                                .od = 1,
+                                .oh = 1,
+                                .ow = P,
+                                .dtype = TNK_F32,
+                                .mode = mode,
+                                .align_corners = 1,
+                                .three_d = 1};
+    tnk_grid_sample(&a);
+    CHECK(fabsf(out[0] - x[(1 * H + 2) * W + 1]) < 1e-5f);
+    float half = mode == TNK_GRID_BILINEAR
+                     ? 0.5f * (x[(0 * H + 1) * W + 3] + x[(1 * H + 1) * W + 3])
+                     : x[(0 * H + 1) * W + 3]; /* z = 0.5 rounds half to even: 0 */
+    CHECK(fabsf(out[1] - half) < 1e-5f);
+    CHECK(out[2] == 0);
+    a.backward = 1;
+    a.gout = gout;
+    a.gin = gin;
+    a.ggrid = ggrid;
+    tnk_grid_sample(&a);
+    double s = 0;
+    for (int i = 0; i < D * H * W; i++) s += gin[i];
+    CHECK(fabs(s - 2.0) < 1e-5 && ggrid[6] == 0 && ggrid[7] == 0 && ggrid[8] == 0);
+  }
+}
+
 /* The pipelined AVX-512 layer norm against a double-precision reference,
  * with and without weight and bias. */
 static void test_layer_norm_pipelined(void) {
@@ -734,6 +779,7 @@ int main(void) {
   RUN(test_resample_cubic);
   RUN(test_softmax_pipelined);
   RUN(test_grid_sample);
+  RUN(test_grid_sample_3d);
   RUN(test_layer_norm_pipelined);
   RUN(test_softmax_range);
   RUN(test_rnn_cell);
