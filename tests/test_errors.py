@@ -29,10 +29,38 @@ def test_two_devices_in_one_op():
 
 
 def test_unsupported_dtypes():
-    with pytest.raises(TypeError, match="complex32|ComplexHalf|dtype"):
-        torch.ones(2, device="neuron").to(torch.complex32)
     with pytest.raises(TypeError, match="QInt8|quantized"):
         torch.empty(2, dtype=torch.qint8, device="neuron")
+    with pytest.raises(TypeError, match="Bits8|bits8|dtype"):
+        torch.empty(2, dtype=torch.bits8, device="neuron")
+
+
+def test_complex32_tensors_as_cpu():
+    """complex32 lives on the device as on CUDA: storage, copies both ways,
+    views, cat, fill, item; its arithmetic as CPU's (through the fallback),
+    and an op neither has for it raises CPU's error. (CPU has no equal or
+    sum for complex32: compared through view_as_real.)"""
+
+    def same(a, b):
+        assert a.dtype == b.dtype == torch.complex32 and a.device.type == "neuron"
+        assert torch.equal(torch.view_as_real(a).cpu(), torch.view_as_real(b))
+
+    x = torch.randn(3, 4, dtype=torch.complex64)
+    c, n = x.chalf(), x.to("neuron").chalf()
+    same(n, c)
+    same(n * n, c * c)
+    same(torch.cat([n, n.t().contiguous().t()]), torch.cat([c, c]))
+    same(n[:, ::2].clone(), c[:, ::2])
+    assert n[1, 2].item() == c[1, 2].item()
+    assert torch.equal(n.cfloat().cpu(), c.cfloat())
+    n.fill_(1 - 2j)
+    c.fill_(1 - 2j)
+    same(n, c)
+    # sum is the device's own (over view_as_real, as CUDA has it; CPU has none)
+    torch.testing.assert_close(n.sum().cfloat().cpu(), c.cfloat().sum(), rtol=2e-3, atol=1e-2)
+    for t in (c, n):  # mean is not: CPU's error
+        with pytest.raises(NotImplementedError, match="ComplexHalf"):
+            t.mean()
 
 
 def test_out_of_bounds_as_strided_and_set():

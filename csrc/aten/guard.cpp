@@ -93,7 +93,7 @@ struct NeuronGuardImpl final : c10::impl::DeviceGuardImplInterface {
     c10::DeviceCapability cap;  // one bit per ScalarType, all set
     for (size_t i = 0; i < c10::NUMBER_OF_DEVICE_CAPABILITIES; i++) {
       auto t = static_cast<c10::ScalarType>(i);
-      if (c10::isQIntType(t) || c10::isBitsType(t) || t == at::kComplexHalf)
+      if (c10::isQIntType(t) || c10::isBitsType(t))
         cap.capability_data.capability_bits &= ~(uint64_t{1} << i);
     }
     return cap;

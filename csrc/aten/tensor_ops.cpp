@@ -63,11 +63,13 @@ bool to_view(const at::Tensor &t, tnk_view_t *v) {
 namespace {
 
 void check_dtype_supported(c10::ScalarType t) {
-  TORCH_CHECK_TYPE(!c10::isQIntType(t) && !c10::isBitsType(t) && t != at::kComplexHalf,
+  // complex32 (ComplexHalf) is stored like float8: copies are byte moves,
+  // conversions and its few ops (as on CUDA: arithmetic, view_as_real, cat)
+  // run through the CPU fallback
+  TORCH_CHECK_TYPE(!c10::isQIntType(t) && !c10::isBitsType(t),
                    "neuron does not support tensors of dtype ", t,
                    ": keep such tensors on the CPU, or convert them to a "
-                   "supported dtype (bool, integers, float16, bfloat16, "
-                   "float32, float64, complex64/128) first");
+                   "supported dtype (bool, integers, floating, complex) first");
 }
 
 c10::DeviceIndex device_of(std::optional<c10::Device> device) {
