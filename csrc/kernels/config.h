@@ -68,6 +68,10 @@ typedef void (*tnk_dot_rows_bf16_fn)(int64_t k, const uint16_t *x, const uint16_
 
 #define TNK_UKERNEL_MAX_TILE (12 * 32) /* the largest mr * nr of any variant */
 
+/* fp64 micro-kernel: the dense f64_mr x f64_nr tile t = A . B over kc, A
+ * packed as kc columns of f64_mr values, B as kc rows of f64_nr */
+typedef void (*tnk_ukernel_f64_fn)(int64_t kc, const double *a, const double *b, double *t);
+
 typedef struct tnk_gemm_config {
   tnk_ukernel_f32_fn f32;       /* NULL: the reference GEMM runs */
   int mr, nr;                   /* its tile */
@@ -91,6 +95,8 @@ typedef struct tnk_gemm_config {
   tnk_dot_rows_bf16_fn dot_rows_bf16;   /* the same over bf16 (fp32 sums) */
   tnk_dot_rows4_fn dot_rows4;           /* four rows at once (NULL: small-m products are blocked) */
   tnk_dot_rows4_bf16_fn dot_rows4_bf16; /* the same over bf16 */
+  tnk_ukernel_f64_fn f64;               /* NULL: fp64 runs the reference GEMM */
+  int f64_mr, f64_nr;
 } tnk_gemm_config_t;
 
 /* Vectorised fp32 row math; the contracts are in vmath.h. The streaming

@@ -4,8 +4,10 @@
  * (AVX2+FMA 6x16, AVX-512 12x32) with A and B packed into cache-sized panels;
  * small problems with row-contiguous B skip the packing. bf16/fp16 are
  * converted to fp32 while packing and accumulate in fp32 (bf16 on AVX512-BF16 dot products, or
- * on AMX tiles where the CPU has them); fp64 and every ISA-less case run the
- * portable reference, which is also the oracle the tests compare against. */
+ * on AMX tiles where the CPU has them); fp64 packs A and B the same way for
+ * the variant's fp64 micro-kernel (AVX2 6x8, AVX-512 12x16); tiny products and
+ * every ISA-less case run the portable reference, which is also the oracle
+ * the tests compare against. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +82,116 @@ static void gemm_reference(const tnk_gemm_args_t *g, atomic_int *failed) {
   int64_t rows = g->batch * g->m;
   int64_t work = g->n * (g->k ? g->k : 1);
   tnk_parallel_for(rows, work >= 65536 ? 1 : 65536 / (work ? work : 1), ref_rows, &c);
+}
+
+/* ---- packed fp64 path ------------------------------------------------------- */
+
+/* fp64 on the variant's micro-kernel: B packed per (kc x nc) panel, shared;
+ * each task packs its own mc rows of A and adds its tiles into C with
+ * alpha and beta (beta only on the first k block; beta 0 never reads C). */
+enum { F64_KC = 256, F64_MC = 96, F64_NC = 1536 };
+
+typedef struct f64_ctx {
+  const tnk_gemm_args_t *g;
+  const tnk_gemm_config_t *uk;
+  const double *a, *b;
+  double *c;
+  double *bpack;
+  int64_t pc, kc, jc, nc;
+  atomic_int *failed;
+} f64_ctx_t;
+
+/* B panels [pc, pc + kc) x [jc, jc + nc): panel q holds kc rows of nr
+ * values, zero past n */
+static void f64_pack_b(void *p, int64_t begin, int64_t end) {
+  const f64_ctx_t *c = p;
+  const tnk_gemm_args_t *g = c->g;
+  int nr = c->uk->f64_nr;
+  for (int64_t q = begin; q < end; q++) {
+    double *dst = c->bpack + q * c->kc * nr;
+    int64_t j0 = c->jc + q * nr, w = c->jc + c->nc - j0 < nr ? c->jc + c->nc - j0 : nr;
+    for (int64_t k = 0; k < c->kc; k++) {
+      const double *src = c->b + (c->pc + k) * g->sb_r + j0 * g->sb_c;
+      int64_t j = 0;
+      for (; j < w; j++) dst[k * nr + j] = src[j * g->sb_c];
+      for (; j < nr; j++) dst[k * nr + j] = 0;
+    }
+  }
+}
+
+static void f64_rows(void *p, int64_t begin, int64_t end) {
+  const f64_ctx_t *c = p;
+  const tnk_gemm_args_t *g = c->g;
+  const int mr = c->uk->f64_mr, nr = c->uk->f64_nr;
+  double *apack = aligned_alloc(64, sizeof(double) * F64_MC * F64_KC);
+  double *t = aligned_alloc(64, sizeof(double) * (size_t)(mr * nr));
+  if (!apack || !t) {
+    atomic_store(c->failed, 1);
+    free(apack);
+    free(t);
+    return;
+  }
+  for (int64_t blk = begin; blk < end; blk++) {
+    int64_t i0 = blk * F64_MC, mc = g->m - i0 < F64_MC ? g->m - i0 : F64_MC;
+    for (int64_t ir = 0; ir < mc; ir += mr) { /* A: kc columns of mr rows, zero past m */
+      int64_t h = mc - ir < mr ? mc - ir : mr;
+      double *dst = apack + ir * c->kc;
+      for (int64_t k = 0; k < c->kc; k++) {
+        const double *src = c->a + (i0 + ir) * g->sa_r + (c->pc + k) * g->sa_c;
+        int r = 0;
+        for (; r < h; r++) dst[k * mr + r] = src[r * g->sa_r];
+        for (; r < mr; r++) dst[k * mr + r] = 0;
+      }
+    }
+    for (int64_t jr = 0; jr < c->nc; jr += nr) {
+      int64_t w = c->nc - jr < nr ? c->nc - jr : nr;
+      const double *bp = c->bpack + (jr / nr) * c->kc * nr;
+      for (int64_t ir = 0; ir < mc; ir += mr) {
+        int64_t h = mc - ir < mr ? mc - ir : mr;
+        c->uk->f64(c->kc, apack + ir * c->kc, bp, t);
+        for (int64_t r = 0; r < h; r++) {
+          double *crow = c->c + (i0 + ir + r) * g->sc_r + (c->jc + jr) * g->sc_c;
+          for (int64_t j = 0; j < w; j++) {
+            double v = g->alpha * t[r * nr + j], *cp = crow + j * g->sc_c;
+            if (c->pc > 0)
+              v += *cp;
+            else if (g->beta != 0.0)
+              v += g->beta * *cp;
+            *cp = v;
+          }
+        }
+      }
+    }
+  }
+  free(apack);
+  free(t);
+}
+
+static void gemm_f64(const tnk_gemm_args_t *g, const tnk_gemm_config_t *uk, atomic_int *failed) {
+  int nr = uk->f64_nr;
+  double *bpack = aligned_alloc(64, sizeof(double) * F64_KC * ((F64_NC + nr - 1) / nr * nr));
+  if (!bpack) {
+    atomic_store(failed, 1);
+    return;
+  }
+  for (int64_t bi = 0; bi < g->batch; bi++) {
+    f64_ctx_t c = {.g = g,
+                   .uk = uk,
+                   .a = (const double *)g->a + bi * g->sa_b,
+                   .b = (const double *)g->b + bi * g->sb_b,
+                   .c = (double *)g->c + bi * g->sc_b,
+                   .bpack = bpack,
+                   .failed = failed};
+    for (c.jc = 0; c.jc < g->n; c.jc += F64_NC) {
+      c.nc = g->n - c.jc < F64_NC ? g->n - c.jc : F64_NC;
+      for (c.pc = 0; c.pc < g->k; c.pc += F64_KC) {
+        c.kc = g->k - c.pc < F64_KC ? g->k - c.pc : F64_KC;
+        tnk_parallel_for((c.nc + nr - 1) / nr, 4, f64_pack_b, &c);
+        tnk_parallel_for((g->m + F64_MC - 1) / F64_MC, 1, f64_rows, &c);
+      }
+    }
+  }
+  free(bpack);
 }
 
 /* ---- packed fp32 path ------------------------------------------------------- */
@@ -922,6 +1034,10 @@ int tnk_gemm_with(const tnk_config_t *cfg, const tnk_gemm_args_t *g) {
   if (!tnk_gemm_supported(g->dtype) || g->m <= 0 || g->n <= 0 || g->batch <= 0) return 0;
   atomic_int failed = 0;
   const ukernel_desc_t *uk = &cfg->gemm;
+  if (g->dtype == TNK_F64 && uk->f64 && g->k > 0 && (int64_t)g->m * g->n * g->k >= 4096) {
+    gemm_f64(g, uk, &failed);
+    return report(g, &failed);
+  }
   if (g->dtype == TNK_F64 || !uk->f32 || g->k == 0) {
     gemm_reference(g, &failed);
     return report(g, &failed);

@@ -175,6 +175,73 @@ static void test_gemm_variants(void) {
         tnk_bf16_to_f32(c2[2]) == 20 && tnk_bf16_to_f32(c2[3]) == 13);
 }
 
+/* fp64 on each variant's micro-kernel against the portable reference:
+ * every layout of A and B, alpha/beta (beta 0 ignores NaN in C), edge tiles,
+ * several k blocks (k 600 > 256), batches, a strided C. */
+static void test_gemm_f64_variants(void) {
+  static const int64_t shapes[][3] = {{16, 16, 16}, {13, 33, 17},  {100, 70, 300}, {1, 300, 260},
+                                      {4, 600, 64}, {97, 17, 600}, {200, 1600, 40}};
+  tnk_config_t ref, cfg[2];
+  CHECK(tnk_config_for_isa(0, &ref) == 0);
+  int have[2] = {tnk_config_for_isa(1, &cfg[0]) == 0 && cfg[0].gemm.f64,
+                 tnk_config_for_isa(2, &cfg[1]) == 0 && cfg[1].gemm.f64};
+  int bad = 0, ran = 0;
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+    int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], batch = 2;
+    double *A = malloc(sizeof(double) * batch * m * k), *B = malloc(sizeof(double) * batch * k * n);
+    double *C0 = malloc(sizeof(double) * batch * m * n * 2),
+           *C1 = malloc(sizeof(double) * batch * m * n * 2);
+    for (int64_t i = 0; i < batch * m * k; i++) A[i] = sin((double)i * 0.37) + 0.1;
+    for (int64_t i = 0; i < batch * k * n; i++) B[i] = cos((double)i * 0.61) - 0.2;
+    for (int trans = 0; trans < 4; trans++) {
+      static const double ab[4][2] = {{1.5, 0.5}, {1.0, 0.0}, {0.5, 1.0}, {-2.0, 0.0}};
+      tnk_gemm_args_t g = {.batch = batch,
+                           .m = m,
+                           .n = n,
+                           .k = k,
+                           .a = A,
+                           .b = B,
+                           .dtype = TNK_F64,
+                           .alpha = ab[trans][0],
+                           .beta = ab[trans][1],
+                           .sa_b = m * k,
+                           .sb_b = k * n,
+                           .sc_b = m * n * 2,
+                           .sc_r = n * 2,
+                           .sc_c = 2}; /* C: every other element */
+      g.sa_r = trans & 1 ? 1 : k;
+      g.sa_c = trans & 1 ? m : 1;
+      g.sb_r = trans & 2 ? 1 : n;
+      g.sb_c = trans & 2 ? k : 1;
+      for (int64_t i = 0; i < batch * m * n * 2; i++) C0[i] = g.beta == 0 ? NAN : (double)(i % 5);
+      memcpy(C1, C0, sizeof(double) * batch * m * n * 2);
+      g.c = C0;
+      CHECK(tnk_gemm_with(&ref, &g) == 0);
+      for (int v = 0; v < 2; v++) {
+        if (!have[v]) continue;
+        ran++;
+        double *Cv = malloc(sizeof(double) * batch * m * n * 2);
+        memcpy(Cv, C1, sizeof(double) * batch * m * n * 2);
+        g.c = Cv;
+        CHECK(tnk_gemm_with(&cfg[v], &g) == 0);
+        for (int64_t i = 0; i < batch * m * n * 2; i++) {
+          int written = i % 2 == 0;
+          if (written ? !(fabs(Cv[i] - C0[i]) <= 1e-12 * (1.0 + fabs(C0[i])) * (double)k)
+                      : !(isnan(Cv[i]) ? isnan(C1[i]) : Cv[i] == C1[i]))
+            bad++;
+        }
+        free(Cv);
+      }
+    }
+    free(A);
+    free(B);
+    free(C0);
+    free(C1);
+  }
+  CHECK(bad == 0);
+  CHECK(ran > 0 || !(tnk_cpu_features() & TNK_ISA_AVX2));
+}
+
 /* The configurations the bf16 GEMM tests run against the reference: each
  * ISA's this CPU has, and the AVX-512 one again without AMX where AMX is
  * used, so that both bf16 kernels are checked there. */
@@ -465,7 +532,11 @@ static void test_gemm_reports_allocation_failure(void) {
                        .alpha = 1,
                        .beta = 0};
   g.fault.fn = count_gemm_fault;
-  CHECK(tnk_gemm(&g) == -1);
+  /* the portable reference (the ISA-less configuration): its row buffer is
+   * n doubles, which cannot be allocated */
+  tnk_config_t ref;
+  CHECK(tnk_config_for_isa(0, &ref) == 0 && !ref.gemm.f64);
+  CHECK(tnk_gemm_with(&ref, &g) == -1);
   CHECK(g_gemm_faults == 1 && g_gemm_fault_what && strstr(g_gemm_fault_what, "out of host memory"));
   g.n = 1; /* and a product that fits is computed, with no fault */
   CHECK(tnk_gemm(&g) == 0 && c == 1 && g_gemm_faults == 1);
@@ -474,6 +545,7 @@ static void test_gemm_reports_allocation_failure(void) {
 int main(void) {
   RUN(test_im2col_3d);
   RUN(test_gemm_variants);
+  RUN(test_gemm_f64_variants);
   RUN(test_amx_configured);
 #if defined(__x86_64__)
   RUN(test_amx_tile_config_bytes);

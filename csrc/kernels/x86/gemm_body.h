@@ -6,6 +6,8 @@
 #ifndef TNK_X86_GEMM_BODY_H
 #define TNK_X86_GEMM_BODY_H
 
+#include <string.h>
+
 #include "simd.h"
 
 #define UK_NR (2 * VF_LANES)
@@ -80,8 +82,32 @@ static void ukernel_f32(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, 
  * UK_MR tile, which the full kernel would compute padded to UK_MR rows. */
 #define UK_ROWS4(X) X(0) X(1) X(2) X(3)
 static void ukernel4_f32(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
-                         int64_t b_rs, float *c, int64_t ldc, int accumulate) {
-  UK_TILE_BODY(UK_ROWS4, , )
+                         int64_t b_rs, float *c, int64_t ldc,
+                         int accumulate){UK_TILE_BODY(UK_ROWS4, , )}
+/* The fp64 micro-kernel: a UK_MR x UKD_NR tile (two vectors of doubles a
+ * row) over packed panels, A as kc columns of UK_MR values and B as kc rows
+ * of UKD_NR, written to the dense tile t (row stride UKD_NR); the caller
+ * scales and adds it into C (gemm.c). */
+#define UKD_NR (2 * VD_LANES)
+#define UKD_DECL(r) vd d##r##0 = vd_zero(), d##r##1 = vd_zero();
+#define UKD_STEP(r)                      \
+  {                                      \
+    vd av = vd_set1(ak[r]);              \
+    d##r##0 = vd_fmadd(av, b0, d##r##0); \
+    d##r##1 = vd_fmadd(av, b1, d##r##1); \
+  }
+#define UKD_STORE(r)                              \
+  memcpy(t + (r) * UKD_NR, &d##r##0, sizeof(vd)); \
+  memcpy(t + (r) * UKD_NR + VD_LANES, &d##r##1, sizeof(vd));
+static void ukernel_f64(int64_t kc, const double *a, const double *b, double *t) {
+  UK_ROWS(UKD_DECL)
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; k++) {
+    vd b0 = vd_load(b + k * UKD_NR), b1 = vd_load(b + k * UKD_NR + VD_LANES);
+    const double *ak = a + k * UK_MR;
+    UK_ROWS(UKD_STEP)
+  }
+  UK_ROWS(UKD_STORE)
 }
 
 static inline float f32_id(float v) { return v; }

@@ -16,6 +16,13 @@
 #define VF_SFX(name) name##_avx512
 typedef __m512 vf;
 typedef __mmask16 vm;
+/* fp64 lanes (the fp64 GEMM micro-kernel) */
+#define VD_LANES 8
+typedef __m512d vd;
+#define vd_set1 _mm512_set1_pd
+#define vd_zero _mm512_setzero_pd
+#define vd_load _mm512_loadu_pd
+#define vd_fmadd _mm512_fmadd_pd
 #define vf_set1 _mm512_set1_ps
 #define vf_zero _mm512_setzero_ps
 #define vf_load _mm512_loadu_ps
@@ -59,6 +66,12 @@ static inline void vf_store_part(float *p, vf v, int64_t n) {
 #define VF_SFX(name) name##_avx2
 typedef __m256 vf;
 typedef __m256 vm; /* all-ones / all-zeros lanes */
+#define VD_LANES 4
+typedef __m256d vd;
+#define vd_set1 _mm256_set1_pd
+#define vd_zero _mm256_setzero_pd
+#define vd_load _mm256_loadu_pd
+#define vd_fmadd _mm256_fmadd_pd
 #define vf_set1 _mm256_set1_ps
 #define vf_zero _mm256_setzero_ps
 #define vf_load _mm256_loadu_ps

@@ -16,6 +16,7 @@
   void tnk_vscale_stream_f32_##SFX(const float *x, float s, float *y, int64_t n);                  \
   void tnk_ukernel_f32_##SFX(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs,               \
                              const float *b, int64_t b_rs, float *c, int64_t ldc, int accumulate); \
+  void tnk_ukernel_f64_##SFX(int64_t kc, const double *a, const double *b, double *t);             \
   void tnk_ukernel4_f32_##SFX(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs,              \
                               const float *b, int64_t b_rs, float *c, int64_t ldc,                 \
                               int accumulate);                                                     \

@@ -28,6 +28,9 @@ void tnk_config_init_avx2(tnk_config_t *c) {
   g->mc = 144;  /* rows of A per packed block (a multiple of mr) */
   g->kc = 512;  /* depth per packed block */
   g->nc = 2048; /* columns of B per packed panel */
+  g->f64 = tnk_ukernel_f64_avx2;
+  g->f64_mr = 6;
+  g->f64_nr = 8;
   g->dot_rows = tnk_dot_rows_f32_avx2;
   g->dot_rows4 = tnk_dot_rows4_f32_avx2;
   g->dot_rows4_bf16 = tnk_dot_rows4_bf16_avx2;

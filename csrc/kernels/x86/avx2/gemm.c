@@ -10,6 +10,10 @@ void tnk_ukernel_f32_avx2(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs
   ukernel_f32(kc, a, a_rs, a_cs, b, b_rs, c, ldc, accumulate);
 }
 
+void tnk_ukernel_f64_avx2(int64_t kc, const double *a, const double *b, double *t) {
+  ukernel_f64(kc, a, b, t);
+}
+
 void tnk_ukernel4_f32_avx2(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
                            int64_t b_rs, float *c, int64_t ldc, int accumulate) {
   ukernel4_f32(kc, a, a_rs, a_cs, b, b_rs, c, ldc, accumulate);

@@ -28,6 +28,9 @@ void tnk_config_init_avx512(tnk_config_t *c) {
   g->mc = 144;
   g->kc = 512;
   g->nc = 2048;
+  g->f64 = tnk_ukernel_f64_avx512;
+  g->f64_mr = 12;
+  g->f64_nr = 16;
   g->dot_rows = tnk_dot_rows_f32_avx512;
   g->dot_rows4 = tnk_dot_rows4_f32_avx512;
   g->dot_rows4_bf16 = tnk_dot_rows4_bf16_avx512;
