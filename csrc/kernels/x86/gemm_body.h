@@ -82,8 +82,10 @@ static void ukernel_f32(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, 
  * UK_MR tile, which the full kernel would compute padded to UK_MR rows. */
 #define UK_ROWS4(X) X(0) X(1) X(2) X(3)
 static void ukernel4_f32(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
-                         int64_t b_rs, float *c, int64_t ldc,
-                         int accumulate){UK_TILE_BODY(UK_ROWS4, , )}
+                         int64_t b_rs, float *c, int64_t ldc, int accumulate) {
+  UK_TILE_BODY(UK_ROWS4, , );
+}
+
 /* The fp64 micro-kernel: a UK_MR x UKD_NR tile (two vectors of doubles a
  * row) over packed panels, A as kc columns of UK_MR values and B as kc rows
  * of UKD_NR, written to the dense tile t (row stride UKD_NR); the caller
