@@ -35,11 +35,12 @@ def _register():
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
-    from . import _compile, _ipc, distributed
+    from . import _compile, _flex_attention, _ipc, distributed
 
     _ipc.install()
     distributed.register()
     _compile.install()
+    _flex_attention.install(_compile._hooks)
 
 
 _register()

@@ -1,0 +1,443 @@
+"""FlexAttention on neuron (torch.nn.attention.flex_attention).
+
+PyTorch runs FlexAttention through two higher-order operators,
+``flex_attention`` and ``flex_attention_backward``. Their generic eager
+implementations (``sdpa_dense``) build the whole L x L score matrix and apply
+``mask_mod`` everywhere; CUDA's generated kernels instead visit only the
+(query block, key block) pairs the ``BlockMask`` lists. This module gives the
+two operators a neuron implementation (``DispatchKey.PrivateUse1``) that, like
+CUDA's, does work only for the listed blocks:
+
+- The block mask's partial and full key blocks of every query-block row
+  (batch, head, query block) become a schedule: rows are sorted by how many
+  key blocks they keep and processed in chunks of rows with similar counts, so
+  the work is the number of live blocks (plus the padding of a chunk's rows to
+  its longest), not L x L. The schedule is built on the host from the block
+  mask's counts (one small copy), as CUDA's launch grid is.
+- For a chunk, the query blocks of its rows and the key/value blocks they keep
+  are gathered into dense [rows, Q_BLOCK, keys] problems: one batched GEMM for
+  the scores, ``score_mod`` vmapped over (row, query, key) with the true batch,
+  head and position indices, ``mask_mod`` applied to partial blocks only (full
+  blocks skip it, as in CUDA's kernel), and positions past the sequence end
+  masked. The softmax is exact per row (every kept block of a row is in the
+  chunk), in float32 (float64 for float64 inputs), and the probabilities are
+  rounded to the input dtype before the value GEMM, as PyTorch's reference
+  does. Fully masked rows give 0 and a log-sum-exp of -inf.
+- The backward recomputes each chunk under autograd with the gathered blocks
+  (in the working precision) and the captured ``score_mod`` buffers as
+  leaves, and adds the block gradients into float32 (float64) accumulators
+  for dQ, dK, dV. Gradients of tensors captured by ``score_mod`` (a learned
+  bias) are returned like the reference's.
+
+``torch.nn.attention.flex_attention._validate_device`` rejects devices outside
+a hard-coded set; :func:`_patch_validate_device` lets "neuron" through
+(docs/upstream/flex-attention-devices.md has the change that removes it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+_WORKING_ELEMENTS = 1 << 23  # scores per chunk: 32 MiB of float32
+_LN2 = math.log(2.0)
+
+
+def _working_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _vmap_rows(fn, prefix: tuple, n_buffers: int):
+    """vmap ``fn(*prefix_args, b, h, q_idx, kv_idx, *buffers)`` over a
+    [rows, queries, keys] grid: b and h are per row, q_idx per (row, query),
+    kv_idx per (row, key)."""
+    bufs = (None,) * n_buffers
+    pre = (0,) * len(prefix)
+    fn = torch.vmap(fn, in_dims=(*pre, None, None, None, 0, *bufs))  # keys
+    fn = torch.vmap(fn, in_dims=(*pre, None, None, 0, None, *bufs))  # queries
+    fn = torch.vmap(fn, in_dims=(*pre, 0, 0, 0, 0, *bufs))  # rows
+    return fn
+
+
+def _is_identity(score_mod) -> bool:
+    if score_mod is None:
+        return True
+    from torch.nn.attention.flex_attention import _identity
+
+    if score_mod is _identity:
+        return True
+    graph = getattr(score_mod, "graph", None)
+    if isinstance(graph, torch.fx.Graph):
+        nodes = list(graph.nodes)
+        placeholders = [n for n in nodes if n.op == "placeholder"]
+        outputs = [n for n in nodes if n.op == "output"]
+        if len(outputs) == 1 and placeholders and len(nodes) == len(placeholders) + 1:
+            ret = outputs[0].args[0]
+            if isinstance(ret, (tuple, list)) and len(ret) == 1:
+                ret = ret[0]
+            return ret is placeholders[0]
+    return False
+
+
+class _Schedule:
+    """The live (query block, key block) pairs of a block mask, per
+    query-block row of the [B, Hq, n_q_blocks] grid, as host tensors."""
+
+    def __init__(self, block_mask: tuple, B: int, Hq: int, Lq: int, Lkv: int):
+        kv_num, kv_idx, full_num, full_idx = block_mask[2:6]
+        self.QB, self.KB = int(block_mask[-3]), int(block_mask[-2])
+        self.mask_mod = block_mask[-1]
+        self.nQB = -(-Lq // self.QB)
+        self.nKB = -(-Lkv // self.KB)
+        # a mask without blocks (block_mask=None) has one block wider than
+        # the sequence: it is the sequence
+        if self.nQB == 1:
+            self.QB = max(Lq, 1)
+        if self.nKB == 1:
+            self.KB = max(Lkv, 1)
+        kv_num = kv_num.to("cpu", torch.int64)
+        kv_idx = kv_idx.to("cpu", torch.int64)
+        Bm, Hm, nq = kv_num.shape
+        if nq != self.nQB or Bm not in (1, B) or Hm not in (1, Hq):
+            raise ValueError(
+                f"flex_attention: block mask of shape (B={Bm}, H={Hm}, Q_BLOCKS={nq}) does not "
+                f"fit query of batch {B}, {Hq} heads and {Lq} positions in blocks of {self.QB}"
+            )
+        parts = [(kv_num, kv_idx, False)]
+        if full_num is not None:
+            parts.append((full_num.to("cpu", torch.int64), full_idx.to("cpu", torch.int64), True))
+        idx, valid, full = [], [], []
+        for num, ind, is_full in parts:
+            slots = torch.arange(ind.shape[-1])
+            idx.append(ind)
+            valid.append(slots < num.unsqueeze(-1))
+            full.append(torch.full(ind.shape, is_full, dtype=torch.bool))
+        idx = torch.cat(idx, -1)
+        valid = torch.cat(valid, -1)
+        full = torch.cat(full, -1)
+        # live slots first, in their order
+        order = torch.sort((~valid).to(torch.int8), dim=-1, stable=True).indices
+        idx = idx.gather(-1, order)
+        valid = valid.gather(-1, order)
+        full = full.gather(-1, order)
+        bad = valid & ((idx < 0) | (idx >= self.nKB))
+        if bool(bad.any()):
+            raise ValueError(
+                f"flex_attention: block mask names key block {int(idx[bad][0])}, but the keys "
+                f"have {self.nKB} blocks of {self.KB}"
+            )
+        S = idx.shape[-1]
+        shape = (B, Hq, self.nQB, S)
+        self.idx = idx.expand(shape).reshape(-1, S)
+        self.valid = valid.expand(shape).reshape(-1, S)
+        self.full = full.expand(shape).reshape(-1, S)
+        counts = self.valid.sum(-1)
+        order = torch.sort(counts, descending=True, stable=True).indices
+        self.rows = order[counts[order] > 0]
+        self.counts = counts[self.rows]
+        self.R = B * Hq * self.nQB
+
+    def chunks(self):
+        """(rows, kv block index [rows, kmax], valid, full) per chunk."""
+        n = self.rows.numel()
+        start = 0
+        per_row = self.QB * self.KB
+        while start < n:
+            kmax = int(self.counts[start])
+            rc = max(1, _WORKING_ELEMENTS // (kmax * per_row))
+            # rows padded to the chunk's longest waste at most 1/8 of it
+            close = self.counts[start : start + rc] * 8 > kmax * 7
+            rc = int(close.sum())
+            rows = self.rows[start : start + rc]
+            yield (
+                rows,
+                self.idx[rows, :kmax],
+                self.valid[rows, :kmax],
+                self.full[rows, :kmax],
+            )
+            start += rc
+
+
+def _blocks(t: torch.Tensor, length: int, n_blocks: int, block: int) -> torch.Tensor:
+    """[B, H, L, D] -> [B * H * n_blocks, block, D], zero-padded at the end."""
+    B, H, _, D = t.shape
+    pad = n_blocks * block - length
+    if pad:
+        t = torch.nn.functional.pad(t, (0, 0, 0, pad))
+    return t.reshape(B * H * n_blocks, block, D)
+
+
+class _Problem:
+    """Shapes, blocked inputs and the schedule of one flex_attention call."""
+
+    def __init__(self, query, key, value, block_mask, scale):
+        B, Hq, Lq, D = query.shape
+        Bkv, Hkv, Lkv, _ = key.shape
+        if Bkv not in (1, B):
+            raise RuntimeError(f"Bq and Bkv must broadcast. Got Bq={B} and Bkv={Bkv}")
+        if Hq % Hkv:
+            raise ValueError(
+                f"flex_attention: the number of query heads ({Hq}) must be a multiple of the "
+                f"number of key/value heads ({Hkv})"
+            )
+        self.B, self.Hq, self.Lq, self.D = B, Hq, Lq, D
+        self.Bkv, self.Hkv, self.Lkv = Bkv, Hkv, Lkv
+        self.Dv = value.shape[-1]
+        self.G = Hq // Hkv
+        self.scale = scale
+        self.dtype = query.dtype
+        self.wdtype = _working_dtype(query.dtype)
+        self.device = query.device
+        self.sched = _Schedule(block_mask, B, Hq, Lq, Lkv)
+        s = self.sched
+        self.q = _blocks(query, Lq, s.nQB, s.QB)
+        self.k = _blocks(key, Lkv, s.nKB, s.KB)
+        self.v = _blocks(value, Lkv, s.nKB, s.KB)
+
+    def chunk_indices(self, rows, kvb, valid, full):
+        s = self.sched
+        dev = self.device
+        rows_d = rows.to(dev, non_blocking=True)
+        qb = rows % s.nQB
+        h = (rows // s.nQB) % self.Hq
+        b = rows // (s.nQB * self.Hq)
+        bk = b if self.Bkv > 1 else torch.zeros_like(b)
+        kv_rows = ((bk * self.Hkv + h // self.G) * s.nKB).unsqueeze(-1) + kvb
+        kv_rows = torch.where(valid, kv_rows, 0)
+        q_pos = qb.unsqueeze(-1) * s.QB + torch.arange(s.QB)
+        kv_pos = (kvb.unsqueeze(-1) * s.KB + torch.arange(s.KB)).reshape(len(rows), -1)
+        keep = valid.repeat_interleave(s.KB, -1) & (kv_pos < self.Lkv)
+        return {
+            "rows": rows_d,
+            "b": b.to(dev),
+            "h": h.to(dev),
+            "q_pos": q_pos.clamp_(max=self.Lq - 1).to(dev),
+            "kv_pos": kv_pos.clamp(max=self.Lkv - 1).to(dev),
+            "kv_rows": kv_rows.reshape(-1).to(dev),
+            "keep": keep.to(dev),
+            "full": full.repeat_interleave(s.KB, -1).to(dev),
+            "any_partial": bool((valid & ~full).any()),
+        }
+
+    def attend(self, qg, kg, vg, ix, score_mod, score_bufs, mask_bufs, identity):
+        """Attention of one chunk. qg [rc, QB, D], kg [rc, N, D], vg [rc, N, Dv]
+        in any dtype. Returns (out in the input dtype, natural log-sum-exp,
+        row max), differentiable in qg, kg, vg and the score_mod buffers."""
+        from torch._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex
+
+        w = self.wdtype
+        s = torch.bmm(qg.to(w), kg.to(w).transpose(1, 2)) * self.scale
+        with TransformGetItemToIndex():
+            if not identity:
+                mod = _vmap_rows(score_mod, (0,), len(score_bufs))
+                s = mod(s, ix["b"], ix["h"], ix["q_pos"], ix["kv_pos"], *score_bufs).to(w)
+            keep = ix["keep"].unsqueeze(1)
+            if ix["any_partial"]:
+                mask_mod = _vmap_rows(self.sched.mask_mod, (), len(mask_bufs))
+                allowed = mask_mod(ix["b"], ix["h"], ix["q_pos"], ix["kv_pos"], *mask_bufs)
+                keep = keep & (ix["full"].unsqueeze(1) | allowed)
+        s = torch.where(keep, s, float("-inf"))
+        m = s.detach().amax(-1, keepdim=True)
+        m_safe = torch.where(m == float("-inf"), 0.0, m)
+        p = torch.exp(s - m_safe)
+        denom = p.sum(-1, keepdim=True)
+        live = denom > 0
+        denom_safe = torch.where(live, denom, 1.0)
+        probs = (p / denom_safe).to(self.dtype)
+        out = torch.bmm(probs, vg.to(self.dtype))
+        lse = torch.where(live, m_safe + torch.log(denom_safe), float("-inf")).squeeze(-1)
+        return out, lse, m.squeeze(-1)
+
+    def gather(self, ix, dtype=None):
+        rc = ix["rows"].numel()
+        qg = self.q.index_select(0, ix["rows"])
+        kg = self.k.index_select(0, ix["kv_rows"]).reshape(rc, -1, self.D)
+        vg = self.v.index_select(0, ix["kv_rows"]).reshape(rc, -1, self.Dv)
+        if dtype is not None:
+            qg, kg, vg = qg.to(dtype), kg.to(dtype), vg.to(dtype)
+        return qg, kg, vg
+
+    def unblock(self, flat: torch.Tensor, length: int, heads: int, batch: int) -> torch.Tensor:
+        per = flat.shape[0] // (batch * heads)
+        t = flat.reshape(batch, heads, per * flat.shape[1], *flat.shape[2:])
+        return t[:, :, :length]
+
+
+def neuron_flex_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    score_mod,
+    block_mask: tuple,
+    scale: float,
+    kernel_options: dict[str, Any],
+    score_mod_other_buffers: tuple = (),
+    mask_mod_other_buffers: tuple = (),
+):
+    from torch._higher_order_ops.flex_attention import _permute_strides
+
+    pb = _Problem(query, key, value, block_mask, scale)
+    s = pb.sched
+    w = pb.wdtype
+    out = torch.zeros((s.R, s.QB, pb.Dv), dtype=query.dtype, device=query.device)
+    lse = torch.full((s.R, s.QB), float("-inf"), dtype=w, device=query.device)
+    mx = torch.full((s.R, s.QB), float("-inf"), dtype=w, device=query.device)
+    identity = _is_identity(score_mod)
+    with torch.no_grad():
+        for chunk in s.chunks():
+            ix = pb.chunk_indices(*chunk)
+            qg, kg, vg = pb.gather(ix)
+            o, l, m = pb.attend(
+                qg, kg, vg, ix, score_mod, score_mod_other_buffers, mask_mod_other_buffers, identity
+            )
+            out.index_copy_(0, ix["rows"], o)
+            lse.index_copy_(0, ix["rows"], l)
+            mx.index_copy_(0, ix["rows"], m)
+    out = _permute_strides(pb.unblock(out, pb.Lq, pb.Hq, pb.B), query.stride())
+    lse = pb.unblock(lse, pb.Lq, pb.Hq, pb.B).contiguous()
+    mx = pb.unblock(mx, pb.Lq, pb.Hq, pb.B).contiguous()
+    return out, lse / _LN2, mx / _LN2
+
+
+def _autograd_on():
+    """The backward operator runs below the Autograd key (the HOP dispatcher
+    excludes it); its recomputation needs autograd back on."""
+    from torch._C import DispatchKey as K
+    from torch._C import DispatchKeySet as S
+
+    exclude = torch._C._dispatch_tls_local_exclude_set()
+    for key in (K.AutogradFunctionality, K.AutogradOther, K.AutogradNestedTensor):
+        exclude = exclude - S(key)
+    return torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(), exclude)
+
+
+def neuron_flex_attention_backward(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    out: torch.Tensor,
+    logsumexp: torch.Tensor,
+    grad_out: torch.Tensor | None,
+    grad_logsumexp: torch.Tensor | None,
+    fw_graph,
+    joint_graph,
+    block_mask: tuple,
+    scale: float,
+    kernel_options: dict[str, Any],
+    score_mod_other_buffers: tuple,
+    mask_mod_other_buffers: tuple,
+):
+    from torch._higher_order_ops.flex_attention import _permute_strides
+
+    if query.dtype != key.dtype or query.dtype != value.dtype:
+        raise ValueError(
+            "Backward pass with mixed query, key, and value dtype is not supported, "
+            f"got query.dtype={query.dtype}, key.dtype={key.dtype}, "
+            f"and value.dtype={value.dtype}"
+        )
+    pb = _Problem(query, key, value, block_mask, scale)
+    s = pb.sched
+    w = pb.wdtype
+    dev = query.device
+    dq = torch.zeros((s.R, s.QB, pb.D), dtype=w, device=dev)
+    dk = torch.zeros((pb.Bkv * pb.Hkv * s.nKB, s.KB, pb.D), dtype=w, device=dev)
+    dv = torch.zeros((pb.Bkv * pb.Hkv * s.nKB, s.KB, pb.Dv), dtype=w, device=dev)
+    go = None if grad_out is None else _blocks(grad_out, pb.Lq, s.nQB, s.QB)
+    gl = None
+    if grad_logsumexp is not None:
+        gl = _blocks(grad_logsumexp.unsqueeze(-1), pb.Lq, s.nQB, s.QB).squeeze(-1)
+    bufs = [
+        b.detach().requires_grad_() if isinstance(b, torch.Tensor) and b.requires_grad else b
+        for b in score_mod_other_buffers
+    ]
+    buf_leaves = [b for b in bufs if isinstance(b, torch.Tensor) and b.requires_grad]
+    buf_grads = [torch.zeros_like(b) for b in buf_leaves]
+    identity = _is_identity(fw_graph) and not buf_leaves
+    for chunk in s.chunks():
+        ix = pb.chunk_indices(*chunk)
+        with torch.no_grad():
+            leaves = [t.requires_grad_() for t in pb.gather(ix, w)]
+        with torch.enable_grad(), _autograd_on():
+            o, l, _ = pb.attend(*leaves, ix, fw_graph, bufs, mask_mod_other_buffers, identity)
+            outs, grads = [], []
+            if go is not None:
+                outs.append(o)
+                grads.append(go.index_select(0, ix["rows"]))
+            if gl is not None:
+                outs.append(l / _LN2)
+                grads.append(gl.index_select(0, ix["rows"]).to(l.dtype))
+            if not outs:
+                continue
+            g = torch.autograd.grad(outs, leaves + buf_leaves, grads, allow_unused=True)
+        dq.index_copy_(0, ix["rows"], g[0])
+        dk.index_add_(0, ix["kv_rows"], g[1].reshape(-1, s.KB, pb.D))
+        dv.index_add_(0, ix["kv_rows"], g[2].reshape(-1, s.KB, pb.Dv))
+        for acc, gb in zip(buf_grads, g[3:]):
+            if gb is not None:
+                acc.add_(gb)
+    dq = _permute_strides(pb.unblock(dq, pb.Lq, pb.Hq, pb.B).to(query.dtype), query.stride())
+    dk = _permute_strides(pb.unblock(dk, pb.Lkv, pb.Hkv, pb.Bkv).to(key.dtype), key.stride())
+    dv = _permute_strides(pb.unblock(dv, pb.Lkv, pb.Hkv, pb.Bkv).to(value.dtype), value.stride())
+    it = iter(buf_grads)
+    buffer_grads = tuple(
+        next(it) if isinstance(b, torch.Tensor) and b.requires_grad else None for b in bufs
+    )
+    return dq, dk, dv, buffer_grads
+
+
+def _autocast_forward(query, key, value, *args):
+    from torch._higher_order_ops.flex_attention import flex_attention
+
+    dtype = torch.get_autocast_dtype(query.device.type)
+
+    def cast(t):
+        return t.to(dtype) if t.is_floating_point() and t.dtype != torch.float64 else t
+
+    keys = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
+    with torch._C._ExcludeDispatchKeyGuard(keys):
+        return flex_attention(cast(query), cast(key), cast(value), *args)
+
+
+def _autocast_backward(*args):
+    from torch._higher_order_ops.flex_attention import flex_attention_backward
+
+    keys = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
+    with torch._C._ExcludeDispatchKeyGuard(keys):
+        return flex_attention_backward(*args)
+
+
+def _register_kernels(module) -> None:
+    from torch._C import DispatchKey
+
+    fwd, bwd = module.flex_attention, module.flex_attention_backward
+    if DispatchKey.PrivateUse1 in fwd.py_kernels:
+        return
+    fwd.py_impl(DispatchKey.PrivateUse1)(neuron_flex_attention)
+    fwd.py_impl(DispatchKey.AutocastPrivateUse1)(_autocast_forward)
+    bwd.py_impl(DispatchKey.PrivateUse1)(neuron_flex_attention_backward)
+    bwd.py_impl(DispatchKey.AutocastPrivateUse1)(_autocast_backward)
+
+
+def _patch_validate_device(module) -> None:
+    """torch 2.13's flex_attention accepts only {"cuda", "cpu", "xpu",
+    "hpu", "mps"} (``_validate_device``). Neuron tensors pass; every other
+    device keeps torch's check and message."""
+    original = module._validate_device
+    if getattr(original, "_neuron_patch", False):
+        return
+
+    def _validate_device(query, key, value):
+        if query.device.type == "neuron":
+            return
+        original(query, key, value)
+
+    _validate_device._neuron_patch = True
+    _validate_device._torch_original = original
+    module._validate_device = _validate_device
+
+
+def install(hooks) -> None:
+    hooks.add("torch._higher_order_ops.flex_attention", _register_kernels)
+    hooks.add("torch.nn.attention.flex_attention", _patch_validate_device)
