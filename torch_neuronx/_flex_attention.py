@@ -289,11 +289,11 @@ def neuron_flex_attention(
         for chunk in s.chunks():
             ix = pb.chunk_indices(*chunk)
             qg, kg, vg = pb.gather(ix)
-            o, l, m = pb.attend(
+            o, lse_c, m = pb.attend(
                 qg, kg, vg, ix, score_mod, score_mod_other_buffers, mask_mod_other_buffers, identity
             )
             out.index_copy_(0, ix["rows"], o)
-            lse.index_copy_(0, ix["rows"], l)
+            lse.index_copy_(0, ix["rows"], lse_c)
             mx.index_copy_(0, ix["rows"], m)
     out = _permute_strides(pb.unblock(out, pb.Lq, pb.Hq, pb.B), query.stride())
     lse = pb.unblock(lse, pb.Lq, pb.Hq, pb.B).contiguous()
@@ -360,14 +360,14 @@ def neuron_flex_attention_backward(
         with torch.no_grad():
             leaves = [t.requires_grad_() for t in pb.gather(ix, w)]
         with torch.enable_grad(), _autograd_on():
-            o, l, _ = pb.attend(*leaves, ix, fw_graph, bufs, mask_mod_other_buffers, identity)
+            o, lse_c, _ = pb.attend(*leaves, ix, fw_graph, bufs, mask_mod_other_buffers, identity)
             outs, grads = [], []
             if go is not None:
                 outs.append(o)
                 grads.append(go.index_select(0, ix["rows"]))
             if gl is not None:
-                outs.append(l / _LN2)
-                grads.append(gl.index_select(0, ix["rows"]).to(l.dtype))
+                outs.append(lse_c / _LN2)
+                grads.append(gl.index_select(0, ix["rows"]).to(lse_c.dtype))
             if not outs:
                 continue
             g = torch.autograd.grad(outs, leaves + buf_leaves, grads, allow_unused=True)
