@@ -325,3 +325,87 @@ def test_torch_still_hard_codes_the_device_list():
         original(t, t, t)
     fa._validate_device(t, t, t)  # patched: accepted
     assert torch_neuronx is not None
+
+
+# ---- torch.compile ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["neuron", "inductor"])
+def test_compiled_forward_and_backward(backend, no_fallback):
+    B, H, L, D = 1, 2, 161, 16
+    q, k, v = _inputs(B, H, H, L, L, D)
+    mask_n, mask_c, score_n, score_c = _mods("document", H, L, N)
+    bm = create_block_mask(mask_n, B, H, L, L, device=N)
+    fn = torch.compile(flex_attention, backend=backend, fullgraph=True)
+    with torch.no_grad():
+        out = fn(q.to(N), k.to(N), v.to(N), block_mask=bm)
+    bm_c = create_block_mask(mask_c, B, H, L, L, device="cpu")
+    torch.testing.assert_close(
+        out.cpu(), flex_attention(q, k, v, block_mask=bm_c), atol=2e-5, rtol=1e-5
+    )
+
+    leaves = [t.to(N).requires_grad_() for t in (q, k, v)]
+    out = fn(*leaves, block_mask=bm)
+    out.square().sum().backward()
+    ref_leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    gold, _ = oracle(*ref_leaves, None, mask_c)
+    gold.square().sum().backward()
+    for got, want in zip(leaves, ref_leaves):
+        torch.testing.assert_close(got.grad.cpu().double(), want.grad, atol=3e-5, rtol=1e-4)
+
+
+def test_compiled_learned_bias_and_sinks(no_fallback):
+    """Under torch.compile: a captured bias's gradient and sinks through lse."""
+    H, L = 2, 140
+    q, k, v = _inputs(1, H, H, L, L, 16)
+    bias = torch.randn(H, 2 * L - 1, generator=torch.Generator().manual_seed(3)) * 0.5
+    sink = torch.tensor([0.3, -1.2])
+
+    def layer(tq, tk, tv, tbias, tsink, bm):
+        out, aux = flex_attention(
+            tq, tk, tv, score_mod=rel_bias(tbias, L), block_mask=bm,
+            return_aux=AuxRequest(lse=True),
+        )  # fmt: skip
+        return out * torch.sigmoid(aux.lse - tsink.view(1, H, 1)).unsqueeze(-1)
+
+    bm = create_block_mask(causal, 1, H, L, L, device=N)
+    leaves = [t.to(N).requires_grad_() for t in (q, k, v, bias, sink)]
+    out = torch.compile(layer, backend="neuron")(*leaves, bm)
+    out.sum().backward()
+    ref = [t.double().requires_grad_() for t in (q, k, v, bias, sink)]
+    gold, lse = oracle(*ref[:3], rel_bias(ref[3], L), causal)
+    gold = gold * torch.sigmoid(lse - ref[4].view(1, H, 1)).unsqueeze(-1)
+    gold.sum().backward()
+    torch.testing.assert_close(out.detach().cpu().double(), gold.detach(), atol=1e-5, rtol=1e-5)
+    for got, want in zip(leaves, ref):
+        torch.testing.assert_close(got.grad.cpu().double(), want.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_compiled_code_from_the_fx_graph_cache_runs_in_a_new_process(tmp_path):
+    """The mods travel inside the compiled code: a second process that loads
+    the graph from Inductor's cache (no compilation) gets the same result."""
+    from conftest import run_python
+
+    code = """
+import torch, torch_neuronx
+from torch._dynamo.utils import counters
+from torch.nn.attention.flex_attention import flex_attention, create_block_mask
+g = torch.Generator().manual_seed(0)
+q, k, v = (torch.randn(1, 2, 150, 16, generator=g) for _ in range(3))
+def window(b, h, qi, kv):
+    return (qi >= kv) & (qi - kv < 40)
+bm = create_block_mask(window, 1, 2, 150, 150, device="neuron")
+out = torch.compile(flex_attention, backend="neuron")(q.to("neuron"), k.to("neuron"), v.to("neuron"), block_mask=bm)
+bm_c = create_block_mask(window, 1, 2, 150, 150, device="cpu")
+err = (out.cpu() - flex_attention(q, k, v, block_mask=bm_c)).abs().max().item()
+print("RESULT", err, counters["inductor"]["fxgraph_cache_hit"])
+"""
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1"}
+    results = []
+    for _ in range(2):
+        r = run_python(code, env, timeout=300)
+        line = [x for x in r.stdout.splitlines() if x.startswith("RESULT")]
+        assert line, r.stderr[-3000:]
+        results.append(line[0].split())
+    assert float(results[0][1]) < 1e-5 and float(results[1][1]) < 1e-5
+    assert results[0][2] == "0" and int(results[1][2]) >= 1  # the second run hit the cache

@@ -169,7 +169,9 @@ def _register_inductor(common) -> None:
         (its Python code generation or its launcher in _C) is not reused."""
 
         def __call__(self, gm: torch.fx.GraphModule) -> None:
-            pass
+            from ._flex_attention import rewrite_flex_attention
+
+            rewrite_flex_attention(gm)
 
         def uuid(self) -> str:
             return _backend_version()
@@ -396,7 +398,13 @@ def _backend_version() -> str:
     from . import _C
 
     h = hashlib.sha256(torch_neuronx_version().encode())
-    for name in ("_compile.py", "_inductor.py", "_packed.py", "_reduce_overhead.py"):
+    for name in (
+        "_compile.py",
+        "_inductor.py",
+        "_packed.py",
+        "_reduce_overhead.py",
+        "_flex_attention.py",
+    ):
         h.update((Path(__file__).parent / name).read_bytes())
     st = os.stat(_C.__file__)
     h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())

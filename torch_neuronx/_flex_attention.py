@@ -408,12 +408,204 @@ def _autocast_backward(*args):
         return flex_attention_backward(*args)
 
 
+# ---- torch.compile: Inductor has no lowering for neuron (its flex_attention
+# lowering generates Triton for devices other than CPU and MPS). The neuron
+# post-grad pass replaces the two operators in a neuron graph by custom ops
+# that Inductor calls as extern kernels; the ops run the kernels above. The
+# score_mod / mask_mod graphs travel as pickled GraphModules in string
+# arguments, so code from Inductor's FX graph cache runs in a new process.
+
+_graph_cache: dict[str, Any] = {}
+
+
+def _encode_graph(gm) -> str:
+    import base64
+    import pickle
+
+    return base64.b64encode(pickle.dumps(gm)).decode("ascii")
+
+
+def _decode_graph(text: str):
+    gm = _graph_cache.get(text)
+    if gm is None:
+        import base64
+        import pickle
+
+        gm = pickle.loads(base64.b64decode(text))  # noqa: S301 (our own graph)
+        if len(_graph_cache) > 256:
+            _graph_cache.clear()
+        _graph_cache[text] = gm
+    return gm
+
+
+def _mask_tuple(kv_num, kv_idx, full_num, full_idx, q_block, kv_block, mask_mod):
+    return (None, None, kv_num, kv_idx, full_num, full_idx, q_block, kv_block, mask_mod)
+
+
+def _fwd_op(
+    q, k, v, kv_num, kv_idx, full_num, full_idx, q_block, kv_block, scale, score_bufs,
+    mask_bufs, score_mod, mask_mod,
+):  # fmt: skip
+    bm = _mask_tuple(kv_num, kv_idx, full_num, full_idx, q_block, kv_block, _decode_graph(mask_mod))
+    return neuron_flex_attention(
+        q, k, v, _decode_graph(score_mod), bm, scale, {}, tuple(score_bufs), tuple(mask_bufs)
+    )
+
+
+def _fwd_fake(
+    q, k, v, kv_num, kv_idx, full_num, full_idx, q_block, kv_block, scale, score_bufs,
+    mask_bufs, score_mod, mask_mod,
+):  # fmt: skip
+    from torch._higher_order_ops.flex_attention import _permute_strides
+
+    B, H, L, _ = q.shape
+    out = _permute_strides(q.new_empty((B, H, L, v.shape[-1])), q.stride())
+    w = _working_dtype(q.dtype)
+    return out, q.new_empty((B, H, L), dtype=w), q.new_empty((B, H, L), dtype=w)
+
+
+def _bwd_op(
+    q, k, v, out, lse, grad_out, grad_lse, kv_num, kv_idx, full_num, full_idx, q_block,
+    kv_block, scale, score_bufs, mask_bufs, score_mod, mask_mod, grad_buffers,
+):  # fmt: skip
+    bm = _mask_tuple(kv_num, kv_idx, full_num, full_idx, q_block, kv_block, _decode_graph(mask_mod))
+    bufs = [
+        b.detach().requires_grad_(i in grad_buffers) if b.is_floating_point() else b
+        for i, b in enumerate(score_bufs)
+    ]
+    dq, dk, dv, bg = neuron_flex_attention_backward(
+        q, k, v, out, lse, grad_out, grad_lse, _decode_graph(score_mod), None, bm, scale, {},
+        tuple(bufs), tuple(mask_bufs),
+    )  # fmt: skip
+    return dq, dk, dv, [bg[i] for i in grad_buffers]
+
+
+def _bwd_fake(
+    q, k, v, out, lse, grad_out, grad_lse, kv_num, kv_idx, full_num, full_idx, q_block,
+    kv_block, scale, score_bufs, mask_bufs, score_mod, mask_mod, grad_buffers,
+):  # fmt: skip
+    from torch._higher_order_ops.flex_attention import _permute_strides
+
+    def like(t):
+        return _permute_strides(t.new_empty(t.shape), t.stride())
+
+    return like(q), like(k), like(v), [torch.empty_like(score_bufs[i]) for i in grad_buffers]
+
+
+_ops: dict[str, Any] = {}
+
+
+def _with_plain_dispatch(fn):
+    """A backend kernel runs with every dispatch key above its own excluded
+    (functorch's included); the kernels vmap the mods and recompute under
+    autograd, so they run with the dispatch state of plain eager code."""
+    from torch._C import DispatchKey as K
+    from torch._C import DispatchKeySet as S
+
+    autocast = S(K.AutocastCPU)
+    for name in dir(K):
+        if name.startswith("Autocast"):
+            autocast = autocast | S(getattr(K, name))
+
+    def kernel(*args):
+        with torch._C._ForceDispatchKeyGuard(S(K.BackendSelect) | S(K.ADInplaceOrView), autocast):
+            return fn(*args)
+
+    return kernel
+
+
+def _register_ops() -> None:
+    if _ops:
+        return
+    lib = torch.library.Library("neuron_flex", "DEF")  # noqa: TOR901
+    lib.define(
+        "attention(Tensor q, Tensor k, Tensor v, Tensor kv_num_blocks, Tensor kv_indices, "
+        "Tensor? full_kv_num_blocks, Tensor? full_kv_indices, SymInt q_block, SymInt kv_block, "
+        "float scale, Tensor[] score_bufs, Tensor[] mask_bufs, str score_mod, str mask_mod) "
+        "-> (Tensor, Tensor, Tensor)"
+    )
+    lib.define(
+        "attention_backward(Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
+        "Tensor? grad_out, Tensor? grad_lse, Tensor kv_num_blocks, Tensor kv_indices, "
+        "Tensor? full_kv_num_blocks, Tensor? full_kv_indices, SymInt q_block, SymInt kv_block, "
+        "float scale, Tensor[] score_bufs, Tensor[] mask_bufs, str score_mod, str mask_mod, "
+        "int[] grad_buffers) -> (Tensor, Tensor, Tensor, Tensor[])"
+    )
+    lib.impl("attention", _with_plain_dispatch(_fwd_op), "PrivateUse1")
+    lib.impl("attention_backward", _with_plain_dispatch(_bwd_op), "PrivateUse1")
+    lib._register_fake("attention", _fwd_fake)
+    lib._register_fake("attention_backward", _bwd_fake)
+    _ops["lib"] = lib
+    _ops["fwd"] = torch.ops.neuron_flex.attention.default
+    _ops["bwd"] = torch.ops.neuron_flex.attention_backward.default
+
+
+def _on_neuron(node) -> bool:
+    val = node.args[0].meta.get("val") if hasattr(node.args[0], "meta") else None
+    return isinstance(val, torch.Tensor) and val.device.type == "neuron"
+
+
+def rewrite_flex_attention(gm: torch.fx.GraphModule) -> None:
+    """The neuron post-grad pass's part: flex_attention and
+    flex_attention_backward on neuron become neuron_flex ops."""
+    import operator
+
+    hops = torch.ops.higher_order
+    targets = (
+        getattr(hops, "flex_attention", None),
+        getattr(hops, "flex_attention_backward", None),
+    )
+    nodes = [
+        n
+        for n in gm.graph.nodes
+        if n.op == "call_function" and n.target in targets and _on_neuron(n)
+    ]
+    if not nodes:
+        return
+    _register_ops()
+
+    def sub(node):
+        return _encode_graph(getattr(gm, node.target))
+
+    for node in nodes:
+        if node.target is targets[0]:
+            q, k, v, score, bm, scale, _opts, sbufs, mbufs = node.args
+            args = (q, k, v, *bm[2:6], bm[-3], bm[-2], scale, list(sbufs), list(mbufs))
+            with gm.graph.inserting_before(node):
+                new = gm.graph.call_function(_ops["fwd"], (*args, sub(score), sub(bm[-1])))
+            new.meta.update(node.meta)
+            node.replace_all_uses_with(new)
+        else:
+            q, k, v, out, lse, gout, glse, fw, _joint, bm, scale, _opts, sbufs, mbufs = node.args
+            val = node.meta["val"]
+            grad_buffers = [i for i, g in enumerate(val[3]) if g is not None]
+            args = (q, k, v, out, lse, gout, glse, *bm[2:6], bm[-3], bm[-2], scale)
+            args += (list(sbufs), list(mbufs), sub(fw), sub(bm[-1]), grad_buffers)
+            with gm.graph.inserting_before(node):
+                new = gm.graph.call_function(_ops["bwd"], args)
+            new.meta.update(node.meta)
+            new.meta["val"] = (*val[:3], [val[3][i] for i in grad_buffers])
+            position = {b: j for j, b in enumerate(grad_buffers)}
+            for user in list(node.users):
+                if user.target is operator.getitem and user.args[1] == 3:
+                    for inner in list(user.users):
+                        if inner.target is operator.getitem:
+                            inner.args = (inner.args[0], position[inner.args[1]])
+                    user.meta["val"] = new.meta["val"][3]
+            node.replace_all_uses_with(new)
+        gm.graph.erase_node(node)
+    gm.graph.eliminate_dead_code()
+    gm.graph.lint()
+    gm.recompile()
+
+
 def _register_kernels(module) -> None:
     from torch._C import DispatchKey
 
     fwd, bwd = module.flex_attention, module.flex_attention_backward
     if DispatchKey.PrivateUse1 in fwd.py_kernels:
         return
+    _register_ops()
     fwd.py_impl(DispatchKey.PrivateUse1)(neuron_flex_attention)
     fwd.py_impl(DispatchKey.AutocastPrivateUse1)(_autocast_forward)
     bwd.py_impl(DispatchKey.PrivateUse1)(neuron_flex_attention_backward)
