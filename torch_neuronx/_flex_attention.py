@@ -83,12 +83,13 @@ def _is_identity(score_mod) -> bool:
 
 class _Schedule:
     """The live (query block, key block) pairs of a block mask, per
-    query-block row of the [B, Hq, n_q_blocks] grid, as host tensors."""
+    query-block row of the [B, Hq, n_q_blocks] grid, cut into chunks whose
+    index tensors (rows, b, h, positions, key-block rows, masks) are built
+    on the host and copied to the device at once."""
 
-    def __init__(self, block_mask: tuple, B: int, Hq: int, Lq: int, Lkv: int):
+    def __init__(self, block_mask, B, Hq, Hkv, Bkv, Lq, Lkv, device):
         kv_num, kv_idx, full_num, full_idx = block_mask[2:6]
         self.QB, self.KB = int(block_mask[-3]), int(block_mask[-2])
-        self.mask_mod = block_mask[-1]
         self.nQB = -(-Lq // self.QB)
         self.nKB = -(-Lkv // self.KB)
         # a mask without blocks (block_mask=None) has one block wider than
@@ -130,34 +131,78 @@ class _Schedule:
             )
         S = idx.shape[-1]
         shape = (B, Hq, self.nQB, S)
-        self.idx = idx.expand(shape).reshape(-1, S)
-        self.valid = valid.expand(shape).reshape(-1, S)
-        self.full = full.expand(shape).reshape(-1, S)
-        counts = self.valid.sum(-1)
+        idx = idx.expand(shape).reshape(-1, S)
+        valid = valid.expand(shape).reshape(-1, S)
+        full = full.expand(shape).reshape(-1, S)
+        counts = valid.sum(-1)
         order = torch.sort(counts, descending=True, stable=True).indices
-        self.rows = order[counts[order] > 0]
-        self.counts = counts[self.rows]
+        rows = order[counts[order] > 0]
+        counts = counts[rows]
         self.R = B * Hq * self.nQB
 
-    def chunks(self):
-        """(rows, kv block index [rows, kmax], valid, full) per chunk."""
-        n = self.rows.numel()
-        start = 0
-        per_row = self.QB * self.KB
-        while start < n:
-            kmax = int(self.counts[start])
+        ints, bools, metas = [], [], []
+        start, per_row = 0, self.QB * self.KB
+        while start < rows.numel():
+            kmax = int(counts[start])
             rc = max(1, _WORKING_ELEMENTS // (kmax * per_row))
             # rows padded to the chunk's longest waste at most 1/8 of it
-            close = self.counts[start : start + rc] * 8 > kmax * 7
-            rc = int(close.sum())
-            rows = self.rows[start : start + rc]
-            yield (
-                rows,
-                self.idx[rows, :kmax],
-                self.valid[rows, :kmax],
-                self.full[rows, :kmax],
-            )
+            rc = int((counts[start : start + rc] * 8 > kmax * 7).sum())
+            r = rows[start : start + rc]
+            kvb, ok, fl = idx[r, :kmax], valid[r, :kmax], full[r, :kmax]
+            qb = r % self.nQB
+            h = (r // self.nQB) % Hq
+            b = r // (self.nQB * Hq)
+            bk = b if Bkv > 1 else torch.zeros_like(b)
+            kv_rows = ((bk * Hkv + h // (Hq // Hkv)) * self.nKB).unsqueeze(-1) + kvb
+            kv_rows = torch.where(ok, kv_rows, 0)
+            q_pos = (qb.unsqueeze(-1) * self.QB + torch.arange(self.QB)).clamp(max=Lq - 1)
+            kv_pos = (kvb.unsqueeze(-1) * self.KB + torch.arange(self.KB)).reshape(rc, -1)
+            keep = ok.repeat_interleave(self.KB, -1) & (kv_pos < Lkv)
+            ints += [r, b, h, q_pos, kv_pos.clamp(max=Lkv - 1), kv_rows.reshape(-1)]
+            bools += [keep, fl.repeat_interleave(self.KB, -1)]
+            metas.append(bool((ok & ~fl).any()))
             start += rc
+        self.chunks = []
+        if not metas:
+            return
+        int_dev = torch.cat([t.reshape(-1) for t in ints]).to(device)
+        bool_dev = torch.cat([t.reshape(-1) for t in bools]).to(device)
+        int_parts = int_dev.split([t.numel() for t in ints])
+        bool_parts = bool_dev.split([t.numel() for t in bools])
+        names = ("rows", "b", "h", "q_pos", "kv_pos", "kv_rows")
+        for i, any_partial in enumerate(metas):
+            ix = {n: int_parts[6 * i + j].view(ints[6 * i + j].shape) for j, n in enumerate(names)}
+            ix["keep"] = bool_parts[2 * i].view(bools[2 * i].shape)
+            ix["full"] = bool_parts[2 * i + 1].view(bools[2 * i + 1].shape)
+            ix["any_partial"] = any_partial
+            self.chunks.append(ix)
+
+
+_schedules: dict[tuple, tuple] = {}
+
+
+def _schedule(block_mask, B, Hq, Hkv, Bkv, Lq, Lkv, device) -> _Schedule:
+    """The block mask's schedule, built once per block mask: a model's layers
+    (and a training loop's steps) share one. Kept while the mask's tensors
+    live and are not changed in place."""
+    import weakref
+
+    tensors = [t for t in block_mask[2:6] if isinstance(t, torch.Tensor)]
+    sig = (B, Hq, Hkv, Bkv, Lq, Lkv, str(device), int(block_mask[-3]), int(block_mask[-2]))
+    key = (tuple(id(t) for t in tensors), sig)
+    hit = _schedules.get(key)
+    versions = tuple(t._version for t in tensors)
+    if hit is not None:
+        refs, vers, sched = hit
+        if all(r() is t for r, t in zip(refs, tensors)) and vers == versions:
+            return sched
+    sched = _Schedule(block_mask, B, Hq, Hkv, Bkv, Lq, Lkv, device)
+    if not tensors:
+        return sched
+    for k in [k for k, (refs, _, _) in _schedules.items() if any(r() is None for r in refs)]:
+        del _schedules[k]
+    _schedules[key] = (tuple(weakref.ref(t) for t in tensors), versions, sched)
+    return sched
 
 
 def _blocks(t: torch.Tensor, length: int, n_blocks: int, block: int) -> torch.Tensor:
@@ -190,36 +235,12 @@ class _Problem:
         self.dtype = query.dtype
         self.wdtype = _working_dtype(query.dtype)
         self.device = query.device
-        self.sched = _Schedule(block_mask, B, Hq, Lq, Lkv)
+        self.sched = _schedule(block_mask, B, Hq, Hkv, Bkv, Lq, Lkv, query.device)
+        self.mask_mod = block_mask[-1]
         s = self.sched
         self.q = _blocks(query, Lq, s.nQB, s.QB)
         self.k = _blocks(key, Lkv, s.nKB, s.KB)
         self.v = _blocks(value, Lkv, s.nKB, s.KB)
-
-    def chunk_indices(self, rows, kvb, valid, full):
-        s = self.sched
-        dev = self.device
-        rows_d = rows.to(dev, non_blocking=True)
-        qb = rows % s.nQB
-        h = (rows // s.nQB) % self.Hq
-        b = rows // (s.nQB * self.Hq)
-        bk = b if self.Bkv > 1 else torch.zeros_like(b)
-        kv_rows = ((bk * self.Hkv + h // self.G) * s.nKB).unsqueeze(-1) + kvb
-        kv_rows = torch.where(valid, kv_rows, 0)
-        q_pos = qb.unsqueeze(-1) * s.QB + torch.arange(s.QB)
-        kv_pos = (kvb.unsqueeze(-1) * s.KB + torch.arange(s.KB)).reshape(len(rows), -1)
-        keep = valid.repeat_interleave(s.KB, -1) & (kv_pos < self.Lkv)
-        return {
-            "rows": rows_d,
-            "b": b.to(dev),
-            "h": h.to(dev),
-            "q_pos": q_pos.clamp_(max=self.Lq - 1).to(dev),
-            "kv_pos": kv_pos.clamp(max=self.Lkv - 1).to(dev),
-            "kv_rows": kv_rows.reshape(-1).to(dev),
-            "keep": keep.to(dev),
-            "full": full.repeat_interleave(s.KB, -1).to(dev),
-            "any_partial": bool((valid & ~full).any()),
-        }
 
     def attend(self, qg, kg, vg, ix, score_mod, score_bufs, mask_bufs, identity):
         """Attention of one chunk. qg [rc, QB, D], kg [rc, N, D], vg [rc, N, Dv]
@@ -235,7 +256,7 @@ class _Problem:
                 s = mod(s, ix["b"], ix["h"], ix["q_pos"], ix["kv_pos"], *score_bufs).to(w)
             keep = ix["keep"].unsqueeze(1)
             if ix["any_partial"]:
-                mask_mod = _vmap_rows(self.sched.mask_mod, (), len(mask_bufs))
+                mask_mod = _vmap_rows(self.mask_mod, (), len(mask_bufs))
                 allowed = mask_mod(ix["b"], ix["h"], ix["q_pos"], ix["kv_pos"], *mask_bufs)
                 keep = keep & (ix["full"].unsqueeze(1) | allowed)
         s = torch.where(keep, s, float("-inf"))
@@ -286,8 +307,7 @@ def neuron_flex_attention(
     mx = torch.full((s.R, s.QB), float("-inf"), dtype=w, device=query.device)
     identity = _is_identity(score_mod)
     with torch.no_grad():
-        for chunk in s.chunks():
-            ix = pb.chunk_indices(*chunk)
+        for ix in s.chunks:
             qg, kg, vg = pb.gather(ix)
             o, lse_c, m = pb.attend(
                 qg, kg, vg, ix, score_mod, score_mod_other_buffers, mask_mod_other_buffers, identity
@@ -355,8 +375,7 @@ def neuron_flex_attention_backward(
     buf_leaves = [b for b in bufs if isinstance(b, torch.Tensor) and b.requires_grad]
     buf_grads = [torch.zeros_like(b) for b in buf_leaves]
     identity = _is_identity(fw_graph) and not buf_leaves
-    for chunk in s.chunks():
-        ix = pb.chunk_indices(*chunk)
+    for ix in s.chunks:
         with torch.no_grad():
             leaves = [t.requires_grad_() for t in pb.gather(ix, w)]
         with torch.enable_grad(), _autograd_on():
