@@ -80,11 +80,11 @@ def forward_rows(B, H, L, D, dtype, rounds, reps):
         bm_c = create_block_mask(mask, 1, 1, L, L, device="cpu") if mask else None
         bm_n = create_block_mask(mask_n, 1, 1, L, L, device="neuron") if mask_n else None
         fns = {
-            "neuron": lambda: flex_attention(qn, kn, vn, block_mask=bm_n),
-            "cpu": lambda: flex_attention(q, k, v, block_mask=bm_c),
+            "neuron": lambda bm_n=bm_n: flex_attention(qn, kn, vn, block_mask=bm_n),
+            "cpu": lambda bm_c=bm_c: flex_attention(q, k, v, block_mask=bm_c),
         }
         with torch.no_grad():
-            fns_c = {"cpu": lambda: flex_cpu_compiled(q, k, v, block_mask=bm_c)}
+            fns_c = {"cpu": lambda bm_c=bm_c: flex_cpu_compiled(q, k, v, block_mask=bm_c)}
             s = run_all.interleaved({**fns}, rounds, reps)
             try:
                 sc = run_all.interleaved(fns_c, rounds, reps)["cpu"]

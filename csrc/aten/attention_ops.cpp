@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <vector>
 
 namespace torch_neuronx {
 namespace {
@@ -204,6 +205,253 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_bac
 
 namespace {
 
+// ---------------------------------------- flash attention's own ops
+// aten::_flash_attention_forward / _backward, which
+// torch.nn.attention.varlen.varlen_attn calls: packed variable-length
+// batches (query [total_q, H, D] with cumulative lengths cum_seq_q / k,
+// int32, batch + 1 entries, optional seqused_k) or padded batches ([B, L, H,
+// D], no cumulative lengths); causal and windows aligned to the end of each
+// sequence's keys, as flash attention aligns them; grouped-query heads. A
+// query with no visible key gives zeros and log-sum-exp +inf, as CUDA's
+// kernel. fp32, bf16 and fp16 (the kernel computes in fp32). Dropout,
+// ALiBi slopes and paged keys (block_table) are not computed: they raise.
+
+struct FlashShape {
+  bool varlen;
+  int64_t batch, heads, kv_heads, e, ev, total_q;
+};
+
+void check_cu(const at::Tensor &cu, const char *name, int64_t rows, const at::Tensor &q) {
+  TORCH_CHECK(cu.scalar_type() == at::kInt, name,
+              " must be int32 (cumulative sequence lengths), got ", cu.scalar_type());
+  TORCH_CHECK(cu.dim() == 1 && cu.size(0) >= 1, name, " must be 1-D with batch + 1 entries");
+  TORCH_CHECK(cu.device() == q.device(), name, " must be on ", q.device(), ", got ", cu.device());
+  // the lengths decide which memory the kernel reads: check them on the host
+  at::Tensor h = cu.cpu();
+  const int32_t *c = h.const_data_ptr<int32_t>();
+  TORCH_CHECK(c[0] == 0, name, "[0] must be 0, got ", c[0]);
+  for (int64_t i = 1; i < h.size(0); i++)
+    TORCH_CHECK(c[i] >= c[i - 1], name, " must be non-decreasing, but ", name, "[", i, "] = ", c[i],
+                " < ", name, "[", i - 1, "] = ", c[i - 1]);
+  TORCH_CHECK(c[h.size(0) - 1] <= rows, name, "[-1] = ", c[h.size(0) - 1],
+              " is past the end of the packed tensor (", rows, " rows)");
+}
+
+FlashShape flash_shape(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v,
+                       const std::optional<at::Tensor> &cu_q,
+                       const std::optional<at::Tensor> &cu_k) {
+  bool varlen = cu_q.has_value() && cu_q->defined();
+  TORCH_CHECK(varlen == (cu_k.has_value() && cu_k->defined()),
+              "flash attention: give both cum_seq_q and cum_seq_k, or neither");
+  TORCH_CHECK(attention_dtype(q.scalar_type()) && k.scalar_type() == q.scalar_type() &&
+                  v.scalar_type() == q.scalar_type(),
+              "flash attention on neuron supports float32, bfloat16 and float16 query, key and "
+              "value of one dtype, got ",
+              q.scalar_type(), ", ", k.scalar_type(), ", ", v.scalar_type());
+  int64_t dims = varlen ? 3 : 4;
+  TORCH_CHECK(q.dim() == dims && k.dim() == dims && v.dim() == dims, "flash attention expects ",
+              varlen ? "3-D [total, heads, dim]" : "4-D [batch, len, heads, dim]",
+              " query, key and value, got ", q.dim(), "-D, ", k.dim(), "-D and ", v.dim(), "-D");
+  TORCH_CHECK(q.device() == k.device() && k.device() == v.device(),
+              "flash attention: query, key and value must be on one device");
+  FlashShape f{varlen, 0, q.size(-2), k.size(-2), q.size(-1), v.size(-1), 0};
+  TORCH_CHECK(k.size(-1) == f.e, "flash attention: query and key head dims differ (", f.e, " vs ",
+              k.size(-1), ")");
+  TORCH_CHECK(v.size(-2) == f.kv_heads && v.size(-3) == k.size(-3),
+              "flash attention: key and value shapes differ");
+  TORCH_CHECK(f.kv_heads > 0 && f.heads % f.kv_heads == 0,
+              "flash attention: number of heads in "
+              "key/value (",
+              f.kv_heads, ") must divide the number of heads in query (", f.heads, ")");
+  if (varlen) {
+    check_cu(*cu_q, "cum_seq_q", q.size(0), q);
+    check_cu(*cu_k, "cum_seq_k", k.size(0), q);
+    TORCH_CHECK(cu_q->size(0) == cu_k->size(0), "flash attention: cum_seq_q has ", cu_q->size(0),
+                " entries and cum_seq_k ", cu_k->size(0), "; both are batch + 1");
+    f.batch = cu_q->size(0) - 1;
+    f.total_q = q.size(0);
+  } else {
+    f.batch = q.size(0);
+    TORCH_CHECK(k.size(0) == f.batch && v.size(0) == f.batch,
+                "flash attention: query, key and value batch sizes differ");
+  }
+  return f;
+}
+
+// [.., L, H, D] storage seen by the kernel as (b, h, l) strides.
+void flash_strides(const at::Tensor &t, bool varlen, int64_t *s) {
+  if (varlen) {
+    s[0] = 0;
+    s[1] = t.stride(1);
+    s[2] = t.stride(0);
+  } else {
+    s[0] = t.stride(0);
+    s[1] = t.stride(2);
+    s[2] = t.stride(1);
+  }
+}
+
+void flash_common(tnk_sdpa_args_t *a, const FlashShape &f, const at::Tensor &q, const at::Tensor &k,
+                  const at::Tensor &v, const at::Tensor &cu_q, const at::Tensor &cu_k,
+                  const at::Tensor &seqused, int64_t max_q, int64_t max_k, bool causal,
+                  std::optional<double> scale, std::optional<c10::SymInt> wl,
+                  std::optional<c10::SymInt> wr) {
+  a->batch = f.batch;
+  a->heads = f.heads;
+  a->kv_heads = f.kv_heads;
+  a->e = f.e;
+  a->ev = f.ev;
+  a->lq = f.varlen ? max_q : q.size(1);
+  a->lk = f.varlen ? max_k : k.size(1);
+  a->q = q.const_data_ptr<float>();
+  a->k = k.const_data_ptr<float>();
+  a->v = v.const_data_ptr<float>();
+  flash_strides(q, f.varlen, a->sq);
+  flash_strides(k, f.varlen, a->sk);
+  flash_strides(v, f.varlen, a->sv);
+  a->causal = causal;
+  a->bottom_right = 1;
+  int64_t left = wl.has_value() ? wl->guard_int(__FILE__, __LINE__) : -1;
+  int64_t right = wr.has_value() ? wr->guard_int(__FILE__, __LINE__) : -1;
+  a->windowed = left >= 0 || right >= 0;
+  a->wl = left;
+  a->wr = right;
+  a->scale =
+      static_cast<float>(scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(a->e)));
+  if (f.varlen) {
+    a->cu_q = cu_q.const_data_ptr<int32_t>();
+    a->cu_k = cu_k.const_data_ptr<int32_t>();
+    a->lse_total = f.total_q;
+    if (seqused.defined()) a->seqused_k = seqused.const_data_ptr<int32_t>();
+  }
+}
+
+// The kernel's longest lengths: max_q / max_k bound the task grid, so they
+// must cover every sequence (checked, as they decide what is computed).
+void check_max(const at::Tensor &cu, int64_t max, const char *name) {
+  at::Tensor h = cu.cpu();
+  const int32_t *c = h.const_data_ptr<int32_t>();
+  int64_t longest = 0;
+  for (int64_t i = 1; i < h.size(0); i++) longest = std::max<int64_t>(longest, c[i] - c[i - 1]);
+  TORCH_CHECK(max >= longest, name, " = ", max, " is shorter than the longest sequence (", longest,
+              ")");
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> flash_attention_forward(
+    const at::Tensor &query, const at::Tensor &key, const at::Tensor &value,
+    const std::optional<at::Tensor> &cum_seq_q, const std::optional<at::Tensor> &cum_seq_k,
+    c10::SymInt max_q, c10::SymInt max_k, double dropout_p, bool is_causal, bool return_debug_mask,
+    std::optional<double> scale, std::optional<c10::SymInt> window_size_left,
+    std::optional<c10::SymInt> window_size_right, const std::optional<at::Tensor> &seqused_k,
+    const std::optional<at::Tensor> &alibi_slopes, const std::optional<at::Tensor> &block_table,
+    std::optional<int64_t> num_splits) {
+  TORCH_CHECK_NOT_IMPLEMENTED(dropout_p == 0.0,
+                              "flash attention on neuron: dropout is not computed; use "
+                              "scaled_dot_product_attention, whose math path applies it");
+  TORCH_CHECK_NOT_IMPLEMENTED(!alibi_slopes.has_value() || !alibi_slopes->defined(),
+                              "flash attention on neuron: alibi_slopes are not supported");
+  TORCH_CHECK_NOT_IMPLEMENTED(!block_table.has_value() || !block_table->defined(),
+                              "flash attention on neuron: paged keys (block_table) are not "
+                              "supported; gather the pages into packed keys");
+  FlashShape f = flash_shape(query, key, value, cum_seq_q, cum_seq_k);
+  at::Tensor cu_q, cu_k, used;
+  int64_t mq = max_q.guard_int(__FILE__, __LINE__), mk = max_k.guard_int(__FILE__, __LINE__);
+  if (f.varlen) {
+    cu_q = cum_seq_q->contiguous();
+    cu_k = cum_seq_k->contiguous();
+    check_max(cu_q, mq, "max_q");
+    if (seqused_k.has_value() && seqused_k->defined()) {
+      used = seqused_k->contiguous();
+      TORCH_CHECK(used.scalar_type() == at::kInt && used.dim() == 1 && used.size(0) == f.batch,
+                  "seqused_k must be int32 with one entry per sequence (", f.batch, ")");
+      at::Tensor uh = used.cpu(), kh = cu_k.cpu();
+      const int32_t *u = uh.const_data_ptr<int32_t>(), *c = kh.const_data_ptr<int32_t>();
+      for (int64_t b = 0; b < f.batch; b++)
+        TORCH_CHECK(u[b] >= 0 && u[b] <= c[b + 1] - c[b], "seqused_k[", b, "] = ", u[b],
+                    " is outside [0, ", c[b + 1] - c[b], "], the keys of sequence ", b);
+    } else {
+      check_max(cu_k, mk, "max_k");
+    }
+  }
+  at::Tensor q = as_f32(query), k = as_f32(key), v = as_f32(value);
+  // output: the query's layout with the value's head dim, as CUDA's
+  std::vector<int64_t> osize = query.sizes().vec();
+  osize.back() = f.ev;
+  at::Tensor out = f.varlen ? at::zeros(osize, query.options().dtype(at::kFloat))
+                            : at::empty(osize, query.options().dtype(at::kFloat));
+  at::Tensor lse = f.varlen ? at::full({f.heads, f.total_q}, INFINITY, q.options())
+                            : at::empty({f.batch, f.heads, query.size(1)}, q.options());
+  tnk_sdpa_args_t a{};
+  flash_common(&a, f, q, k, v, cu_q, cu_k, used, mq, mk, is_causal, scale, window_size_left,
+               window_size_right);
+  a.o = out.data_ptr<float>();
+  a.lse = lse.data_ptr<float>();
+  flash_strides(out, f.varlen, a.so);
+  if (f.batch > 0 && a.lq > 0)
+    launch_kernel<TNK_K_SDPA_FORWARD>(query.device().index(), a, "aten::_flash_attention_forward");
+  // rows with no visible key: +inf, flash attention's value (-inf from the kernel)
+  lse.masked_fill_(lse == -INFINITY, INFINITY);
+  at::Tensor o = query.scalar_type() == at::kFloat ? out : out.to(query.scalar_type());
+  at::Tensor rng = at::zeros({2}, query.options().dtype(at::kLong));
+  at::Tensor unused = at::empty({0}, query.options());
+  return {o, lse, rng, unused, at::empty({0}, query.options())};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
+    const at::Tensor &grad_out, const at::Tensor &query, const at::Tensor &key,
+    const at::Tensor &value, const at::Tensor &out, const at::Tensor &logsumexp,
+    const at::Tensor &cum_seq_q, const at::Tensor &cum_seq_k, c10::SymInt max_q, c10::SymInt max_k,
+    double dropout_p, bool is_causal, const at::Tensor &rng_state, const at::Tensor &unused,
+    std::optional<double> scale, std::optional<c10::SymInt> window_size_left,
+    std::optional<c10::SymInt> window_size_right) {
+  TORCH_CHECK_NOT_IMPLEMENTED(dropout_p == 0.0,
+                              "flash attention on neuron: dropout is not computed");
+  std::optional<at::Tensor> cq, ck;
+  if (cum_seq_q.defined()) cq = cum_seq_q;
+  if (cum_seq_k.defined()) ck = cum_seq_k;
+  FlashShape f = flash_shape(query, key, value, cq, ck);
+  int64_t mq = max_q.guard_int(__FILE__, __LINE__), mk = max_k.guard_int(__FILE__, __LINE__);
+  at::Tensor cu_q, cu_k;
+  if (f.varlen) {
+    cu_q = cum_seq_q.contiguous();
+    cu_k = cum_seq_k.contiguous();
+    check_max(cu_q, mq, "max_q");
+    check_max(cu_k, mk, "max_k");
+  }
+  at::Tensor q = as_f32(query), k = as_f32(key), v = as_f32(value);
+  at::Tensor go = as_f32(grad_out), o = as_f32(out);
+  at::Tensor lse = logsumexp.to(at::kFloat).contiguous();
+  auto f32 = query.options().dtype(at::kFloat);
+  // every row written: rows outside all sequences stay zero
+  at::Tensor gq = at::zeros(query.sizes(), f32), gk = at::zeros(key.sizes(), f32),
+             gv = at::zeros(value.sizes(), f32);
+  tnk_sdpa_args_t a{};
+  flash_common(&a, f, q, k, v, cu_q, cu_k, at::Tensor(), mq, mk, is_causal, scale, window_size_left,
+               window_size_right);
+  a.go = go.const_data_ptr<float>();
+  a.o = const_cast<float *>(o.const_data_ptr<float>());
+  a.lse = const_cast<float *>(lse.const_data_ptr<float>());
+  a.gq = gq.data_ptr<float>();
+  a.gk = gk.data_ptr<float>();
+  a.gv = gv.data_ptr<float>();
+  flash_strides(go, f.varlen, a.sgo);
+  flash_strides(o, f.varlen, a.so);
+  flash_strides(gq, f.varlen, a.sgq);
+  flash_strides(gk, f.varlen, a.sgk);
+  flash_strides(gv, f.varlen, a.sgv);
+  if (f.batch > 0 && a.lq > 0)
+    launch_kernel<TNK_K_SDPA_BACKWARD>(query.device().index(), a,
+                                       "aten::_flash_attention_backward");
+  auto back = [&](at::Tensor &g, const at::Tensor &like) {
+    return like.scalar_type() == at::kFloat ? g : g.to(like.scalar_type());
+  };
+  return {back(gq, query), back(gk, key), back(gv, value)};
+}
+
+namespace {
+
 // ---------------------------------------- nn.MultiheadAttention fast path
 // The inference fast path of nn.MultiheadAttention and
 // nn.TransformerEncoderLayer (eval, no grad): _native_multi_head_attention
@@ -334,6 +582,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_transformer_encoder_layer_fwd", TORCH_FN(at::native::transformer_encoder_layer_forward));
   m.impl("_scaled_dot_product_fused_attention_overrideable", sdpa_overrideable);
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward", sdpa_overrideable_backward);
+  m.impl("_flash_attention_forward", flash_attention_forward);
+  m.impl("_flash_attention_backward", flash_attention_backward);
 }
 
 }  // namespace torch_neuronx

@@ -771,13 +771,13 @@ void tnk_rnn_cell(const tnk_rnn_cell_args_t *args);
 
 /* ---- attention ------------------------------------------------------------ */
 
-/* Scaled dot product attention, flash style: queries in blocks of 64 rows,
- * keys in tiles of 64 with an online softmax, so no score matrix larger
- * than 64 x 64 exists. fp32 throughout. Tensors are [batch, heads, len,
+/* Scaled dot product attention, flash style: queries in blocks of 128 rows,
+ * keys in tiles of 128 with an online softmax, so no score matrix larger
+ * than 128 x 128 exists. fp32 throughout. Tensors are [batch, heads, len,
  * dim] with the last dim contiguous and (b, h, l) strides given; kv_heads
  * may divide heads (grouped-query attention: head h reads kv head
- * h / (heads / kv_heads)). causal keeps key j for query i when j <= i (top
- * left, as PyTorch). mask_kind 1: bool mask, true keeps; 2: float mask
+ * h / (heads / kv_heads)). causal keeps key j for query i when j <= i + d
+ * (d = 0, top left, as PyTorch; see bottom_right). mask_kind 1: bool mask, true keeps; 2: float mask
  * added to the scores; strides (b, h, i, j), 0 to broadcast. A query row
  * whose keys are all masked gives zeros (lse -inf).
  * forward: o and lse ([batch, heads, lq] contiguous) are written.
@@ -792,7 +792,20 @@ typedef struct tnk_sdpa_args {
   int64_t sm[4];
   int32_t mask_kind, causal;
   float scale;
-  int32_t pad_;
+  /* Flash attention's forms (aten::_flash_attention_forward/_backward):
+   * bottom_right: causality and windows are aligned to the end of the
+   * keys, d = lk - lq (flash attention's convention), not the start (d = 0,
+   * PyTorch's is_causal). windowed: key j is visible to query i when
+   * j >= i + d - wl (wl >= 0) and j <= i + d + wr (wr >= 0); causal is wr
+   * = 0. Varlen (cu_q set): batch b's queries are rows [cu_q[b],
+   * cu_q[b + 1]) of dim 2 of packed tensors (batch strides unused), its
+   * keys rows [cu_k[b], cu_k[b] + n) with n = seqused_k[b] when given, else
+   * cu_k[b + 1] - cu_k[b]; lq and lk are then the longest, and lse is
+   * [heads, lse_total] (row h * lse_total + cu_q[b] + i). A query row with
+   * no visible key gives zeros and lse -inf. */
+  int32_t bottom_right, windowed;
+  int64_t wl, wr, lse_total;
+  const int32_t *cu_q, *cu_k, *seqused_k;
 } tnk_sdpa_args_t;
 void tnk_sdpa_forward(const tnk_sdpa_args_t *args);
 void tnk_sdpa_backward(const tnk_sdpa_args_t *args);

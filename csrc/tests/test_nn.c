@@ -103,6 +103,75 @@ static void test_attention(void) {
   CHECK(bad == 0);
 }
 
+/* Flash attention's forms: packed sequences (cu_q / cu_k, one empty, one of
+ * a single query, lengths past a tile), queries shorter than keys, causal
+ * and windows aligned to the end of the keys, grouped heads; against a
+ * naive per-sequence softmax in double. A query that sees no key gives 0. */
+static void test_attention_varlen(void) {
+  enum { B = 4, H = 2, HK = 1, E = 8, TQ = 1 + 0 + 140 + 9, TK = 5 + 3 + 150 + 9 };
+  static const int32_t cu_q[B + 1] = {0, 1, 1, 141, 150}, cu_k[B + 1] = {0, 5, 8, 158, 167};
+  static float q[TQ * H * E], k[TK * HK * E], v[TK * HK * E], o[TQ * H * E], lse[H * TQ];
+  for (int i = 0; i < TQ * H * E; i++) q[i] = (float)((i * 37 % 23) - 11) / 11.0f;
+  for (int i = 0; i < TK * HK * E; i++) {
+    k[i] = (float)((i * 29 % 19) - 9) / 9.0f;
+    v[i] = (float)((i * 11 % 17) - 8) / 8.0f;
+  }
+  const int64_t windows[3][2] = {{-1, 0}, {-1, -1}, {4, 2}};
+  int bad = 0;
+  for (int wi = 0; wi < 3; wi++) {
+    int64_t wl = windows[wi][0], wr = windows[wi][1];
+    tnk_sdpa_args_t a = {.batch = B,
+                         .heads = H,
+                         .kv_heads = HK,
+                         .lq = 140,
+                         .lk = 150,
+                         .e = E,
+                         .ev = E,
+                         .q = q,
+                         .k = k,
+                         .v = v,
+                         .o = o,
+                         .lse = lse,
+                         .sq = {0, E, H * E},
+                         .sk = {0, E, HK * E},
+                         .sv = {0, E, HK * E},
+                         .so = {0, E, H * E},
+                         .scale = 0.4f,
+                         .bottom_right = 1,
+                         .windowed = 1,
+                         .wl = wl,
+                         .wr = wr,
+                         .lse_total = TQ,
+                         .cu_q = cu_q,
+                         .cu_k = cu_k};
+    tnk_sdpa_forward(&a);
+    for (int b = 0; b < B; b++) {
+      int lq = cu_q[b + 1] - cu_q[b], lk = cu_k[b + 1] - cu_k[b], d = lk - lq;
+      for (int h = 0; h < H; h++)
+        for (int i = 0; i < lq; i++) {
+          double s[160], mx = -INFINITY, sum = 0;
+          for (int j = 0; j < lk; j++) {
+            int vis = (wl < 0 || j >= i + d - wl) && (wr < 0 || j <= i + d + wr);
+            double dot = 0;
+            for (int e = 0; e < E; e++)
+              dot += q[((cu_q[b] + i) * H + h) * E + e] * k[(cu_k[b] + j) * HK * E + e];
+            s[j] = vis ? dot * 0.4 : -INFINITY;
+            if (s[j] > mx) mx = s[j];
+          }
+          for (int j = 0; j < lk; j++) sum += s[j] = mx == -INFINITY ? 0 : exp(s[j] - mx);
+          for (int e = 0; e < E; e++) {
+            double acc = 0;
+            for (int j = 0; j < lk; j++) acc += sum > 0 ? s[j] / sum * v[(cu_k[b] + j) * E + e] : 0;
+            bad += fabs(o[((cu_q[b] + i) * H + h) * E + e] - acc) > 1e-5;
+          }
+          float l = lse[h * TQ + cu_q[b] + i];
+          bad += sum > 0 ? fabs(l - (mx + log(sum))) > 1e-5 : l != -INFINITY;
+        }
+    }
+  }
+  CHECK(bad == 0);
+}
+
 static void test_ternary_softmax_reduce_layernorm(void) {
   int bad = 0;
   /* addcmul / addcdiv / lerp: contiguous fast path and broadcast path */
@@ -773,6 +842,7 @@ static void test_rnn_cell(void) {
 
 int main(void) {
   RUN(test_attention);
+  RUN(test_attention_varlen);
   RUN(test_ternary_softmax_reduce_layernorm);
   RUN(test_pool_upsample);
   RUN(test_pool3d);
