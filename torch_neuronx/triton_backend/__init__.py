@@ -1,0 +1,19 @@
+"""Triton's backend for neuron (entry point group "triton.backends").
+
+Triton finds backends through that entry point group and uses the one whose
+driver is active. With this package, a ``@triton.jit`` kernel that a library
+launches on neuron tensors (TorchTitan's MoE token permutation, for one) goes
+through Triton's own front end (the kernel is parsed, specialised and
+lowered to Triton IR with Triton's passes, so compile errors are Triton's),
+and then runs with Triton's semantics by Triton's interpreter: every program
+of the grid in turn, on the host, over the tensors' device memory copied in
+and back (device memory is host memory here). Ordering follows PyTorch's:
+the copies wait for the current stream's earlier work and later work waits
+for the copies.
+
+What it is not: a code generator. Nothing is compiled to machine code, so a
+kernel runs at the interpreter's speed (docs/benchmarks/triton.md). The
+interpreter's limits are this backend's (no inline assembly, no
+``tl.extra`` device libraries beyond the math the interpreter maps, no
+TMA/warp specialisation semantics).
+"""
