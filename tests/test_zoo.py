@@ -73,6 +73,16 @@ def test_most_used_families_pass(rows):
     assert {k: rows[k]["status"] for k in MOST_USED} == {k: "pass" for k in MOST_USED}
 
 
+# Mixture-of-experts families (issue 40): the same greedy tokens as CPU with
+# the KV cache (the "generate" check of a pass), and no op on the CPU.
+MOE = ["mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss", "llama4_text"]
+
+
+def test_moe_families_generate_as_cpu_with_zero_fallback(rows):
+    assert {k: rows[k]["status"] for k in MOE} == {k: "pass" for k in MOE}
+    assert {k: rows[k]["fallbacks"] for k in MOE} == {k: {} for k in MOE}
+
+
 def test_rows_are_complete(rows):
     for r in rows.values():
         assert r["status"] in ("pass", "mismatch", "error", "skipped")
