@@ -54,10 +54,16 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N_, K, BM: tl.constexpr, BN: tl.const
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):
         rk = k0 + tl.arange(0, BK)
-        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K))
-        b = tl.load(b_ptr + rk[:, None] * N_ + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N_))
+        a = tl.load(
+            a_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K)
+        )
+        b = tl.load(
+            b_ptr + rk[:, None] * N_ + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N_)
+        )
         acc += tl.dot(a, b, input_precision="ieee")
-    tl.store(c_ptr + rm[:, None] * N_ + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N_))
+    tl.store(
+        c_ptr + rm[:, None] * N_ + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N_)
+    )
 
 
 def test_the_active_driver_is_neuron():
@@ -107,7 +113,6 @@ def test_torchtitan_moe_permutation_kernel_matches_the_interpreter_on_cpu(tmp_pa
     TRITON_INTERPRET=1 and against TorchTitan's CPU implementation."""
     pytest.importorskip("torchtitan")
     from conftest import run_python
-
     from torchtitan.models.moe.kernels import generate_permute_indices
 
     g = torch.Generator().manual_seed(3)
@@ -130,7 +135,9 @@ def test_torchtitan_moe_permutation_kernel_matches_the_interpreter_on_cpu(tmp_pa
     r = run_python(code, {"TRITON_INTERPRET": "1", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
     line = [x for x in r.stdout.splitlines() if x.startswith("RESULT")]
     assert line, r.stderr[-2000:]
-    assert line[0] == f"RESULT {got[0].cpu().tolist()} {got[1].cpu().tolist()} {got[2].cpu().tolist()}"
+    assert (
+        line[0] == f"RESULT {got[0].cpu().tolist()} {got[1].cpu().tolist()} {got[2].cpu().tolist()}"
+    )
 
 
 def test_a_kernel_error_is_an_exception():

@@ -56,7 +56,9 @@ class NeuronBackend(BaseBackend):
         args = {k: v for k, v in opts.items() if k in fields and v is not None}
         for k in ("supported_fp8_dtypes", "allowed_dot_input_precisions", "extern_libs"):
             if k in args:
-                args[k] = tuple(args[k]) if not isinstance(args[k], dict) else tuple(args[k].items())
+                args[k] = (
+                    tuple(args[k]) if not isinstance(args[k], dict) else tuple(args[k].items())
+                )
         return NeuronOptions(**args)
 
     def pack_metadata(self, metadata):
