@@ -398,6 +398,93 @@ at::Tensor bmm(const at::Tensor &a, const at::Tensor &b) {
   return bmm_out(a, b, out);
 }
 
+// torch._grouped_mm: one launch for every group (kernels/grouped_gemm.c),
+// with the offsets read by the kernel (no host synchronisation). The four
+// forms of PyTorch's op: 2-D x 3-D (rows of A grouped), 3-D x 2-D (columns
+// of B grouped), 2-D x 2-D (the shared dimension grouped, a [G, M, N]
+// result: the weight gradient), 3-D x 3-D (a batched product). Bad offsets
+// (decreasing, past the end) are a RuntimeError at the next synchronisation,
+// like a device-side assert; rows or columns no group covers are zero (CPU
+// leaves them uninitialised). A bias or another output dtype: CPU's errors.
+at::Tensor grouped_mm(const at::Tensor &a, const at::Tensor &b,
+                      const std::optional<at::Tensor> &offs, const std::optional<at::Tensor> &bias,
+                      std::optional<c10::ScalarType> out_dtype) {
+  TORCH_CHECK(a.dim() == 2 || a.dim() == 3,
+              "Multiplicands must be 2D or 3D but got mat_a.dim()=", a.dim(),
+              " and mat_b.dim()=", b.dim());
+  TORCH_CHECK(b.dim() == 2 || b.dim() == 3,
+              "Multiplicands must be 2D or 3D but got mat_a.dim()=", a.dim(),
+              " and mat_b.dim()=", b.dim());
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "Expected mat_a and mat_b of one dtype, got ",
+              a.scalar_type(), " and ", b.scalar_type());
+  check_same_device(a, b, "_grouped_mm");
+  bool a2 = a.dim() == 2, b2 = b.dim() == 2;
+  bool has_offs = offs.has_value() && offs->defined();
+  TORCH_CHECK(has_offs == (a2 || b2), a2 || b2
+                                          ? "_grouped_mm: offs are required when an operand is 2-D"
+                                          : "_grouped_mm: offs must not be given for 3-D x 3-D");
+  if (!(a2 && b2))
+    TORCH_CHECK(a.size(-1) == b.size(-2), "contraction dimension of mat_a and mat_b must match");
+  // as CPU's
+  TORCH_CHECK(!bias.has_value() || !bias->defined(), "Bias not supported yet");
+  TORCH_CHECK(!out_dtype.has_value() || *out_dtype == a.scalar_type(),
+              "Grouped gemm output dtype must match `mat_a` dtype");
+  auto st = a.scalar_type();
+  TORCH_CHECK(st == at::kFloat || st == at::kBFloat16 || st == at::kHalf,
+              "Expected mat_a to be Float32, BFloat16 or Float16 matrix, got ", st);
+  tnk_grouped_gemm_args_t g{};
+  at::Tensor out, o;
+  if (has_offs) {
+    TORCH_CHECK(offs->scalar_type() == at::kInt, "Offsets have to be int32");
+    TORCH_CHECK(offs->dim() == 1, "offs must be 1-D, got ", offs->dim(), "-D");
+    check_same_device(a, *offs, "_grouped_mm");
+    o = offs->contiguous();
+    g.groups = o.size(0);
+    g.offs = o.const_data_ptr<int32_t>();
+  }
+  if (a2 && !b2) {
+    TORCH_CHECK(g.groups == b.size(0), "matrix batch sizes have to match");
+    out = at::empty({a.size(0), b.size(2)}, a.options());
+    g.mode = 0;
+    g.m = a.size(0), g.n = b.size(2), g.k = a.size(1);
+  } else if (!a2 && b2) {
+    TORCH_CHECK(g.groups == a.size(0), "matrix batch sizes have to match");
+    out = at::empty({a.size(1), b.size(1)}, a.options());
+    g.mode = 1;
+    g.m = a.size(1), g.n = b.size(1), g.k = a.size(2);
+  } else if (a2 && b2) {
+    TORCH_CHECK(a.size(1) == b.size(0), "contraction dimension of mat_a and mat_b must match");
+    out = at::empty({g.groups, a.size(0), b.size(1)}, a.options());
+    g.mode = 2;
+    g.m = a.size(0), g.n = b.size(1), g.k = a.size(1);
+  } else {
+    TORCH_CHECK(a.size(0) == b.size(0), "batched dimension has to match");
+    out = at::empty({a.size(0), a.size(1), b.size(2)}, a.options());
+    g.mode = 3;
+    g.groups = a.size(0);
+    g.m = a.size(1), g.n = b.size(2), g.k = a.size(2);
+  }
+  auto strides3 = [](const at::Tensor &t, int64_t *s) {
+    int64_t d = t.dim() - 2;
+    s[0] = d ? t.stride(0) : 0;
+    s[1] = t.stride(d);
+    s[2] = t.stride(d + 1);
+  };
+  strides3(a, g.sa);
+  strides3(b, g.sb);
+  strides3(out, g.sc);
+  g.a = a.const_data_ptr();
+  g.b = b.const_data_ptr();
+  g.c = out.data_ptr();
+  bool ok;
+  g.dtype = to_tnk(a.scalar_type(), &ok);
+  g.fault = fault_sink(a.device().index(), "_grouped_mm", false);
+  g.fault.kind = TNRT_FAULT_MESSAGE;
+  if (out.numel() == 0) return out;
+  launch_kernel<TNK_K_GROUPED_GEMM>(a.device().index(), g, "aten::_grouped_mm");
+  return out;
+}
+
 at::Tensor &baddbmm_out(const at::Tensor &self, const at::Tensor &a, const at::Tensor &b,
                         const c10::Scalar &beta, const c10::Scalar &alpha, at::Tensor &out) {
   check_bmm(a, b);
@@ -844,6 +931,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_cdist_backward", cdist_backward);
   m.impl("linalg_solve_triangular.out", linalg_solve_triangular_out);
   m.impl("mm", mm);
+  m.impl("_grouped_mm", grouped_mm);
   m.impl("mm.out", mm_out);
   m.impl("addmm", addmm);
   m.impl("addmm.out", addmm_out);

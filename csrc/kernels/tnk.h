@@ -839,6 +839,28 @@ int tnk_gemm(const tnk_gemm_args_t *args);
 struct tnk_config;
 int tnk_gemm_with(const struct tnk_config *cfg, const tnk_gemm_args_t *args);
 
+/* Grouped GEMM (torch._grouped_mm): G products in one launch. mode 0:
+ * A [M, K] (rows grouped) x B [G, K, N] -> C [M, N]; 1: A [G, M, K] x
+ * B [K, N] (columns grouped) -> C [M, N]; 2: A [M, K] x B [K, N] (K
+ * grouped) -> C [G, M, N]; 3: A [G, M, K] x B [G, K, N] -> C [G, M, N]
+ * (no offsets). offs (int32, G entries, modes 0-2) are the groups' ends
+ * along the grouped dimension, read when the kernel runs: they must be
+ * non-decreasing and at most its size, else the fault is told and the bad
+ * groups (and what follows) are left zero. Rows (mode 0) or columns (mode
+ * 1) past the last end are zero. Strides are (group, row, column) per
+ * operand (the group stride is unused for a 2-D operand); m, n, k are the
+ * full extents. Accumulation as tnk_gemm; C is fully written. */
+typedef struct tnk_grouped_gemm_args {
+  int64_t groups, m, n, k;
+  void *c;
+  const void *a, *b;
+  const int32_t *offs;
+  int64_t sa[3], sb[3], sc[3];
+  int32_t mode, dtype;
+  tnk_fault_t fault;
+} tnk_grouped_gemm_args_t;
+void tnk_grouped_gemm(const tnk_grouped_gemm_args_t *args);
+
 /* ==================================================================== */
 /* Source-index lists (index_lists.c) of the ops csrc/aten builds from   */
 /* index gathers: idx[o] is the input position output position o reads.  */

@@ -542,6 +542,96 @@ static void test_gemm_reports_allocation_failure(void) {
   CHECK(tnk_gemm(&g) == 0 && c == 1 && g_gemm_faults == 1);
 }
 
+/* Grouped GEMM, all four modes, fp32, against per-group double references:
+ * uneven, empty and (mode 0) trailing uncovered groups; bad offsets are told
+ * and leave zeros. */
+static double g_gv(int i) { return (double)((i * 37 % 23) - 11) / 11.0; }
+
+static void test_grouped_gemm(void) {
+  enum { G = 4, M = 40, N = 24, K = 30 };
+  static float a[G * M * K], b[G * K * N], c[G * M * N];
+  for (int i = 0; i < G * M * K; i++) a[i] = (float)g_gv(i);
+  for (int i = 0; i < G * K * N; i++) b[i] = (float)g_gv(i * 7 + 3);
+  int bad = 0;
+  for (int mode = 0; mode < 4; mode++) {
+    int32_t offs[G];
+    int64_t ext = mode == 0 ? M : mode == 1 ? N : K;
+    /* ends: 7, 7 (empty), ext - 3, ext - 3 (3 uncovered in modes 0/1) */
+    offs[0] = 7, offs[1] = 7, offs[2] = (int32_t)ext - 3, offs[3] = (int32_t)ext - 3;
+    if (mode == 2) offs[3] = (int32_t)ext;
+    tnk_grouped_gemm_args_t g = {.groups = G,
+                                 .m = M,
+                                 .n = N,
+                                 .k = K,
+                                 .c = c,
+                                 .a = a,
+                                 .b = b,
+                                 .offs = mode == 3 ? NULL : offs,
+                                 .mode = mode,
+                                 .dtype = TNK_F32};
+    /* A: [M, K] or [G, M, K]; B: [K, N] or [G, K, N]; C: [M, N] or [G, M, N] */
+    int a3 = mode == 1 || mode == 3, b3 = mode == 0 || mode == 3, c3 = mode >= 2;
+    int64_t sa[3] = {a3 ? M * K : 0, K, 1}, sb[3] = {b3 ? K * N : 0, N, 1},
+            sc[3] = {c3 ? M * N : 0, N, 1};
+    memcpy(g.sa, sa, sizeof sa);
+    memcpy(g.sb, sb, sizeof sb);
+    memcpy(g.sc, sc, sizeof sc);
+    for (int i = 0; i < G * M * N; i++) c[i] = 12345.0f; /* C is fully written */
+    tnk_grouped_gemm(&g);
+    for (int grp = 0; grp < (c3 ? G : 1); grp++)
+      for (int r = 0; r < M; r++)
+        for (int x = 0; x < N; x++) {
+          /* which group covers this element, and its k range */
+          int gi = grp, k0 = 0, k1 = K, covered = 1;
+          if (mode == 0 || mode == 1) {
+            int pos = mode == 0 ? r : x;
+            gi = -1;
+            for (int j = G - 1; j >= 0; j--)
+              if (pos < offs[j] && (j == 0 || pos >= offs[j - 1])) gi = j;
+            covered = gi >= 0;
+          } else if (mode == 2) {
+            k0 = grp ? offs[grp - 1] : 0;
+            k1 = offs[grp];
+          }
+          double want = 0;
+          if (covered)
+            for (int k = k0; k < k1; k++) {
+              double av = a3 ? a[(gi * M + r) * K + k] : a[r * K + k];
+              double bv = b3 ? b[(gi * K + k) * N + x] : b[k * N + x];
+              want += av * bv;
+            }
+          float got = c[(grp * M + r) * N + x];
+          bad += fabs(got - want) > 1e-4 * (1 + fabs(want));
+        }
+  }
+  CHECK(bad == 0);
+  /* decreasing offsets: told once, groups from the bad one on left zero */
+  int32_t offs[G] = {10, 5, 20, 40};
+  g_gemm_faults = 0;
+  tnk_grouped_gemm_args_t g = {.groups = G,
+                               .m = M,
+                               .n = N,
+                               .k = K,
+                               .c = c,
+                               .a = a,
+                               .b = b,
+                               .offs = offs,
+                               .mode = 0,
+                               .dtype = TNK_F32,
+                               .sa = {0, K, 1},
+                               .sb = {K * N, N, 1},
+                               .sc = {0, N, 1}};
+  g.fault.fn = count_gemm_fault;
+  g.fault.kind = TNRT_FAULT_MESSAGE;
+  tnk_grouped_gemm(&g);
+  CHECK(g_gemm_faults == 1 && strstr(g_gemm_fault_what, "non-decreasing"));
+  for (int i = 10 * N; i < M * N; i++) bad += c[i] != 0.0f;
+  offs[1] = 50; /* past the end */
+  tnk_grouped_gemm(&g);
+  CHECK(g_gemm_faults == 2 && strstr(g_gemm_fault_what, "past the end"));
+  CHECK(bad == 0);
+}
+
 int main(void) {
   RUN(test_im2col_3d);
   RUN(test_gemm_variants);
@@ -557,5 +647,6 @@ int main(void) {
   RUN(test_gemm_bf16_variants);
   RUN(test_trsm);
   RUN(test_gemm_reports_allocation_failure);
+  RUN(test_grouped_gemm);
   return REPORT("test_gemm");
 }
