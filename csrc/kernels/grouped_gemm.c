@@ -11,7 +11,7 @@
 
 /* A group is "small" below this many multiply-adds: splitting it over the
  * pool costs more than it saves. */
-#define SMALL_GROUP_MACS (1 << 21)
+#define SMALL_GROUP_MACS (1 << 24)
 
 typedef struct group {
   int64_t m, n, k;

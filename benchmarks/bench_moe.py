@@ -1,0 +1,180 @@
+"""Mixture-of-experts speed on neuron: torch._grouped_mm against the dense
+GEMM of the same total size (both on neuron, interleaved), balanced and
+skewed routing, forward and forward + backward; then TorchTitan's MoE layer
+(router, token reordering, grouped experts, combine), forward + backward,
+with the share of device time each part takes (torch.profiler).
+
+Not a test: it reports times and ratios and never asserts on them.
+    python benchmarks/bench_moe.py [--write FILE]
+"""
+
+import argparse
+import os
+import statistics
+import sys
+from collections import defaultdict
+
+import torch
+
+import torch_neuronx
+from torch_neuronx import _C
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run_all  # noqa: E402
+
+N = "neuron"
+
+
+def sizes_for(kind, T, E):
+    if kind == "balanced":
+        return [T // E] * E
+    if kind == "skewed (one expert half the tokens)":
+        rest = T // 2 // (E - 1)
+        return [T // 2] + [rest] * (E - 2) + [T - T // 2 - rest * (E - 2)]
+    return [T // (E // 2) if i % 2 == 0 else 0 for i in range(E)]  # half the experts empty
+
+
+def grouped_rows(rounds, reps):
+    rows = []
+    shapes = [(4096, 1024, 1024, 8), (8192, 1024, 512, 64), (2048, 512, 256, 128)]
+    kinds = ["balanced", "skewed (one expert half the tokens)", "half the experts empty"]
+    for T, K, Nn, E in shapes:
+        for dtype in (torch.bfloat16, torch.float32):
+            g = torch.Generator().manual_seed(0)
+            x = torch.randn(T, K, generator=g).to(dtype).to(N).requires_grad_()
+            w = torch.randn(E, K, Nn, generator=g).to(dtype).to(N).requires_grad_()
+            wd = torch.randn(K, Nn, generator=g).to(dtype).to(N).requires_grad_()
+            go = torch.randn(T, Nn, generator=g).to(dtype).to(N)
+            for kind in kinds if E == 8 else kinds[:1]:
+                offs = torch.tensor(sizes_for(kind, T, E)).cumsum(0).to(torch.int32).to(N)
+                with torch.no_grad():
+                    s = run_all.interleaved(
+                        {
+                            "grouped": lambda offs=offs: torch._grouped_mm(x, w, offs),
+                            "dense": lambda: x @ wd,
+                        },
+                        rounds,
+                        reps,
+                    )
+                fb = run_all.interleaved(
+                    {
+                        "grouped": lambda offs=offs: torch._grouped_mm(x, w, offs).backward(go),
+                        "dense": lambda: (x @ wd).backward(go),
+                    },
+                    rounds,
+                    reps,
+                )
+                tg, td = statistics.median(s["grouped"]), statistics.median(s["dense"])
+                bg, bd = statistics.median(fb["grouped"]), statistics.median(fb["dense"])
+                flops = 2 * T * K * Nn
+                rows.append(
+                    f"| {T}x{K} @ {E}x{K}x{Nn} | {str(dtype)[6:]} | {kind} | {tg * 1e3:.2f} | "
+                    f"{td * 1e3:.2f} | {td / tg:.2f} | {flops / tg / 1e9:.0f} | {bg * 1e3:.2f} | "
+                    f"{bd * 1e3:.2f} | {bd / bg:.2f} |"
+                )
+                print(rows[-1], flush=True)
+    return rows
+
+
+# TorchTitan's MoE layer, by part: every op of the profile goes to the part
+# of the layer whose module (record_function scope) ran it.
+def moe_layer_rows():
+    from torchtitan.models.moe.moe import MoE, MoEArgs
+
+    dim, hidden, T = 512, 1024, 4096
+    args = MoEArgs(num_experts=8, num_shared_experts=1, top_k=2, score_func="softmax")
+    layer = MoE(args, dim=dim, hidden_dim=hidden)
+    layer.init_weights(0.02, torch.device("cpu"))
+    layer = layer.to(N, torch.bfloat16)
+    x = torch.randn(2, T // 2, dim).to(torch.bfloat16).to(N).requires_grad_()
+
+    parts = {
+        "router": layer.router,
+        "token reordering": layer.reorderer,
+        "routed experts": layer.experts,
+        "shared expert": layer.shared_experts,
+    }
+    for name, mod in parts.items():
+        mod.register_forward_pre_hook(
+            lambda m, a, name=name: setattr(m, "_rf", torch.profiler.record_function(name))
+            or m._rf.__enter__()
+        )
+        mod.register_forward_hook(lambda m, a, o: m._rf.__exit__(None, None, None))
+
+    def step():
+        layer(x).float().square().mean().backward()
+
+    for _ in range(3):
+        step()
+    torch.neuron.synchronize()
+    with torch.profiler.profile() as prof:
+        for _ in range(5):
+            step()
+        torch.neuron.synchronize()
+    # self device time of ops, forward (inside a part's scope) and the rest
+    # (combine, autograd's backward of everything)
+    events = prof.events()
+    by_part, ops = defaultdict(float), defaultdict(float)
+    total = 0.0
+    for e in events:
+        t = getattr(e, "self_device_time_total", 0.0)
+        if t <= 0:
+            continue
+        total += t
+        scope = "backward (all parts) and combine"
+        parent = e.cpu_parent
+        while parent is not None:
+            if parent.name in parts:
+                scope = f"{parent.name} (forward)"
+                break
+            parent = parent.cpu_parent
+        by_part[scope] += t
+        ops[e.name] += t
+    lines = [f"| {k} | {v / 5 / 1e3:.2f} | {100 * v / total:.0f}% |" for k, v in
+             sorted(by_part.items(), key=lambda kv: -kv[1])]  # fmt: skip
+    top = [f"| {k} | {v / 5 / 1e3:.2f} | {100 * v / total:.0f}% |" for k, v in
+           sorted(ops.items(), key=lambda kv: -kv[1])[:10]]  # fmt: skip
+    return total / 5 / 1e3, lines, top
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--write")
+    p.add_argument("--rounds", type=int, default=5)
+    args = p.parse_args()
+    torch.set_num_threads(_C._num_threads())
+    torch_neuronx.set_fallback_mode("error")
+    lines = [
+        f"Host: {run_all.cpu_name()}; flags {' '.join(run_all.cpu_flags())}; "
+        f"{os.cpu_count()} CPUs, {torch.get_num_threads()} threads; torch {torch.__version__}.",
+        "",
+        "torch._grouped_mm (2-D tokens x 3-D expert weights) against the dense GEMM of the same "
+        "size (tokens x one weight), both on neuron, median of interleaved rounds:",
+        "",
+        "| shape | dtype | routing | grouped ms | dense ms | dense/grouped | grouped GFLOP/s "
+        "| fwd+bwd grouped ms | fwd+bwd dense ms | dense/grouped |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += grouped_rows(args.rounds, 2)
+    total, parts, top = moe_layer_rows()
+    lines += [
+        "",
+        f"TorchTitan MoE layer (8 experts, top-2, 1 shared expert, dim 512, hidden 1024, 4096 "
+        f"tokens, bf16), forward + backward: {total:.1f} ms of device time per step.",
+        "",
+        "| part | ms | share |",
+        "|---|---|---|",
+        *parts,
+        "",
+        "| op (self device time) | ms | share |",
+        "|---|---|---|",
+        *top,
+    ]
+    print("\n".join(lines))
+    if args.write:
+        with open(args.write, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
