@@ -11,8 +11,8 @@ Not a test: it reports times and ratios and never asserts on them.
 import argparse
 import os
 import statistics
-import time
 import sys
+import time
 from collections import defaultdict
 
 import torch
