@@ -51,16 +51,18 @@ def grouped_rows(rounds, reps):
                 with torch.no_grad():
                     s = run_all.interleaved(
                         {
-                            "grouped": lambda offs=offs: torch._grouped_mm(x, w, offs),
-                            "dense": lambda: x @ wd,
+                            "grouped": lambda offs=offs, x=x, w=w: torch._grouped_mm(x, w, offs),
+                            "dense": lambda x=x, wd=wd: x @ wd,
                         },
                         rounds,
                         reps,
                     )
                 fb = run_all.interleaved(
                     {
-                        "grouped": lambda offs=offs: torch._grouped_mm(x, w, offs).backward(go),
-                        "dense": lambda: (x @ wd).backward(go),
+                        "grouped": lambda offs=offs, x=x, w=w, go=go: torch._grouped_mm(
+                            x, w, offs
+                        ).backward(go),
+                        "dense": lambda x=x, wd=wd, go=go: (x @ wd).backward(go),
                     },
                     rounds,
                     reps,
