@@ -154,3 +154,57 @@ def test_a_kernel_error_is_an_exception():
 
 def test_python_is_where_the_interpreter_runs():
     assert sys.version_info >= (3, 9)
+
+
+# ---- Liger-Kernel (a pip package of Triton kernels), unchanged --------------
+
+
+def test_liger_rms_norm_swiglu_cross_entropy_against_torch(no_fallback):
+    """Liger's fused RMSNorm (it calls libdevice's rsqrt), SwiGLU and cross
+    entropy, forward and backward, against the same math in eager torch.
+    (Triton's own interpreter cannot run the RMSNorm on CPU: it lacks the
+    device library, which the neuron backend maps to triton.language math.)"""
+    pytest.importorskip("liger_kernel")
+    from liger_kernel.ops.swiglu import LigerSiLUMulFunction
+    from liger_kernel.transformers.cross_entropy import LigerCrossEntropyLoss
+    from liger_kernel.transformers.rms_norm import LigerRMSNorm
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 64, generator=g)
+    w = torch.rand(64, generator=g) + 0.5
+
+    norm = LigerRMSNorm(64, eps=1e-6).to(N)
+    with torch.no_grad():
+        norm.weight.copy_(w)
+    xn = x.to(N).requires_grad_()
+    out = norm(xn)
+    out.square().sum().backward()
+    xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
+    ref = xr * torch.rsqrt(xr.pow(2).mean(-1, keepdim=True) + 1e-6) * wr
+    ref.square().sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), ref.detach(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(xn.grad.cpu(), xr.grad, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(norm.weight.grad.cpu(), wr.grad, atol=1e-4, rtol=1e-4)
+
+    a, b = torch.randn(6, 64, generator=g), torch.randn(6, 64, generator=g)
+    an, bn = a.to(N).requires_grad_(), b.to(N).requires_grad_()
+    out = LigerSiLUMulFunction.apply(an, bn)
+    out.sum().backward()
+    ar, br = a.clone().requires_grad_(), b.clone().requires_grad_()
+    ref = torch.nn.functional.silu(ar) * br
+    ref.sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), ref.detach(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(an.grad.cpu(), ar.grad, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(bn.grad.cpu(), br.grad, atol=1e-5, rtol=1e-5)
+
+    logits = torch.randn(7, 50, generator=g)
+    target = torch.randint(0, 50, (7,), generator=g)
+    target[3] = -100  # ignored
+    ln = logits.to(N).requires_grad_()
+    loss = LigerCrossEntropyLoss()(ln, target.to(N))
+    loss.backward()
+    lr = logits.clone().requires_grad_()
+    ref = torch.nn.functional.cross_entropy(lr, target)
+    ref.backward()
+    torch.testing.assert_close(loss.detach().cpu(), ref.detach(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ln.grad.cpu(), lr.grad, atol=1e-5, rtol=1e-5)

@@ -13,7 +13,10 @@ for the copies.
 
 What it is not: a code generator. Nothing is compiled to machine code, so a
 kernel runs at the interpreter's speed (docs/benchmarks/triton.md). The
-interpreter's limits are this backend's (no inline assembly, no
-``tl.extra`` device libraries beyond the math the interpreter maps, no
-TMA/warp specialisation semantics).
+interpreter's limits are this backend's: no inline assembly
+(``tl.inline_asm_elementwise``), no Gluon kernels, no warp specialisation or
+TMA semantics beyond the interpreter's emulation, and of the device library
+(``triton.language.extra.libdevice``, which the interpreter lacks entirely)
+only the functions with a triton.language equivalent and ``tanh`` (the
+launcher maps them while a kernel runs).
 """

@@ -71,7 +71,11 @@ class NeuronBackend(BaseBackend):
         return {"min_dot_size": lambda lhs, rhs: min_dot_size(lhs, rhs)}
 
     def get_module_map(self) -> dict:
-        return {}
+        # libdevice calls become Triton IR extern calls (never code-generated:
+        # the interpreter runs them as triton.language math, driver.py)
+        from triton.language.extra.cuda import libdevice
+
+        return {"triton.language.extra.libdevice": libdevice}
 
     def load_dialects(self, ctx) -> None:
         pass

@@ -52,13 +52,61 @@ def _call_interpreted(jit_fn, *args, **kwargs):
 
     scope = _patch_lang(jit_fn.fn)
     try:
-        return _interpreted_fn(jit_fn).rewrite()(*args, **kwargs)
+        with _Libdevice(jit_fn.fn.__globals__):
+            return _interpreted_fn(jit_fn).rewrite()(*args, **kwargs)
     except InterpreterError:
         raise
     except Exception as e:
         raise InterpreterError(repr(e)) from e
     finally:
         scope.restore()
+
+
+_LIBDEVICE = "triton.language.extra.libdevice"
+
+
+def _libdevice_impls() -> dict:
+    """Triton's device-library functions (triton.language.extra.libdevice:
+    stubs a GPU backend binds to its vendor library) that Triton's
+    interpreter lacks, as triton.language math: those with a tl.math
+    namesake, and tanh."""
+    import triton.language as tl
+
+    names = ("abs", "ceil", "cos", "div_rn", "erf", "exp", "exp2", "floor", "fma", "log",
+             "log2", "rsqrt", "sin", "sqrt", "sqrt_rn")  # fmt: skip
+    # looked up at call time: the interpreter patches tl.math while it runs
+    impls = {
+        n: (lambda *args, _n=n: getattr(tl.math, _n)(*args)) for n in names if hasattr(tl.math, n)
+    }
+    impls["tanh"] = lambda x: 2.0 * tl.sigmoid(2.0 * x) - 1.0
+    return impls
+
+
+class _Libdevice:
+    """While a kernel is interpreted: its module's libdevice functions (and
+    the libdevice module's own) bound to _libdevice_impls()."""
+
+    def __init__(self, fn_globals):
+        self.g = fn_globals
+
+    def __enter__(self):
+        import importlib
+
+        impls = _libdevice_impls()
+        self.saved = []
+        mod = importlib.import_module(_LIBDEVICE)
+        for name, impl in impls.items():
+            if hasattr(mod, name):
+                self.saved.append((mod.__dict__, name, getattr(mod, name)))
+                setattr(mod, name, impl)
+        for key, val in list(self.g.items()):
+            if getattr(val, "__module__", None) == _LIBDEVICE and val.__name__ in impls:
+                self.saved.append((self.g, key, val))
+                self.g[key] = impls[val.__name__]
+
+    def __exit__(self, *exc):
+        for d, key, val in reversed(self.saved):
+            d[key] = val
 
 
 class _NestedCalls:
@@ -86,7 +134,7 @@ class NeuronLauncher:
         if enter_hook is not None:
             enter_hook(launch_metadata)
         fn = _interpreted_fn(self.jit_fn)
-        with _call_lock, _NestedCalls():
+        with _call_lock, _NestedCalls(), _Libdevice(self.jit_fn.fn.__globals__):
             fn.run(*args, grid=(gx, gy, gz), warmup=False)
         if exit_hook is not None:
             exit_hook(launch_metadata)
