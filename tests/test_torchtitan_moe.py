@@ -1,12 +1,20 @@
 """TorchTitan's MoE recipes on neuron, unpatched (``torchrun -m
 torchtitan.train``, every op native: TORCH_NEURONX_FALLBACK=error): the
-debug flavors of deepseek_v3 and gpt_oss (FlexAttention with sinks) on 2
-ranks with FSDP, and with FSDP plus expert parallelism 2 (uneven all_to_all,
-TorchTitan's Triton permutation kernel through the neuron Triton backend);
-qwen3's and llama4's MoE debug flavors on 1 rank. TorchTitan's CPU path has
-no MoE (its router's histc has no int64 CPU kernel) and CPU flex_attention no
-backward, so the reference of the expert-parallel job is the same job
-without expert parallelism, from the same seed checkpoint and data."""
+deepseek_v3 debug flavor on 2 ranks with FSDP, and with FSDP plus expert
+parallelism 2 (uneven all_to_all, TorchTitan's Triton permutation kernel
+through the neuron Triton backend), and on 1 rank eager against
+``--compile.enable``; qwen3's, llama4's and gpt_oss's MoE debug flavors on 1
+rank. TorchTitan's CPU path has no MoE (its router's histc has no int64 CPU
+kernel) and CPU flex_attention no backward, so the references are the same
+job without expert parallelism or without compilation, from one seed
+checkpoint and the same data.
+
+gpt_oss is not in the comparisons: TorchTitan 0.2.2 never initialises its
+router's gate bias (``init_weights`` leaves ``moe.router.gate.bias`` as
+``torch.empty`` made it), so its seed checkpoint holds whatever memory the
+process had, and a run can start from NaN (on any device).
+``test_gpt_oss_router_bias_is_left_uninitialised`` fails once that is
+fixed."""
 
 import pytest
 from test_torchtitan import _load_assets_module, torchtitan_run
@@ -36,7 +44,30 @@ def common(model, flavor, tokenizer, dataset):
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("model", ["deepseek_v3", "gpt_oss"])
+def _seed(tmp, args, model):
+    out, _ = torchtitan_run(
+        tmp / f"{model}_seed", *args, "--checkpoint.enable", "--checkpoint.create_seed_checkpoint",
+        "--parallelism.data_parallel_shard_degree", "1", nproc=1,
+    )  # fmt: skip
+    assert "Created seed checkpoint" in out, out[-4000:]
+    seed = str(tmp / f"{model}_seed" / "checkpoint" / "step-0")
+    return ["--checkpoint.enable", "--checkpoint.load_only", "--checkpoint.initial_load_path", seed]
+
+
+def test_compiled_matches_eager(assets):
+    tmp, tokenizer, dataset = assets
+    args = common("deepseek_v3", "debugmodel", tokenizer, dataset)
+    args += ["--parallelism.data_parallel_shard_degree", "1"]
+    args += _seed(tmp, args, "deepseek_v3_c")
+    _, eager = torchtitan_run(tmp / "ds_eager", *args, nproc=1)
+    out, compiled = torchtitan_run(tmp / "ds_compiled", *args, "--compile.enable", nproc=1)
+    assert "Compiling each" in out or "torch.compile" in out, out[-4000:]
+    assert len(eager) == len(compiled) == STEPS, (eager, compiled)
+    for a, b in zip(eager, compiled):
+        assert abs(a - b) < 2e-3, (eager, compiled)
+
+
+@pytest.mark.parametrize("model", ["deepseek_v3"])
 def test_expert_parallel_matches_fsdp(assets, model):
     tmp, tokenizer, dataset = assets
     args = common(model, "debugmodel", tokenizer, dataset)
@@ -65,12 +96,41 @@ def test_expert_parallel_matches_fsdp(assets, model):
         assert abs(a - b) < 2e-3, (ep, fsdp)
 
 
-@pytest.mark.parametrize("model, flavor", [("qwen3", "debugmodel_moe"), ("llama4", "debugmodel")])
+@pytest.mark.parametrize(
+    "model, flavor",
+    [("qwen3", "debugmodel_moe"), ("llama4", "debugmodel"), ("gpt_oss", "debugmodel")],
+)
 def test_moe_flavor_trains_on_one_rank(assets, model, flavor):
     tmp, tokenizer, dataset = assets
     args = common(model, flavor, tokenizer, dataset)
     out, losses = torchtitan_run(
         tmp / f"{model}_1", *args, "--parallelism.data_parallel_shard_degree", "1", nproc=1
     )
+    if model == "gpt_oss" and not losses and "loss: nan" in out.lower():
+        pytest.xfail("TorchTitan's uninitialised gpt_oss router bias was NaN in this process")
     assert len(losses) == STEPS, out[-4000:]
     assert losses[-1] < losses[0] - 0.2, losses
+
+
+def test_gpt_oss_router_bias_is_left_uninitialised():
+    """The upstream bug the gpt_oss comparisons are left out for: after
+    TorchTitan's init_weights, the router's gate bias still holds what the
+    memory held (poisoned with NaN here). Fails once TorchTitan fixes it."""
+    import torch
+    from torchtitan.models.gpt_oss import gptoss_configs
+    from torchtitan.models.gpt_oss.model.model import GptOssModel
+
+    args = gptoss_configs["debugmodel"]
+    with torch.device("meta"):
+        model = GptOssModel(args)
+    model.to_empty(device="cpu")
+    with torch.no_grad():
+        for t in list(model.parameters()) + list(model.buffers()):
+            if t.is_floating_point():
+                t.fill_(float("nan"))
+        model.init_weights(buffer_device=torch.device("cpu"))
+    left = sorted(
+        n for n, t in [*model.named_parameters(), *model.named_buffers()]
+        if t.is_floating_point() and bool(t.isnan().any())
+    )  # fmt: skip
+    assert left and all(n.endswith("moe.router.gate.bias") for n in left), left
