@@ -158,7 +158,9 @@ class _Schedule:
             q_pos = (qb.unsqueeze(-1) * self.QB + torch.arange(self.QB)).clamp(max=Lq - 1)
             kv_pos = (kvb.unsqueeze(-1) * self.KB + torch.arange(self.KB)).reshape(rc, -1)
             keep = ok.repeat_interleave(self.KB, -1) & (kv_pos < Lkv)
-            ints += [r, b, h, q_pos, kv_pos.clamp(max=Lkv - 1), kv_rows.reshape(-1)]
+            # slots past a row's count hold whatever kv_indices holds there:
+            # positions kept in range (masked by keep) for the mods' indexing
+            ints += [r, b, h, q_pos, kv_pos.clamp(0, Lkv - 1), kv_rows.reshape(-1)]
             bools += [keep, fl.repeat_interleave(self.KB, -1)]
             metas.append(bool((ok & ~fl).any()))
             start += rc

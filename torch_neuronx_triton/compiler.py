@@ -105,6 +105,6 @@ class NeuronBackend(BaseBackend):
 
     @functools.lru_cache  # noqa: B019 (one backend object per target)
     def hash(self) -> str:
-        from torch_neuronx import __version__
+        from importlib.metadata import version
 
-        return f"neuron-interpreter-{__version__}"
+        return f"neuron-interpreter-{version('torch-neuronx')}"

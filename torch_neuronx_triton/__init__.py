@@ -1,5 +1,11 @@
 """Triton's backend for neuron (entry point group "triton.backends").
 
+A top-level package, not a subpackage of torch_neuronx: Triton imports every
+registered backend when it is imported, and importing torch_neuronx
+registers the neuron device, which a process that turned the backend's
+autoload off (TORCH_DEVICE_BACKEND_AUTOLOAD=0) must not get. The driver is
+active only where torch_neuronx is loaded (``torch.neuron`` exists).
+
 Triton finds backends through that entry point group and uses the one whose
 driver is active. With this package, a ``@triton.jit`` kernel that a library
 launches on neuron tensors (TorchTitan's MoE token permutation, for one) goes
