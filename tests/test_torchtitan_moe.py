@@ -2,8 +2,8 @@
 torchtitan.train``, every op native: TORCH_NEURONX_FALLBACK=error): the
 deepseek_v3 debug flavor on 2 ranks with FSDP, and with FSDP plus expert
 parallelism 2 (uneven all_to_all, TorchTitan's Triton permutation kernel
-through the neuron Triton backend), and on 1 rank eager against
-``--compile.enable``; qwen3's, llama4's and gpt_oss's MoE debug flavors on 1
+through the neuron Triton backend), with tensor parallelism 2 against 1
+rank, and on 1 rank eager against ``--compile.enable``; qwen3's, llama4's and gpt_oss's MoE debug flavors on 1
 rank. TorchTitan's CPU path has no MoE (its router's histc has no int64 CPU
 kernel) and CPU flex_attention no backward, so the references are the same
 job without expert parallelism or without compilation, from one seed
@@ -134,3 +134,20 @@ def test_gpt_oss_router_bias_is_left_uninitialised():
         if t.is_floating_point() and bool(t.isnan().any())
     )  # fmt: skip
     assert left and all(n.endswith("moe.router.gate.bias") for n in left), left
+
+
+def test_tensor_parallel_matches_one_rank(assets):
+    """deepseek_v3 with tensor parallelism 2 (attention, dense and expert
+    weights sharded; both ranks see the same batch) against the same job on
+    one rank."""
+    tmp, tokenizer, dataset = assets
+    args = common("deepseek_v3", "debugmodel", tokenizer, dataset)
+    args += _seed(tmp, args, "deepseek_v3_tp")
+    one_rank = ["--parallelism.data_parallel_shard_degree", "1"]
+    _, one = torchtitan_run(tmp / "ds_one", *args, *one_rank, nproc=1)
+    out, tp = torchtitan_run(
+        tmp / "ds_tp", *args, *one_rank, "--parallelism.tensor_parallel_degree", "2"
+    )
+    assert len(one) == len(tp) == STEPS, (one, tp, out[-4000:])
+    for a, b in zip(one, tp):
+        assert abs(a - b) < 2e-3, (one, tp)
