@@ -541,3 +541,9 @@ def install() -> None:
     _hooks.add("torch._inductor.lowering", _patch_lowering)
     _hooks.add("torch._inductor.kernel.conv", _patch_conv)
     _hooks.add("torch._inductor.output_code", _patch_output_code)
+    from . import _lowp
+
+    _hooks.add("torch._higher_order_ops.out_dtype", _lowp.route_int_mm)
+    _hooks.add(
+        "torchao.quantization.quantize_.workflows.int8.int8_tensor", _lowp.route_int8_weight_only
+    )

@@ -171,15 +171,17 @@ PYBIND11_MODULE(_C, m) {
   // The benchmarks' compute anchor: peak flops/s of one instruction kind
   // (tnk.h), measured on the current stream's threads; 0 without it.
   m.def("_measure_peak", [](const std::string &kind) {
-    static const std::pair<const char *, int> kinds[] = {{"fp32-fma256", TNK_PEAK_F32_FMA256},
-                                                         {"fp32-fma512", TNK_PEAK_F32_FMA512},
-                                                         {"bf16-dot512", TNK_PEAK_BF16_DOT512},
-                                                         {"bf16-amx", TNK_PEAK_BF16_AMX}};
+    static const std::pair<const char *, int> kinds[] = {
+        {"fp32-fma256", TNK_PEAK_F32_FMA256},   {"fp32-fma512", TNK_PEAK_F32_FMA512},
+        {"bf16-dot512", TNK_PEAK_BF16_DOT512},  {"bf16-amx", TNK_PEAK_BF16_AMX},
+        {"int8-vnni512", TNK_PEAK_I8_VNNI512},  {"int16-madd512", TNK_PEAK_I16_MADD512},
+        {"int16-madd256", TNK_PEAK_I16_MADD256}};
     int k = -1;
     for (const auto &e : kinds)
       if (kind == e.first) k = e.second;
     TORCH_CHECK_VALUE(k >= 0, "_measure_peak: kind must be fp32-fma256, fp32-fma512, ",
-                      "bf16-dot512 or bf16-amx, got '", kind, "'");
+                      "bf16-dot512, bf16-amx, int8-vnni512, int16-madd512 or int16-madd256, got '",
+                      kind, "'");
     struct PeakArgs {
       int kind;
       double *out;
@@ -222,6 +224,7 @@ PYBIND11_MODULE(_C, m) {
     if (f & TNK_ISA_AVX512) out.append("avx512");
     if (f & TNK_FEAT_AVX512BF16) out.append("avx512-bf16");
     if (f & TNK_FEAT_AMX_BF16) out.append("amx-bf16");
+    if (f & TNK_FEAT_AVX512VNNI) out.append("avx512-vnni");
     return out;
   });
   // What bf16 GEMMs run on in this process: "amx" (tiles), "avx512-bf16"

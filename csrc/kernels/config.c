@@ -26,6 +26,7 @@ static int detect(void) {
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c"))
     f |= TNK_ISA_AVX512;
   if ((f & TNK_ISA_AVX512) && __builtin_cpu_supports("avx512bf16")) f |= TNK_FEAT_AVX512BF16;
+  if ((f & TNK_ISA_AVX512) && __builtin_cpu_supports("avx512vnni")) f |= TNK_FEAT_AVX512VNNI;
   if (__builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16"))
     f |= TNK_FEAT_AMX_BF16;
 #endif

@@ -68,6 +68,21 @@ typedef void (*tnk_dot_rows_bf16_fn)(int64_t k, const uint16_t *x, const uint16_
 
 #define TNK_UKERNEL_MAX_TILE (12 * 32) /* the largest mr * nr of any variant */
 
+/* int8 GEMM micro-kernel (lowp_gemm.c): the int32 tile T[mr][nr] over kq
+ * packed k-groups; A packed as kq groups of mr 32-bit words, B as kq groups
+ * of nr words; each word holds i8_group consecutive k values: 4 bytes
+ * (A as unsigned, a + 128; B signed) for the VNNI dot product, or 2
+ * int16 for the widening multiply-add. c = T (accumulate 0) or c += T,
+ * row r at c + r * ldc. */
+typedef void (*tnk_ukernel_i8_fn)(int64_t kq, const uint32_t *a, const uint32_t *b, int32_t *c,
+                                  int64_t ldc, int accumulate);
+/* out[r * ldo + j] = x row r . w row j for r < m and j < n: fp32 x (rows
+ * ldx apart) against int8 weight rows (ldw apart) widened exactly, fp32
+ * sums (weight-only quantized products, batch-1 decode). */
+typedef void (*tnk_dot_rows_w8_fn)(int64_t k, const float *x, int64_t ldx, int64_t m,
+                                   const int8_t *w, int64_t ldw, int64_t n, float *out,
+                                   int64_t ldo);
+
 /* fp64 micro-kernel: the dense f64_mr x f64_nr tile t = A . B over kc, A
  * packed as kc columns of f64_mr values, B as kc rows of f64_nr */
 typedef void (*tnk_ukernel_f64_fn)(int64_t kc, const double *a, const double *b, double *t);
@@ -97,6 +112,9 @@ typedef struct tnk_gemm_config {
   tnk_dot_rows4_bf16_fn dot_rows4_bf16; /* the same over bf16 */
   tnk_ukernel_f64_fn f64;               /* NULL: fp64 runs the reference GEMM */
   int f64_mr, f64_nr;
+  tnk_ukernel_i8_fn i8;           /* NULL: int8 products run the reference */
+  int i8_mr, i8_nr, i8_group;     /* its tile; k values per packed word (4 VNNI, 2 int16) */
+  tnk_dot_rows_w8_fn dot_rows_w8; /* NULL: weight-only int8 decode takes the blocked path */
 } tnk_gemm_config_t;
 
 /* Vectorised fp32 row math; the contracts are in vmath.h. The streaming

@@ -56,7 +56,10 @@
   X(SDPA_FORWARD, tnk_sdpa_forward, tnk_sdpa_args_t, 1)                                            \
   X(SDPA_BACKWARD, tnk_sdpa_backward, tnk_sdpa_args_t, 1)                                          \
   X(GEMM, tnk_gemm, tnk_gemm_args_t, tnk_gemm_supported(q->dtype))                                 \
-  X(GROUPED_GEMM, tnk_grouped_gemm, tnk_grouped_gemm_args_t, tnk_gemm_supported(q->dtype))
+  X(GROUPED_GEMM, tnk_grouped_gemm, tnk_grouped_gemm_args_t, tnk_gemm_supported(q->dtype))         \
+  /* low-precision GEMM: dtype, dtype2 the operands' formats, mode C's dtype */                    \
+  X(LOWP_GEMM, tnk_lowp_gemm, tnk_lowp_gemm_args_t,                                                \
+    tnk_lowp_gemm_supported(q->dtype, q->dtype2, q->mode))
 
 #define TNK_KERNEL_ENUM_(ID, FN, ARGS, SUPPORTED) TNK_K_##ID,
 typedef enum tnk_kernel { TNK_KERNELS(TNK_KERNEL_ENUM_) TNK_KERNEL_COUNT } tnk_kernel_t;

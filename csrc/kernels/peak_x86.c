@@ -15,7 +15,8 @@ static double seconds(void) {
 }
 
 /* flops of one instruction of each kind (tnk.h's TNK_PEAK_* order) */
-static const double k_instr_flops[] = {8 * 2, 16 * 2, 16 * 2 * 2, 16 * 16 * 32 * 2};
+static const double k_instr_flops[] = {8 * 2,  16 * 2, 16 * 2 * 2, 16 * 16 * 32 * 2,
+                                       64 * 2, 32 * 2, 16 * 2};
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -61,8 +62,37 @@ __attribute__((target("avx512f"))) static double chains_fma512(long iters) {
   CHAINS(__m512, _mm512_set1_ps, FMA512, _mm512_reduce_add_ps, k_instr_flops[TNK_PEAK_F32_FMA512])
 }
 
-__attribute__((target("avx512f,avx512bf16"))) static double chains_dot512(long iters) {
-  CHAINS(__m512, _mm512_set1_ps, DOT512, _mm512_reduce_add_ps, k_instr_flops[TNK_PEAK_BF16_DOT512])
+__attribute__((target("avx512f,avx512bf16"))) static double chains_dot512(long iters){
+    CHAINS(__m512, _mm512_set1_ps, DOT512, _mm512_reduce_add_ps,
+           k_instr_flops[TNK_PEAK_BF16_DOT512])}
+/* int8 products as the int8 GEMM runs them: VPDPBUSD (unsigned times
+ * signed bytes, four per lane, summed into int32), or VPMADDWD on int16
+ * pairs followed by the VPADDD that accumulates it */
+#define VNNI512(x) \
+  _mm512_dpbusd_epi32(x, _mm512_set1_epi32(0x01010101), _mm512_set1_epi32(0x01020102))
+#define MADD512(x) _mm512_add_epi32(x, _mm512_madd_epi16(x, _mm512_set1_epi32(0x00010001)))
+#define MADD256(x) _mm256_add_epi32(x, _mm256_madd_epi16(x, _mm256_set1_epi32(0x00010001)))
+static inline __attribute__((target("avx512f"))) __m512i i512_init(float v) {
+  return _mm512_set1_epi32((int)v);
+}
+static inline __attribute__((target("avx2"))) __m256i i256_init(float v) {
+  return _mm256_set1_epi32((int)v);
+}
+static inline __attribute__((target("avx512f"))) float i512_red(__m512i v) {
+  return (float)_mm512_reduce_add_epi32(v);
+}
+static inline __attribute__((target("avx2"))) float i256_red(__m256i v) {
+  return (float)_mm256_extract_epi32(v, 0);
+}
+
+__attribute__((target("avx512f,avx512vnni"))) static double chains_vnni512(long iters) {
+  CHAINS(__m512i, i512_init, VNNI512, i512_red, k_instr_flops[TNK_PEAK_I8_VNNI512])
+}
+__attribute__((target("avx512f,avx512bw"))) static double chains_madd512(long iters) {
+  CHAINS(__m512i, i512_init, MADD512, i512_red, k_instr_flops[TNK_PEAK_I16_MADD512])
+}
+__attribute__((target("avx2"))) static double chains_madd256(long iters) {
+  CHAINS(__m256i, i256_init, MADD256, i256_red, k_instr_flops[TNK_PEAK_I16_MADD256])
 }
 
 static int peak_supported(int kind) {
@@ -72,6 +102,9 @@ static int peak_supported(int kind) {
     case TNK_PEAK_F32_FMA512: return (f & TNK_ISA_AVX512) != 0;
     case TNK_PEAK_BF16_DOT512: return (f & TNK_FEAT_AVX512BF16) != 0;
     case TNK_PEAK_BF16_AMX: return tnk_amx_usable();
+    case TNK_PEAK_I8_VNNI512: return (f & TNK_FEAT_AVX512VNNI) != 0;
+    case TNK_PEAK_I16_MADD512: return (f & TNK_ISA_AVX512) != 0;
+    case TNK_PEAK_I16_MADD256: return (f & TNK_ISA_AVX2) != 0;
     default: return 0;
   }
 }
@@ -84,6 +117,9 @@ static double chains(int kind, long iters) {
     tnk_amx_peak_chains(iters);
     return (double)iters * 12.0 * k_instr_flops[kind] / (seconds() - t);
   }
+  if (kind == TNK_PEAK_I8_VNNI512) return chains_vnni512(iters);
+  if (kind == TNK_PEAK_I16_MADD512) return chains_madd512(iters);
+  if (kind == TNK_PEAK_I16_MADD256) return chains_madd256(iters);
   return chains_dot512(iters);
 }
 #else

@@ -45,6 +45,8 @@ enum { TNK_FEAT_AVX512BF16 = 4 };
  * runs on them when the OS grants the tile state and the tiles pass a
  * self-test (TORCH_NEURONX_AMX=0 turns that off). */
 enum { TNK_FEAT_AMX_BF16 = 8 };
+/* AVX512-VNNI (the int8 GEMM's dot product, with the avx512 ISA). */
+enum { TNK_FEAT_AVX512VNNI = 16 };
 /* Whether this process's bf16 GEMMs may use AMX tiles, decided once on the
  * first call: the CPU has AMX-BF16 (TORCH_NEURONX_AMX=force tries the tiles
  * even where CPUID says it has not, which exercises the guard), the
@@ -80,7 +82,10 @@ enum {
   TNK_PEAK_F32_FMA256 = 0,
   TNK_PEAK_F32_FMA512 = 1,
   TNK_PEAK_BF16_DOT512 = 2,
-  TNK_PEAK_BF16_AMX = 3 /* TDPBF16PS on tiles: 16x16x32 multiply-adds */
+  TNK_PEAK_BF16_AMX = 3,    /* TDPBF16PS on tiles: 16x16x32 multiply-adds */
+  TNK_PEAK_I8_VNNI512 = 4,  /* VPDPBUSD: 64 int8 multiply-adds (ops: 2 per) */
+  TNK_PEAK_I16_MADD512 = 5, /* VPMADDWD + VPADDD: 32 int16 multiply-adds */
+  TNK_PEAK_I16_MADD256 = 6
 };
 double tnk_measure_peak(int kind);
 /* Seconds one libc memcpy of `bytes` takes, split evenly over the kernel
@@ -860,6 +865,43 @@ typedef struct tnk_grouped_gemm_args {
   tnk_fault_t fault;
 } tnk_grouped_gemm_args_t;
 void tnk_grouped_gemm(const tnk_grouped_gemm_args_t *args);
+
+/* ---- Low-precision GEMM (lowp_gemm.c) ---------------------------------------
+ * C = epilogue(A @ B), A m x k, B k x n, C m x n, each with element strides
+ * (row, column). Two kinds:
+ *  - int8 x int8 -> int32 (a_fmt = b_fmt = TNK_I8, c_dtype TNK_I32): exact
+ *    integer sums, no scales or bias (torch._int_mm).
+ *  - any of f32, bf16, f16, i8, TNK_F8E4M3, TNK_F8E5M2 for A and for B,
+ *    widened exactly to fp32 while packing, fp32 sums; C (f32, bf16 or f16)
+ *    = sum * scale_a * scale_b + bias[j]. A scale is none, one value
+ *    (TENSOR: read when the kernel runs), one per row of A / column of B
+ *    (VECTOR: s[i * ld]) or one per row / column and block of `block` k
+ *    (BLOCK: s[i * ld + k / block], applied to the operand while packing;
+ *    block a multiple of 4). Scales and bias are f32, bf16 or f16.
+ * C must not overlap the inputs. 0, or -1 when a buffer could not be
+ * allocated (fault told, C incomplete). */
+enum { TNK_F8E4M3 = 64, TNK_F8E5M2 = 65 }; /* operand formats beyond tnk_dtype_t */
+enum { TNK_SCALE_NONE = 0, TNK_SCALE_TENSOR, TNK_SCALE_VECTOR, TNK_SCALE_BLOCK };
+typedef struct tnk_lowp_gemm_args {
+  int64_t m, n, k;
+  void *c;
+  const void *a, *b;
+  int64_t sa_r, sa_c, sb_r, sb_c, sc_r, sc_c;
+  int32_t a_fmt, b_fmt, c_dtype;
+  int32_t sa_mode, sb_mode, sa_dtype, sb_dtype;
+  int64_t sa_ld, sb_ld, block;
+  const void *sa, *sb;
+  const void *bias; /* NULL: none; n values, contiguous */
+  int32_t bias_dtype, pad_;
+  tnk_fault_t fault;
+} tnk_lowp_gemm_args_t;
+int tnk_lowp_gemm_supported(int a_fmt, int b_fmt, int c_dtype);
+int tnk_lowp_gemm(const tnk_lowp_gemm_args_t *args);
+int tnk_lowp_gemm_with(const struct tnk_config *cfg, const tnk_lowp_gemm_args_t *args);
+/* 8-bit float values widened (exact; e4m3fn has no infinities, its
+ * S.1111.111 is NaN; e5m2 is the upper byte of an fp16) */
+float tnk_f8e4m3_to_f32(uint8_t v);
+float tnk_f8e5m2_to_f32(uint8_t v);
 
 /* ==================================================================== */
 /* Source-index lists (index_lists.c) of the ops csrc/aten builds from   */

@@ -632,6 +632,208 @@ static void test_grouped_gemm(void) {
   CHECK(bad == 0);
 }
 
+/* ---- low-precision GEMM (lowp_gemm.c) ---- */
+
+static void test_fp8_values(void) {
+  CHECK(tnk_f8e4m3_to_f32(0x7E) == 448.0f); /* max normal */
+  CHECK(tnk_f8e4m3_to_f32(0xFE) == -448.0f);
+  CHECK(tnk_f8e4m3_to_f32(0x08) == ldexpf(1, -6)); /* min normal */
+  CHECK(tnk_f8e4m3_to_f32(0x01) == ldexpf(1, -9)); /* min subnormal */
+  CHECK(tnk_f8e4m3_to_f32(0x07) == 7 * ldexpf(1, -9));
+  CHECK(tnk_f8e4m3_to_f32(0x38) == 1.0f);
+  CHECK(tnk_f8e4m3_to_f32(0x3C) == 1.5f);
+  CHECK(isnan(tnk_f8e4m3_to_f32(0x7F)) && isnan(tnk_f8e4m3_to_f32(0xFF)));
+  CHECK(tnk_f8e4m3_to_f32(0x77) == 240.0f); /* e = 14 is a normal exponent */
+  CHECK(tnk_f8e5m2_to_f32(0x7B) == 57344.0f);
+  CHECK(isinf(tnk_f8e5m2_to_f32(0x7C)) && isnan(tnk_f8e5m2_to_f32(0x7D)));
+  CHECK(tnk_f8e5m2_to_f32(0x01) == ldexpf(1, -16));
+  CHECK(tnk_f8e5m2_to_f32(0x3C) == 1.0f);
+}
+
+static uint32_t lcg(uint32_t *s) { return *s = *s * 1664525u + 1013904223u; }
+
+/* int8 x int8 -> int32 in every variant (the reference, AVX2's int16
+ * multiply-add, AVX-512's VNNI or multiply-add) against an int64 loop, in
+ * the four layouts, with the extremes -128 and 127 and k past one block. */
+static void test_int8_gemm_variants(void) {
+  static const int64_t shapes[][3] = {{1, 1, 1},       {5, 7, 3},      {13, 33, 17},
+                                      {12, 32, 4},     {64, 64, 64},   {37, 45, 531},
+                                      {150, 70, 1030}, {3, 200, 2049}, {17, 1, 5}};
+  tnk_config_t cfg[3];
+  int have[3];
+  for (int v = 0; v < 3; v++) have[v] = tnk_config_for_isa(v, &cfg[v]) == 0;
+  uint32_t seed = 7;
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+    int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+    int8_t *A = malloc((size_t)(m * k)), *B = malloc((size_t)(k * n));
+    int32_t *C = malloc(sizeof(int32_t) * (size_t)(m * n));
+    for (int64_t i = 0; i < m * k; i++) A[i] = (int8_t)(lcg(&seed) >> 24);
+    for (int64_t i = 0; i < k * n; i++) B[i] = (int8_t)(lcg(&seed) >> 24);
+    if (s == 4) { /* the extremes: every product -128 * -128 or 127 * -128 */
+      for (int64_t i = 0; i < m * k; i++) A[i] = i % 2 ? 127 : -128;
+      for (int64_t i = 0; i < k * n; i++) B[i] = -128;
+    }
+    for (int trans = 0; trans < 4; trans++)
+      for (int v = 0; v < 3; v++) {
+        if (!have[v]) continue;
+        tnk_lowp_gemm_args_t g = {.m = m,
+                                  .n = n,
+                                  .k = k,
+                                  .a = A,
+                                  .b = B,
+                                  .c = C,
+                                  .a_fmt = TNK_I8,
+                                  .b_fmt = TNK_I8,
+                                  .c_dtype = TNK_I32,
+                                  .sc_r = n,
+                                  .sc_c = 1};
+        g.sa_r = trans & 1 ? 1 : k;
+        g.sa_c = trans & 1 ? m : 1;
+        g.sb_r = trans & 2 ? 1 : n;
+        g.sb_c = trans & 2 ? k : 1;
+        memset(C, 0x55, sizeof(int32_t) * (size_t)(m * n));
+        CHECK(tnk_lowp_gemm_with(&cfg[v], &g) == 0);
+        int bad = 0;
+        for (int64_t i = 0; i < m; i++)
+          for (int64_t j = 0; j < n; j++) {
+            int64_t ref = 0;
+            for (int64_t t = 0; t < k; t++)
+              ref += (int64_t)A[i * g.sa_r + t * g.sa_c] * B[t * g.sb_r + j * g.sb_c];
+            bad += C[i * n + j] != (int32_t)ref;
+          }
+        if (bad)
+          fprintf(stderr, "  int8 %lldx%lldx%lld trans %d variant %d: %d wrong\n", (long long)m,
+                  (long long)n, (long long)k, trans, v, bad);
+        CHECK(bad == 0);
+      }
+    free(A);
+    free(B);
+    free(C);
+  }
+}
+
+static double f8_value(int fmt, uint8_t v) {
+  return fmt == TNK_F8E4M3 ? tnk_f8e4m3_to_f32(v) : tnk_f8e5m2_to_f32(v);
+}
+
+/* fp8 and int8 operands with tensor, row/column and block scales and a
+ * bias, C in f32 and bf16, every variant, against a double loop; and the
+ * weight-only int8 decode path (few rows against int8 weight rows). */
+static void test_scaled_gemm_variants(void) {
+  static const int64_t shapes[][3] = {{1, 1, 32},    {5, 7, 64},    {13, 33, 96},  {16, 130, 256},
+                                      {1, 300, 544}, {70, 45, 640}, {200, 90, 32}, {3, 64, 4096}};
+  tnk_config_t cfg[3];
+  int have[3];
+  for (int v = 0; v < 3; v++) have[v] = tnk_config_for_isa(v, &cfg[v]) == 0;
+  uint32_t seed = 11;
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+    for (int kind = 0; kind < 5; kind++) {
+      int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+      /* kind 0: e4m3 x e4m3, tensor scales, bf16 C; 1: e5m2 x e4m3, row and
+       * column scales, bias, f32 C; 2: e4m3 x e4m3, block scales of 32
+       * (powers of two); 3: f32 x int8 weight rows, column scales, bias
+       * (the decode path for small m); 4: bf16 x int8 weight rows. */
+      int fa = kind == 1 ? TNK_F8E5M2 : kind == 3 ? TNK_F32 : kind == 4 ? TNK_BF16 : TNK_F8E4M3;
+      int fb = kind >= 3 ? TNK_I8 : TNK_F8E4M3;
+      int cd = kind == 1 || kind == 3 ? TNK_F32 : TNK_BF16;
+      int64_t nb = k / 32;
+      uint8_t *A = malloc((size_t)(m * k) * 4), *B = malloc((size_t)(k * n));
+      float *sa = malloc(sizeof(float) * (size_t)(m * nb + 1));
+      float *sb = malloc(sizeof(float) * (size_t)(n * nb + 1));
+      float *bias = malloc(sizeof(float) * (size_t)n);
+      float *C = malloc(sizeof(float) * (size_t)(m * n));
+      for (int64_t i = 0; i < m * k; i++) {
+        uint8_t v = (uint8_t)(lcg(&seed) >> 24);
+        if ((v & 0x7F) == 0x7F) v ^= 1; /* no NaN here (the aten tests cover it) */
+        if (fa == TNK_F8E5M2 && (v & 0x7C) == 0x7C) v &= 0xBB;
+        if (fa == TNK_F32)
+          ((float *)A)[i] = (float)((int)(v % 17) - 8) / 8.0f;
+        else if (fa == TNK_BF16)
+          ((uint16_t *)A)[i] = tnk_f32_to_bf16((float)((int)(v % 17) - 8) / 8.0f);
+        else
+          A[i] = v;
+      }
+      for (int64_t i = 0; i < k * n; i++) {
+        uint8_t v = (uint8_t)(lcg(&seed) >> 24);
+        if (fb == TNK_F8E4M3 && (v & 0x7F) == 0x7F) v ^= 1;
+        B[i] = v;
+      }
+      for (int64_t i = 0; i < m * nb + 1; i++) sa[i] = ldexpf(1, (int)(lcg(&seed) >> 29) - 4);
+      for (int64_t i = 0; i < n * nb + 1; i++) sb[i] = ldexpf(1, (int)(lcg(&seed) >> 29) - 4);
+      for (int64_t j = 0; j < n; j++) bias[j] = (float)j / 8.0f - 3.0f;
+      for (int v = 0; v < 3; v++) {
+        if (!have[v]) continue;
+        tnk_lowp_gemm_args_t g = {.m = m,
+                                  .n = n,
+                                  .k = k,
+                                  .a = A,
+                                  .b = B,
+                                  .c = C,
+                                  .a_fmt = fa,
+                                  .b_fmt = fb,
+                                  .c_dtype = cd,
+                                  .sa_r = k,
+                                  .sa_c = 1,
+                                  .sc_r = n,
+                                  .sc_c = 1,
+                                  .sa = sa,
+                                  .sb = sb,
+                                  .sa_dtype = TNK_F32,
+                                  .sb_dtype = TNK_F32};
+        /* B column-major (CUDA's layout for _scaled_mm; int8 weights are
+         * rows of [n, k]) */
+        g.sb_r = 1;
+        g.sb_c = k;
+        if (kind == 0) g.sa_mode = g.sb_mode = TNK_SCALE_TENSOR;
+        if (kind == 1 || kind == 3 || kind == 4) {
+          g.sa_mode = kind == 1 ? TNK_SCALE_VECTOR : TNK_SCALE_NONE;
+          g.sb_mode = TNK_SCALE_VECTOR;
+          g.sa_ld = g.sb_ld = 1;
+          g.bias = bias;
+          g.bias_dtype = TNK_F32;
+        }
+        if (kind == 2) {
+          g.sa_mode = g.sb_mode = TNK_SCALE_BLOCK;
+          g.block = 32;
+          g.sa_ld = g.sb_ld = nb;
+        }
+        for (int64_t i = 0; i < m * n; i++) C[i] = NAN;
+        CHECK(tnk_lowp_gemm_with(&cfg[v], &g) == 0);
+        int bad = 0;
+        for (int64_t i = 0; i < m; i++)
+          for (int64_t j = 0; j < n; j++) {
+            double ref = 0, mag = 0;
+            for (int64_t t = 0; t < k; t++) {
+              double a = fa == TNK_F32    ? ((float *)A)[i * k + t]
+                         : fa == TNK_BF16 ? tnk_bf16_to_f32(((uint16_t *)A)[i * k + t])
+                                          : f8_value(fa, A[i * k + t]);
+              double b = fb == TNK_I8 ? (double)(int8_t)B[j * k + t] : f8_value(fb, B[j * k + t]);
+              if (kind == 2) a *= sa[i * nb + t / 32], b *= sb[j * nb + t / 32];
+              ref += a * b;
+              mag += fabs(a * b);
+            }
+            if (kind == 0) ref *= (double)sa[0] * sb[0], mag *= (double)sa[0] * sb[0];
+            if (kind == 1) ref *= (double)sa[i] * sb[j], mag *= (double)sa[i] * sb[j];
+            if (kind >= 3) ref *= sb[j], mag *= sb[j];
+            if (kind == 1 || kind >= 3) ref += bias[j], mag += fabs(bias[j]);
+            double got = cd == TNK_F32 ? C[i * n + j] : tnk_bf16_to_f32(((uint16_t *)C)[i * n + j]);
+            double tol = (cd == TNK_F32 ? 1e-5 : 8e-3) * mag + 1e-30;
+            bad += !(fabs(got - ref) <= tol);
+          }
+        if (bad)
+          fprintf(stderr, "  scaled %lldx%lldx%lld kind %d variant %d: %d wrong\n", (long long)m,
+                  (long long)n, (long long)k, kind, v, bad);
+        CHECK(bad == 0);
+      }
+      free(A);
+      free(B);
+      free(sa);
+      free(sb);
+      free(bias);
+      free(C);
+    }
+}
+
 int main(void) {
   RUN(test_im2col_3d);
   RUN(test_gemm_variants);
@@ -648,5 +850,8 @@ int main(void) {
   RUN(test_trsm);
   RUN(test_gemm_reports_allocation_failure);
   RUN(test_grouped_gemm);
+  RUN(test_fp8_values);
+  RUN(test_int8_gemm_variants);
+  RUN(test_scaled_gemm_variants);
   return REPORT("test_gemm");
 }

@@ -39,6 +39,19 @@ float tnk_vmax_f32_avx2(const float *x, int64_t n);
 void tnk_vnormalize_f32_avx2(const float *x, float *y, int64_t n, float mean, float rstd,
                              const float *w, const float *b);
 
+/* the low-precision GEMM pieces (x86/lowp_body.h) */
+void tnk_ukernel_i8_madd_avx2(int64_t kq, const uint32_t *a, const uint32_t *b, int32_t *c,
+                              int64_t ldc, int accumulate);
+void tnk_dot_rows_w8_avx2(int64_t k, const float *x, int64_t ldx, int64_t m, const int8_t *w,
+                          int64_t ldw, int64_t n, float *out, int64_t ldo);
+void tnk_ukernel_i8_madd_avx512(int64_t kq, const uint32_t *a, const uint32_t *b, int32_t *c,
+                                int64_t ldc, int accumulate);
+void tnk_dot_rows_w8_avx512(int64_t k, const float *x, int64_t ldx, int64_t m, const int8_t *w,
+                            int64_t ldw, int64_t n, float *out, int64_t ldo);
+/* AVX512-VNNI (the configuration takes it only where the CPU has it) */
+void tnk_ukernel_i8_vnni_avx512(int64_t kq, const uint32_t *a, const uint32_t *b, int32_t *c,
+                                int64_t ldc, int accumulate);
+
 /* AVX-512 only */
 void tnk_ukernel_bf16_avx512(int64_t kp, const uint32_t *a, const uint32_t *b, void *c, int64_t ldc,
                              int mode);

@@ -35,6 +35,11 @@ void tnk_config_init_avx2(tnk_config_t *c) {
   g->dot_rows4 = tnk_dot_rows4_f32_avx2;
   g->dot_rows4_bf16 = tnk_dot_rows4_bf16_avx2;
   g->dot_rows_bf16 = tnk_dot_rows_bf16_avx2;
+  g->i8 = tnk_ukernel_i8_madd_avx2;
+  g->i8_mr = 6;
+  g->i8_nr = 16;
+  g->i8_group = 2;
+  g->dot_rows_w8 = tnk_dot_rows_w8_avx2;
 
   c->loops = &tnk_eltwise_loops_avx2;
 }

@@ -35,6 +35,15 @@ void tnk_config_init_avx512(tnk_config_t *c) {
   g->dot_rows4 = tnk_dot_rows4_f32_avx512;
   g->dot_rows4_bf16 = tnk_dot_rows4_bf16_avx512;
   g->dot_rows_bf16 = tnk_dot_rows_bf16_avx512;
+  g->i8 = tnk_ukernel_i8_madd_avx512;
+  g->i8_mr = 12;
+  g->i8_nr = 32;
+  g->i8_group = 2;
+  g->dot_rows_w8 = tnk_dot_rows_w8_avx512;
+  if (c->features & TNK_FEAT_AVX512VNNI) {
+    g->i8 = tnk_ukernel_i8_vnni_avx512;
+    g->i8_group = 4;
+  }
   if (c->features & TNK_FEAT_AVX512BF16) {
     g->bf16 = tnk_ukernel_bf16_avx512;
     g->bf16_mr = 12;

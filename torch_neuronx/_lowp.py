@@ -1,0 +1,87 @@
+"""Low-precision routes into neuron's native kernels, installed when the
+module that holds the route is imported (torch_neuronx._compile's
+after-import hooks), each as small as the code it hooks allows:
+
+- torch's ``out_dtype`` operator (int8 mm with int32 output, what TorchAO's
+  dynamic int8 quantization calls) lowers to ``torch._int_mm`` only for
+  CUDA and XPU tensors (``is_int_mm`` hard-codes the list); neuron is added
+  to it. Upstream change: docs/upstream/int-mm-devices.md.
+- TorchAO's int8 weight-only linear (``Int8Tensor`` with no activation
+  quantization, one scale per output row) multiplies by
+  ``weight.qdata.t().to(dtype)``: a bf16 copy of the whole weight on every
+  call. On neuron it calls ``torch._weight_int8pack_mm`` instead, which
+  streams the int8 weight once (torchao's CPU int8 path does the same with
+  its own packed layout). Other devices and other Int8Tensor forms keep
+  torchao's code.
+"""
+
+import functools
+
+import torch
+
+
+def _on_neuron(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.device.type == "neuron"
+
+
+def route_int_mm(module) -> None:
+    """torch._higher_order_ops.out_dtype: int8 x int8 -> int32 mm on neuron
+    runs torch._int_mm (else it is an int32 mm of widened copies)."""
+    original = module.is_int_mm
+    if getattr(original, "_neuron_route", False):
+        return
+
+    @functools.wraps(original)
+    def is_int_mm(op, output_dtype, args):
+        if original(op, output_dtype, args):
+            return True
+        return (
+            op is torch.ops.aten.mm.default
+            and output_dtype == torch.int32
+            and len(args) == 2
+            and all(_on_neuron(a) and a.dtype == torch.int8 for a in args)
+        )
+
+    is_int_mm._neuron_route = True
+    module.is_int_mm = is_int_mm
+
+
+def _weight_only_rowwise(weight, x) -> bool:
+    return (
+        _on_neuron(x)
+        and x.dtype in (torch.bfloat16, torch.float16, torch.float32)
+        and getattr(weight, "act_quant_kwargs", None) is None
+        and getattr(weight, "act_pre_scale", None) is None
+        and weight.qdata.dim() == 2
+        and weight.qdata.dtype == torch.int8
+        and tuple(weight.block_size)[-1] == weight.qdata.shape[-1]
+        and weight.scale.numel() == weight.qdata.shape[0]
+    )
+
+
+def route_int8_weight_only(module) -> None:
+    """torchao Int8Tensor: F.linear / aten.linear with an int8 weight-only
+    weight (per-row scales) on neuron runs torch._weight_int8pack_mm."""
+    cls = module.Int8Tensor
+    tables = [
+        (getattr(cls, "_ATEN_OP_TABLE", {}).get(cls), torch.ops.aten.linear.default),
+        (getattr(cls, "_TORCH_FN_TABLE", {}).get(cls), torch.nn.functional.linear),
+    ]
+    for table, key in tables:
+        if table is None or key not in table or getattr(table[key], "_neuron_route", False):
+            continue
+        original = table[key]
+
+        def linear(func, types, args, kwargs, _original=original):
+            x, weight = args[0], args[1]
+            bias = args[2] if len(args) > 2 else (kwargs or {}).get("bias")
+            if not (isinstance(weight, cls) and _weight_only_rowwise(weight, x)):
+                return _original(func, types, args, kwargs)
+            n, k = weight.qdata.shape
+            y = torch._weight_int8pack_mm(
+                x.reshape(-1, k), weight.qdata, weight.scale.reshape(n).to(x.dtype)
+            ).reshape(*x.shape[:-1], n)
+            return y if bias is None else y + bias
+
+        linear._neuron_route = True
+        table[key] = linear
