@@ -26,6 +26,7 @@ make -s -C csrc BUILD="$PWD/build/c" -j"${JOBS:-1}" test
   tests/test_attention.py \
   tests/test_varlen_attention.py \
   tests/test_grouped_mm.py \
+  tests/test_lowp_ops.py \
   tests/test_conv.py \
   tests/test_pooling.py \
   tests/test_copies.py \

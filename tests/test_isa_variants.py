@@ -29,6 +29,7 @@ SUITES = [
     "test_conv.py",
     "test_pooling.py",
     "test_optim.py",
+    "test_lowp_ops.py",
 ]
 
 
@@ -58,6 +59,9 @@ def test_measured_peak_follows_the_cpu_features():
         "fp32-fma512": "avx512" in features,
         "bf16-dot512": "avx512-bf16" in features,
         "bf16-amx": "amx-bf16" in features,
+        "int8-vnni512": "avx512-vnni" in features,
+        "int16-madd512": "avx512" in features,
+        "int16-madd256": "avx2+fma" in features,
     }
     for kind, present in have.items():
         rate = torch_neuronx._C._measure_peak(kind)
@@ -68,7 +72,7 @@ def test_measured_peak_follows_the_cpu_features():
             continue
         # any x86 core sustains well over 1 GFLOPS with a vector FMA unit
         assert (rate > 1e9) if present else (rate == 0.0), (kind, rate)
-    with pytest.raises(ValueError, match="fp32-fma256, fp32-fma512, bf16-dot512 or bf16-amx"):
+    with pytest.raises(ValueError, match="fp32-fma256, fp32-fma512, bf16-dot512, bf16-amx, int8-vnni512"):
         torch_neuronx._C._measure_peak("fp32")
 
 
