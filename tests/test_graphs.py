@@ -121,6 +121,34 @@ def test_graphs_share_a_pool_and_outputs_survive_until_reset():
         g1.replay()
 
 
+def test_empty_cache_keeps_a_live_graphs_memory():
+    """The graph's intermediates were allocated and freed during capture:
+    their blocks stay the graph's pool's (CUDA keeps a live private pool's
+    blocks out of empty_cache). Releasing them unmapped memory the replay
+    then wrote: a segmentation fault. Once the graph is gone, empty_cache
+    returns its segments."""
+    n = 4 << 20  # 16 MiB intermediates: whole segments of their own
+    x = torch.randn(n, generator=torch.Generator().manual_seed(0))
+    dx = x.to(DEV)
+    g = torch.neuron.NeuronGraph()
+    with torch.neuron.graph(g):
+        out = ((dx * 2).sin() * 3).cos()
+    torch.neuron.synchronize()
+    reserved = torch.neuron.memory_reserved()
+    torch.neuron.empty_cache()
+    assert torch.neuron.memory_reserved() == reserved  # the pool's free blocks stayed
+    filler = torch.empty(3 * n, device=DEV)  # takes any memory that was released
+    filler.fill_(7.0)
+    g.replay()
+    torch.testing.assert_close(out.cpu(), ((x * 2).sin() * 3).cos())
+    assert torch.all(filler.cpu() == 7.0)
+    held = torch.neuron.memory_reserved()
+    del g, out
+    torch.neuron.synchronize()
+    torch.neuron.empty_cache()
+    assert torch.neuron.memory_reserved() < held
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_hf_llama_decode_step_captured_matches_cpu(dtype):
     """A Transformers Llama decoding with a static KV cache, its step (the

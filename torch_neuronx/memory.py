@@ -190,8 +190,9 @@ class MemPool:
     """A pool of device memory in the caching allocator (torch.cuda.MemPool):
     allocations made inside ``use_mem_pool(pool)`` take segments of their
     own, and their blocks, once freed, serve only later allocations to the
-    same pool. Its unused segments are released when the pool is deleted
-    (and by ``empty_cache``)."""
+    same pool. Its unused segments are released when the pool is deleted;
+    while it lives, ``empty_cache`` and the allocator's retry after a failed
+    allocation leave them alone (a graph replays into them), as CUDA's."""
 
     def __init__(self, allocator=None, use_on_oom: bool = False, no_split: bool = False):
         if allocator is not None:

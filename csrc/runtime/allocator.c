@@ -368,14 +368,20 @@ static void process_pending(device_alloc_t *a) {
   }
 }
 
-/* Releases every cached block that spans a whole segment. */
+/* Releases every cached block that spans a whole segment: of the default
+ * pool (all), or of one memory pool. A live pool's cached blocks are never
+ * released by the default pool's flushes (empty_cache, the retry after a
+ * failed allocation), as CUDA's allocator keeps a private pool's: a
+ * captured graph replays into the blocks its capture allocated and freed,
+ * and released segments are unmapped (a replay after empty_cache or an
+ * allocation retry faulted in kernels/index.c). */
 static void release_cached_of(device_alloc_t *a, int all, uint64_t mempool) {
   for (int pool = 1; pool < TNRT_POOL_COUNT; pool++)
     for (int bin = 0; bin < NBINS; bin++) {
       tnrt_block_t *b = a->bins[pool][bin];
       while (b) {
         tnrt_block_t *next = b->fnext;
-        if (!is_split(b) && (all || b->mempool == mempool)) {
+        if (!is_split(b) && b->mempool == (all ? 0 : mempool)) {
           free_list_remove(a, b);
           release_segment(a, b);
         }
@@ -712,6 +718,21 @@ tnrt_status_t tnrt_mempool_end(int device) {
   return TNRT_OK;
 }
 
+/* A deleted pool: its unused segments are released, and the blocks of the
+ * segments still in use join the default pool (freed, they are reused and
+ * released as its own). */
 tnrt_status_t tnrt_mempool_release(int device, uint64_t mempool) {
-  return release_unused(device, 0, mempool);
+  tnrt_status_t st = release_unused(device, 0, mempool);
+  if (st != TNRT_OK || mempool == 0) return st;
+  device_alloc_t *a = &g_alloc[device];
+  pthread_mutex_lock(&a->mu);
+  pthread_mutex_lock(&g_seg_mu);
+  for (size_t i = 0; i < g_nsegs; i++) {
+    tnrt_block_t *h = g_segs[i].head;
+    if (g_segs[i].device != device || !h || h->mempool != mempool) continue;
+    for (tnrt_block_t *b = h; b; b = b->next) b->mempool = 0;
+  }
+  pthread_mutex_unlock(&g_seg_mu);
+  pthread_mutex_unlock(&a->mu);
+  return TNRT_OK;
 }
