@@ -147,6 +147,70 @@ def scaled_mm_rows(rows, rounds):
         )
 
 
+def model_decode_rows(rows, rounds):
+    """Greedy decoding of a Llama-style model (random weights, about 150M
+    parameters) in bf16 and quantized with TorchAO's Int8WeightOnlyConfig
+    (what Transformers' TorchAoConfig applies), on neuron and on CPU;
+    tokens/s and the weight bytes a token streams against memcpy."""
+    import copy
+
+    from torchao.quantization import Int8WeightOnlyConfig, quantize_
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(
+        vocab_size=32000,
+        hidden_size=1024,
+        intermediate_size=2816,
+        num_hidden_layers=8,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        max_position_embeddings=512,
+    )
+    torch.manual_seed(0)
+    base = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+    params = sum(p.numel() for p in base.parameters())
+    prompt = torch.randint(0, cfg.vocab_size, (1, 32), generator=torch.Generator().manual_seed(1))
+    tok = 32
+    memcpy = run_all.memcpy_anchor(256 << 20)  # past any last-level cache
+    fns, bytes_per_token = {}, {}
+    for kind in ("bf16", "int8"):
+        for dev in (N, "cpu"):
+            m = copy.deepcopy(base).to(dev)
+            if kind == "int8":
+                quantize_(m, Int8WeightOnlyConfig())
+            streamed = run_all.streamed_weight_bytes(m) if kind == "bf16" else None
+            if kind == "int8":  # int8 linear weights (1 byte) + everything else in bf16
+                streamed = 0
+                emb = m.get_input_embeddings().weight
+                for p in m.parameters():
+                    if p is emb:
+                        continue
+                    q = getattr(p, "qdata", None)
+                    streamed += q.numel() if q is not None else p.numel() * p.element_size()
+            bytes_per_token[kind] = streamed
+            fns[f"{kind} {dev}"] = run_all.captured_decode(m, prompt, tok, dev)
+    samples = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, f in fns.items():
+            samples[k].append(run_all.timeit(f, "cpu" if k.endswith("cpu") else N, 1))
+    mc = [run_all.timeit(memcpy, N, 3) for _ in range(rounds)]
+    bw = 2 * (256 << 20) / med(mc)
+    t = {k: med(v) / (tok - 1) for k, v in samples.items()}  # seconds per decoded token
+    for k in fns:
+        kind = k.split()[0]
+        gbs = bytes_per_token[kind] / t[k]
+        rows.append(
+            (
+                f"Llama {params / 1e6:.0f}M, {k}",
+                f"{1 / t[k]:.1f} tokens/s",
+                f"{bytes_per_token[kind] / 2**20:.0f} MiB",
+                f"{gbs / 1e9:.1f} GB/s ({100 * gbs / bw:.0f}% of memcpy {bw / 1e9:.1f} GB/s)",
+            )
+        )
+    same = torch.equal(fns["int8 neuron"].tokens.cpu(), fns["int8 cpu"].tokens.cpu())
+    rows.append(("int8 tokens: neuron equal to CPU", str(same), "", ""))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--write")
@@ -187,6 +251,17 @@ def main():
     lines += [
         "",
         "| case | neuron | CPU (CPU / neuron) | bf16 mm on neuron (bf16 / fp8) |",
+        "|---|---|---|---|",
+    ]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    rows = []
+    model_decode_rows(rows, rounds)
+    lines += [
+        "",
+        "Greedy decoding, 32 tokens after a 32-token prompt, static KV cache (neuron: one "
+        "NeuronGraph replay per token):",
+        "",
+        "| model, weights, device | decode | weight bytes per token | streamed |",
         "|---|---|---|---|",
     ]
     lines += ["| " + " | ".join(r) + " |" for r in rows]

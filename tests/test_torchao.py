@@ -149,3 +149,54 @@ def test_float8_training_tracks_bf16(recipe, no_fallback, ops):
     assert f8[-1] < 0.5 * f8[0]
     late_f8, late_bf16 = sum(f8[-20:]) / 20, sum(bf16[-20:]) / 20
     assert abs(late_f8 - late_bf16) <= 0.25 * late_bf16 + 1e-3, (late_f8, late_bf16)
+
+
+# ---- Transformers' TorchAoConfig, end to end ------------------------------------------
+
+
+def test_transformers_torchao_int8_weight_only_generates_like_cpu(tmp_path, no_fallback):
+    """A Llama-style model (random weights) saved, then loaded with
+    TorchAoConfig(Int8WeightOnlyConfig()) on CPU and on neuron: greedy
+    decoding gives CPU's tokens; where a token differs, CPU's own top two
+    logits at that step are closer than the two devices' logits differ
+    (an accumulation-order tie), and the logits agree everywhere."""
+    from torchao.quantization import Int8WeightOnlyConfig
+    from transformers import LlamaConfig, LlamaForCausalLM, TorchAoConfig
+
+    cfg = LlamaConfig(
+        vocab_size=1000,
+        hidden_size=256,
+        intermediate_size=768,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        max_position_embeddings=256,
+        initializer_range=0.1,  # decisive logits: random weights at 0.02 give near ties
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(tmp_path)
+    q = TorchAoConfig(quant_type=Int8WeightOnlyConfig())
+    models = {
+        d: LlamaForCausalLM.from_pretrained(
+            tmp_path, quantization_config=q, dtype=torch.bfloat16, device_map=d
+        )
+        for d in ("cpu", N)
+    }
+    assert models[N].device.type == N
+    ids = torch.randint(0, 1000, (1, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        out = {
+            d: m.generate(ids.to(d), max_new_tokens=32, do_sample=False).cpu()
+            for d, m in models.items()
+        }
+        # the logits along CPU's sequence, on both devices
+        logits = {d: m(out["cpu"].to(d)).logits.float().cpu()[0] for d, m in models.items()}
+    diff = (logits[N] - logits["cpu"]).abs().max().item()
+    assert diff <= 0.05 * logits["cpu"].abs().max().item(), diff
+    same = out[N][0] == out["cpu"][0]
+    if not bool(same.all()):
+        first = int((~same).nonzero()[0])
+        top2 = logits["cpu"][first - 1].topk(2).values
+        assert (top2[0] - top2[1]).item() <= 2 * diff, (first, top2, diff)
+    else:
+        assert torch.equal(out[N], out["cpu"])

@@ -115,6 +115,9 @@ typedef struct tnk_gemm_config {
   tnk_ukernel_i8_fn i8;           /* NULL: int8 products run the reference */
   int i8_mr, i8_nr, i8_group;     /* its tile; k values per packed word (4 VNNI, 2 int16) */
   tnk_dot_rows_w8_fn dot_rows_w8; /* NULL: weight-only int8 decode takes the blocked path */
+  /* the same with bf16 x rows on bf16 dot products (m <= 16; NULL: none) */
+  void (*dot_rows_w8_bf16)(int64_t k, const uint16_t *x, int64_t ldx, int64_t m, const int8_t *w,
+                           int64_t ldw, int64_t n, float *out, int64_t ldo);
 } tnk_gemm_config_t;
 
 /* Vectorised fp32 row math; the contracts are in vmath.h. The streaming

@@ -138,59 +138,107 @@ typedef struct fctx {
   const tnk_lowp_gemm_args_t *g;
   const tnk_gemm_config_t *uk;
   const float *la, *lb;
+  /* pairs: operands exact in bf16 (bf16, int8, fp8) packed as k-pairs of
+   * bf16 for the variant's bf16 dot-product micro-kernel (twice the fp32
+   * rate); else fp32 for the fp32 one. Both pack 4-byte units: a float
+   * per k, or a word per two k. */
+  int pairs, mr, nr, unit;
+  const uint16_t *ha, *hb; /* bf16 bits of the 8-bit formats (pairs) */
   int64_t kc, mc;
-  int64_t jc, nw;                  /* the panel's first column and width */
-  int64_t nw_pad;                  /* nw rounded up to nr */
-  float *bpack;                    /* the panel over all k: block pc at bpack + pc * nw_pad */
+  int64_t jc, nw;  /* the panel's first column and width */
+  int64_t nw_pad;  /* nw rounded up to nr */
+  uint32_t *bpack; /* the panel over all k: block pc at bpack + pc / unit * nw_pad */
   int64_t mblocks, jparts, part_w; /* work items: row blocks x column parts */
   atomic_int failed;
 } fctx_t;
 
 static void *alloc64(size_t bytes) { return aligned_alloc(64, (bytes + 63) / 64 * 64); }
 
+static uint16_t bf16_i8[256], bf16_e4m3[256], bf16_e5m2[256];
+static pthread_once_t bf16_once = PTHREAD_ONCE_INIT;
+static void fill_bf16(void) {
+  for (int v = 0; v < 256; v++) {
+    bf16_i8[v] = tnk_f32_to_bf16(lut_of(TNK_I8)[v]); /* every value exact in bf16 */
+    bf16_e4m3[v] = tnk_f32_to_bf16(lut_of(TNK_F8E4M3)[v]);
+    bf16_e5m2[v] = tnk_f32_to_bf16(lut_of(TNK_F8E5M2)[v]);
+  }
+}
+static const uint16_t *bf16_lut_of(int fmt) {
+  pthread_once(&bf16_once, fill_bf16);
+  switch (fmt) {
+    case TNK_I8: return bf16_i8;
+    case TNK_F8E4M3: return bf16_e4m3;
+    case TNK_F8E5M2: return bf16_e5m2;
+    default: return NULL;
+  }
+}
+static int bf16_exact(int fmt) {
+  return fmt == TNK_BF16 || fmt == TNK_I8 || fmt == TNK_F8E4M3 || fmt == TNK_F8E5M2;
+}
+
+/* bf16 bits of element i (formats exact in bf16) */
+static inline uint32_t ld_bits(const void *p, int64_t i, const uint16_t *h) {
+  return h ? h[((const uint8_t *)p)[i]] : ((const uint16_t *)p)[i];
+}
+
+/* One packed unit of an operand: lane element at x (k advancing by step),
+ * with `avail` values of k left; the block scale of the lane applied. */
+static inline uint32_t unit_of(const fctx_t *c, const void *src, int fmt, const float *lut,
+                               const uint16_t *h, int64_t x, int64_t step, int64_t avail, int smode,
+                               const void *sp, int sdt, int64_t sld, int64_t lane, int64_t k) {
+  const tnk_lowp_gemm_args_t *g = c->g;
+  if (c->pairs) {
+    uint32_t lo = ld_bits(src, x, h);
+    uint32_t hi = avail > 1 ? ld_bits(src, x + step, h) : 0u;
+    return lo | hi << 16;
+  }
+  float v = ld_op(src, x, fmt, lut);
+  if (smode == TNK_SCALE_BLOCK) v *= scale_at(smode, sp, sdt, sld, g->block, lane, k);
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  return u;
+}
+
 /* B's nr-wide panels [begin, end) of the current column panel, all k:
- * element (k, j) of block pc at bpack[pc * nw_pad + (j / nr) * kcur * nr +
- * (k - pc) * nr + j % nr], zero past the panel's columns. */
+ * unit (q, j) of block pc (q = (k - pc) / unit) at bpack[pc / unit *
+ * nw_pad + (j / nr) * kq * nr + q * nr + j % nr], kq the block's units;
+ * zero past the panel's columns. */
 static void fpack_b(void *vp, int64_t begin, int64_t end) {
   fctx_t *c = vp;
   const tnk_lowp_gemm_args_t *g = c->g;
-  int nr = c->uk->nr;
+  int nr = c->nr, u = c->unit;
   for (int64_t p = begin; p < end; p++) {
     int64_t j0 = p * nr;
     for (int64_t pc = 0; pc < g->k; pc += c->kc) {
-      int64_t kcur = g->k - pc < c->kc ? g->k - pc : c->kc;
-      float *d = c->bpack + pc * c->nw_pad + j0 * kcur;
-      for (int64_t k = 0; k < kcur; k++)
+      int64_t kcur = g->k - pc < c->kc ? g->k - pc : c->kc, kq = (kcur + u - 1) / u;
+      uint32_t *d = c->bpack + pc / u * c->nw_pad + j0 * kq;
+      for (int64_t q = 0; q < kq; q++)
         for (int64_t jj = 0; jj < nr; jj++) {
-          int64_t j = c->jc + j0 + jj;
-          float v = 0.0f;
-          if (j0 + jj < c->nw) {
-            v = ld_op(g->b, (pc + k) * g->sb_r + j * g->sb_c, g->b_fmt, c->lb);
-            if (g->sb_mode == TNK_SCALE_BLOCK)
-              v *= scale_at(g->sb_mode, g->sb, g->sb_dtype, g->sb_ld, g->block, j, pc + k);
-          }
-          d[k * nr + jj] = v;
+          int64_t j = c->jc + j0 + jj, k = pc + q * u;
+          d[q * nr + jj] =
+              j0 + jj < c->nw
+                  ? unit_of(c, g->b, g->b_fmt, c->lb, c->hb, k * g->sb_r + j * g->sb_c, g->sb_r,
+                            kcur - q * u, g->sb_mode, g->sb, g->sb_dtype, g->sb_ld, j, k)
+                  : 0u;
         }
     }
   }
 }
 
 /* A's rows [i0, i0 + h) at depths [pc, pc + kcur) into mr-row panels. */
-static void fpack_a(const fctx_t *c, float *d, int64_t i0, int64_t h, int64_t pc, int64_t kcur) {
+static void fpack_a(const fctx_t *c, uint32_t *d, int64_t i0, int64_t h, int64_t pc, int64_t kcur) {
   const tnk_lowp_gemm_args_t *g = c->g;
-  int mr = c->uk->mr;
-  for (int64_t r0 = 0; r0 < h; r0 += mr, d += mr * kcur)
+  int mr = c->mr, u = c->unit;
+  int64_t kq = (kcur + u - 1) / u;
+  for (int64_t r0 = 0; r0 < h; r0 += mr, d += mr * kq)
     for (int64_t r = 0; r < mr; r++) {
       int64_t i = i0 + r0 + r;
-      if (r0 + r >= h) {
-        for (int64_t k = 0; k < kcur; k++) d[k * mr + r] = 0.0f;
-        continue;
-      }
-      for (int64_t k = 0; k < kcur; k++) {
-        float v = ld_op(g->a, i * g->sa_r + (pc + k) * g->sa_c, g->a_fmt, c->la);
-        if (g->sa_mode == TNK_SCALE_BLOCK)
-          v *= scale_at(g->sa_mode, g->sa, g->sa_dtype, g->sa_ld, g->block, i, pc + k);
-        d[k * mr + r] = v;
+      for (int64_t q = 0; q < kq; q++) {
+        int64_t k = pc + q * u;
+        d[q * mr + r] = r0 + r < h ? unit_of(c, g->a, g->a_fmt, c->la, c->ha,
+                                             i * g->sa_r + k * g->sa_c, g->sa_c, kcur - q * u,
+                                             g->sa_mode, g->sa, g->sa_dtype, g->sa_ld, i, k)
+                                   : 0u;
       }
     }
 }
@@ -198,9 +246,9 @@ static void fpack_a(const fctx_t *c, float *d, int64_t i0, int64_t h, int64_t pc
 static void fitems(void *vp, int64_t begin, int64_t end) {
   fctx_t *c = vp;
   const tnk_lowp_gemm_args_t *g = c->g;
-  int mr = c->uk->mr, nr = c->uk->nr;
+  int mr = c->mr, nr = c->nr, u = c->unit;
   int64_t mc_pad = (c->mc + mr - 1) / mr * mr;
-  float *apack = alloc64((size_t)(mc_pad * c->kc) * sizeof(float));
+  uint32_t *apack = alloc64((size_t)(mc_pad * ((c->kc + u - 1) / u)) * sizeof(uint32_t));
   float *acc = alloc64((size_t)(mc_pad * c->part_w) * sizeof(float));
   if (!apack || !acc) {
     atomic_store(&c->failed, 1);
@@ -215,12 +263,18 @@ static void fitems(void *vp, int64_t begin, int64_t end) {
     if (jlo >= jhi) continue;
     int64_t ld = jhi - jlo, hp = (h + mr - 1) / mr * mr;
     for (int64_t pc = 0; pc < g->k; pc += c->kc) {
-      int64_t kcur = g->k - pc < c->kc ? g->k - pc : c->kc;
+      int64_t kcur = g->k - pc < c->kc ? g->k - pc : c->kc, kq = (kcur + u - 1) / u;
       fpack_a(c, apack, i0, h, pc, kcur);
       for (int64_t j = jlo; j < jhi; j += nr) {
-        const float *bp = c->bpack + pc * c->nw_pad + j * kcur;
-        for (int64_t r = 0; r < hp; r += mr)
-          c->uk->f32(kcur, apack + r * kcur, 1, mr, bp, nr, acc + r * ld + (j - jlo), ld, pc > 0);
+        const uint32_t *bp = c->bpack + pc / u * c->nw_pad + j * kq;
+        for (int64_t r = 0; r < hp; r += mr) {
+          float *t = acc + r * ld + (j - jlo);
+          if (c->pairs)
+            c->uk->bf16(kq, apack + r * kq, bp, t, ld, pc > 0);
+          else
+            c->uk->f32(kq, (const float *)(apack + r * kq), 1, mr, (const float *)bp, nr, t, ld,
+                       pc > 0);
+        }
       }
     }
     for (int64_t r = 0; r < h; r++)
@@ -233,14 +287,22 @@ static void fitems(void *vp, int64_t begin, int64_t end) {
 
 static int float_blocked(const tnk_lowp_gemm_args_t *g, const tnk_gemm_config_t *uk) {
   fctx_t c = {.g = g, .uk = uk, .la = lut_of(g->a_fmt), .lb = lut_of(g->b_fmt)};
-  c.kc = uk->kc;
-  c.mc = uk->mc;
+  c.pairs = uk->bf16 && bf16_exact(g->a_fmt) && bf16_exact(g->b_fmt) &&
+            g->sa_mode != TNK_SCALE_BLOCK && g->sb_mode != TNK_SCALE_BLOCK;
+  if (c.pairs) {
+    c.mr = uk->bf16_mr, c.nr = uk->bf16_nr, c.unit = 2, c.kc = uk->bf16_kc;
+    c.ha = bf16_lut_of(g->a_fmt), c.hb = bf16_lut_of(g->b_fmt);
+  } else {
+    c.mr = uk->mr, c.nr = uk->nr, c.unit = 1, c.kc = uk->kc;
+  }
+  c.mc = uk->mc / c.mr * c.mr;
   /* a column panel packed over all of k stays within 4 MiB */
-  int64_t nc = (int64_t)(4 << 20) / (4 * (g->k > 0 ? g->k : 1)) / uk->nr * uk->nr;
-  if (nc < uk->nr) nc = uk->nr;
-  if (nc > uk->nc) nc = uk->nc;
+  int64_t kq_all = (g->k + c.unit - 1) / c.unit + 1;
+  int64_t nc = (int64_t)(4 << 20) / (4 * kq_all) / c.nr * c.nr;
+  if (nc < c.nr) nc = c.nr;
+  if (nc > uk->nc) nc = uk->nc / c.nr * c.nr;
   int64_t npan = g->n < nc ? g->n : nc;
-  c.bpack = alloc64((size_t)(((npan + uk->nr - 1) / uk->nr * uk->nr) * g->k) * sizeof(float));
+  c.bpack = alloc64((size_t)(((npan + c.nr - 1) / c.nr * c.nr) * kq_all) * sizeof(uint32_t));
   if (!c.bpack) {
     report(g, "packing buffer");
     return -1;
@@ -249,12 +311,12 @@ static int float_blocked(const tnk_lowp_gemm_args_t *g, const tnk_gemm_config_t 
   c.mblocks = (g->m + c.mc - 1) / c.mc;
   for (c.jc = 0; c.jc < g->n; c.jc += nc) {
     c.nw = g->n - c.jc < nc ? g->n - c.jc : nc;
-    c.nw_pad = (c.nw + uk->nr - 1) / uk->nr * uk->nr;
-    int64_t panels = c.nw_pad / uk->nr;
+    c.nw_pad = (c.nw + c.nr - 1) / c.nr * c.nr;
+    int64_t panels = c.nw_pad / c.nr;
     /* split the columns when the row blocks alone do not fill the pool */
     c.jparts = c.mblocks >= 2 * threads ? 1 : (2 * threads + c.mblocks - 1) / c.mblocks;
     if (c.jparts > panels) c.jparts = panels;
-    c.part_w = (panels + c.jparts - 1) / c.jparts * uk->nr;
+    c.part_w = (panels + c.jparts - 1) / c.jparts * c.nr;
     c.jparts = (c.nw_pad + c.part_w - 1) / c.part_w;
     tnk_parallel_for(panels, 1, fpack_b, &c);
     tnk_parallel_for(c.mblocks * c.jparts, 1, fitems, &c);
@@ -273,7 +335,9 @@ static int float_blocked(const tnk_lowp_gemm_args_t *g, const tnk_gemm_config_t 
 typedef struct dctx {
   const tnk_lowp_gemm_args_t *g;
   const tnk_gemm_config_t *uk;
-  const float *x; /* A widened, m x k */
+  const float *x;     /* A widened, m x k */
+  const uint16_t *xb; /* or A's bf16 rows, ldxb apart (bf16 dot products) */
+  int64_t ldxb;
 } dctx_t;
 
 #define DECODE_COLS 64
@@ -284,8 +348,11 @@ static void decode_cols(void *vp, int64_t begin, int64_t end) {
   float out[16 * DECODE_COLS];
   for (int64_t blk = begin; blk < end; blk++) {
     int64_t j0 = blk * DECODE_COLS, w = g->n - j0 < DECODE_COLS ? g->n - j0 : DECODE_COLS;
-    c->uk->dot_rows_w8(g->k, c->x, g->k, g->m, (const int8_t *)g->b + j0 * g->sb_c, g->sb_c, w, out,
-                       DECODE_COLS);
+    const int8_t *wr = (const int8_t *)g->b + j0 * g->sb_c;
+    if (c->xb)
+      c->uk->dot_rows_w8_bf16(g->k, c->xb, c->ldxb, g->m, wr, g->sb_c, w, out, DECODE_COLS);
+    else
+      c->uk->dot_rows_w8(g->k, c->x, g->k, g->m, wr, g->sb_c, w, out, DECODE_COLS);
     for (int64_t i = 0; i < g->m; i++)
       for (int64_t j = 0; j < w; j++) store_float(g, i, j0 + j, out[i * DECODE_COLS + j]);
   }
@@ -297,6 +364,16 @@ static int decode_applies(const tnk_lowp_gemm_args_t *g, const tnk_gemm_config_t
 }
 
 static int float_decode(const tnk_lowp_gemm_args_t *g, const tnk_gemm_config_t *uk) {
+  if (g->a_fmt == TNK_BF16 && uk->dot_rows_w8_bf16 && g->sa_c == 1 && g->m > 8) {
+    /* bf16 rows as they are, the weight widened to bf16 (exact) for the
+     * dot products: past 8 rows the fp32 FMAs, not the weight stream,
+     * bound the product (one thread, 4096 x 4096, 16 rows: 3.5 ms with
+     * fp32 FMAs, 2.5 ms with bf16 dot products; 8 rows: 1.9 ms either
+     * way; 1 row: 0.72 ms with fp32 FMAs, 1.06 ms with dot products) */
+    dctx_t c = {g, uk, NULL, g->a, g->sa_r};
+    tnk_parallel_for((g->n + DECODE_COLS - 1) / DECODE_COLS, 1, decode_cols, &c);
+    return 0;
+  }
   float *x = alloc64((size_t)(g->m * g->k) * sizeof(float));
   if (!x) {
     report(g, "activation buffer");
@@ -306,7 +383,7 @@ static int float_decode(const tnk_lowp_gemm_args_t *g, const tnk_gemm_config_t *
   for (int64_t i = 0; i < g->m; i++)
     for (int64_t k = 0; k < g->k; k++)
       x[i * g->k + k] = ld_op(g->a, i * g->sa_r + k * g->sa_c, g->a_fmt, la);
-  dctx_t c = {g, uk, x};
+  dctx_t c = {g, uk, x, NULL, 0};
   tnk_parallel_for((g->n + DECODE_COLS - 1) / DECODE_COLS, 1, decode_cols, &c);
   free(x);
   return 0;
@@ -329,6 +406,13 @@ typedef struct ictx {
  * VNNI the offset zero, 128: B's zero there cancels it anyway). */
 static inline uint32_t i8_word(const int8_t *s, int64_t step, int64_t avail, int G, int offset) {
   uint32_t w = 0;
+  if (step == 1 && avail >= G) { /* consecutive bytes */
+    if (G == 4) {
+      memcpy(&w, s, 4);
+      return offset ? w ^ 0x80808080u : w;
+    }
+    return (uint32_t)(uint16_t)(int16_t)s[0] | (uint32_t)(uint16_t)(int16_t)s[1] << 16;
+  }
   for (int t = 0; t < G; t++) {
     int v = t < avail ? s[t * step] : 0;
     if (G == 4)
@@ -339,30 +423,48 @@ static inline uint32_t i8_word(const int8_t *s, int64_t step, int64_t avail, int
   return w;
 }
 
+/* the sum of a VNNI word's four signed bytes */
+static inline int32_t word_sum(uint32_t w) {
+  return (int8_t)w + (int8_t)(w >> 8) + (int8_t)(w >> 16) + (int8_t)(w >> 24);
+}
+
+/* B's panels [begin, end): each nr columns wide over all of k, and (VNNI)
+ * the columns' sums. The words are made in B's storage order: down a
+ * column when its k values are contiguous, across a row otherwise (the
+ * rows of kc values of a column-at-a-time walk do not stay in L1). */
 static void ipack_b(void *vp, int64_t begin, int64_t end) {
   ictx_t *c = vp;
   const tnk_lowp_gemm_args_t *g = c->g;
   int nr = c->uk->i8_nr, G = c->uk->i8_group;
   const int8_t *b = g->b;
+  int by_column = g->sb_r == 1;
   for (int64_t p = begin; p < end; p++) {
     int64_t j0 = p * nr;
-    for (int64_t jj = 0; jj < nr; jj++) {
-      int64_t j = c->jc + j0 + jj;
-      int live = j0 + jj < c->nw;
-      int32_t sum = 0;
-      for (int64_t pc = 0; pc < g->k; pc += c->kc) {
-        int64_t kcur = g->k - pc < c->kc ? g->k - pc : c->kc, kq = (kcur + G - 1) / G;
-        uint32_t *d = c->bpack + (pc / G) * c->nw_pad + j0 * kq;
-        for (int64_t q = 0; q < kq; q++) {
-          int64_t k = pc + q * G;
-          d[q * nr + jj] =
-              live ? i8_word(b + k * g->sb_r + j * g->sb_c, g->sb_r, kcur - q * G, G, 0) : 0;
-        }
-        if (live)
-          for (int64_t k = pc; k < pc + kcur; k++) sum += b[k * g->sb_r + j * g->sb_c];
+    int64_t live = c->nw - j0 < nr ? c->nw - j0 : nr;
+    int32_t sums[TNK_UKERNEL_MAX_TILE] = {0};
+    for (int64_t pc = 0; pc < g->k; pc += c->kc) {
+      int64_t kcur = g->k - pc < c->kc ? g->k - pc : c->kc, kq = (kcur + G - 1) / G;
+      uint32_t *d = c->bpack + (pc / G) * c->nw_pad + j0 * kq;
+      if (by_column) {
+        for (int64_t jj = 0; jj < nr; jj++)
+          for (int64_t q = 0; q < kq; q++) {
+            int64_t k = pc + q * G, j = c->jc + j0 + jj;
+            uint32_t w = jj < live ? i8_word(b + k + j * g->sb_c, 1, kcur - q * G, G, 0) : 0;
+            d[q * nr + jj] = w;
+            if (G == 4) sums[jj] += word_sum(w);
+          }
+      } else {
+        for (int64_t q = 0; q < kq; q++)
+          for (int64_t jj = 0; jj < nr; jj++) {
+            int64_t k = pc + q * G, j = c->jc + j0 + jj;
+            uint32_t w =
+                jj < live ? i8_word(b + k * g->sb_r + j * g->sb_c, g->sb_r, kcur - q * G, G, 0) : 0;
+            d[q * nr + jj] = w;
+            if (G == 4) sums[jj] += word_sum(w);
+          }
       }
-      if (live) c->colsum[j0 + jj] = sum;
     }
+    for (int64_t jj = 0; jj < live; jj++) c->colsum[j0 + jj] = sums[jj];
   }
 }
 
@@ -377,7 +479,7 @@ static void ipack_a(const ictx_t *c, uint32_t *d, int64_t i0, int64_t h, int64_t
       for (int64_t q = 0; q < kq; q++)
         d[q * mr + r] = r0 + r < h ? i8_word(a + i * g->sa_r + (pc + q * G) * g->sa_c, g->sa_c,
                                              kcur - q * G, G, G == 4)
-                                   : 0;
+                                   : (G == 4 ? 0x80808080u : 0u);
     }
 }
 

@@ -48,6 +48,10 @@ void tnk_ukernel_i8_madd_avx512(int64_t kq, const uint32_t *a, const uint32_t *b
                                 int64_t ldc, int accumulate);
 void tnk_dot_rows_w8_avx512(int64_t k, const float *x, int64_t ldx, int64_t m, const int8_t *w,
                             int64_t ldw, int64_t n, float *out, int64_t ldo);
+/* AVX512-BF16 (the configuration takes it only where the CPU has it) */
+void tnk_dot_rows_w8_bf16dp_avx512(int64_t k, const uint16_t *x, int64_t ldx, int64_t m,
+                                   const int8_t *w, int64_t ldw, int64_t n, float *out,
+                                   int64_t ldo);
 /* AVX512-VNNI (the configuration takes it only where the CPU has it) */
 void tnk_ukernel_i8_vnni_avx512(int64_t kq, const uint32_t *a, const uint32_t *b, int32_t *c,
                                 int64_t ldc, int accumulate);

@@ -50,6 +50,7 @@ void tnk_config_init_avx512(tnk_config_t *c) {
     g->bf16_nr = 32;
     g->bf16_kc = 2048; /* bf16 panels are half the bytes */
     g->dot_rows4_bf16 = tnk_dot_rows4_bf16dp_avx512;
+    g->dot_rows_w8_bf16 = tnk_dot_rows_w8_bf16dp_avx512;
   }
   if (g->bf16 && tnk_amx_usable()) { /* AMX-BF16, granted, self-tested (config.c) */
     g->amx_bf16 = tnk_amx_bf16_32x32;
