@@ -199,6 +199,24 @@ static inline uint32_t unit_of(const fctx_t *c, const void *src, int fmt, const 
   return u;
 }
 
+/* kq bf16 k-pairs of one lane whose k values are contiguous (an fp8 /
+ * int8 byte row through the table h, or bf16 as it is), words `stride`
+ * apart; an odd tail pairs with 0. */
+static void pairs_of_lane(uint32_t *d, int64_t stride, const void *src, int64_t x, int64_t kcur,
+                          const uint16_t *h) {
+  int64_t full = kcur / 2;
+  if (h) {
+    const uint8_t *s8 = (const uint8_t *)src + x;
+    for (int64_t q = 0; q < full; q++)
+      d[q * stride] = (uint32_t)h[s8[2 * q]] | (uint32_t)h[s8[2 * q + 1]] << 16;
+    if (kcur & 1) d[full * stride] = h[s8[2 * full]];
+  } else {
+    const uint16_t *s16 = (const uint16_t *)src + x;
+    for (int64_t q = 0; q < full; q++) memcpy(&d[q * stride], s16 + 2 * q, 4);
+    if (kcur & 1) d[full * stride] = s16[2 * full];
+  }
+}
+
 /* B's nr-wide panels [begin, end) of the current column panel, all k:
  * unit (q, j) of block pc (q = (k - pc) / unit) at bpack[pc / unit *
  * nw_pad + (j / nr) * kq * nr + q * nr + j % nr], kq the block's units;
@@ -212,6 +230,15 @@ static void fpack_b(void *vp, int64_t begin, int64_t end) {
     for (int64_t pc = 0; pc < g->k; pc += c->kc) {
       int64_t kcur = g->k - pc < c->kc ? g->k - pc : c->kc, kq = (kcur + u - 1) / u;
       uint32_t *d = c->bpack + pc / u * c->nw_pad + j0 * kq;
+      if (c->pairs && g->sb_r == 1) { /* columns of B hold their k contiguous */
+        for (int64_t jj = 0; jj < nr; jj++) {
+          if (j0 + jj < c->nw)
+            pairs_of_lane(d + jj, nr, g->b, pc + (c->jc + j0 + jj) * g->sb_c, kcur, c->hb);
+          else
+            for (int64_t q = 0; q < kq; q++) d[q * nr + jj] = 0u;
+        }
+        continue;
+      }
       for (int64_t q = 0; q < kq; q++)
         for (int64_t jj = 0; jj < nr; jj++) {
           int64_t j = c->jc + j0 + jj, k = pc + q * u;
@@ -233,6 +260,10 @@ static void fpack_a(const fctx_t *c, uint32_t *d, int64_t i0, int64_t h, int64_t
   for (int64_t r0 = 0; r0 < h; r0 += mr, d += mr * kq)
     for (int64_t r = 0; r < mr; r++) {
       int64_t i = i0 + r0 + r;
+      if (c->pairs && g->sa_c == 1 && r0 + r < h) { /* a row of A: k contiguous */
+        pairs_of_lane(d + r, mr, g->a, i * g->sa_r + pc, kcur, c->ha);
+        continue;
+      }
       for (int64_t q = 0; q < kq; q++) {
         int64_t k = pc + q * u;
         d[q * mr + r] = r0 + r < h ? unit_of(c, g->a, g->a_fmt, c->la, c->ha,
@@ -296,9 +327,11 @@ static int float_blocked(const tnk_lowp_gemm_args_t *g, const tnk_gemm_config_t 
     c.mr = uk->mr, c.nr = uk->nr, c.unit = 1, c.kc = uk->kc;
   }
   c.mc = uk->mc / c.mr * c.mr;
-  /* a column panel packed over all of k stays within 4 MiB */
+  /* a column panel packed over all of k stays within 16 MiB: A is packed
+   * again for every panel (4 MiB panels made a 2048 x 4096 x 1024 fp8
+   * product pack A three times) */
   int64_t kq_all = (g->k + c.unit - 1) / c.unit + 1;
-  int64_t nc = (int64_t)(4 << 20) / (4 * kq_all) / c.nr * c.nr;
+  int64_t nc = (int64_t)(16 << 20) / (4 * kq_all) / c.nr * c.nr;
   if (nc < c.nr) nc = c.nr;
   if (nc > uk->nc) nc = uk->nc / c.nr * c.nr;
   int64_t npan = g->n < nc ? g->n : nc;

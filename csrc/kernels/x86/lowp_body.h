@@ -71,8 +71,7 @@ static void ukernel_i8_madd(int64_t kq, const uint32_t *a, const uint32_t *b, in
  * step, each weight vector widened once and used for every x row (4R sums
  * in registers); the weight lines PREFETCH_W bytes ahead are requested
  * early (four row streams at once outrun the hardware prefetcher: one
- * thread streamed 19 GB/s without, 24.5 GB/s with, against 29.5 GB/s for a
- * plain read loop, at 4096 x 4096). */
+ * thread streamed 19 GB/s without, 24.5 GB/s with, at 4096 x 4096). */
 #define PREFETCH_W 512
 static inline __attribute__((always_inline)) void dot_w8_rx4(int R, int64_t k, const float *x,
                                                              int64_t ldx, const int8_t *w,
@@ -123,9 +122,34 @@ static void dot_w8_tail(int64_t k, const float *x, int64_t ldx, int64_t m, const
     }
 }
 
+/* One x row against one weight row read straight through: one
+ * sequential stream, what the hardware prefetcher follows best (one
+ * thread, 4096 x 4096: 32 GB/s, against 24.5 GB/s for four weight rows
+ * side by side with software prefetch and 29.5 GB/s for a plain read
+ * loop); four vectors per step into independent sums. */
+static inline void dot_w8_row(int64_t k, const float *x, const int8_t *w, float *out) {
+  vf s0 = vf_zero(), s1 = vf_zero(), s2 = vf_zero(), s3 = vf_zero();
+  int64_t i = 0;
+  for (; i + 4 * VF_LANES <= k; i += 4 * VF_LANES) {
+    s0 = vf_fmadd(vf_load(x + i), vf_load_i8(w + i), s0);
+    s1 = vf_fmadd(vf_load(x + i + VF_LANES), vf_load_i8(w + i + VF_LANES), s1);
+    s2 = vf_fmadd(vf_load(x + i + 2 * VF_LANES), vf_load_i8(w + i + 2 * VF_LANES), s2);
+    s3 = vf_fmadd(vf_load(x + i + 3 * VF_LANES), vf_load_i8(w + i + 3 * VF_LANES), s3);
+  }
+  for (; i + VF_LANES <= k; i += VF_LANES) s0 = vf_fmadd(vf_load(x + i), vf_load_i8(w + i), s0);
+  float acc = vf_hsum(vf_add(vf_add(s0, s1), vf_add(s2, s3)));
+  for (; i < k; i++) acc += x[i] * (float)w[i];
+  *out = acc;
+}
+
 static void dot_rows_w8(int64_t k, const float *x, int64_t ldx, int64_t m, const int8_t *w,
                         int64_t ldw, int64_t n, float *out, int64_t ldo) {
   int64_t j = 0;
+  if (m == 1) { /* batch-1 decode: the weight as one stream (two rows at
+                  * once measured 0.94 ms against 0.78 ms side by side) */
+    for (; j < n; j++) dot_w8_row(k, x, w + j * ldw, out + j);
+    return;
+  }
   for (; j + 4 <= n; j += 4)
     for (int64_t r = 0; r < m; r += 4) {
       const float *xr = x + r * ldx;
