@@ -72,7 +72,9 @@ def test_measured_peak_follows_the_cpu_features():
             continue
         # any x86 core sustains well over 1 GFLOPS with a vector FMA unit
         assert (rate > 1e9) if present else (rate == 0.0), (kind, rate)
-    with pytest.raises(ValueError, match="fp32-fma256, fp32-fma512, bf16-dot512, bf16-amx, int8-vnni512"):
+    with pytest.raises(
+        ValueError, match="fp32-fma256, fp32-fma512, bf16-dot512, bf16-amx, int8-vnni512"
+    ):
         torch_neuronx._C._measure_peak("fp32")
 
 

@@ -324,3 +324,37 @@ def test_scaled_mm_bias_errors():
             bias=torch.zeros(16, device=N, dtype=torch.float64),
             out_dtype=torch.bfloat16,
         )
+
+
+@pytest.mark.parametrize("m,k,n", [(128, 64, 128), (80, 96, 144), (16, 256, 48)])
+def test_scaled_mm_mx_block_scales(m, k, n, no_fallback):
+    """MX scaling: one float8_e8m0fnu (power of two) scale per 32 values of
+    k, per row of self and per column of mat2, in cuBLAS's swizzled layout;
+    the layout comes from TorchAO's to_blocked (what its MX training passes
+    to _scaled_mm on CUDA). CPU has no MX _scaled_mm: float64 oracle."""
+    to_blocked = pytest.importorskip("torchao.prototype.mx_formats.utils").to_blocked
+    g = _gen(m + k + n)
+    a = _f8(m, k, dtype=E4M3, seed=1)
+    b = _f8(n, k, dtype=E4M3, seed=2)
+    ea = torch.randint(120, 135, (m, k // 32), generator=g, dtype=torch.uint8)
+    eb = torch.randint(120, 135, (n, k // 32), generator=g, dtype=torch.uint8)
+    sa = to_blocked(ea.view(torch.float8_e8m0fnu))
+    sb = to_blocked(eb.view(torch.float8_e8m0fnu))
+    got = torch._scaled_mm(a.to(N), b.to(N).t(), sa.to(N), sb.to(N), out_dtype=torch.float32)
+    wa = torch.exp2(ea.double() - 127).repeat_interleave(32, dim=1)
+    wb = torch.exp2(eb.double() - 127).repeat_interleave(32, dim=1)
+    oracle = (a.double() * wa) @ (b.double() * wb).t()
+    torch.testing.assert_close(
+        got.cpu().double(), oracle, rtol=1e-5, atol=1e-5 * oracle.abs().max().item()
+    )
+
+
+def test_scaled_mm_mx_errors():
+    a, b = _f8(32, 96, dtype=E4M3, seed=1).to(N), _f8(32, 96, dtype=E4M3, seed=2).to(N).t()
+    e8 = torch.float8_e8m0fnu
+    ok = torch.ones(128 * 4, dtype=torch.uint8).view(e8).to(N)
+    with pytest.raises(ValueError, match="scale_a should have 512 elements, got 256"):
+        torch._scaled_mm(a, b, ok[:256], ok, out_dtype=torch.bfloat16)
+    a2, b2 = _f8(32, 48, dtype=E4M3, seed=1).to(N), _f8(32, 48, dtype=E4M3, seed=2).to(N).t()
+    with pytest.raises(ValueError, match="multiple of 32"):
+        torch._scaled_mm(a2, b2, ok, ok, out_dtype=torch.bfloat16)

@@ -200,3 +200,23 @@ def test_transformers_torchao_int8_weight_only_generates_like_cpu(tmp_path, no_f
         assert (top2[0] - top2[1]).item() <= 2 * diff, (first, top2, diff)
     else:
         assert torch.equal(out[N], out["cpu"])
+
+
+def test_mx_inference_runs_scaled_mm_with_block_scales(no_fallback, ops):
+    """TorchAO's MXFP8 inference (MXDynamicActivationMXWeightConfig, kernel
+    AUTO: torch._scaled_mm with e8m0 block scales in cuBLAS's layout) on
+    neuron against the same config's emulated kernel on CPU."""
+    from torchao.prototype.mx_formats import MXDynamicActivationMXWeightConfig
+    from torchao.quantization import quantize_
+    from torchao.quantization.quantize_.common.kernel_preference import KernelPreference
+
+    torch.manual_seed(0)
+    base = torch.nn.Sequential(torch.nn.Linear(256, 128, bias=False)).to(torch.bfloat16)
+    cpu, dev = copy.deepcopy(base), copy.deepcopy(base).to(N)
+    quantize_(cpu, MXDynamicActivationMXWeightConfig(kernel_preference=KernelPreference.EMULATED))
+    quantize_(dev, MXDynamicActivationMXWeightConfig(kernel_preference=KernelPreference.AUTO))
+    x = torch.randn(32, 256, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    ref = cpu(x)
+    got = dev(x.to(N))
+    torch.testing.assert_close(got.cpu(), ref, atol=1e-2 * ref.abs().max().item(), rtol=1e-2)
+    assert "aten::_scaled_mm" in ops()

@@ -2,7 +2,7 @@
 // x int8 -> int32, exact), torch._weight_int8pack_mm (weight-only int8,
 // the decode GEMV streams the int8 weight once) and torch._scaled_mm (fp8
 // operands widened while packing, tensor-wise and row-wise fp32 scales,
-// bias, bf16 / fp16 / fp32 / fp8 output). Errors follow CPU's for the
+// bias, bf16 / fp16 / fp32 / fp8 output; MX block scales). Errors follow CPU's for the
 // first two; _scaled_mm takes CUDA's layout rules (self row-major, mat2
 // column-major, dimensions multiples of 16) with CUDA's messages, so code
 // written for CUDA behaves the same here.
@@ -147,7 +147,27 @@ at::Tensor &scaled_mm_out(const at::Tensor &self, const at::Tensor &mat2, const 
               "Expected both dimensions of mat2 to be divisible by 16 but got ", mat2.sizes());
   int64_t m = self.size(0), n = mat2.size(1), k = self.size(1);
   tnk_lowp_gemm_args_t g{};
-  if (scale_a.numel() == 1 && scale_b.numel() == 1) {
+  g.sa_dtype = g.sb_dtype = TNK_F32;
+  if (scale_a.scalar_type() == at::kFloat8_e8m0fnu &&
+      scale_b.scalar_type() == at::kFloat8_e8m0fnu) {
+    // MX: one power-of-two scale per 32 values of k, per row of self and
+    // per column of mat2, in cuBLAS's swizzled layout (128 x 4 tiles)
+    TORCH_CHECK_VALUE(k % 32 == 0, "For MX (blockwise) scaling, K must be a multiple of 32, got ",
+                      k);
+    int64_t blocks = (k / 32 + 3) / 4 * 4;
+    int64_t ea = 128 * ((m + 127) / 128) * blocks, eb = 128 * ((n + 127) / 128) * blocks;
+    TORCH_CHECK_VALUE(scale_a.numel() == ea && scale_b.numel() == eb,
+                      "Invalid blockwise scaling configuration. For blockwise scaling, scale_a "
+                      "should have ",
+                      ea, " elements, got ", scale_a.numel(), ", scale_b should have ", eb,
+                      " elements, got ", scale_b.numel(), ".");
+    TORCH_CHECK_VALUE(scale_a.is_contiguous(), "scale_a must be contiguous");
+    TORCH_CHECK_VALUE(scale_b.is_contiguous(), "scale_b must be contiguous");
+    g.sa_mode = g.sb_mode = TNK_SCALE_BLOCK_MX;
+    g.block = 32;
+    g.sa_ld = g.sb_ld = blocks / 4;
+    g.sa_dtype = g.sb_dtype = TNK_E8M0;
+  } else if (scale_a.numel() == 1 && scale_b.numel() == 1) {
     TORCH_CHECK_VALUE(
         scale_a.scalar_type() == at::kFloat && scale_b.scalar_type() == at::kFloat,
         "For tensorwise scaling, both scale_a and scale_b must be float (fp32) tensors.");
@@ -202,7 +222,6 @@ at::Tensor &scaled_mm_out(const at::Tensor &self, const at::Tensor &mat2, const 
   g.a_fmt = float_fmt(self.scalar_type()), g.b_fmt = float_fmt(mat2.scalar_type());
   g.c_dtype = float_fmt(res.scalar_type());
   g.sa = scale_a.const_data_ptr(), g.sb = scale_b.const_data_ptr();
-  g.sa_dtype = g.sb_dtype = TNK_F32;
   if (b.defined()) g.bias = b.const_data_ptr(), g.bias_dtype = float_fmt(b.scalar_type());
   launch(res, g, "aten::_scaled_mm");
   if (narrow) {

@@ -77,13 +77,29 @@ static inline float ld_op(const void *p, int64_t i, int fmt, const float *lut) {
   }
 }
 
+static int is_block(int mode) { return mode == TNK_SCALE_BLOCK || mode == TNK_SCALE_BLOCK_MX; }
+
+/* Scale element i: e8m0 is a power of two (0xFF NaN), else a float. */
+static inline float ld_scale(const void *s, int dt, int64_t i) {
+  if (dt == TNK_E8M0) {
+    uint8_t e = ((const uint8_t *)s)[i];
+    return e == 0xFF ? NAN : ldexpf(1.0f, (int)e - 127);
+  }
+  return (float)tnk_ldf(s, dt, i);
+}
+
 /* The scale of row (or column) i at depth k; 1 without one. */
 static inline float scale_at(int mode, const void *s, int dt, int64_t ld, int64_t block, int64_t i,
                              int64_t k) {
   switch (mode) {
-    case TNK_SCALE_TENSOR: return (float)tnk_ldf(s, dt, 0);
-    case TNK_SCALE_VECTOR: return (float)tnk_ldf(s, dt, i * ld);
-    case TNK_SCALE_BLOCK: return (float)tnk_ldf(s, dt, i * ld + k / block);
+    case TNK_SCALE_TENSOR: return ld_scale(s, dt, 0);
+    case TNK_SCALE_VECTOR: return ld_scale(s, dt, i * ld);
+    case TNK_SCALE_BLOCK: return ld_scale(s, dt, i * ld + k / block);
+    case TNK_SCALE_BLOCK_MX: {
+      int64_t b = k / block;
+      return ld_scale(
+          s, dt, ((i / 128) * ld + b / 4) * 512 + (i % 32) * 16 + ((i % 128) / 32) * 4 + b % 4);
+    }
     default: return 1.0f;
   }
 }
@@ -122,9 +138,9 @@ static void ref_rows(void *vp, int64_t begin, int64_t end) {
       for (int64_t k = 0; k < g->k; k++) {
         float a = ld_op(g->a, i * g->sa_r + k * g->sa_c, g->a_fmt, la);
         float b = ld_op(g->b, k * g->sb_r + j * g->sb_c, g->b_fmt, lb);
-        if (g->sa_mode == TNK_SCALE_BLOCK)
+        if (is_block(g->sa_mode))
           a *= scale_at(g->sa_mode, g->sa, g->sa_dtype, g->sa_ld, g->block, i, k);
-        if (g->sb_mode == TNK_SCALE_BLOCK)
+        if (is_block(g->sb_mode))
           b *= scale_at(g->sb_mode, g->sb, g->sb_dtype, g->sb_ld, g->block, j, k);
         s += a * b;
       }
@@ -193,7 +209,7 @@ static inline uint32_t unit_of(const fctx_t *c, const void *src, int fmt, const 
     return lo | hi << 16;
   }
   float v = ld_op(src, x, fmt, lut);
-  if (smode == TNK_SCALE_BLOCK) v *= scale_at(smode, sp, sdt, sld, g->block, lane, k);
+  if (is_block(smode)) v *= scale_at(smode, sp, sdt, sld, g->block, lane, k);
   uint32_t u;
   memcpy(&u, &v, 4);
   return u;
@@ -318,8 +334,8 @@ static void fitems(void *vp, int64_t begin, int64_t end) {
 
 static int float_blocked(const tnk_lowp_gemm_args_t *g, const tnk_gemm_config_t *uk) {
   fctx_t c = {.g = g, .uk = uk, .la = lut_of(g->a_fmt), .lb = lut_of(g->b_fmt)};
-  c.pairs = uk->bf16 && bf16_exact(g->a_fmt) && bf16_exact(g->b_fmt) &&
-            g->sa_mode != TNK_SCALE_BLOCK && g->sb_mode != TNK_SCALE_BLOCK;
+  c.pairs = uk->bf16 && bf16_exact(g->a_fmt) && bf16_exact(g->b_fmt) && !is_block(g->sa_mode) &&
+            !is_block(g->sb_mode);
   if (c.pairs) {
     c.mr = uk->bf16_mr, c.nr = uk->bf16_nr, c.unit = 2, c.kc = uk->bf16_kc;
     c.ha = bf16_lut_of(g->a_fmt), c.hb = bf16_lut_of(g->b_fmt);
@@ -393,7 +409,7 @@ static void decode_cols(void *vp, int64_t begin, int64_t end) {
 
 static int decode_applies(const tnk_lowp_gemm_args_t *g, const tnk_gemm_config_t *uk) {
   return uk->dot_rows_w8 && g->b_fmt == TNK_I8 && g->sb_r == 1 && g->m <= 16 &&
-         g->sa_mode != TNK_SCALE_BLOCK && g->sb_mode != TNK_SCALE_BLOCK;
+         !is_block(g->sa_mode) && !is_block(g->sb_mode);
 }
 
 static int float_decode(const tnk_lowp_gemm_args_t *g, const tnk_gemm_config_t *uk) {
@@ -604,7 +620,7 @@ static int int8_blocked(const tnk_lowp_gemm_args_t *g, const tnk_gemm_config_t *
 
 int tnk_lowp_gemm_with(const tnk_config_t *cfg, const tnk_lowp_gemm_args_t *g) {
   if (!tnk_lowp_gemm_supported(g->a_fmt, g->b_fmt, g->c_dtype) || g->m <= 0 || g->n <= 0) return 0;
-  if ((g->sa_mode == TNK_SCALE_BLOCK || g->sb_mode == TNK_SCALE_BLOCK) && g->block <= 0) return 0;
+  if ((is_block(g->sa_mode) || is_block(g->sb_mode)) && g->block <= 0) return 0;
   const tnk_gemm_config_t *uk = &cfg->gemm;
   if (g->k <= 0) { /* an empty sum: the scales and bias of zero */
     for (int64_t i = 0; i < g->m; i++)

@@ -877,11 +877,25 @@ void tnk_grouped_gemm(const tnk_grouped_gemm_args_t *args);
  *    (TENSOR: read when the kernel runs), one per row of A / column of B
  *    (VECTOR: s[i * ld]) or one per row / column and block of `block` k
  *    (BLOCK: s[i * ld + k / block], applied to the operand while packing;
- *    block a multiple of 4). Scales and bias are f32, bf16 or f16.
+ *    block a multiple of 4; BLOCK_MX below). Scales and bias are f32,
+ *    bf16 or f16 (scales also TNK_E8M0).
  * C must not overlap the inputs. 0, or -1 when a buffer could not be
  * allocated (fault told, C incomplete). */
 enum { TNK_F8E4M3 = 64, TNK_F8E5M2 = 65 }; /* operand formats beyond tnk_dtype_t */
-enum { TNK_SCALE_NONE = 0, TNK_SCALE_TENSOR, TNK_SCALE_VECTOR, TNK_SCALE_BLOCK };
+enum {
+  TNK_SCALE_NONE = 0,
+  TNK_SCALE_TENSOR,
+  TNK_SCALE_VECTOR,
+  TNK_SCALE_BLOCK,
+  TNK_SCALE_BLOCK_MX
+};
+/* TNK_SCALE_BLOCK_MX: the block scales of MX formats in the swizzled layout
+ * cuBLAS and torch._scaled_mm use: tiles of 128 rows x 4 blocks, tile (t,
+ * c) at (t * ld + c) * 512, and in a tile row r and block b at (r % 32) *
+ * 16 + (r / 32) * 4 + b; ld is the tiles per row (blocks / 4, rounded
+ * up). Scale dtype TNK_E8M0 (float8_e8m0fnu: 2^(e - 127), 0xFF NaN) or
+ * any float. */
+enum { TNK_E8M0 = 66 };
 typedef struct tnk_lowp_gemm_args {
   int64_t m, n, k;
   void *c;
