@@ -2,10 +2,10 @@
 // x int8 -> int32, exact), torch._weight_int8pack_mm (weight-only int8,
 // the decode GEMV streams the int8 weight once) and torch._scaled_mm (fp8
 // operands widened while packing, tensor-wise and row-wise fp32 scales,
-// bias, bf16 / fp16 / fp32 / fp8 output; MX block scales). Errors follow CPU's for the
-// first two; _scaled_mm takes CUDA's layout rules (self row-major, mat2
-// column-major, dimensions multiples of 16) with CUDA's messages, so code
-// written for CUDA behaves the same here.
+// bias, bf16 / fp16 / fp32 / fp8 output; MX block scales). Errors follow
+// CPU's for the first two; _scaled_mm takes CUDA's size rules (dimensions
+// multiples of 16, MX scale sizes) with CUDA's messages, and, as CUDA's eager
+// op (which copies such operands for cuBLAS), any operand strides.
 #include "neuron.h"
 
 #include <ATen/native/Resize.h>
@@ -131,16 +131,6 @@ at::Tensor &scaled_mm_out(const at::Tensor &self, const at::Tensor &mat2, const 
   TORCH_CHECK(!(self.scalar_type() == at::kFloat8_e5m2 && mat2.scalar_type() == at::kFloat8_e5m2),
               "Multiplication of two Float8_e5m2 matrices is not supported");
   for (const at::Tensor *t : {&mat2, &scale_a, &scale_b}) same_device(self, *t, "_scaled_mm");
-  auto row_major = [](const at::Tensor &t) {
-    return (t.stride(1) == 1 && t.stride(0) >= std::max<int64_t>(1, t.size(1))) || t.size(0) == 0 ||
-           t.size(1) == 0;
-  };
-  auto col_major = [](const at::Tensor &t) {
-    return (t.stride(0) == 1 && t.stride(1) >= std::max<int64_t>(1, t.size(0))) || t.size(0) == 0 ||
-           t.size(1) == 0;
-  };
-  TORCH_CHECK(row_major(self), "self must be row_major, got stride ", self.strides());
-  TORCH_CHECK(col_major(mat2), "mat2 must be col_major, got stride ", mat2.strides());
   TORCH_CHECK(self.size(1) % 16 == 0,
               "Expected self.size(1) to be divisible by 16, but got self.size(1)=", self.size(1));
   TORCH_CHECK(mat2.size(0) % 16 == 0 && mat2.size(1) % 16 == 0,
