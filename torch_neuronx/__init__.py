@@ -35,8 +35,9 @@ def _register():
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
-    from . import _compile, _flex_attention, _ipc, distributed
+    from . import _compile, _exit, _flex_attention, _ipc, distributed
 
+    _exit.install()
     _ipc.install()
     distributed.register()
     _compile.install()
