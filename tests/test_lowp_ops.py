@@ -371,3 +371,52 @@ def test_scaled_mm_mx_errors():
     a2, b2 = _f8(32, 48, dtype=E4M3, seed=1).to(N), _f8(32, 48, dtype=E4M3, seed=2).to(N).t()
     with pytest.raises(ValueError, match="multiple of 32"):
         torch._scaled_mm(a2, b2, ok, ok, out_dtype=torch.bfloat16)
+
+
+# ---- casts to and from float8 --------------------------------------------------------
+
+
+def _every_value(dtype):
+    if dtype in (torch.bfloat16, torch.float16):  # every bit pattern
+        return torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(dtype)
+    g = _gen(5)  # fp32: random bit patterns over every exponent, and each bf16 pattern's
+    bits = torch.randint(-(2**31), 2**31 - 1, (1 << 20,), dtype=torch.int64, generator=g).to(
+        torch.int32
+    )
+    wide = torch.arange(-32768, 32768, dtype=torch.int32) << 16
+    return torch.cat([bits, wide, wide + (1 << 15), wide + (1 << 15) + 1]).view(torch.float32)
+
+
+@pytest.mark.parametrize("fp8", [E4M3, E5M2])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_float8_casts_match_cpu_bit_for_bit(fp8, dtype, no_fallback):
+    """Casts to float8 round as CPU's (nearest even; e4m3fn saturates at 448,
+    e5m2 overflows to infinity; subnormals, ties, NaN signs): every bf16 /
+    f16 bit pattern and 1M random f32 patterns, compared as bytes; and every
+    float8 code back."""
+    x = _every_value(dtype)
+    ref = x.to(fp8)
+    got = x.to(N).to(fp8)
+    assert got.dtype == fp8 and got.device.type == N
+    assert torch.equal(got.cpu().view(torch.uint8), ref.view(torch.uint8))
+    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(fp8)
+    back = codes.to(N).to(dtype).cpu()
+    torch.testing.assert_close(back, codes.to(dtype), equal_nan=True, rtol=0, atol=0)
+    # a strided view and a non-contiguous destination
+    y = x[: 1 << 12].reshape(64, 64).t()
+    out = torch.empty(64, 64, dtype=fp8, device=N).t()
+    out.copy_(y.to(N))
+    assert torch.equal(out.cpu().view(torch.uint8), y.to(fp8).view(torch.uint8))
+
+
+def test_float8_cast_runs_on_the_device_stream():
+    """The cast is a device task: it can be captured in a graph (a cast
+    through the host would synchronise the stream, which capture refuses)."""
+    x = torch.randn(1000, device=N)
+    g = torch.neuron.NeuronGraph()
+    with torch.neuron.graph(g):
+        y = x.to(E4M3).to(torch.float32)
+    x.copy_(torch.linspace(-500, 500, 1000, device=N))
+    g.replay()
+    ref = torch.linspace(-500, 500, 1000).to(E4M3).float()
+    torch.testing.assert_close(y.cpu(), ref, equal_nan=True, rtol=0, atol=0)

@@ -14,15 +14,8 @@
 #include <algorithm>
 
 namespace torch_neuronx {
-namespace {
 
-void same_device(const at::Tensor &a, const at::Tensor &b, const char *op) {
-  TORCH_CHECK(a.device() == b.device(),
-              "Expected all tensors to be on the same device, but found at least two devices, ",
-              a.device(), " and ", b.device(), "! (when checking argument for ", op, ")");
-}
-
-int32_t float_fmt(c10::ScalarType t) {
+int32_t lowp_format(c10::ScalarType t) {
   switch (t) {
     case at::kFloat: return TNK_F32;
     case at::kBFloat16: return TNK_BF16;
@@ -32,6 +25,14 @@ int32_t float_fmt(c10::ScalarType t) {
     case at::kChar: return TNK_I8;
     default: return -1;
   }
+}
+
+namespace {
+
+void same_device(const at::Tensor &a, const at::Tensor &b, const char *op) {
+  TORCH_CHECK(a.device() == b.device(),
+              "Expected all tensors to be on the same device, but found at least two devices, ",
+              a.device(), " and ", b.device(), "! (when checking argument for ", op, ")");
 }
 
 void launch(const at::Tensor &out, tnk_lowp_gemm_args_t &g, const char *name) {
@@ -104,8 +105,9 @@ at::Tensor weight_int8pack_mm(const at::Tensor &A, const at::Tensor &B, const at
   g.sa_r = A.stride(0), g.sa_c = A.stride(1);
   g.sb_r = B.stride(1), g.sb_c = B.stride(0);  // B is [N, K]: its transpose is the operand
   g.sc_r = out.stride(0), g.sc_c = 1;
-  g.a_fmt = float_fmt(st), g.b_fmt = TNK_I8, g.c_dtype = float_fmt(st);
-  g.sb_mode = TNK_SCALE_VECTOR, g.sb = s.const_data_ptr(), g.sb_dtype = float_fmt(st), g.sb_ld = 1;
+  g.a_fmt = lowp_format(st), g.b_fmt = TNK_I8, g.c_dtype = lowp_format(st);
+  g.sb_mode = TNK_SCALE_VECTOR, g.sb = s.const_data_ptr(), g.sb_dtype = lowp_format(st),
+  g.sb_ld = 1;
   launch(out, g, "aten::_weight_int8pack_mm");
   return out;
 }
@@ -209,10 +211,10 @@ at::Tensor &scaled_mm_out(const at::Tensor &self, const at::Tensor &mat2, const 
   g.sa_r = self.stride(0), g.sa_c = self.stride(1);
   g.sb_r = mat2.stride(0), g.sb_c = mat2.stride(1);
   g.sc_r = res.stride(0), g.sc_c = res.stride(1);
-  g.a_fmt = float_fmt(self.scalar_type()), g.b_fmt = float_fmt(mat2.scalar_type());
-  g.c_dtype = float_fmt(res.scalar_type());
+  g.a_fmt = lowp_format(self.scalar_type()), g.b_fmt = lowp_format(mat2.scalar_type());
+  g.c_dtype = lowp_format(res.scalar_type());
   g.sa = scale_a.const_data_ptr(), g.sb = scale_b.const_data_ptr();
-  if (b.defined()) g.bias = b.const_data_ptr(), g.bias_dtype = float_fmt(b.scalar_type());
+  if (b.defined()) g.bias = b.const_data_ptr(), g.bias_dtype = lowp_format(b.scalar_type());
   launch(res, g, "aten::_scaled_mm");
   if (narrow) {
     if (scale_result.has_value() && scale_result->defined()) res.div_(*scale_result);

@@ -214,7 +214,8 @@ bool ranges_overlap(const at::Tensor &a, const at::Tensor &b) {
 }
 
 // Copies through CPU ATen on host aliases: the path for layouts and dtypes
-// the copy kernel does not take (conj/neg views, >12 dims, float8...).
+// the copy kernel does not take (conj/neg views, >12 dims, float8 to and
+// from host memory or other dtypes...).
 void copy_on_host(const at::Tensor &src, const at::Tensor &dst) {
   if (src.is_privateuseone())
     check(tnrt_stream_synchronize(current_native_stream(src.device().index())),
@@ -226,6 +227,18 @@ void copy_on_host(const at::Tensor &src, const at::Tensor &dst) {
   at::Tensor d = host.view(dst, /*written=*/true);
   d.copy_(host.view(src, false));
   host.write_back();
+}
+
+// The formats of tnk_fp8_convert (-1: not one of them).
+int32_t fp8_cast_fmt(c10::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return TNK_F32;
+    case at::kBFloat16: return TNK_BF16;
+    case at::kHalf: return TNK_F16;
+    case at::kFloat8_e4m3fn: return TNK_F8E4M3;
+    case at::kFloat8_e5m2: return TNK_F8E5M2;
+    default: return -1;
+  }
 }
 
 tnk_dtype_t raw_dtype(const at::Tensor &t, bool *ok) {
@@ -279,6 +292,19 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blo
       if (src.is_same(dst)) return dst;
       src = readable_input(dst, src);
       if (ranges_overlap(src, dst)) src = src.clone();  // copy in stream order
+    }
+  }
+  if (dst.is_privateuseone() && src.is_privateuseone() && src.device() == dst.device()) {
+    // casts between floats and float8 (the copy kernel's dtypes have no
+    // float8): a device kernel, rounding as CPU's casts
+    int32_t sf = fp8_cast_fmt(src.scalar_type()), df = fp8_cast_fmt(dst.scalar_type());
+    if (sf >= 0 && df >= 0 && tnk_fp8_convert_supported(df, sf)) {
+      at::Tensor s = src.contiguous();
+      at::Tensor d = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());
+      tnk_fp8_convert_args_t c{d.numel(), d.data_ptr(), s.const_data_ptr(), df, sf};
+      launch_kernel<TNK_K_FP8_CONVERT>(dst.device().index(), c, "aten::copy_", d.numel());
+      if (!d.is_same(dst)) dst.copy_(d);
+      return dst;
     }
   }
   bool ok_s, ok_d;

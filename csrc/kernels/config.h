@@ -118,6 +118,8 @@ typedef struct tnk_gemm_config {
   /* the same with bf16 x rows on bf16 dot products (m <= 16; NULL: none) */
   void (*dot_rows_w8_bf16)(int64_t k, const uint16_t *x, int64_t ldx, int64_t m, const int8_t *w,
                            int64_t ldw, int64_t n, float *out, int64_t ldo);
+  /* n f32 to float8 e4m3fn (e5m2 if e5m2), f8_cvt.h (NULL: the reference) */
+  void (*f32_to_f8)(uint8_t *d, const float *s, int64_t n, int e5m2);
 } tnk_gemm_config_t;
 
 /* Vectorised fp32 row math; the contracts are in vmath.h. The streaming

@@ -59,7 +59,10 @@
   X(GROUPED_GEMM, tnk_grouped_gemm, tnk_grouped_gemm_args_t, tnk_gemm_supported(q->dtype))         \
   /* low-precision GEMM: dtype, dtype2 the operands' formats, mode C's dtype */                    \
   X(LOWP_GEMM, tnk_lowp_gemm, tnk_lowp_gemm_args_t,                                                \
-    tnk_lowp_gemm_supported(q->dtype, q->dtype2, q->mode))
+    tnk_lowp_gemm_supported(q->dtype, q->dtype2, q->mode))                                         \
+  /* float <-> fp8 casts: dtype the destination's format, dtype2 the source's */                   \
+  X(FP8_CONVERT, tnk_fp8_convert, tnk_fp8_convert_args_t,                                          \
+    tnk_fp8_convert_supported(q->dtype, q->dtype2))
 
 #define TNK_KERNEL_ENUM_(ID, FN, ARGS, SUPPORTED) TNK_K_##ID,
 typedef enum tnk_kernel { TNK_KERNELS(TNK_KERNEL_ENUM_) TNK_KERNEL_COUNT } tnk_kernel_t;

@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "dtype.h"
+#include "f8_cvt.h"
 #include "tnk.h"
 
 float tnk_f8e4m3_to_f32(uint8_t v) {
@@ -36,6 +37,18 @@ float tnk_f8e4m3_to_f32(uint8_t v) {
 }
 
 float tnk_f8e5m2_to_f32(uint8_t v) { return tnk_f16_to_f32((uint16_t)(v << 8)); }
+
+uint8_t tnk_f32_to_f8e4m3(float v) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  return tnk_f32_bits_to_f8(u, 3, 7, 0x7F, 0x7E);
+}
+
+uint8_t tnk_f32_to_f8e5m2(float v) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  return tnk_f32_bits_to_f8(u, 2, 15, 0x7C, 0x7C);
+}
 
 /* 256-entry tables of the 8-bit formats' values, filled once */
 static float lut_i8[256], lut_e4m3[256], lut_e5m2[256];
@@ -644,3 +657,57 @@ int tnk_lowp_gemm_with(const tnk_config_t *cfg, const tnk_lowp_gemm_args_t *g) {
 }
 
 int tnk_lowp_gemm(const tnk_lowp_gemm_args_t *g) { return tnk_lowp_gemm_with(tnk_config(), g); }
+
+/* ---- float <-> fp8 casts --------------------------------------------------- */
+
+int tnk_fp8_convert_supported(int dst_fmt, int src_fmt) {
+  int d8 = dst_fmt == TNK_F8E4M3 || dst_fmt == TNK_F8E5M2;
+  int s8 = src_fmt == TNK_F8E4M3 || src_fmt == TNK_F8E5M2;
+  return (d8 && float_fmt(src_fmt)) || (s8 && float_fmt(dst_fmt));
+}
+
+static void convert_range(void *vp, int64_t begin, int64_t end) {
+  const tnk_fp8_convert_args_t *a = vp;
+  if (a->dst_fmt == TNK_F8E4M3 || a->dst_fmt == TNK_F8E5M2) {
+    /* the variant's vectorised loop over f32; bf16 and f16 sources are
+     * widened (exactly) a block at a time first */
+    void (*to_f8)(uint8_t *, const float *, int64_t, int) = tnk_config()->gemm.f32_to_f8;
+    uint8_t *d = a->dst;
+    int e5 = a->dst_fmt == TNK_F8E5M2;
+    float buf[1024];
+    for (int64_t i = begin; i < end; i += 1024) {
+      int64_t len = end - i < 1024 ? end - i : 1024;
+      const float *src = buf;
+      if (a->src_fmt == TNK_F32)
+        src = (const float *)a->src + i;
+      else if (a->src_fmt == TNK_BF16)
+        for (int64_t j = 0; j < len; j++)
+          buf[j] = tnk_bf16_to_f32(((const uint16_t *)a->src)[i + j]);
+      else
+        for (int64_t j = 0; j < len; j++)
+          buf[j] = tnk_f16_to_f32(((const uint16_t *)a->src)[i + j]);
+      if (to_f8)
+        to_f8(d + i, src, len, e5);
+      else
+        tnk_f32_to_f8_loop(d + i, src, len, e5);
+    }
+    return;
+  }
+  const float *lut = lut_of(a->src_fmt);
+  const uint8_t *s = a->src;
+  switch (a->dst_fmt) {
+    case TNK_F32:
+      for (int64_t i = begin; i < end; i++) ((float *)a->dst)[i] = lut[s[i]];
+      break;
+    case TNK_BF16: /* exact: every fp8 value is a bf16 value */
+      for (int64_t i = begin; i < end; i++) ((uint16_t *)a->dst)[i] = tnk_f32_to_bf16(lut[s[i]]);
+      break;
+    default: /* f16: exact too (e5m2 is f16's upper byte; e4m3's range fits) */
+      for (int64_t i = begin; i < end; i++) ((uint16_t *)a->dst)[i] = tnk_f32_to_f16(lut[s[i]]);
+  }
+}
+
+void tnk_fp8_convert(const tnk_fp8_convert_args_t *a) {
+  if (!tnk_fp8_convert_supported(a->dst_fmt, a->src_fmt) || a->n <= 0) return;
+  tnk_parallel_for(a->n, 1 << 14, convert_range, (void *)a);
+}

@@ -912,6 +912,21 @@ typedef struct tnk_lowp_gemm_args {
 int tnk_lowp_gemm_supported(int a_fmt, int b_fmt, int c_dtype);
 int tnk_lowp_gemm(const tnk_lowp_gemm_args_t *args);
 int tnk_lowp_gemm_with(const struct tnk_config *cfg, const tnk_lowp_gemm_args_t *args);
+/* Conversions between f32 / bf16 / f16 and the 8-bit floats (torch's casts
+ * to and from float8_e4m3fn and float8_e5m2), n contiguous elements. To 8
+ * bits: round to nearest even; as torch 2.13's CPU casts, e4m3fn (no
+ * infinity) saturates to +-448, infinities included, and e5m2 overflows to
+ * infinity; NaN stays NaN. From 8 bits: exact. */
+typedef struct tnk_fp8_convert_args {
+  int64_t n;
+  void *dst;
+  const void *src;
+  int32_t dst_fmt, src_fmt;
+} tnk_fp8_convert_args_t;
+int tnk_fp8_convert_supported(int dst_fmt, int src_fmt);
+void tnk_fp8_convert(const tnk_fp8_convert_args_t *args);
+uint8_t tnk_f32_to_f8e4m3(float v);
+uint8_t tnk_f32_to_f8e5m2(float v);
 /* 8-bit float values widened (exact; e4m3fn has no infinities, its
  * S.1111.111 is NaN; e5m2 is the upper byte of an fp16) */
 float tnk_f8e4m3_to_f32(uint8_t v);

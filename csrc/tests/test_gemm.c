@@ -648,9 +648,99 @@ static void test_fp8_values(void) {
   CHECK(isinf(tnk_f8e5m2_to_f32(0x7C)) && isnan(tnk_f8e5m2_to_f32(0x7D)));
   CHECK(tnk_f8e5m2_to_f32(0x01) == ldexpf(1, -16));
   CHECK(tnk_f8e5m2_to_f32(0x3C) == 1.0f);
+  /* the narrowing casts: round to nearest even, e4m3fn saturating at 448
+   * (torch 2.13's CPU cast), e5m2 overflow to infinity */
+  CHECK(tnk_f32_to_f8e4m3(448.0f) == 0x7E && tnk_f32_to_f8e4m3(-448.0f) == 0xFE);
+  CHECK(tnk_f32_to_f8e4m3(464.0f) == 0x7E); /* a tie: to the even 448 */
+  CHECK(tnk_f32_to_f8e4m3(465.0f) == 0x7E); /* past it: saturated */
+  CHECK(tnk_f32_to_f8e4m3(1e30f) == 0x7E && tnk_f32_to_f8e4m3(-INFINITY) == 0xFE);
+  CHECK(tnk_f32_to_f8e4m3(NAN) == 0x7F && tnk_f32_to_f8e5m2(-NAN) == 0xFF);
+  CHECK(tnk_f32_to_f8e4m3(ldexpf(1, -9)) == 0x01);
+  CHECK(tnk_f32_to_f8e4m3(ldexpf(1, -10)) == 0x00);  /* a tie: to the even 0 */
+  CHECK(tnk_f32_to_f8e4m3(ldexpf(3, -11)) == 0x01);  /* 0.75 of the step: up */
+  CHECK(tnk_f32_to_f8e4m3(ldexpf(15, -10)) == 0x08); /* a tie: up to the min normal */
+  CHECK(tnk_f32_to_f8e4m3(1.0625f) == 0x38 && tnk_f32_to_f8e4m3(1.1875f) == 0x3A);
+  CHECK(tnk_f32_to_f8e5m2(57344.0f) == 0x7B && tnk_f32_to_f8e5m2(61440.0f) == 0x7C);
+  CHECK(tnk_f32_to_f8e5m2(-INFINITY) == 0xFC && tnk_f32_to_f8e5m2(ldexpf(1, -16)) == 0x01);
+  for (int v = 0; v < 256; v++) { /* every finite value round-trips */
+    float a = tnk_f8e4m3_to_f32((uint8_t)v), b = tnk_f8e5m2_to_f32((uint8_t)v);
+    if (!isnan(a)) CHECK(tnk_f32_to_f8e4m3(a) == v || (a == 0.0f && (v & 0x7F) == 0));
+    if (!isnan(b)) CHECK(tnk_f32_to_f8e5m2(b) == v);
+  }
 }
 
 static uint32_t lcg(uint32_t *s) { return *s = *s * 1664525u + 1013904223u; }
+
+/* The nearest 8-bit float by search over every finite code (ties to the
+ * even code), in double: the oracle of the narrowing casts. Past the
+ * largest finite value: e4m3fn saturates at 448 (torch 2.13's CPU cast),
+ * e5m2 becomes infinity from the midpoint to 2^16 on. */
+static uint8_t f8_by_search(float v, int e5m2) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  uint8_t sign = (uint8_t)((u >> 24) & 0x80);
+  if (isnan(v)) return sign | 0x7F;
+  double m = fabs((double)v);
+  int top = e5m2 ? 0x7B : 0x7E;
+  if (!e5m2 && m >= 448.0) return sign | 0x7E;
+  if (e5m2 && m >= 61440.0) return sign | 0x7C;
+  int best = 0;
+  double bd = INFINITY;
+  for (int c = 0; c <= top; c++) {
+    double d =
+        fabs((double)(e5m2 ? tnk_f8e5m2_to_f32((uint8_t)c) : tnk_f8e4m3_to_f32((uint8_t)c)) - m);
+    if (d < bd || (d == bd && (c & 1) == 0)) bd = d, best = c;
+  }
+  return sign | (uint8_t)best;
+}
+
+/* The narrowing casts of every variant against the search, over f32 bit
+ * patterns from every exponent (random mantissas, and each code's value,
+ * the midpoints between codes and their neighbours), lengths that leave
+ * vector tails. */
+static void test_f32_to_f8_variants(void) {
+  enum { N = 1 << 16 };
+  float *x = malloc(N * sizeof(float));
+  uint8_t *want[2] = {malloc(N), malloc(N)}, *got = malloc(N);
+  uint32_t seed = 7;
+  int n = 0;
+  for (int c = 0; c < 256; c++)
+    for (int f = 0; f < 2; f++) {
+      float a = f ? tnk_f8e5m2_to_f32((uint8_t)c) : tnk_f8e4m3_to_f32((uint8_t)c);
+      float b = f ? tnk_f8e5m2_to_f32((uint8_t)(c + 1)) : tnk_f8e4m3_to_f32((uint8_t)(c + 1));
+      float mid = (float)(((double)a + (double)b) / 2);
+      x[n++] = a, x[n++] = mid, x[n++] = nextafterf(mid, 0), x[n++] = nextafterf(mid, INFINITY);
+    }
+  x[n++] = INFINITY, x[n++] = -INFINITY, x[n++] = NAN, x[n++] = -0.0f, x[n++] = 1e-45f;
+  while (n < N) {
+    uint32_t u = lcg(&seed);
+    memcpy(&x[n++], &u, 4);
+  }
+  for (int f = 0; f < 2; f++)
+    for (int i = 0; i < N; i++) want[f][i] = f8_by_search(x[i], f);
+  int bad = 0;
+  for (int i = 0; i < N; i++) {
+    bad += tnk_f32_to_f8e4m3(x[i]) != want[0][i];
+    bad += tnk_f32_to_f8e5m2(x[i]) != want[1][i];
+  }
+  CHECK(bad == 0);
+  for (int isa = 0; isa < 3; isa++) {
+    tnk_config_t cfg;
+    if (tnk_config_for_isa(isa, &cfg) != 0 || !cfg.gemm.f32_to_f8) continue;
+    for (int f = 0; f < 2; f++) {
+      int lens[] = {N - 1, N - 14, 7};
+      for (int l = 0; l < 3; l++) {
+        memset(got, 0xAA, N);
+        cfg.gemm.f32_to_f8(got, x + 1, lens[l], f);
+        int badv = 0;
+        for (int i = 0; i < lens[l]; i++) badv += got[i] != want[f][i + 1];
+        for (int i = lens[l]; i < N; i++) badv += got[i] != 0xAA; /* nothing past the end */
+        CHECK(badv == 0);
+      }
+    }
+  }
+  free(x), free(want[0]), free(want[1]), free(got);
+}
 
 /* int8 x int8 -> int32 in every variant (the reference, AVX2's int16
  * multiply-add, AVX-512's VNNI or multiply-add) against an int64 loop, in
@@ -851,6 +941,7 @@ int main(void) {
   RUN(test_gemm_reports_allocation_failure);
   RUN(test_grouped_gemm);
   RUN(test_fp8_values);
+  RUN(test_f32_to_f8_variants);
   RUN(test_int8_gemm_variants);
   RUN(test_scaled_gemm_variants);
   return REPORT("test_gemm");

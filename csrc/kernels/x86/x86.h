@@ -42,6 +42,8 @@ void tnk_vnormalize_f32_avx2(const float *x, float *y, int64_t n, float mean, fl
 /* the low-precision GEMM pieces (x86/lowp_body.h) */
 void tnk_ukernel_i8_madd_avx2(int64_t kq, const uint32_t *a, const uint32_t *b, int32_t *c,
                               int64_t ldc, int accumulate);
+void tnk_f32_to_f8_avx2(uint8_t *d, const float *s, int64_t n, int e5m2);
+void tnk_f32_to_f8_avx512(uint8_t *d, const float *s, int64_t n, int e5m2);
 void tnk_dot_rows_w8_avx2(int64_t k, const float *x, int64_t ldx, int64_t m, const int8_t *w,
                           int64_t ldw, int64_t n, float *out, int64_t ldo);
 void tnk_ukernel_i8_madd_avx512(int64_t kq, const uint32_t *a, const uint32_t *b, int32_t *c,

@@ -5,6 +5,7 @@
 #define I8_MR 6
 #define I8_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #include "../lowp_body.h"
+#include "f8_cvt.h"
 
 void tnk_ukernel_i8_madd_avx2(int64_t kq, const uint32_t *a, const uint32_t *b, int32_t *c,
                               int64_t ldc, int accumulate) {
@@ -14,4 +15,8 @@ void tnk_ukernel_i8_madd_avx2(int64_t kq, const uint32_t *a, const uint32_t *b, 
 void tnk_dot_rows_w8_avx2(int64_t k, const float *x, int64_t ldx, int64_t m, const int8_t *w,
                           int64_t ldw, int64_t n, float *out, int64_t ldo) {
   dot_rows_w8(k, x, ldx, m, w, ldw, n, out, ldo);
+}
+
+void tnk_f32_to_f8_avx2(uint8_t *d, const float *s, int64_t n, int e5m2) {
+  tnk_f32_to_f8_loop(d, s, n, e5m2);
 }
