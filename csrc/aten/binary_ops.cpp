@@ -85,7 +85,8 @@ void launch_ternary(const at::Tensor &out, const at::Tensor &a, const at::Tensor
                   const c10::Scalar &value) {                                                     \
     auto shape =                                                                                  \
         at::infer_size_dimvector(at::infer_size_dimvector(self.sizes(), t1.sizes()), t2.sizes()); \
-    at::Tensor out = at::empty(shape, self.options());                                            \
+    at::Tensor out =                                                                              \
+        empty_elementwise(shape, self.scalar_type(), self.device(), {&self, &t1, &t2});           \
     if (!ternary_ok(out, {&self, &t1, &t2})) return FALLBACK(NAME, self, t1, t2, value);          \
     launch_ternary(out, self, t1, t2, OP, value.toDouble(), "aten::" #NAME);                      \
     return out;                                                                                   \
@@ -115,7 +116,8 @@ NEURON_ADDC(addcmul, TNK_ADDCMUL)
 NEURON_ADDC(addcdiv, TNK_ADDCDIV)
 
 at::Tensor lerp(const at::Tensor &self, const at::Tensor &end, const c10::Scalar &w) {
-  at::Tensor out = at::empty(at::infer_size_dimvector(self.sizes(), end.sizes()), self.options());
+  at::Tensor out = empty_elementwise(at::infer_size_dimvector(self.sizes(), end.sizes()),
+                                     self.scalar_type(), self.device(), {&self, &end});
   if (!ternary_ok(out, {&self, &end}) || w.isComplex()) return FALLBACK(lerp_Scalar, self, end, w);
   launch_ternary(out, self, end, at::Tensor(), TNK_LERP, w.toDouble(), "aten::lerp");
   return out;
@@ -295,7 +297,7 @@ c10::Device device_of_pair(const at::Tensor &a, const at::Tensor &b) {
     c10::ScalarType common = promoted(a, b, OP);                                                   \
     if (OP == TNK_ADD || OP == TNK_SUB) at::native::alpha_check(common, VALUE_##KIND);             \
     auto shape = at::infer_size_dimvector(a.sizes(), b.sizes());                                   \
-    at::Tensor out = empty_neuron(shape, common, dev);                                             \
+    at::Tensor out = empty_elementwise(shape, common, dev, {&a, &b});                              \
     if (launch_binary(out, a, b, OP, VALUE_##KIND, "aten::" #NAME)) return out;                    \
     return at::native::call_fallback_fn<&neuron_cpu_fallback, ATEN_OP(ATEN_FN)>::call(             \
         a, b ARG_##KIND);                                                                          \
@@ -534,8 +536,8 @@ at::Tensor extremum(const at::Tensor &a, const at::Tensor &b, tnk_binary_op_t op
   check_operand(a, dev, name);
   check_operand(b, dev, name);
   TORCH_CHECK(!a.is_complex() && !b.is_complex(), name, " not implemented for complex tensors.");
-  at::Tensor out = at::empty(at::infer_size_dimvector(a.sizes(), b.sizes()),
-                             a.options().device(dev).dtype(at::result_type(a, b)));
+  at::Tensor out = empty_elementwise(at::infer_size_dimvector(a.sizes(), b.sizes()),
+                                     at::result_type(a, b), dev, {&a, &b});
   return launch_binary(out, a, b, op, 1, name) ? out : at::Tensor();
 }
 

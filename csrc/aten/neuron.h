@@ -68,6 +68,14 @@ at::Tensor &assign_result(at::Tensor &out, const at::Tensor &r);
 // rather than a resize.
 void resize_elementwise_out(at::Tensor &out, at::IntArrayRef shape,
                             std::initializer_list<const at::Tensor *> operands);
+// The kernel library's format of a low-precision GEMM operand or float8
+// cast (tnk.h: TNK_F32, TNK_BF16, TNK_F16, TNK_F8E4M3, TNK_F8E5M2, TNK_I8;
+// -1: none of them).
+int32_t lowp_format(c10::ScalarType t);
+// A new output of an element-wise op over these operands, laid out as CPU's
+// TensorIterator lays it out (like a transposed or channels-last input).
+at::Tensor empty_elementwise(at::IntArrayRef shape, c10::ScalarType dtype, c10::Device dev,
+                             std::initializer_list<const at::Tensor *> operands);
 
 // ATen's memory-overlap rules for a kernel's written tensor, so that CPU's
 // and CUDA's errors are raised here too: `out` must not have two elements in

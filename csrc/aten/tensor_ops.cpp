@@ -9,6 +9,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/Operators.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
@@ -185,12 +186,49 @@ at::Tensor &assign_result(at::Tensor &out, const at::Tensor &r) {
   return out.copy_(r);
 }
 
+// The strides CPU's TensorIterator gives a new output of an element-wise op
+// over these operands (its dimensions in the operands' memory order: a
+// transposed or channels-last input gives a transposed or channels-last
+// result); empty when that is the contiguous layout, always so when every
+// operand is contiguous. TensorIterator itself computes them, over meta
+// tensors with the operands' sizes and strides.
+static std::vector<int64_t> elementwise_strides(
+    std::initializer_list<const at::Tensor *> operands) {
+  bool any = false;
+  for (const at::Tensor *t : operands)
+    if (t && t->defined() && t->dim() > 1 && !t->is_contiguous()) any = true;
+  if (!any) return {};
+  at::TensorIteratorConfig cfg;
+  cfg.set_check_mem_overlap(false);
+  cfg.add_owned_output(at::Tensor());
+  for (const at::Tensor *t : operands)
+    if (t && t->defined())
+      cfg.add_owned_const_input(at::empty_strided(t->sizes(), t->strides(),
+                                                  at::TensorOptions(at::kMeta).dtype(at::kFloat)));
+  at::TensorIterator iter = cfg.build();
+  const at::Tensor &o = iter.output(0);
+  if (o.is_contiguous()) return {};
+  return o.strides().vec();
+}
+
+at::Tensor empty_elementwise(at::IntArrayRef shape, c10::ScalarType dtype, c10::Device dev,
+                             std::initializer_list<const at::Tensor *> operands) {
+  std::vector<int64_t> strides = elementwise_strides(operands);
+  if (strides.empty() || strides.size() != shape.size()) return empty_neuron(shape, dtype, dev);
+  return at::empty_strided(shape, strides, at::TensorOptions(dev).dtype(dtype));
+}
+
 void resize_elementwise_out(at::Tensor &out, at::IntArrayRef shape,
                             std::initializer_list<const at::Tensor *> operands) {
   for (const at::Tensor *t : operands)
     TORCH_CHECK(!t || !t->defined() || !t->is_same(out) || out.sizes() == shape,
                 "output with shape ", out.sizes(), " doesn't match the broadcast shape ", shape);
-  at::native::resize_output(out, shape);
+  if (at::native::resize_output(out, shape)) {
+    // resized (it was empty or of another shape): as TensorIterator, the
+    // layout a new output would have
+    std::vector<int64_t> strides = elementwise_strides(operands);
+    if (!strides.empty() && strides.size() == shape.size()) out.as_strided_(shape, strides);
+  }
 }
 
 namespace {
@@ -227,18 +265,6 @@ void copy_on_host(const at::Tensor &src, const at::Tensor &dst) {
   at::Tensor d = host.view(dst, /*written=*/true);
   d.copy_(host.view(src, false));
   host.write_back();
-}
-
-// The formats of tnk_fp8_convert (-1: not one of them).
-int32_t fp8_cast_fmt(c10::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return TNK_F32;
-    case at::kBFloat16: return TNK_BF16;
-    case at::kHalf: return TNK_F16;
-    case at::kFloat8_e4m3fn: return TNK_F8E4M3;
-    case at::kFloat8_e5m2: return TNK_F8E5M2;
-    default: return -1;
-  }
 }
 
 tnk_dtype_t raw_dtype(const at::Tensor &t, bool *ok) {
@@ -297,7 +323,7 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool non_blo
   if (dst.is_privateuseone() && src.is_privateuseone() && src.device() == dst.device()) {
     // casts between floats and float8 (the copy kernel's dtypes have no
     // float8): a device kernel, rounding as CPU's casts
-    int32_t sf = fp8_cast_fmt(src.scalar_type()), df = fp8_cast_fmt(dst.scalar_type());
+    int32_t sf = lowp_format(src.scalar_type()), df = lowp_format(dst.scalar_type());
     if (sf >= 0 && df >= 0 && tnk_fp8_convert_supported(df, sf)) {
       at::Tensor s = src.contiguous();
       at::Tensor d = dst.is_contiguous() ? dst : at::empty(dst.sizes(), dst.options());

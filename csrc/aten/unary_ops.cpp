@@ -52,7 +52,7 @@ at::Tensor &sign_out(const at::Tensor &self, at::Tensor &out) {
               "Unlike NumPy, torch.sign is not intended to support complex "
               "numbers. Please use torch.sgn instead.");
   if (self.scalar_type() == at::kBool) {
-    at::native::resize_output(out, self.sizes());
+    resize_elementwise_out(out, self.sizes(), {&self});
     return out.copy_(self);
   }
   at::Tensor r = (self > 0).to(self.scalar_type()) - (self < 0).to(self.scalar_type());
@@ -147,7 +147,7 @@ at::Tensor &unary_out(const at::Tensor &x, at::Tensor &out, tnk_unary_op_t op, d
               "Expected all tensors to be on the same device, but found at "
               "least two devices, ",
               x.device(), " and ", out.device(), "!");
-  at::native::resize_output(out, x.sizes());
+  resize_elementwise_out(out, x.sizes(), {&x});
   launch_unary(out, x, op, p0, name, p1, p2);
   return out;
 }
@@ -234,7 +234,7 @@ at::Tensor complex_functional(const at::Tensor &x, int op, const char *name) {
 }
 
 at::Tensor &complex_out(const at::Tensor &x, at::Tensor &out, int op, const char *name) {
-  at::native::resize_output(out, x.sizes());
+  resize_elementwise_out(out, x.sizes(), {&x});
   launch_complex(out, x.resolve_conj().resolve_neg(), op, name);
   return out;
 }
@@ -536,7 +536,7 @@ namespace {
 
 at::Tensor &classify_into(at::Tensor &out, const at::Tensor &x, tnk_classify_op_t op,
                           const char *name) {
-  at::native::resize_output(out, x.sizes());
+  resize_elementwise_out(out, x.sizes(), {&x});
   if (out.numel() == 0) return out;
   tnk_unary_args_t a = map_args(out, x, op);
   launch_kernel<TNK_K_CLASSIFY>(x.device().index(), a, name);
@@ -590,7 +590,7 @@ bool int_or_bool(const at::Tensor &t) {
          !is_wide_unsigned(t.scalar_type());
 }
 at::Tensor &not_into(at::Tensor &out, const at::Tensor &x0) {
-  at::native::resize_output(out, x0.sizes());
+  resize_elementwise_out(out, x0.sizes(), {&x0});
   if (out.numel() == 0) return out;
   at::Tensor x = x0;
   if (!x.is_same(out) && x.storage().is_alias_of(out.storage())) x = x.clone();
@@ -638,7 +638,7 @@ at::Tensor &angle_out(const at::Tensor &x, at::Tensor &out) {
       out.scalar_type() == c10::toRealValueType(x.scalar_type()) && !out.is_conj())
     return complex_out(x, out, TNK_CX_ANGLE, "aten::angle");
   if (float_kernel_ok(x) && out.scalar_type() == x.scalar_type() && out.device() == x.device()) {
-    at::native::resize_output(out, x.sizes());
+    resize_elementwise_out(out, x.sizes(), {&x});
     return out.copy_(torch_neuronx::angle(x));
   }
   return FALLBACK(angle_out, x, out);
@@ -648,7 +648,7 @@ at::Tensor &conj_physical_out(const at::Tensor &x, at::Tensor &out) {
   if (out.device() != x.device() || out.scalar_type() != x.scalar_type() || out.is_conj())
     return FALLBACK(conj_physical_out, x, out);
   if (!x.is_complex()) {
-    at::native::resize_output(out, x.sizes());
+    resize_elementwise_out(out, x.sizes(), {&x});
     return out.copy_(x);
   }
   if (!complex_ok(x)) return FALLBACK(conj_physical_out, x, out);
@@ -673,7 +673,7 @@ at::Tensor &complex_from_parts_out(const at::Tensor &re, const at::Tensor &im, a
               "scalar type ",
               c10::toComplexType(re.scalar_type()), " but got scalar type ", out.scalar_type(),
               " for argument 'out'");
-  at::native::resize_output(out, at::infer_size(re.sizes(), im.sizes()));
+  resize_elementwise_out(out, at::infer_size(re.sizes(), im.sizes()), {&re, &im});
   at::Tensor parts = at::view_as_real(out);
   parts.select(-1, 0).copy_(re.expand(out.sizes()));
   parts.select(-1, 1).copy_(im.expand(out.sizes()));

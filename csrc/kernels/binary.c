@@ -326,8 +326,8 @@ void tnk_binary(const tnk_binary_args_t *a) {
   tnk_view_t va = a->a, vb = a->b;
   if (a->inline_operand == 1) va.data = (void *)a->inline_value;
   if (a->inline_operand == 2) vb.data = (void *)a->inline_value;
-  if (!tnk_iter_init(&it, &a->shape, 3, (tnk_view_t[]){a->out, va, vb},
-                     (int64_t[]){oesz, esz, esz}))
+  if (!tnk_iter_init_any_order(&it, &a->shape, 3, (tnk_view_t[]){a->out, va, vb},
+                               (int64_t[]){oesz, esz, esz}))
     return;
   bin_ctx_t c = {.fn = find_loop(a->op, a->dtype), .ialpha = a->ialpha};
   c.alpha[0] = a->alpha;

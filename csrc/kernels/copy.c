@@ -117,8 +117,8 @@ static void copy_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t
 void tnk_copy(const tnk_copy_args_t *a) {
   int64_t dsz = (int64_t)tnk_dtype_size(a->dst.dtype), ssz = (int64_t)tnk_dtype_size(a->src.dtype);
   tnk_iter_t it;
-  int64_t n =
-      tnk_iter_init(&it, &a->shape, 2, (tnk_view_t[]){a->dst, a->src}, (int64_t[]){dsz, ssz});
+  int64_t n = tnk_iter_init_any_order(&it, &a->shape, 2, (tnk_view_t[]){a->dst, a->src},
+                                      (int64_t[]){dsz, ssz});
   if (n == 0) return;
   copy_ctx_t c = {.fn = k_cvt[a->src.dtype][a->dst.dtype],
                   .contig = contig_cvt(a->src.dtype, a->dst.dtype),

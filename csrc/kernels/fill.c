@@ -51,7 +51,8 @@ static void fill_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t
 void tnk_fill(const tnk_fill_args_t *a) {
   fill_ctx_t c = {.esz = tnk_dtype_size(a->dst.dtype)};
   tnk_iter_t it;
-  if (!c.esz || !tnk_iter_init(&it, &a->shape, 1, &a->dst, (int64_t[]){(int64_t)c.esz})) return;
+  if (!c.esz || !tnk_iter_init_any_order(&it, &a->shape, 1, &a->dst, (int64_t[]){(int64_t)c.esz}))
+    return;
   tnk_val_t v = {a->value.f, a->value.fi, a->value.i, a->value.is_integral};
   if (a->value.is_bool) v = (tnk_val_t){(double)a->value.i, 0, a->value.i, 1};
   char buf[16];

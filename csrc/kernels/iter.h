@@ -41,6 +41,11 @@ typedef struct tnk_iter {
  * (0: nothing to run). */
 int64_t tnk_iter_init(tnk_iter_t *it, const tnk_shape_t *shape, int nv, const tnk_view_t *views,
                       const int64_t *esz);
+/* The same with the dimensions first ordered as the views lie in memory
+ * (the output's order first): for drivers whose loops do not read `index`
+ * (element-wise maps, where each element is independent). */
+int64_t tnk_iter_init_any_order(tnk_iter_t *it, const tnk_shape_t *shape, int nv,
+                                const tnk_view_t *views, const int64_t *esz);
 /* The coalesced shape is 1-D and every view dense (stride = element size). */
 int tnk_iter_contiguous(const tnk_iter_t *it);
 void tnk_iter_run(tnk_iter_t *it, int64_t grain, tnk_iter_loop_fn loop, void *ctx);

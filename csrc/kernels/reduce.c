@@ -312,8 +312,38 @@ static int trailing_contiguous(const tnk_reduce_args_t *a) {
   return 1;
 }
 
-void tnk_reduce(const tnk_reduce_args_t *a) {
-  if (!tnk_reduce_supported(a->op, a->in.dtype, a->out.dtype)) return;
+/* The dimensions in the input's memory order, outermost first, dimensions
+ * of size 1 ahead of all (as TensorIterator orders a reduction's): a
+ * transposed or permuted dense input then reads as the contiguous one does,
+ * through the run paths below. Stable: equal strides keep their order. */
+static void order_by_input(tnk_reduce_args_t *r) {
+  int nd = r->shape.ndim, perm[TNRT_MAX_DIMS], n = 0;
+  for (int d = 0; d < nd; d++)
+    if (r->shape.sizes[d] == 1) perm[n++] = d;
+  int first = n;
+  for (int d = 0; d < nd; d++)
+    if (r->shape.sizes[d] != 1) perm[n++] = d;
+  for (int i = first + 1; i < nd; i++)
+    for (int j = i; j > first && llabs(r->in.strides[perm[j]]) > llabs(r->in.strides[perm[j - 1]]);
+         j--) {
+      int t = perm[j];
+      perm[j] = perm[j - 1], perm[j - 1] = t;
+    }
+  tnk_reduce_args_t o = *r;
+  for (int d = 0; d < nd; d++) {
+    o.shape.sizes[d] = r->shape.sizes[perm[d]];
+    o.in.strides[d] = r->in.strides[perm[d]];
+    o.out.strides[d] = r->out.strides[perm[d]];
+    o.reduced[d] = r->reduced[perm[d]];
+  }
+  *r = o;
+}
+
+void tnk_reduce(const tnk_reduce_args_t *args) {
+  if (!tnk_reduce_supported(args->op, args->in.dtype, args->out.dtype)) return;
+  tnk_reduce_args_t ordered = *args;
+  order_by_input(&ordered);
+  const tnk_reduce_args_t *a = &ordered;
   red_ctx_t c = {.a = a, .rcount = 1};
   int64_t outputs = 1;
   for (int d = 0; d < a->shape.ndim; d++) {

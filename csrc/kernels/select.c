@@ -42,8 +42,8 @@ void tnk_where(const tnk_where_args_t *a) {
   int64_t esz = (int64_t)tnk_dtype_size(a->out.dtype);
   if (!esz || a->cond.dtype != TNK_BOOL) return;
   tnk_iter_t it;
-  if (tnk_iter_init(&it, &a->shape, 4, (tnk_view_t[]){a->out, a->cond, a->a, a->b},
-                    (int64_t[]){esz, 1, esz, esz}))
+  if (tnk_iter_init_any_order(&it, &a->shape, 4, (tnk_view_t[]){a->out, a->cond, a->a, a->b},
+                              (int64_t[]){esz, 1, esz, esz}))
     tnk_iter_run(&it, 1 << 14, where_loop, &esz);
 }
 

@@ -69,9 +69,9 @@ void tnk_ternary(const tnk_ternary_args_t *a) {
   int64_t esz = (int64_t)tnk_dtype_size(a->dtype);
   /* lerp has no third input: b again keeps coalescing honest */
   tnk_iter_t it;
-  if (!tnk_iter_init(&it, &a->shape, 4,
-                     (tnk_view_t[]){a->out, a->a, a->b, a->op == TNK_LERP ? a->b : a->c},
-                     (int64_t[]){esz, esz, esz, esz}))
+  if (!tnk_iter_init_any_order(&it, &a->shape, 4,
+                               (tnk_view_t[]){a->out, a->a, a->b, a->op == TNK_LERP ? a->b : a->c},
+                               (int64_t[]){esz, esz, esz, esz}))
     return;
   c.contiguous = a->dtype == TNK_F32 && tnk_iter_contiguous(&it);
   tnk_iter_run(&it, c.contiguous ? 1 << 15 : 1 << 14, tern_loop, &c);

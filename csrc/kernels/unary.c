@@ -74,7 +74,7 @@ void tnk_unary(const tnk_unary_args_t *a) {
   if (!tnk_unary_supported(a->op, a->dtype)) return;
   int64_t esz = (int64_t)tnk_dtype_size(a->dtype), e[2] = {esz, esz};
   tnk_iter_t it;
-  if (!tnk_iter_init(&it, &a->shape, 2, (tnk_view_t[]){a->out, a->in}, e)) return;
+  if (!tnk_iter_init_any_order(&it, &a->shape, 2, (tnk_view_t[]){a->out, a->in}, e)) return;
   un_ctx_t c = {.fn = uloop(a->op, a->dtype), .p = {a->p0, a->p1, a->p2}};
   /* vector bodies when the whole shape is one dense run (a dense row of a
    * wider shape takes the loop table, as it always has) */
@@ -103,8 +103,8 @@ static void map2_loop(void *p, char **ptrs, const int64_t *s, int64_t n, int64_t
 
 static void map2_run(map2_t *m) {
   tnk_iter_t it;
-  if (tnk_iter_init(&it, &m->shape, 2, (tnk_view_t[]){m->out, m->in},
-                    (int64_t[]){m->oesz, m->iesz}))
+  if (tnk_iter_init_any_order(&it, &m->shape, 2, (tnk_view_t[]){m->out, m->in},
+                              (int64_t[]){m->oesz, m->iesz}))
     tnk_iter_run(&it, 1 << 15, map2_loop, m);
 }
 

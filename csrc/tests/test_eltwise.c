@@ -747,6 +747,72 @@ static void test_binary_inline_operand(void) {
   for (int i = 0; i < 4; i++) CHECK(out[i] == x[i] * 3);
 }
 
+/* Dense views laid out in any dimension order (transposed, permuted,
+ * channels-last), sizes that leave partial tiles, and a broadcast: the
+ * element-wise drivers order the dimensions by memory and tile transposing
+ * copies; every element against a loop over the logical indices. */
+static void strides_for(int nd, const int64_t *sizes, const int *order, int64_t *strides) {
+  int64_t st = 1; /* order[0] outermost in memory */
+  for (int j = nd - 1; j >= 0; j--) strides[order[j]] = st, st *= sizes[order[j]];
+}
+
+static void test_any_layout(void) {
+  static const int64_t pick[] = {1, 3, 33, 70, 131};
+  uint32_t seed = 11;
+  int bad = 0;
+  for (int trial = 0; trial < 60; trial++) {
+    int nd = 2 + trial % 3;
+    int64_t sizes[4], n = 1;
+    for (int d = 0; d < nd; d++) {
+      seed = seed * 1664525u + 1013904223u;
+      sizes[d] = pick[(seed >> 24) % 5];
+      if (nd == 4 && sizes[d] > 33) sizes[d] = 33;
+      n *= sizes[d];
+    }
+    int order[3][4];
+    int64_t st[3][4];
+    for (int v = 0; v < 3; v++) {
+      for (int d = 0; d < nd; d++) order[v][d] = d;
+      for (int d = nd - 1; d > 0; d--) { /* a random permutation */
+        seed = seed * 1664525u + 1013904223u;
+        int j = (int)((seed >> 16) % (uint32_t)(d + 1)), t = order[v][d];
+        order[v][d] = order[v][j], order[v][j] = t;
+      }
+      strides_for(nd, sizes, order[v], st[v]);
+    }
+    int bcast = trial % 4 == 3; /* b broadcast along dimension 0 */
+    if (bcast) st[2][0] = 0;
+    float *a = malloc(n * 4), *b = malloc(n * 4), *out = malloc(n * 4);
+    uint16_t *h = malloc(n * 2);
+    for (int64_t i = 0; i < n; i++) a[i] = (float)(i % 1000) - 500, b[i] = (float)(i % 77) * 0.25f;
+    tnk_binary_args_t x = {.shape = {nd, 0, {0}}, .op = TNK_ADD, .dtype = TNK_F32, .alpha = 1};
+    tnk_copy_args_t c = {.shape = {nd, 0, {0}}};
+    x.out = (tnk_view_t){out, TNK_F32, 0, {0}};
+    x.a = (tnk_view_t){a, TNK_F32, 0, {0}};
+    x.b = (tnk_view_t){b, TNK_F32, 0, {0}};
+    c.dst = (tnk_view_t){h, TNK_BF16, 0, {0}};
+    c.src = (tnk_view_t){a, TNK_F32, 0, {0}};
+    for (int d = 0; d < nd; d++) {
+      x.shape.sizes[d] = c.shape.sizes[d] = sizes[d];
+      x.out.strides[d] = st[0][d], x.a.strides[d] = st[1][d], x.b.strides[d] = st[2][d];
+      c.dst.strides[d] = st[0][d], c.src.strides[d] = st[1][d];
+    }
+    tnk_binary(&x);
+    tnk_copy(&c);
+    int64_t idx[4] = {0};
+    for (int64_t i = 0; i < n; i++) {
+      int64_t oo = 0, oa = 0, ob = 0;
+      for (int d = 0; d < nd; d++)
+        oo += idx[d] * st[0][d], oa += idx[d] * st[1][d], ob += idx[d] * st[2][d];
+      bad += out[oo] != a[oa] + b[ob];
+      bad += h[oo] != tnk_f32_to_bf16(a[oa]);
+      for (int d = nd - 1; d >= 0 && ++idx[d] == sizes[d]; d--) idx[d] = 0;
+    }
+    free(a), free(b), free(out), free(h);
+  }
+  CHECK(bad == 0);
+}
+
 int main(void) {
   RUN(test_half_conversions);
   RUN(test_copy_strided_cast);
@@ -760,5 +826,6 @@ int main(void) {
   RUN(test_classify);
   RUN(test_copy_stream);
   RUN(test_binary_inline_operand);
+  RUN(test_any_layout);
   return REPORT("test_eltwise");
 }

@@ -840,6 +840,67 @@ static void test_rnn_cell(void) {
   CHECK(!tnk_rnn_cell_supported(TNK_F64) && !tnk_rnn_cell_supported(TNK_I64));
 }
 
+/* Sum and max over any subset of the dimensions of dense inputs laid out in
+ * any order (transposed, permuted): the reduction orders the dimensions by
+ * the input's memory; against loops over the logical indices in double
+ * (integer-valued data: every order of summation is exact). */
+static void test_reduce_any_layout(void) {
+  static const int64_t pick[] = {1, 2, 5, 33, 257};
+  uint32_t seed = 5;
+  int bad = 0;
+  for (int trial = 0; trial < 80; trial++) {
+    int nd = 2 + trial % 3, order[4];
+    int64_t sizes[4], n = 1, st[4], ost[4];
+    uint8_t red[4];
+    for (int d = 0; d < nd; d++) {
+      seed = seed * 1664525u + 1013904223u;
+      sizes[d] = pick[(seed >> 24) % 5];
+      if (nd > 2 && sizes[d] > 33) sizes[d] = 33;
+      red[d] = (seed >> 8) & 1;
+      n *= sizes[d];
+      order[d] = d;
+    }
+    if (trial % 5 == 0)
+      for (int d = 0; d < nd; d++) red[d] = 1; /* a full reduction */
+    for (int d = nd - 1; d > 0; d--) {
+      seed = seed * 1664525u + 1013904223u;
+      int j = (int)((seed >> 16) % (uint32_t)(d + 1)), t = order[d];
+      order[d] = order[j], order[j] = t;
+    }
+    int64_t s1 = 1, outs = 1;
+    for (int j = nd - 1; j >= 0; j--) st[order[j]] = s1, s1 *= sizes[order[j]];
+    for (int d = nd - 1; d >= 0; d--) { /* the output: kept dims row-major */
+      ost[d] = red[d] ? 0 : outs;
+      if (!red[d]) outs *= sizes[d];
+    }
+    float *x = malloc(n * 4), *o = malloc(outs * 4);
+    double *want_s = calloc(outs, 8), *want_m = malloc(outs * 8);
+    for (int64_t k = 0; k < outs; k++) want_m[k] = -INFINITY;
+    for (int64_t k = 0; k < n; k++) x[k] = (float)((k * 7919) % 201) - 100;
+    int64_t idx[4] = {0};
+    for (int64_t k = 0; k < n; k++) {
+      int64_t oi = 0, ii = 0;
+      for (int d = 0; d < nd; d++) oi += idx[d] * ost[d], ii += idx[d] * st[d];
+      want_s[oi] += x[ii];
+      if (x[ii] > want_m[oi]) want_m[oi] = x[ii];
+      for (int d = nd - 1; d >= 0 && ++idx[d] == sizes[d]; d--) idx[d] = 0;
+    }
+    for (int op = 0; op < 2; op++) {
+      tnk_reduce_args_t r = {.shape = {nd, 0, {0}},
+                             .out = {o, TNK_F32, 0, {0}},
+                             .in = {x, TNK_F32, 0, {0}},
+                             .op = op ? TNK_MAX : TNK_SUM};
+      for (int d = 0; d < nd; d++)
+        r.shape.sizes[d] = sizes[d], r.in.strides[d] = st[d], r.out.strides[d] = ost[d],
+        r.reduced[d] = red[d];
+      tnk_reduce(&r);
+      for (int64_t k = 0; k < outs; k++) bad += o[k] != (float)(op ? want_m[k] : want_s[k]);
+    }
+    free(x), free(o), free(want_s), free(want_m);
+  }
+  CHECK(bad == 0);
+}
+
 int main(void) {
   RUN(test_attention);
   RUN(test_attention_varlen);
@@ -853,5 +914,6 @@ int main(void) {
   RUN(test_layer_norm_pipelined);
   RUN(test_softmax_range);
   RUN(test_rnn_cell);
+  RUN(test_reduce_any_layout);
   return REPORT("test_nn");
 }
