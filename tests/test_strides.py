@@ -86,6 +86,8 @@ def _layouts():
         "permuted": x.permute(2, 0, 3, 1),
         "channels_last": x.contiguous(memory_format=torch.channels_last),
         "sliced": x[:, ::2],
+        "sliced_transposed": x[:, ::2].transpose(1, 3),
+        "expanded": x[:, :1].expand(6, 5, 4, 3),
     }
 
 

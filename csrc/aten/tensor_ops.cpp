@@ -186,17 +186,33 @@ at::Tensor &assign_result(at::Tensor &out, const at::Tensor &r) {
   return out.copy_(r);
 }
 
+// Its strides fall strictly from the outermost dimension in (those of size 1
+// and broadcast ones aside): TensorIterator keeps such an operand's order,
+// so a result over only such operands is contiguous (a slice of a row-major
+// tensor, an expanded one). Decided without building the iterator, which
+// costs about 1.5 us of a small op's 2-4.
+static bool row_major_order(const at::Tensor &t) {
+  int64_t last = std::numeric_limits<int64_t>::max();
+  for (int64_t d = 0; d < t.dim(); d++) {
+    if (t.size(d) == 1 || t.stride(d) == 0) continue;
+    if (t.stride(d) >= last) return false;
+    last = t.stride(d);
+  }
+  return true;
+}
+
 // The strides CPU's TensorIterator gives a new output of an element-wise op
 // over these operands (its dimensions in the operands' memory order: a
 // transposed or channels-last input gives a transposed or channels-last
 // result); empty when that is the contiguous layout, always so when every
-// operand is contiguous. TensorIterator itself computes them, over meta
-// tensors with the operands' sizes and strides.
+// operand is contiguous or in row-major order. TensorIterator itself
+// computes them, over meta tensors with the operands' sizes and strides.
 static std::vector<int64_t> elementwise_strides(
     std::initializer_list<const at::Tensor *> operands) {
   bool any = false;
   for (const at::Tensor *t : operands)
-    if (t && t->defined() && t->dim() > 1 && !t->is_contiguous()) any = true;
+    if (t && t->defined() && t->dim() > 1 && !t->is_contiguous() && !row_major_order(*t))
+      any = true;
   if (!any) return {};
   at::TensorIteratorConfig cfg;
   cfg.set_check_mem_overlap(false);

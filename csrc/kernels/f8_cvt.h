@@ -19,8 +19,9 @@ static inline uint8_t tnk_f32_bits_to_f8(uint32_t u, int MB, int BIAS, int32_t O
   int32_t a = (int32_t)(u & 0x7FFFFFFFu);
   /* normal: drop 23 - MB mantissa bits (ties to even) and rebias; an
    * infinity lands past OVER */
+  int32_t an = a < 0x7F800000 ? a : 0x7F800000; /* NaNs aside: no int32 overflow */
   int32_t cn =
-      ((a + ((1 << (22 - MB)) - 1) + ((a >> (23 - MB)) & 1)) >> (23 - MB)) - ((127 - BIAS) << MB);
+      ((an + ((1 << (22 - MB)) - 1) + ((an >> (23 - MB)) & 1)) >> (23 - MB)) - ((127 - BIAS) << MB);
   /* below the smallest normal: the significand in units of the subnormal
    * step 2^(1 - BIAS - MB), a right shift of 151 - BIAS - MB - e (21 or more
    * here; from 31 on the result is 0) with the same rounding; a carry into
@@ -29,6 +30,7 @@ static inline uint8_t tnk_f32_bits_to_f8(uint32_t u, int MB, int BIAS, int32_t O
   int32_t sig = (a & 0x7FFFFF) | (e ? 0x800000 : 0);
   int32_t sh = 151 - BIAS - MB - (e ? e : 1);
   sh = sh < 31 ? sh : 31;
+  sh = sh > 1 ? sh : 1; /* normal magnitudes (not taken from cs) shift by 1 */
   int32_t cs = (sig + ((1 << (sh - 1)) - 1) + ((sig >> sh) & 1)) >> sh;
   int32_t c = a < ((127 - BIAS + 1) << 23) ? cs : cn;
   c = c >= OVER ? SAT : c;
