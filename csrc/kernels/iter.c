@@ -21,6 +21,7 @@ static int outer_of(const tnk_view_t *v, int nv, int a, int b) {
  * 1 go (they hold no elements to order). A stable insertion sort: ties
  * keep the caller's order. */
 static void order_by_memory(tnk_shape_t *shape, tnk_view_t *v, int nv) {
+  if (tnk_numel(shape) == 0) return; /* an empty shape stays as it is */
   int perm[TNRT_MAX_DIMS], nd = 0;
   for (int d = 0; d < shape->ndim; d++)
     if (shape->sizes[d] != 1) perm[nd++] = d;
@@ -36,7 +37,6 @@ static void order_by_memory(tnk_shape_t *shape, tnk_view_t *v, int nv) {
     s.sizes[d] = shape->sizes[perm[d]];
     for (int k = 0; k < nv; k++) w[k].strides[d] = v[k].strides[perm[d]];
   }
-  if (tnk_numel(shape) == 0) return; /* an empty shape stays as it is */
   *shape = s;
   for (int k = 0; k < nv; k++) v[k] = w[k];
 }

@@ -1,10 +1,14 @@
 /* The n-dimensional iterator of the element-wise drivers (unary, binary,
  * copy, fill, random, where, ternary, the outer loop of reductions):
- * internal to the kernel library. It coalesces the shape over N views, then
- * runs the driver's 1-D inner loop over the work, split across threads with
- * tnk_parallel_for: chunks of the one dimension when the coalesced shape is
- * 1-D (grain elements at least), whole rows of the innermost dimension
- * otherwise (grain / row length rows at least, or row_grain rows). */
+ * internal to the kernel library. It coalesces the shape over N views (the
+ * element-wise maps first order the dimensions as the views lie in memory,
+ * tnk_iter_init_any_order), then runs the driver's 1-D inner loop over the
+ * work, split across threads with tnk_parallel_for: chunks of the one
+ * dimension when the coalesced shape is 1-D (grain elements at least),
+ * 32 x 32 tiles of the last two dimensions when a view is dense along the
+ * second-innermost and strided along the innermost (a transposing copy),
+ * whole rows of the innermost dimension otherwise (grain / row length rows
+ * at least, or row_grain rows). */
 #ifndef TNK_ITER_H
 #define TNK_ITER_H
 
