@@ -547,3 +547,6 @@ def install() -> None:
     _hooks.add(
         "torchao.quantization.quantize_.workflows.int8.int8_tensor", _lowp.route_int8_weight_only
     )
+    _hooks.add(
+        "torchao.prototype.quantization.int4.int4_opaque_tensor", _lowp.route_int4_weight_only
+    )

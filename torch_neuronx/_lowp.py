@@ -13,6 +13,14 @@ after-import hooks), each as small as the code it hooks allows:
   streams the int8 weight once (torchao's CPU int8 path does the same with
   its own packed layout). Other devices and other Int8Tensor forms keep
   torchao's code.
+- TorchAO's int4 weight-only linear for CPU (``Int4OpaqueTensor``, packed
+  by ``torch._convert_weight_to_int4pack_for_cpu``) asserts that the input
+  is on CPU, though all it runs is ``_weight_int4pack_mm_for_cpu``, which
+  neuron has natively in CPU's packed format. The weight is quantized on
+  CPU (torchao's ``from_hp`` requires it) and moved with the model; on
+  neuron the linear runs the same op (the same code, without the device
+  assertion). The DA8W4 form and other devices keep torchao's code.
+  Upstream change: docs/upstream/torchao-int4-devices.md.
 """
 
 import functools
@@ -82,6 +90,49 @@ def route_int8_weight_only(module) -> None:
                 x.reshape(-1, k), weight.qdata, weight.scale.reshape(n).to(x.dtype)
             ).reshape(*x.shape[:-1], n)
             return y if bias is None else y + bias
+
+        linear._neuron_route = True
+        table[key] = linear
+
+
+def route_int4_weight_only(module) -> None:
+    """torchao Int4OpaqueTensor: F.linear / aten.linear with a weight-only
+    (A16W4) int4 weight on neuron runs torch's _weight_int4pack_mm_for_cpu
+    on neuron."""
+    cls = module.Int4OpaqueTensor
+    tables = [
+        (getattr(cls, "_ATEN_OP_TABLE", {}).get(cls), torch.ops.aten.linear.default),
+        (getattr(cls, "_TORCH_FN_TABLE", {}).get(cls), torch.nn.functional.linear),
+    ]
+    for table, key in tables:
+        if table is None or key not in table or getattr(table[key], "_neuron_route", False):
+            continue
+        original = table[key]
+
+        def linear(func, types, args, kwargs, _original=original):
+            x, weight = args[0], args[1]
+            bias = args[2] if len(args) > 2 else (kwargs or {}).get("bias")
+            if not (
+                isinstance(weight, cls)
+                and _on_neuron(x)
+                and getattr(weight, "act_mapping_type", None) is None
+                and tuple(weight.block_size)[0] == 1
+            ):
+                return _original(func, types, args, kwargs)
+            if weight.act_pre_scale is not None:
+                x = x * weight.act_pre_scale
+            k = x.shape[-1]
+            n = weight.shape[-2]
+            y = torch.ops.aten._weight_int4pack_mm_for_cpu(
+                x.reshape(-1, k).contiguous(),
+                weight.qdata,
+                weight.block_size[1],
+                weight.scale_and_zero,
+            )
+            y = y[:, :n].reshape(*x.shape[:-1], n)
+            if bias is not None:
+                y = y + bias
+            return y.to(x.dtype)
 
         linear._neuron_route = True
         table[key] = linear

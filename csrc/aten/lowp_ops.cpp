@@ -8,6 +8,7 @@
 // op (which copies such operands for cuBLAS), any operand strides.
 #include "neuron.h"
 
+#include <ATen/Version.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
@@ -109,6 +110,85 @@ at::Tensor weight_int8pack_mm(const at::Tensor &A, const at::Tensor &B, const at
   g.sb_mode = TNK_SCALE_VECTOR, g.sb = s.const_data_ptr(), g.sb_dtype = lowp_format(st),
   g.sb_ld = 1;
   launch(out, g, "aten::_weight_int8pack_mm");
+  return out;
+}
+
+// ---- int4 weight-only: _convert_weight_to_int4pack_for_cpu and
+// _weight_int4pack_mm_for_cpu -------------------------------------------------
+// CPU's packed format, in the layout CPU's kernels use for the ISA ATen runs
+// on this host (tnk.h, tnk_int4_mm): a weight packed on CPU (TorchAO packs
+// there) runs on neuron after .to("neuron"), and one packed on neuron runs
+// on CPU. Errors are CPU's.
+
+int32_t int4_layout() {
+  static const int32_t layout = [] {
+    std::string cap = at::get_cpu_capability();
+    if (cap.rfind("AVX512", 0) == 0) return (int32_t)TNK_INT4_LANES64;
+    if (cap == "AVX2") return (int32_t)TNK_INT4_HALVES32;
+    return (int32_t)TNK_INT4_PAIRS;
+  }();
+  return layout;
+}
+
+at::Tensor convert_weight_to_int4pack(const at::Tensor &in, int64_t innerKTiles) {
+  (void)innerKTiles;  // CPU's layout has no k tiles; CPU ignores it too
+  const char *op = "_convert_weight_to_int4pack_cpu";
+  TORCH_CHECK(in.dim() == 2, op, " : expect weight to be 2D tensor.");
+  TORCH_CHECK(in.scalar_type() == at::kInt, op, " : expect weight to be kInt.");
+  at::Tensor w = in.contiguous();
+  int64_t n = w.size(0), k = w.size(1);
+  TORCH_CHECK(n % 16 == 0, op, " : expect N to be dividable by 16");
+  TORCH_CHECK(k % 2 == 0, "_convert_weight_to_int4pack: expect K to be dividable by 2");
+  at::Tensor out = at::empty({n, k / 2}, w.options().dtype(at::kByte));
+  if (out.numel() == 0) return out;
+  tnk_int4_pack_args_t a{};
+  a.n = n, a.k = k, a.w = w.const_data_ptr<int32_t>(), a.out = out.data_ptr<uint8_t>();
+  a.layout = int4_layout();
+  launch_kernel<TNK_K_INT4_PACK>(out.device().index(), a,
+                                 "aten::_convert_weight_to_int4pack_for_cpu");
+  return out;
+}
+
+at::Tensor weight_int4pack_mm(const at::Tensor &A, const at::Tensor &B, int64_t qGroupSize,
+                              const at::Tensor &qScaleAndZeros) {
+  const char *op = "_weight_int4pack_mm_cpu";
+  int64_t m = A.size(0), n = B.size(0), k = A.size(1);  // a 1-D A: IndexError, as CPU
+  auto st = A.scalar_type();
+  TORCH_CHECK(st == at::kBFloat16 || st == at::kHalf || st == at::kFloat, op,
+              " : expect A to be either 32-bit or 16-bit float tensor.");
+  TORCH_CHECK(A.is_contiguous(), op, " : expect A to be contiguous.");
+  TORCH_CHECK(A.dim() == 2, op, " : expect A to be 2D tensor.");
+  TORCH_CHECK(B.scalar_type() == at::kByte, op, " : expect B to be uint8 tensor.");
+  TORCH_CHECK(B.is_contiguous(), op, " : expect B to be contiguous.");
+  TORCH_CHECK(B.size(1) == k / 2, op, " : expect B.size(1) to be K/2, got ", B.size(1));
+  TORCH_CHECK(qGroupSize == 32 || qGroupSize == 64 || qGroupSize == 128 || qGroupSize == 256, op,
+              ": expect qGroupSize to be 32, 64, 128 or 256, got ", qGroupSize);
+  TORCH_CHECK(
+      qScaleAndZeros.dim() == 3 && qScaleAndZeros.size(1) == n && qScaleAndZeros.size(2) == 2, op,
+      ": expect qScaleAndZeros to be 3d tensor with sizes [:, ", n, ", 2]");
+  TORCH_CHECK(qScaleAndZeros.scalar_type() == st, "expected scalar type ", st, " but found ",
+              qScaleAndZeros.scalar_type());
+  // CPU reads the groups k needs without checking that they are there
+  int64_t groups = (k + qGroupSize - 1) / qGroupSize;
+  TORCH_CHECK(qScaleAndZeros.size(0) >= groups, op, ": expect qScaleAndZeros to hold ", groups,
+              " groups of ", qGroupSize, " (K = ", k, "), got ", qScaleAndZeros.size(0));
+  // what the packing takes (CPU reads past a packed weight of any other shape)
+  TORCH_CHECK(n % 16 == 0 && k % 2 == 0, op,
+              " : expect N to be dividable by 16 and K by 2, as the packing requires, got N = ", n,
+              ", K = ", k);
+  same_device(A, B, op);
+  same_device(A, qScaleAndZeros, op);
+  at::Tensor out = at::empty({m, n}, A.options());
+  if (out.numel() == 0) return out;
+  at::Tensor sz = qScaleAndZeros.contiguous();
+  tnk_int4_mm_args_t g{};
+  g.m = m, g.n = n, g.k = k, g.group = qGroupSize, g.lda = k, g.ldc = n;
+  g.c = out.data_ptr(), g.a = A.const_data_ptr(), g.sz = sz.const_data_ptr();
+  g.b = B.const_data_ptr<uint8_t>();
+  g.layout = int4_layout(), g.dtype = lowp_format(st);
+  g.fault = fault_sink(out.device().index(), "aten::_weight_int4pack_mm_for_cpu", false);
+  g.fault.kind = TNRT_FAULT_MESSAGE;
+  launch_kernel<TNK_K_INT4_MM>(out.device().index(), g, "aten::_weight_int4pack_mm_for_cpu");
   return out;
 }
 
@@ -240,6 +320,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_int_mm", int_mm);
   m.impl("_int_mm.out", int_mm_out);
   m.impl("_weight_int8pack_mm", weight_int8pack_mm);
+  m.impl("_convert_weight_to_int4pack_for_cpu", convert_weight_to_int4pack);
+  m.impl("_weight_int4pack_mm_for_cpu", weight_int4pack_mm);
   m.impl("_scaled_mm", scaled_mm);
   m.impl("_scaled_mm.out", scaled_mm_out);
 }

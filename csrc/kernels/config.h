@@ -120,6 +120,16 @@ typedef struct tnk_gemm_config {
                            int64_t ldw, int64_t n, float *out, int64_t ldo);
   /* n f32 to float8 e4m3fn (e5m2 if e5m2), f8_cvt.h (NULL: the reference) */
   void (*f32_to_f8)(uint8_t *d, const float *s, int64_t n, int e5m2);
+  /* One unit of a packed int4 weight (int4_gemm.c): 32 columns (16 when
+   * half) whose nibbles lie in 16 (8) bytes of each k row, rows ldw bytes
+   * apart; pairs: byte d holds unit columns 2d (low nibble) and 2d + 1,
+   * else d and 16 + d. out[r * 32 + c] = sum over k in order (one fp32
+   * FMA per step) of x[r * ldx + k] * fma(q, s[c], z[c]), q the nibble,
+   * s and z at sz + (k / group) * 64 + c and + 32 + c; r < m (any m).
+   * NULL: the scalar unit. */
+  void (*int4_unit)(int64_t k, int64_t group, const float *x, int64_t ldx, int64_t m,
+                    const uint8_t *w, int64_t ldw, int pairs, int half, const float *sz,
+                    float *out);
 } tnk_gemm_config_t;
 
 /* Vectorised fp32 row math; the contracts are in vmath.h. The streaming

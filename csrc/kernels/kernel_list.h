@@ -62,7 +62,10 @@
     tnk_lowp_gemm_supported(q->dtype, q->dtype2, q->mode))                                         \
   /* float <-> fp8 casts: dtype the destination's format, dtype2 the source's */                   \
   X(FP8_CONVERT, tnk_fp8_convert, tnk_fp8_convert_args_t,                                          \
-    tnk_fp8_convert_supported(q->dtype, q->dtype2))
+    tnk_fp8_convert_supported(q->dtype, q->dtype2))                                                \
+  /* weight-only int4: dtype A's, mode the packing layout */                                       \
+  X(INT4_MM, tnk_int4_mm, tnk_int4_mm_args_t, tnk_int4_mm_supported(q->dtype, q->mode))            \
+  X(INT4_PACK, tnk_int4_pack, tnk_int4_pack_args_t, tnk_int4_pack_supported(q->mode))
 
 #define TNK_KERNEL_ENUM_(ID, FN, ARGS, SUPPORTED) TNK_K_##ID,
 typedef enum tnk_kernel { TNK_KERNELS(TNK_KERNEL_ENUM_) TNK_KERNEL_COUNT } tnk_kernel_t;

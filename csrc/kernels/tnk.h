@@ -925,6 +925,51 @@ typedef struct tnk_fp8_convert_args {
 } tnk_fp8_convert_args_t;
 int tnk_fp8_convert_supported(int dst_fmt, int src_fmt);
 void tnk_fp8_convert(const tnk_fp8_convert_args_t *args);
+
+/* ---- Weight-only int4 (int4_gemm.c) ------------------------------------------
+ * torch's CPU int4 packing (_convert_weight_to_int4pack_for_cpu) and product
+ * (_weight_int4pack_mm_for_cpu). The packed weight is [n, k / 2] bytes in
+ * column blocks of block_n (the last block may be smaller: n is a multiple
+ * of 16): block b holds k rows of (its width / 2) bytes at b * block_n * k / 2.
+ * How a row's bytes hold its columns depends on the layout, which is the one
+ * CPU uses for the ISA ATen runs (so a weight packed on either device is
+ * read right by the other):
+ *  - TNK_INT4_PAIRS (block_n 32; also every block narrower than block_n):
+ *    byte d holds column 2d (low nibble) and 2d + 1 (high);
+ *  - TNK_INT4_HALVES32 (block_n 32, CPU's AVX2): byte d holds column d (low)
+ *    and d + 16 (high);
+ *  - TNK_INT4_LANES64 (block_n 64, CPU's AVX-512): byte d < 16 holds column d
+ *    (low) and d + 32 (high); byte 16 + d holds 16 + d and 48 + d.
+ * The product: C[i][j] = sum over k of A[i][k] * ((q - 8) * s + z), q the
+ * nibble of (k, j), s and z sz[(k / group) * n * 2 + j * 2 + {0, 1}]; A, C and
+ * sz one float dtype (f32, bf16, f16); fp32 sums. A rows lda apart, C rows
+ * ldc apart (unit column stride both). -1 when a buffer could not be
+ * allocated (fault told). */
+enum { TNK_INT4_PAIRS = 0, TNK_INT4_HALVES32 = 1, TNK_INT4_LANES64 = 2 };
+typedef struct tnk_int4_mm_args {
+  int64_t m, n, k, group, lda, ldc;
+  void *c;
+  const void *a, *sz;
+  const uint8_t *b;
+  int32_t layout, dtype;
+  tnk_fault_t fault;
+} tnk_int4_mm_args_t;
+int tnk_int4_mm_supported(int dtype, int layout);
+int tnk_int4_mm(const tnk_int4_mm_args_t *args);
+int tnk_int4_mm_with(const struct tnk_config *cfg, const tnk_int4_mm_args_t *args);
+/* w: n x k int32 (row-major) -> out: the packed [n, k / 2] bytes; each byte
+ * is (uint8)(hi << 4) | (uint8)lo of the two values it holds, as CPU forms
+ * it (values outside 0-15 give CPU's bytes too). */
+typedef struct tnk_int4_pack_args {
+  int64_t n, k;
+  const int32_t *w;
+  uint8_t *out;
+  int32_t layout, pad_;
+} tnk_int4_pack_args_t;
+int tnk_int4_pack_supported(int layout);
+void tnk_int4_pack(const tnk_int4_pack_args_t *args);
+/* the column block of a layout (32 or 64) */
+int tnk_int4_block_n(int layout);
 uint8_t tnk_f32_to_f8e4m3(float v);
 uint8_t tnk_f32_to_f8e5m2(float v);
 /* 8-bit float values widened (exact; e4m3fn has no infinities, its

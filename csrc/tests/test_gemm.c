@@ -924,6 +924,120 @@ static void test_scaled_gemm_variants(void) {
     }
 }
 
+/* The nibble of (k, column j) in a packed int4 weight, by the layout rules
+ * tnk.h states (CPU's), written out independently of int4_gemm.c. */
+static int int4_nibble(const uint8_t *p, int64_t n, int64_t k, int layout, int64_t kk, int64_t j) {
+  int64_t bn = layout == TNK_INT4_LANES64 ? 64 : 32, c0 = j / bn * bn;
+  int64_t w = n - c0 < bn ? n - c0 : bn, c = j - c0;
+  const uint8_t *row = p + c0 * k / 2 + kk * (w / 2);
+  int64_t byte;
+  int high;
+  if (w == 64 && layout == TNK_INT4_LANES64) {
+    byte = (c / 16 % 2) * 16 + c % 16;
+    high = c >= 32;
+  } else if (w == 32 && layout == TNK_INT4_HALVES32) {
+    byte = c % 16;
+    high = c >= 16;
+  } else {
+    byte = c / 2;
+    high = c % 2;
+  }
+  return high ? row[byte] >> 4 : row[byte] & 15;
+}
+
+/* int4 packing puts every value where the layout says, and the product of
+ * every variant (and the scalar unit) matches a double sum of the
+ * dequantised weight, for 1-16 rows (register sums and the L1 panel),
+ * partial blocks (n % 64, n % 32), a depth that is not a multiple of the
+ * group and each float dtype. One row's result does not depend on how many
+ * rows ran with it. */
+static void test_int4_variants(void) {
+  static const int64_t shapes[][4] = {{1, 64, 64, 32},  {2, 48, 96, 64},   {3, 112, 256, 128},
+                                      {5, 80, 130, 32}, {7, 16, 512, 256}, {16, 96, 200, 64},
+                                      {4, 176, 64, 32}};
+  static const int dts[] = {TNK_F32, TNK_BF16, TNK_F16};
+  tnk_config_t cfg[3];
+  int have[3];
+  for (int v = 0; v < 3; v++) have[v] = tnk_config_for_isa(v, &cfg[v]) == 0;
+  uint32_t seed = 11;
+  for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+    int64_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2], group = shapes[si][3];
+    int64_t groups = (k + group - 1) / group;
+    int32_t *W = malloc(sizeof(int32_t) * (size_t)(n * k));
+    uint8_t *P = malloc((size_t)(n * k / 2));
+    for (int64_t i = 0; i < n * k; i++) W[i] = (int32_t)(lcg(&seed) >> 28);
+    for (int layout = 0; layout < 3; layout++) {
+      tnk_int4_pack_args_t pa = {.n = n, .k = k, .w = W, .out = P, .layout = layout};
+      memset(P, 0xEE, (size_t)(n * k / 2));
+      tnk_int4_pack(&pa);
+      int misplaced = 0;
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t t = 0; t < k; t++)
+          misplaced += int4_nibble(P, n, k, layout, t, j) != W[j * k + t];
+      CHECK(misplaced == 0);
+      for (size_t di = 0; di < sizeof dts / sizeof *dts; di++) {
+        int dt = dts[di];
+        size_t es = tnk_dtype_size(dt);
+        char *A = malloc(es * (size_t)(m * k)), *SZ = malloc(es * (size_t)(groups * n * 2));
+        char *C = malloc(es * (size_t)(m * n)), *C1 = malloc(es * (size_t)n);
+        for (int64_t i = 0; i < m * k; i++)
+          tnk_stf(A, dt, i, (double)((int32_t)lcg(&seed) >> 8) / (1 << 23));
+        for (int64_t i = 0; i < groups * n; i++) {
+          tnk_stf(SZ, dt, 2 * i, 0.01 + (double)(lcg(&seed) >> 8) / (1 << 24) * 0.1);
+          tnk_stf(SZ, dt, 2 * i + 1, (double)((int32_t)lcg(&seed) >> 8) / (1 << 23) * 0.5);
+        }
+        for (int v = 0; v < 3; v++) {
+          if (!have[v]) continue;
+          tnk_int4_mm_args_t g = {.m = m,
+                                  .n = n,
+                                  .k = k,
+                                  .group = group,
+                                  .lda = k,
+                                  .ldc = n,
+                                  .c = C,
+                                  .a = A,
+                                  .sz = SZ,
+                                  .b = P,
+                                  .layout = layout,
+                                  .dtype = dt};
+          memset(C, 0x55, es * (size_t)(m * n));
+          CHECK(tnk_int4_mm_with(&cfg[v], &g) == 0);
+          int bad = 0;
+          for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+              double ref = 0, mag = 0;
+              for (int64_t t = 0; t < k; t++) {
+                double s = tnk_ldf(SZ, dt, ((t / group) * n + j) * 2);
+                double z = tnk_ldf(SZ, dt, ((t / group) * n + j) * 2 + 1);
+                double term = tnk_ldf(A, dt, i * k + t) * ((W[j * k + t] - 8) * s + z);
+                ref += term;
+                mag += fabs(term);
+              }
+              double got = tnk_ldf(C, dt, i * n + j);
+              double tol = 4e-6 * mag + (dt == TNK_F32 ? 0 : 8e-3 * fabs(ref)) + 1e-30;
+              bad += !(fabs(got - ref) <= tol);
+            }
+          if (bad)
+            fprintf(stderr, "  int4 %lldx%lldx%lld g%lld layout %d dtype %d variant %d: %d wrong\n",
+                    (long long)m, (long long)n, (long long)k, (long long)group, layout, dt, v, bad);
+          CHECK(bad == 0);
+          /* row 0 alone equals row 0 among m rows, bit for bit */
+          tnk_int4_mm_args_t g1 = g;
+          g1.m = 1, g1.c = C1;
+          CHECK(tnk_int4_mm_with(&cfg[v], &g1) == 0);
+          CHECK(memcmp(C1, C, es * (size_t)n) == 0);
+        }
+        free(A);
+        free(SZ);
+        free(C);
+        free(C1);
+      }
+    }
+    free(W);
+    free(P);
+  }
+}
+
 int main(void) {
   RUN(test_im2col_3d);
   RUN(test_gemm_variants);
@@ -944,5 +1058,6 @@ int main(void) {
   RUN(test_f32_to_f8_variants);
   RUN(test_int8_gemm_variants);
   RUN(test_scaled_gemm_variants);
+  RUN(test_int4_variants);
   return REPORT("test_gemm");
 }

@@ -41,6 +41,7 @@ void tnk_config_init_avx2(tnk_config_t *c) {
   g->i8_group = 2;
   g->dot_rows_w8 = tnk_dot_rows_w8_avx2;
   g->f32_to_f8 = tnk_f32_to_f8_avx2;
+  g->int4_unit = tnk_int4_unit_avx2;
 
   c->loops = &tnk_eltwise_loops_avx2;
 }

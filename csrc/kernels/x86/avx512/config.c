@@ -41,6 +41,7 @@ void tnk_config_init_avx512(tnk_config_t *c) {
   g->i8_group = 2;
   g->dot_rows_w8 = tnk_dot_rows_w8_avx512;
   g->f32_to_f8 = tnk_f32_to_f8_avx512;
+  g->int4_unit = tnk_int4_unit_avx512;
   if (c->features & TNK_FEAT_AVX512VNNI) {
     g->i8 = tnk_ukernel_i8_vnni_avx512;
     g->i8_group = 4;

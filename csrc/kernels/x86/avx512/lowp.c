@@ -8,6 +8,7 @@
 #define I8_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 #include "../lowp_body.h"
 #include "f8_cvt.h"
+#include "../int4_body.h"
 
 void tnk_ukernel_i8_madd_avx512(int64_t kq, const uint32_t *a, const uint32_t *b, int32_t *c,
                                 int64_t ldc, int accumulate) {
@@ -139,4 +140,10 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void tnk_dot_rows_w8_bf16
 
 void tnk_f32_to_f8_avx512(uint8_t *d, const float *s, int64_t n, int e5m2) {
   tnk_f32_to_f8_loop(d, s, n, e5m2);
+}
+
+void tnk_int4_unit_avx512(int64_t k, int64_t group, const float *x, int64_t ldx, int64_t m,
+                          const uint8_t *w, int64_t ldw, int pairs, int half, const float *sz,
+                          float *out) {
+  int4_unit(k, group, x, ldx, m, w, ldw, pairs, half, sz, out);
 }
