@@ -186,3 +186,23 @@ def test_torchao_int4_weight_only_linear_on_neuron(no_fallback):
     got = model(x.to(N))
     assert got.device.type == N and got.dtype == torch.bfloat16
     torch.testing.assert_close(got.cpu(), ref, rtol=2e-2, atol=2e-2)
+
+
+def test_torchao_still_asserts_cpu_inputs():
+    # the route in torch_neuronx/_lowp.py exists because torchao's own
+    # linear asserts a CPU input (docs/upstream/torchao-int4-devices.md);
+    # this fails once it does not, and the route can go
+    pytest.importorskip("torchao")
+    from torchao.prototype.quantization.int4 import Int4OpaqueTensor, PrototypeInt4WeightOnlyConfig
+    from torchao.quantization import quantize_
+
+    lin = torch.nn.Linear(64, 32).to(torch.bfloat16)
+    quantize_(lin, PrototypeInt4WeightOnlyConfig(group_size=32))
+    table = Int4OpaqueTensor._ATEN_OP_TABLE[Int4OpaqueTensor]
+    route = table[torch.ops.aten.linear.default]
+    assert route._neuron_route
+    original = route.__defaults__[0]
+    x = torch.randn(2, 64, dtype=torch.bfloat16, device=N)
+    w = lin.weight.to(N)
+    with pytest.raises(AssertionError, match="For CPU device only"):
+        original(torch.ops.aten.linear.default, (), (x, w, None), {})
