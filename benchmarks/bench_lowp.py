@@ -6,12 +6,15 @@ process (interleaved rounds, same threads):
   _weight_int8pack_mm / bf16 linear, at batch 1-16; each row's effective
   bandwidth (the weight bytes it must stream) against a memcpy timed
   beside it (the streaming bound);
+- weight-only int4 decode: torch's _weight_int4pack_mm_for_cpu (CPU's
+  packed format) against the bf16 product of the same weight dequantised
+  and CPU's own int4 op, at batch 1-16, with the int4 bytes' bandwidth;
 - torch._int_mm against CPU's, with the share of the measured int8 dot
   product peak (independent VNNI / multiply-add chains);
 - torch._scaled_mm (fp8 e4m3, row-wise scales) against neuron's bf16 mm.
 
 Not a test: it reports times and ratios and never asserts on them.
-    python benchmarks/bench_lowp.py [--write FILE] [--quick]
+    python benchmarks/bench_lowp.py [--write FILE | --write-host] [--quick]
 """
 
 import argparse
@@ -91,6 +94,59 @@ def decode_rows(rows, rounds):
                 f"{t['bf16 cpu'] * 1e3:.3f} ms",
                 f"int8 {i8_bw / 1e9:.1f} GB/s ({100 * i8_bw / bw:.0f}%), bf16 "
                 f"{b16_bw / 1e9:.1f} GB/s ({100 * b16_bw / bw:.0f}%); memcpy {bw / 1e9:.1f} GB/s",
+            )
+        )
+
+
+def int4_decode_rows(rows, rounds):
+    """Weight-only int4 (CPU's packed format, groups of 128, bf16 scales and
+    zeros) against bf16 at batch 1-16, each side cycling through weights
+    that together exceed the last-level cache, as decode_rows."""
+    K = Nn = 4096
+    GROUP, COPIES = 128, 8  # 64 MiB of int4, 256 MiB of bf16
+    pack = torch.ops.aten._convert_weight_to_int4pack_for_cpu
+    mm4 = torch.ops.aten._weight_int4pack_mm_for_cpu
+    g = torch.Generator().manual_seed(2)
+    q = [torch.randint(0, 16, (Nn, K), dtype=torch.int32, generator=g) for _ in range(COPIES)]
+    sz = []
+    for _ in range(COPIES):
+        scale = torch.rand(K // GROUP, Nn, generator=g) / 64 + 1e-3
+        zero = torch.randn(K // GROUP, Nn, generator=g) / 64
+        sz.append(torch.stack([scale, zero], -1).to(torch.bfloat16))
+    p4 = [pack(w, 2) for w in q]
+    wb = []  # the same weights dequantised, as the bf16 baseline
+    for w, s in zip(q, sz):
+        sc = s[..., 0].float().repeat_interleave(GROUP, 0).t()
+        ze = s[..., 1].float().repeat_interleave(GROUP, 0).t()
+        wb.append(((w.float() - 8) * sc + ze).to(torch.bfloat16))
+    p4n, szn, wbn = [x.to(N) for x in p4], [x.to(N) for x in sz], [x.to(N) for x in wb]
+    memcpy = run_all.memcpy_anchor(K * Nn * 2)
+    streamed = K * Nn / 2 + sz[0].numel() * 2  # nibbles plus scales and zeros
+    for m in (1, 2, 4, 8, 16):
+        x = torch.randn(m, K, generator=g).to(torch.bfloat16)
+        xn = x.to(N)
+        fns = {
+            "int4 neuron": _cycle(mm4, [(xn, w, GROUP, s) for w, s in zip(p4n, szn)]),
+            "bf16 neuron": _cycle(torch.nn.functional.linear, [(xn, w) for w in wbn]),
+            "int4 cpu": _cycle(mm4, [(x, w, GROUP, s) for w, s in zip(p4, sz)]),
+            "memcpy": memcpy,
+        }
+        devs = {"int4 cpu": "cpu"}
+        samples = {k: [] for k in fns}
+        for _ in range(rounds):
+            for k, f in fns.items():
+                samples[k].append(run_all.timeit(f, devs.get(k, N), COPIES))
+        t = {k: med(v) for k, v in samples.items()}
+        bw = 2 * K * Nn * 2 / t["memcpy"]
+        i4_bw = streamed / t["int4 neuron"]
+        rows.append(
+            (
+                f"{Nn}x{K}, group {GROUP}, batch {m}",
+                f"{t['int4 neuron'] * 1e3:.3f} ms",
+                f"{t['bf16 neuron'] * 1e3:.3f} ms",
+                f"{t['bf16 neuron'] / t['int4 neuron']:.2f}x",
+                f"{t['int4 cpu'] * 1e3:.3f} ms ({t['int4 cpu'] / t['int4 neuron']:.2f}x)",
+                f"{i4_bw / 1e9:.1f} GB/s ({100 * i4_bw / bw:.0f}% of memcpy's {bw / 1e9:.1f} GB/s)",
             )
         )
 
@@ -273,6 +329,11 @@ def float8_train_rows(rows, rounds):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--write")
+    ap.add_argument(
+        "--write-host",
+        action="store_true",
+        help="write docs/benchmarks/hosts/<CPU model>-lowp.md (results per CPU model)",
+    )
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     rounds = 3 if args.quick else 7
@@ -295,51 +356,60 @@ def main():
         f"({kind}: independent chains, all threads): {peak:.0f} GOPS",
         "",
     ]
-    rows = []
-    decode_rows(rows, rounds)
-    lines += [
-        "Weight-only int8 decode (torch._weight_int8pack_mm, bf16 activations) against the",
-        "bf16 linear with the same weight, each call streaming its weight from memory:",
-        "",
-        "| weight, batch | int8 neuron | bf16 neuron | int8 speed-up | int8 CPU (CPU / neuron) | bf16 CPU | weight bytes streamed (share of memcpy) |",
-        "|---|---|---|---|---|---|---|",
+    sections = [
+        (
+            lambda rows: decode_rows(rows, rounds),
+            "Weight-only int8 decode (torch._weight_int8pack_mm, bf16 activations) against the\n"
+            "bf16 linear with the same weight, each call streaming its weight from memory:",
+            "weight, batch | int8 neuron | bf16 neuron | int8 speed-up | int8 CPU (CPU / neuron) "
+            "| bf16 CPU | weight bytes streamed (share of memcpy)",
+        ),
+        (
+            lambda rows: int4_decode_rows(rows, rounds),
+            "Weight-only int4 decode (torch._weight_int4pack_mm_for_cpu in CPU's packed format, "
+            "bf16\nactivations, scales and zeros) against the bf16 linear with the same "
+            "(dequantised) weight:",
+            "weight, batch | int4 neuron | bf16 neuron | int4 speed-up | int4 CPU (CPU / neuron) "
+            "| int4 bytes streamed (share of memcpy)",
+        ),
+        (
+            lambda rows: int_mm_rows(rows, rounds, peak),
+            "",
+            "case | neuron | CPU | CPU / neuron | rate",
+        ),
+        (
+            lambda rows: scaled_mm_rows(rows, rounds),
+            "",
+            "case | neuron | CPU (CPU / neuron) | bf16 mm on neuron (bf16 / fp8)",
+        ),
+        (
+            lambda rows: float8_train_rows(rows, rounds),
+            "Training step (forward, backward, AdamW):",
+            "case | step | bf16 neuron / this (neuron)",
+        ),
+        (
+            lambda rows: model_decode_rows(rows, rounds),
+            "Greedy decoding, 32 tokens after a 32-token prompt, static KV cache (neuron: one\n"
+            "NeuronGraph replay per token):",
+            "model, weights, device | decode | weight bytes per token | streamed",
+        ),
     ]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    rows = []
-    int_mm_rows(rows, rounds, peak)
-    lines += ["", "| case | neuron | CPU | CPU / neuron | rate |", "|---|---|---|---|---|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    rows = []
-    scaled_mm_rows(rows, rounds)
-    lines += [
-        "",
-        "| case | neuron | CPU (CPU / neuron) | bf16 mm on neuron (bf16 / fp8) |",
-        "|---|---|---|---|",
-    ]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    rows = []
-    float8_train_rows(rows, rounds)
-    lines += [
-        "",
-        "Training step (forward, backward, AdamW):",
-        "",
-        "| case | step | bf16 neuron / this (neuron) |",
-        "|---|---|---|",
-    ]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    rows = []
-    model_decode_rows(rows, rounds)
-    lines += [
-        "",
-        "Greedy decoding, 32 tokens after a 32-token prompt, static KV cache (neuron: one "
-        "NeuronGraph replay per token):",
-        "",
-        "| model, weights, device | decode | weight bytes per token | streamed |",
-        "|---|---|---|---|",
-    ]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    for fill, intro, header in sections:
+        rows = []
+        fill(rows)
+        if intro:
+            lines += intro.split("\n") + [""]
+        columns = header.count("|") + 1
+        lines += ["| " + header + " |", "|" + "---|" * columns]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        lines.append("")
     text = "\n".join(lines) + "\n"
     print(text)
+    if args.write_host:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        args.write = os.path.join(
+            root, "docs", "benchmarks", "hosts", run_all.host_slug() + "-lowp.md"
+        )
     if args.write:
         with open(args.write, "w") as f:
             f.write(text)
