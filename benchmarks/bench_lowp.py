@@ -335,6 +335,11 @@ def main():
         help="write docs/benchmarks/hosts/<CPU model>-lowp.md (results per CPU model)",
     )
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument(
+        "--sections",
+        default="int8,int4,int_mm,scaled_mm,float8_train,model_decode",
+        help="comma-separated subset of the tables to run",
+    )
     args = ap.parse_args()
     rounds = 3 if args.quick else 7
     torch.set_num_threads(_C._num_threads())
@@ -358,6 +363,7 @@ def main():
     ]
     sections = [
         (
+            "int8",
             lambda rows: decode_rows(rows, rounds),
             "Weight-only int8 decode (torch._weight_int8pack_mm, bf16 activations) against the\n"
             "bf16 linear with the same weight, each call streaming its weight from memory:",
@@ -365,6 +371,7 @@ def main():
             "| bf16 CPU | weight bytes streamed (share of memcpy)",
         ),
         (
+            "int4",
             lambda rows: int4_decode_rows(rows, rounds),
             "Weight-only int4 decode (torch._weight_int4pack_mm_for_cpu in CPU's packed format, "
             "bf16\nactivations, scales and zeros) against the bf16 linear with the same "
@@ -373,28 +380,40 @@ def main():
             "| int4 bytes streamed (share of memcpy)",
         ),
         (
+            "int_mm",
             lambda rows: int_mm_rows(rows, rounds, peak),
             "",
             "case | neuron | CPU | CPU / neuron | rate",
         ),
         (
+            "scaled_mm",
             lambda rows: scaled_mm_rows(rows, rounds),
             "",
             "case | neuron | CPU (CPU / neuron) | bf16 mm on neuron (bf16 / fp8)",
         ),
         (
+            "float8_train",
             lambda rows: float8_train_rows(rows, rounds),
             "Training step (forward, backward, AdamW):",
             "case | step | bf16 neuron / this (neuron)",
         ),
         (
+            "model_decode",
             lambda rows: model_decode_rows(rows, rounds),
             "Greedy decoding, 32 tokens after a 32-token prompt, static KV cache (neuron: one\n"
             "NeuronGraph replay per token):",
             "model, weights, device | decode | weight bytes per token | streamed",
         ),
     ]
-    for fill, intro, header in sections:
+    wanted = args.sections.split(",")
+    unknown = sorted(set(wanted) - {name for name, *_ in sections})
+    if unknown:
+        ap.error(
+            f"unknown section(s) {', '.join(unknown)}; known: {', '.join(n for n, *_ in sections)}"
+        )
+    for name, fill, intro, header in sections:
+        if name not in wanted:
+            continue
         rows = []
         fill(rows)
         if intro:

@@ -130,18 +130,29 @@ static void mm_units(void *vp, int64_t begin, int64_t end) {
     const unit_t *u = &c->units[ui];
     int cols = u->half ? 16 : 32;
     /* the unit's scales and zeros per group, in unit order, as fp32; the
-     * zero takes the nibble's offset of 8: (q - 8) s + z = q s + (z - 8 s) */
-    for (int64_t q = 0; q < groups; q++)
-      for (int j = 0; j < 32; j++) {
-        float s = 0.0f, z = 0.0f;
-        if (j < cols) {
-          int64_t e = (q * g->n + unit_col(u, j)) * 2;
-          s = (float)tnk_ldf(g->sz, g->dtype, e);
-          z = (float)tnk_ldf(g->sz, g->dtype, e + 1);
+     * zero takes the nibble's offset of 8: (q - 8) s + z = q s + (z - 8 s)
+     * (8 s is exact: one rounding, as an FMA would give) */
+    for (int64_t q = 0; q < groups; q++) {
+      float *d = sz + q * 64;
+      for (int j = 0; j < 32; j++) d[j] = d[32 + j] = 0.0f;
+      for (int j = 0; j < cols; j++) {
+        int64_t e = (q * g->n + unit_col(u, j)) * 2;
+        float s, z;
+        switch (g->dtype) {
+          case TNK_BF16:
+            s = tnk_bf16_to_f32(((const uint16_t *)g->sz)[e]);
+            z = tnk_bf16_to_f32(((const uint16_t *)g->sz)[e + 1]);
+            break;
+          case TNK_F16:
+            s = tnk_f16_to_f32(((const uint16_t *)g->sz)[e]);
+            z = tnk_f16_to_f32(((const uint16_t *)g->sz)[e + 1]);
+            break;
+          default: s = ((const float *)g->sz)[e]; z = ((const float *)g->sz)[e + 1];
         }
-        sz[q * 64 + j] = s;
-        sz[q * 64 + 32 + j] = fmaf(s, -8.0f, z);
+        d[j] = s;
+        d[32 + j] = z - 8.0f * s;
       }
+    }
     const uint8_t *w = g->b + u->off;
     if (c->uk->int4_unit)
       c->uk->int4_unit(g->k, g->group, c->x, g->k, g->m, w, u->ldw, u->pairs, u->half, sz, out);

@@ -152,14 +152,14 @@ static void i4_panel(int64_t K, int64_t group, const float *x, int64_t ldx, int6
   }
 }
 
-#define I4_FUSED(R)                                                   \
-  do {                                                                \
-    if (!pairs)                                                       \
-      i4_fused(R, 0, 0, K, group, x, ldx, w, ldw, sz, out);           \
-    else if (!half)                                                   \
-      i4_fused(R, 1, 0, K, group, x, ldx, w, ldw, sz, out);           \
-    else                                                              \
-      i4_fused(R, 1, 1, K, group, x, ldx, w, ldw, sz, out);           \
+#define I4_FUSED(R)                                         \
+  do {                                                      \
+    if (!pairs)                                             \
+      i4_fused(R, 0, 0, K, group, x, ldx, w, ldw, sz, out); \
+    else if (!half)                                         \
+      i4_fused(R, 1, 0, K, group, x, ldx, w, ldw, sz, out); \
+    else                                                    \
+      i4_fused(R, 1, 1, K, group, x, ldx, w, ldw, sz, out); \
   } while (0)
 
 static void int4_unit(int64_t K, int64_t group, const float *x, int64_t ldx, int64_t m,
