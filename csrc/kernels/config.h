@@ -120,16 +120,16 @@ typedef struct tnk_gemm_config {
                            int64_t ldw, int64_t n, float *out, int64_t ldo);
   /* n f32 to float8 e4m3fn (e5m2 if e5m2), f8_cvt.h (NULL: the reference) */
   void (*f32_to_f8)(uint8_t *d, const float *s, int64_t n, int e5m2);
-  /* One unit of a packed int4 weight (int4_gemm.c): 32 columns (16 when
-   * half) whose nibbles lie in 16 (8) bytes of each k row, rows ldw bytes
-   * apart; pairs: byte d holds unit columns 2d (low nibble) and 2d + 1,
-   * else d and 16 + d. out[r * 32 + c] = sum over k in order (one fp32
-   * FMA per step) of x[r * ldx + k] * fma(q, s[c], z[c]), q the nibble,
-   * s and z at sz + (k / group) * 64 + c and + 32 + c; r < m (any m).
+  /* One unit of a packed int4 weight (int4_gemm.c): 16 bytes of each k
+   * row (8 when half), rows ldw bytes apart; unit column c < 16 is the low
+   * nibble of byte c, c >= 16 the high nibble of byte c - 16 (int4_gemm.c
+   * maps unit columns to the matrix's). out[r * 32 + c] = sum over k in
+   * order (one fp32 FMA per step) of x[r * ldx + k] * fma(q, s[c], z[c]),
+   * q the nibble, s and z at sz + (k / group) * 64 + c and + 32 + c; r < m
+   * (any m); when half, only columns whose c % 16 < 8 are read.
    * NULL: the scalar unit. */
   void (*int4_unit)(int64_t k, int64_t group, const float *x, int64_t ldx, int64_t m,
-                    const uint8_t *w, int64_t ldw, int pairs, int half, const float *sz,
-                    float *out);
+                    const uint8_t *w, int64_t ldw, int half, const float *sz, float *out);
 } tnk_gemm_config_t;
 
 /* Vectorised fp32 row math; the contracts are in vmath.h. The streaming

@@ -2,9 +2,11 @@
  * format, packed and multiplied in place.
  *
  * The packed weight is cut into units: 32 columns whose nibbles sit in 16
- * bytes of each k row (8 bytes and 16 columns for a 16-wide block). A unit
- * reads its bytes once, row after row, and the variant's unit kernel
- * (config.h, gemm.int4_unit) widens each row's nibbles to fp32 in registers,
+ * bytes of each k row (8 bytes and 16 columns for a 16-wide block), in the
+ * order the bytes give them (low nibbles, then high; the driver maps them
+ * to the layout's columns). A unit reads its bytes once, row after row, and
+ * the variant's unit kernel (config.h, gemm.int4_unit) widens each row's
+ * nibbles to fp32 in registers,
  * applies the group's scale and zero and adds the product with every row of
  * A: for a few rows of A (decode) straight into register sums, for more
  * rows through a small fp32 panel of the dequantised unit in L1. No copy of
@@ -76,9 +78,10 @@ void tnk_int4_pack(const tnk_int4_pack_args_t *a) {
 
 /* ---- the product ----------------------------------------------------------- */
 
-/* A unit: its bytes start at b + off, rows ldw bytes apart; unit column c
- * is matrix column col_lo + c for c < 16, col_hi + c - 16 after (pairs:
- * col_lo + c throughout). */
+/* A unit: its bytes start at b + off, rows ldw bytes apart. Unit column c
+ * (config.h's order: c < 16 the low nibble of byte c, else the high nibble
+ * of byte c - 16) is matrix column col_lo + c / col_hi + c - 16 in the
+ * blocked layouts, and col_lo + 2c / col_lo + 2 (c - 16) + 1 in pairs. */
 typedef struct unit {
   int64_t off, ldw, col_lo, col_hi;
   int pairs, half;
@@ -86,18 +89,17 @@ typedef struct unit {
 
 /* The scalar unit kernel (no variant): the variants' contract, config.h. */
 static void unit_ref(int64_t K, int64_t group, const float *x, int64_t ldx, int64_t m,
-                     const uint8_t *w, int64_t ldw, int pairs, int half, const float *sz,
-                     float *out) {
-  int cols = half ? 16 : 32;
+                     const uint8_t *w, int64_t ldw, int half, const float *sz, float *out) {
   for (int64_t r = 0; r < m; r++)
-    for (int c = 0; c < cols; c++) {
+    for (int c = 0; c < 32; c++) {
       float acc = 0.0f;
-      for (int64_t k = 0; k < K; k++) {
-        uint8_t byte = w[k * ldw + (pairs ? c / 2 : c % 16)];
-        int q = (pairs ? c % 2 : c / 16) ? byte >> 4 : byte & 15;
-        const float *g = sz + (k / group) * 64;
-        acc = fmaf(x[r * ldx + k], fmaf((float)q, g[c], g[32 + c]), acc);
-      }
+      if (!half || c % 16 < 8)
+        for (int64_t k = 0; k < K; k++) {
+          uint8_t byte = w[k * ldw + c % 16];
+          int q = c < 16 ? byte & 15 : byte >> 4;
+          const float *g = sz + (k / group) * 64;
+          acc = fmaf(x[r * ldx + k], fmaf((float)q, g[c], g[32 + c]), acc);
+        }
       out[r * 32 + c] = acc;
     }
 }
@@ -111,8 +113,12 @@ typedef struct mctx {
 } mctx_t;
 
 static inline int64_t unit_col(const unit_t *u, int c) {
-  return u->pairs || c < 16 ? u->col_lo + c : u->col_hi + c - 16;
+  if (u->pairs) return u->col_lo + (c < 16 ? 2 * c : 2 * (c - 16) + 1);
+  return c < 16 ? u->col_lo + c : u->col_hi + c - 16;
 }
+
+/* whether unit column c holds a column (a half unit has 16) */
+static inline int unit_has(const unit_t *u, int c) { return !u->half || c % 16 < 8; }
 
 static void mm_units(void *vp, int64_t begin, int64_t end) {
   mctx_t *c = vp;
@@ -128,14 +134,14 @@ static void mm_units(void *vp, int64_t begin, int64_t end) {
   }
   for (int64_t ui = begin; ui < end; ui++) {
     const unit_t *u = &c->units[ui];
-    int cols = u->half ? 16 : 32;
     /* the unit's scales and zeros per group, in unit order, as fp32; the
      * zero takes the nibble's offset of 8: (q - 8) s + z = q s + (z - 8 s)
      * (8 s is exact: one rounding, as an FMA would give) */
     for (int64_t q = 0; q < groups; q++) {
       float *d = sz + q * 64;
       for (int j = 0; j < 32; j++) d[j] = d[32 + j] = 0.0f;
-      for (int j = 0; j < cols; j++) {
+      for (int j = 0; j < 32; j++) {
+        if (!unit_has(u, j)) continue;
         int64_t e = (q * g->n + unit_col(u, j)) * 2;
         float s, z;
         switch (g->dtype) {
@@ -155,12 +161,12 @@ static void mm_units(void *vp, int64_t begin, int64_t end) {
     }
     const uint8_t *w = g->b + u->off;
     if (c->uk->int4_unit)
-      c->uk->int4_unit(g->k, g->group, c->x, g->k, g->m, w, u->ldw, u->pairs, u->half, sz, out);
+      c->uk->int4_unit(g->k, g->group, c->x, g->k, g->m, w, u->ldw, u->half, sz, out);
     else
-      unit_ref(g->k, g->group, c->x, g->k, g->m, w, u->ldw, u->pairs, u->half, sz, out);
+      unit_ref(g->k, g->group, c->x, g->k, g->m, w, u->ldw, u->half, sz, out);
     for (int64_t i = 0; i < g->m; i++)
-      for (int j = 0; j < cols; j++)
-        tnk_stf(g->c, g->dtype, i * g->ldc + unit_col(u, j), out[i * 32 + j]);
+      for (int j = 0; j < 32; j++)
+        if (unit_has(u, j)) tnk_stf(g->c, g->dtype, i * g->ldc + unit_col(u, j), out[i * 32 + j]);
   }
   free(sz);
   free(out);

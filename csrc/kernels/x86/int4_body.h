@@ -1,9 +1,9 @@
 /* The weight-only int4 unit kernel of the x86 variants (config.h,
  * gemm.int4_unit; int4_gemm.c), written once for the vector width this
  * translation unit is compiled for (x86/simd.h). A unit is 32 columns:
- * I4_NV vectors. Each k row's 16 bytes are split into low and high
- * nibbles (and, for the pairs layout, interleaved back into column order)
- * with SSE byte ops, widened to int32 and converted to fp32, then
+ * I4_NV vectors. Each k row's 16 bytes are widened to int32 as they are
+ * loaded, split there into low nibbles (unit columns 0-15) and high
+ * nibbles (16-31) with one and and one shift, converted to fp32, then
  * dequantised with one FMA against the group's scale and (offset) zero.
  * Up to I4_RF rows of A take the dequantised row straight into register
  * sums; more rows go through a panel of I4_KC dequantised rows in L1 that
@@ -28,30 +28,31 @@
 
 #define I4_INLINE static inline __attribute__((always_inline))
 
-/* row p's nibbles as fp32, unit columns j * VF_LANES .. in q[j] */
-I4_INLINE void i4_row(const uint8_t *p, int pairs, int half, vf q[I4_NV]) {
-  __m128i b = half ? _mm_loadl_epi64((const __m128i *)p) : _mm_loadu_si128((const __m128i *)p);
-  const __m128i m15 = _mm_set1_epi8(15);
-  __m128i lo = _mm_and_si128(b, m15), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m15);
-  __m128i c0 = lo, c1 = hi;
-  if (pairs) {
-    c0 = _mm_unpacklo_epi8(lo, hi);
-    c1 = _mm_unpackhi_epi8(lo, hi);
-  }
+/* row p's nibbles as fp32 in unit order: the low nibbles of bytes 0-15
+ * are unit columns 0-15, the high nibbles 16-31 (half: bytes 0-7 only,
+ * read; the rest zero); widened to int32 straight from memory, split there */
+I4_INLINE void i4_row(const uint8_t *p, int half, vf q[I4_NV]) {
 #if defined(__AVX512F__)
-  q[0] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(c0));
-  q[1] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(c1));
+  __m512i b = _mm512_cvtepu8_epi32(half ? _mm_loadl_epi64((const __m128i *)p)
+                                        : _mm_loadu_si128((const __m128i *)p));
+  const __m512i m15 = _mm512_set1_epi32(15);
+  q[0] = _mm512_cvtepi32_ps(_mm512_and_si512(b, m15));
+  q[1] = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
 #else
-  q[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c0));
-  q[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(c0, 8)));
-  q[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c1));
-  q[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(c1, 8)));
+  __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+  __m256i b1 = half ? _mm256_setzero_si256()
+                    : _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8)));
+  const __m256i m15 = _mm256_set1_epi32(15);
+  q[0] = _mm256_cvtepi32_ps(_mm256_and_si256(b0, m15));
+  q[1] = _mm256_cvtepi32_ps(_mm256_and_si256(b1, m15));
+  q[2] = _mm256_cvtepi32_ps(_mm256_srli_epi32(b0, 4));
+  q[3] = _mm256_cvtepi32_ps(_mm256_srli_epi32(b1, 4));
 #endif
 }
 
 /* R (a constant) rows of x into register sums */
-I4_INLINE void i4_fused(int R, int pairs, int half, int64_t K, int64_t group, const float *x,
-                        int64_t ldx, const uint8_t *w, int64_t ldw, const float *sz, float *out) {
+I4_INLINE void i4_fused(int R, int half, int64_t K, int64_t group, const float *x, int64_t ldx,
+                        const uint8_t *w, int64_t ldw, const float *sz, float *out) {
   vf acc[I4_RF][I4_NV];
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++)
@@ -68,7 +69,7 @@ I4_INLINE void i4_fused(int R, int pairs, int half, int64_t K, int64_t group, co
     }
     for (int64_t k = k0; k < k1; k++) {
       vf q[I4_NV];
-      i4_row(w + k * ldw, pairs, half, q);
+      i4_row(w + k * ldw, half, q);
 #pragma GCC unroll 4
       for (int j = 0; j < I4_NV; j++) q[j] = vf_fmadd(q[j], sv[j], zv[j]);
 #pragma GCC unroll 4
@@ -86,12 +87,12 @@ I4_INLINE void i4_fused(int R, int pairs, int half, int64_t K, int64_t group, co
 }
 
 /* rows [k0, k0 + kc) dequantised into the panel p (32 floats a row) */
-I4_INLINE void i4_dequant(int pairs, int half, int64_t k0, int64_t kc, int64_t group,
-                          const uint8_t *w, int64_t ldw, const float *sz, float *p) {
+I4_INLINE void i4_dequant(int half, int64_t k0, int64_t kc, int64_t group, const uint8_t *w,
+                          int64_t ldw, const float *sz, float *p) {
   for (int64_t t = 0; t < kc; t++) {
     const float *s = sz + ((k0 + t) / group) * 64;
     vf q[I4_NV];
-    i4_row(w + (k0 + t) * ldw, pairs, half, q);
+    i4_row(w + (k0 + t) * ldw, half, q);
 #pragma GCC unroll 4
     for (int j = 0; j < I4_NV; j++)
       vf_store(p + t * 32 + j * VF_LANES,
@@ -123,18 +124,15 @@ I4_INLINE void i4_panel_rows(int R, int64_t kc, const float *x, int64_t ldx, con
 }
 
 static void i4_panel(int64_t K, int64_t group, const float *x, int64_t ldx, int64_t m,
-                     const uint8_t *w, int64_t ldw, int pairs, int half, const float *sz,
-                     float *out) {
+                     const uint8_t *w, int64_t ldw, int half, const float *sz, float *out) {
   float p[I4_KC * 32] __attribute__((aligned(64)));
   memset(out, 0, (size_t)m * 32 * sizeof(float));
   for (int64_t k0 = 0; k0 < K; k0 += I4_KC) {
     int64_t kc = K - k0 < I4_KC ? K - k0 : I4_KC;
-    if (!pairs)
-      i4_dequant(0, 0, k0, kc, group, w, ldw, sz, p);
-    else if (!half)
-      i4_dequant(1, 0, k0, kc, group, w, ldw, sz, p);
+    if (half)
+      i4_dequant(1, k0, kc, group, w, ldw, sz, p);
     else
-      i4_dequant(1, 1, k0, kc, group, w, ldw, sz, p);
+      i4_dequant(0, k0, kc, group, w, ldw, sz, p);
     for (int64_t r0 = 0; r0 < m; r0 += I4_RT) {
       const float *xr = x + r0 * ldx + k0;
       float *o = out + r0 * 32;
@@ -152,19 +150,16 @@ static void i4_panel(int64_t K, int64_t group, const float *x, int64_t ldx, int6
   }
 }
 
-#define I4_FUSED(R)                                         \
-  do {                                                      \
-    if (!pairs)                                             \
-      i4_fused(R, 0, 0, K, group, x, ldx, w, ldw, sz, out); \
-    else if (!half)                                         \
-      i4_fused(R, 1, 0, K, group, x, ldx, w, ldw, sz, out); \
-    else                                                    \
-      i4_fused(R, 1, 1, K, group, x, ldx, w, ldw, sz, out); \
+#define I4_FUSED(R)                                      \
+  do {                                                   \
+    if (half)                                            \
+      i4_fused(R, 1, K, group, x, ldx, w, ldw, sz, out); \
+    else                                                 \
+      i4_fused(R, 0, K, group, x, ldx, w, ldw, sz, out); \
   } while (0)
 
 static void int4_unit(int64_t K, int64_t group, const float *x, int64_t ldx, int64_t m,
-                      const uint8_t *w, int64_t ldw, int pairs, int half, const float *sz,
-                      float *out) {
+                      const uint8_t *w, int64_t ldw, int half, const float *sz, float *out) {
   switch (m) {
     case 1: I4_FUSED(1); return;
     case 2: I4_FUSED(2); return;
@@ -172,7 +167,7 @@ static void int4_unit(int64_t K, int64_t group, const float *x, int64_t ldx, int
     case 3: I4_FUSED(3); return;
     case 4: I4_FUSED(4); return;
 #endif
-    default: i4_panel(K, group, x, ldx, m, w, ldw, pairs, half, sz, out); return;
+    default: i4_panel(K, group, x, ldx, m, w, ldw, half, sz, out); return;
   }
 }
 

@@ -45,11 +45,9 @@ void tnk_ukernel_i8_madd_avx2(int64_t kq, const uint32_t *a, const uint32_t *b, 
 void tnk_f32_to_f8_avx2(uint8_t *d, const float *s, int64_t n, int e5m2);
 void tnk_f32_to_f8_avx512(uint8_t *d, const float *s, int64_t n, int e5m2);
 void tnk_int4_unit_avx2(int64_t k, int64_t group, const float *x, int64_t ldx, int64_t m,
-                        const uint8_t *w, int64_t ldw, int pairs, int half, const float *sz,
-                        float *out);
+                        const uint8_t *w, int64_t ldw, int half, const float *sz, float *out);
 void tnk_int4_unit_avx512(int64_t k, int64_t group, const float *x, int64_t ldx, int64_t m,
-                          const uint8_t *w, int64_t ldw, int pairs, int half, const float *sz,
-                          float *out);
+                          const uint8_t *w, int64_t ldw, int half, const float *sz, float *out);
 void tnk_dot_rows_w8_avx2(int64_t k, const float *x, int64_t ldx, int64_t m, const int8_t *w,
                           int64_t ldw, int64_t n, float *out, int64_t ldo);
 void tnk_ukernel_i8_madd_avx512(int64_t kq, const uint32_t *a, const uint32_t *b, int32_t *c,

@@ -143,7 +143,6 @@ void tnk_f32_to_f8_avx512(uint8_t *d, const float *s, int64_t n, int e5m2) {
 }
 
 void tnk_int4_unit_avx512(int64_t k, int64_t group, const float *x, int64_t ldx, int64_t m,
-                          const uint8_t *w, int64_t ldw, int pairs, int half, const float *sz,
-                          float *out) {
-  int4_unit(k, group, x, ldx, m, w, ldw, pairs, half, sz, out);
+                          const uint8_t *w, int64_t ldw, int half, const float *sz, float *out) {
+  int4_unit(k, group, x, ldx, m, w, ldw, half, sz, out);
 }
