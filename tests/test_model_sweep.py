@@ -87,6 +87,19 @@ def test_compare_reports_regressions_new_fallbacks_and_improvements():
     assert improve == ["nn/b: expected fail_accuracy, now passes"]
 
 
+def test_compare_accepts_either_verdict_only_for_host_dependent_cases():
+    name = next(iter(ms.HOST_DEPENDENT))
+    assert name in ms.EXPLAINED
+    expected = {name: {"status": "pass", "fallback_ops": ""}}
+    row = {"name": name, "detail": "x", "fallback_ops": []}
+    for status in ("pass", "fail_accuracy"):
+        assert ms.compare([dict(row, status=status)], expected) == ([], [])
+    regress, _ = ms.compare([dict(row, status="error")], expected)
+    assert len(regress) == 1
+    regress, _ = ms.compare([dict(row, status="pass", fallback_ops=["aten::foo"])], expected)
+    assert len(regress) == 1
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

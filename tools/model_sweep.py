@@ -1267,11 +1267,21 @@ _CLIP_LOGITS_DRAW = (
     "autocast's (median ratio 1.05, 3.4x at worst), every tower layer's error equals CPU's; "
     "neuron's autocast keeps norm in fp32 (CUDA's policy) where CPU's rounds it to bf16"
 )
+_HGNETV2_B0_HOST = (
+    "its fp32 gradients amplify rounding past CPU's spread on some hosts: on an AVX2 Zen 3 host "
+    "stages.2...lab.scale's gradient is 3.4x the allowed error at batch 2 while batch 4 passes, "
+    "and batch 8 fails at the stem (28x) with the AVX2 kernels but passes with the reference "
+    "kernels, whose fp32 GEMM is the less accurate of the two (rms error 1.1e-6 against 4.1e-7 "
+    "at k = 4096; CPU 2.6e-7); no op in the step is more than 5x CPU fp32's error against "
+    "float64 (1x1 convolutions, k = 704-1024: 8e-7 against 2e-7 of the largest output). It "
+    "passes on the AVX-512 host the table was made on"
+)
 EXPLAINED = {
     "transformers/bit/BitBackbone": _BIT_RELU_FLIP,
     "transformers/bit/BitForImageClassification": _BIT_RELU_FLIP,
     "transformers/bit/BitModel": _BIT_RELU_FLIP,
     "transformers/hgnet_v2/HGNetV2ForImageClassification": _HGNET_BATCH2_BN,
+    "timm/hgnetv2_b0": _HGNETV2_B0_HOST,
     "transformers/aria_text/AriaTextForCausalLM": _ARIA_ROUTING_FLIP,
     "transformers/aria_text/AriaTextModel": _ARIA_ROUTING_FLIP,
     "transformers/exaone_moe/ExaoneMoeModel": _EXAONE_TOPK_TIE,
@@ -1280,6 +1290,10 @@ EXPLAINED = {
     "transformers/metaclip_2/MetaClip2Model": _CLIP_LOGITS_DRAW,
 }
 NOT_NEURON = ("cpu_fail", "model_fail_to_load", "unstable")
+# cases whose fp32 verdict depends on the host's rounding (EXPLAINED says
+# why): --check accepts pass or fail_accuracy for them, anything else (an
+# error, a fallback, a bf16 failure) is still a regression
+HOST_DEPENDENT = {"timm/hgnetv2_b0": ("pass", "fail_accuracy")}
 
 
 def _bar(i, n, name, t0):
@@ -1488,7 +1502,13 @@ def compare(rows, expected):
         e = expected.get(r["name"])
         if e is None:
             continue
-        if e["status"] == "pass" and r["status"] != "pass":
+        if r["name"] in HOST_DEPENDENT:
+            if r["status"] not in HOST_DEPENDENT[r["name"]]:
+                regress.append(
+                    f"{r['name']}: expected one of {HOST_DEPENDENT[r['name']]}, "
+                    f"got {r['status']} ({r['detail']})"
+                )
+        elif e["status"] == "pass" and r["status"] != "pass":
             regress.append(f"{r['name']}: expected pass, got {r['status']} ({r['detail']})")
         elif e["status"] != "pass" and r["status"] == "pass":
             improve.append(f"{r['name']}: expected {e['status']}, now passes")
