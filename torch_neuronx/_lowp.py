@@ -67,10 +67,10 @@ def _weight_only_rowwise(weight, x) -> bool:
     )
 
 
-def route_int8_weight_only(module) -> None:
-    """torchao Int8Tensor: F.linear / aten.linear with an int8 weight-only
-    weight (per-row scales) on neuron runs torch._weight_int8pack_mm."""
-    cls = module.Int8Tensor
+def _route_linear(cls, applies, run) -> None:
+    """cls's F.linear and aten.linear table entries (TorchAO's tensor
+    subclass dispatch) call run(x, weight, bias) where applies(weight, x),
+    and TorchAO's own function otherwise; installed once."""
     tables = [
         (getattr(cls, "_ATEN_OP_TABLE", {}).get(cls), torch.ops.aten.linear.default),
         (getattr(cls, "_TORCH_FN_TABLE", {}).get(cls), torch.nn.functional.linear),
@@ -78,61 +78,56 @@ def route_int8_weight_only(module) -> None:
     for table, key in tables:
         if table is None or key not in table or getattr(table[key], "_neuron_route", False):
             continue
-        original = table[key]
 
-        def linear(func, types, args, kwargs, _original=original):
+        def linear(func, types, args, kwargs, _original=table[key]):
             x, weight = args[0], args[1]
             bias = args[2] if len(args) > 2 else (kwargs or {}).get("bias")
-            if not (isinstance(weight, cls) and _weight_only_rowwise(weight, x)):
+            if not (isinstance(weight, cls) and applies(weight, x)):
                 return _original(func, types, args, kwargs)
-            n, k = weight.qdata.shape
-            y = torch._weight_int8pack_mm(
-                x.reshape(-1, k), weight.qdata, weight.scale.reshape(n).to(x.dtype)
-            ).reshape(*x.shape[:-1], n)
-            return y if bias is None else y + bias
+            return run(x, weight, bias)
 
         linear._neuron_route = True
         table[key] = linear
+
+
+def route_int8_weight_only(module) -> None:
+    """torchao Int8Tensor: F.linear / aten.linear with an int8 weight-only
+    weight (per-row scales) on neuron runs torch._weight_int8pack_mm."""
+
+    def run(x, weight, bias):
+        n, k = weight.qdata.shape
+        y = torch._weight_int8pack_mm(
+            x.reshape(-1, k), weight.qdata, weight.scale.reshape(n).to(x.dtype)
+        ).reshape(*x.shape[:-1], n)
+        return y if bias is None else y + bias
+
+    _route_linear(module.Int8Tensor, lambda weight, x: _weight_only_rowwise(weight, x), run)
+
+
+def _int4_weight_only(weight, x) -> bool:
+    return (
+        _on_neuron(x)
+        and getattr(weight, "act_mapping_type", None) is None
+        and tuple(weight.block_size)[0] == 1
+    )
 
 
 def route_int4_weight_only(module) -> None:
     """torchao Int4OpaqueTensor: F.linear / aten.linear with a weight-only
     (A16W4) int4 weight on neuron runs torch's _weight_int4pack_mm_for_cpu
-    on neuron."""
-    cls = module.Int4OpaqueTensor
-    tables = [
-        (getattr(cls, "_ATEN_OP_TABLE", {}).get(cls), torch.ops.aten.linear.default),
-        (getattr(cls, "_TORCH_FN_TABLE", {}).get(cls), torch.nn.functional.linear),
-    ]
-    for table, key in tables:
-        if table is None or key not in table or getattr(table[key], "_neuron_route", False):
-            continue
-        original = table[key]
+    on neuron (TorchAO's own sequence, without its CPU assertion)."""
 
-        def linear(func, types, args, kwargs, _original=original):
-            x, weight = args[0], args[1]
-            bias = args[2] if len(args) > 2 else (kwargs or {}).get("bias")
-            if not (
-                isinstance(weight, cls)
-                and _on_neuron(x)
-                and getattr(weight, "act_mapping_type", None) is None
-                and tuple(weight.block_size)[0] == 1
-            ):
-                return _original(func, types, args, kwargs)
-            if weight.act_pre_scale is not None:
-                x = x * weight.act_pre_scale
-            k = x.shape[-1]
-            n = weight.shape[-2]
-            y = torch.ops.aten._weight_int4pack_mm_for_cpu(
-                x.reshape(-1, k).contiguous(),
-                weight.qdata,
-                weight.block_size[1],
-                weight.scale_and_zero,
-            )
-            y = y[:, :n].reshape(*x.shape[:-1], n)
-            if bias is not None:
-                y = y + bias
-            return y.to(x.dtype)
+    def run(x, weight, bias):
+        dtype = x.dtype
+        if weight.act_pre_scale is not None:
+            x = x * weight.act_pre_scale
+        k, n = x.shape[-1], weight.shape[-2]
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(
+            x.reshape(-1, k).contiguous(), weight.qdata, weight.block_size[1], weight.scale_and_zero
+        )
+        y = y[:, :n].reshape(*x.shape[:-1], n)
+        if bias is not None:
+            y = y + bias
+        return y.to(dtype)
 
-        linear._neuron_route = True
-        table[key] = linear
+    _route_linear(module.Int4OpaqueTensor, _int4_weight_only, run)
