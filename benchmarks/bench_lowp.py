@@ -49,6 +49,16 @@ def _cycle(fn, items):
     return run
 
 
+def _medians(fns, rounds, reps):
+    """Median time of each callable over interleaved rounds; a name ending
+    in "cpu" is timed as PyTorch CPU, the others on neuron."""
+    samples = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, f in fns.items():
+            samples[k].append(run_all.timeit(f, "cpu" if k.endswith("cpu") else N, reps))
+    return {k: med(v) for k, v in samples.items()}
+
+
 def decode_rows(rows, rounds):
     """Weight-only int8 against bf16 at batch 1-16. Each side cycles
     through COPIES weights whose bytes together exceed the last-level
@@ -74,12 +84,7 @@ def decode_rows(rows, rounds):
             "bf16 cpu": _cycle(torch.nn.functional.linear, [(x, w) for w in wb]),
             "memcpy": memcpy,
         }
-        devs = {"int8 cpu": "cpu", "bf16 cpu": "cpu"}
-        samples = {k: [] for k in fns}
-        for _ in range(rounds):
-            for k, f in fns.items():
-                samples[k].append(run_all.timeit(f, devs.get(k, N), COPIES))
-        t = {k: med(v) for k, v in samples.items()}
+        t = _medians(fns, rounds, COPIES)
         # memcpy moves 2 x 32 MiB (read + write) per call
         bw = 2 * K * Nn * 2 / t["memcpy"]
         i8_bw = K * Nn / t["int8 neuron"]
@@ -131,12 +136,7 @@ def int4_decode_rows(rows, rounds):
             "int4 cpu": _cycle(mm4, [(x, w, GROUP, s) for w, s in zip(p4, sz)]),
             "memcpy": memcpy,
         }
-        devs = {"int4 cpu": "cpu"}
-        samples = {k: [] for k in fns}
-        for _ in range(rounds):
-            for k, f in fns.items():
-                samples[k].append(run_all.timeit(f, devs.get(k, N), COPIES))
-        t = {k: med(v) for k, v in samples.items()}
+        t = _medians(fns, rounds, COPIES)
         bw = 2 * K * Nn * 2 / t["memcpy"]
         i4_bw = streamed / t["int4 neuron"]
         rows.append(
